@@ -1,0 +1,102 @@
+// Command moerun runs Mixture-of-Experts models with tensor-level placement across GPU and
+// CPU, speaking llama.cpp's flags.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+
+	"github.com/alecthomas/kong"
+	"github.com/moerun/moerun/gguf"
+)
+
+// cli is the command line. Each command is a struct with a Run method in its own file.
+type cli struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Inspect inspectCmd `cmd:"" help:"Show a GGUF model's metadata, tensors, and totals by type and by tensor class."`
+}
+
+// Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError marks errors caused by what the user gave us (flags, files), which exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func badInput(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// env carries the process's streams into commands, so tests can run them in-process.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var c cli
+	exitCode := -1
+	parser, err := kong.New(&c,
+		kong.Name("moerun"),
+		kong.Description("moerun runs Mixture-of-Experts LLMs with llama.cpp-compatible tensor placement across GPU and CPU."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": version()},
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exitCode = code }),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "moerun: internal error: %v\n", err)
+		return exitFailure
+	}
+	ctx, err := parser.Parse(args)
+	if exitCode >= 0 { // --help or --version
+		return exitCode
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "moerun: %v\n", err)
+		if pe := (*kong.ParseError)(nil); errors.As(err, &pe) && pe.Context != nil {
+			fmt.Fprintf(stderr, "run 'moerun %s --help' for usage\n", pe.Context.Command())
+		}
+		return exitUsage
+	}
+	if err := ctx.Run(&env{stdout: stdout, stderr: stderr}); err != nil {
+		fmt.Fprintf(stderr, "moerun: %v\n", err)
+		return exitCodeFor(err)
+	}
+	return exitOK
+}
+
+// exitCodeFor sorts failures: bad flags, missing or malformed files are the user's input (2);
+// anything else is a runtime failure (1).
+func exitCodeFor(err error) int {
+	var ue usageError
+	var fe *gguf.FormatError
+	switch {
+	case errors.As(err, &ue), errors.As(err, &fe) && fe.Err == nil,
+		errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
