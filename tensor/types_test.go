@@ -10,7 +10,7 @@ import (
 // TestTypeTableMatchesLlamaCpp checks every quantized type against the index llama.cpp's
 // quantizer wrote for quant-tensors.gguf (ids, names, block sizes, block and row bytes).
 func TestTypeTableMatchesLlamaCpp(t *testing.T) {
-	raw, err := os.ReadFile("testdata/quant-tensors.dequant.json")
+	raw, err := os.ReadFile("../testdata/quant/quant-tensors.dequant.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,154 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+)
+
+// activationGoldens reads ggml's encodings of the 8 test vectors (quant-activations.json).
+func activationGoldens(t *testing.T) []map[string]json.RawMessage {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/quant/quant-activations.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Vectors []map[string]json.RawMessage `json:"vectors"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Vectors
+}
+
+func goldenFloats(t *testing.T, v map[string]json.RawMessage, key string) []float32 {
+	t.Helper()
+	var xs []float64
+	if err := json.Unmarshal(v[key], &xs); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+func goldenHex(t *testing.T, v map[string]json.RawMessage, key string) []byte {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(v[key], &s); err != nil {
+		t.Fatal(err)
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHalfFloatsMatchGGML narrows ggml's test vectors (including exact rounding ties and
+// values that underflow) and compares with ggml's encodings, then widens them back.
+func TestHalfFloatsMatchGGML(t *testing.T) {
+	for _, v := range activationGoldens(t) {
+		var name string
+		json.Unmarshal(v["name"], &name)
+		x := goldenFloats(t, v, "x")
+		for _, c := range []struct {
+			key    string
+			narrow func(float32) uint16
+			widen  func(uint16) float32
+		}{{"f16_ref", F32ToF16, F16ToF32}, {"bf16_ref", F32ToBF16, BF16ToF32}} {
+			want := goldenHex(t, v, c.key)
+			for i, xi := range x {
+				w := binary.LittleEndian.Uint16(want[2*i:])
+				if got := c.narrow(xi); got != w {
+					t.Fatalf("%s %s[%d]: %g -> %#04x, ggml %#04x", name, c.key, i, xi, got, w)
+				}
+			}
+		}
+	}
+}
+
+// TestHalfDequantMatchesGGML widens every element of the F16 and BF16 fixture tensors and
+// compares bit patterns with ggml's own conversion.
+func TestHalfDequantMatchesGGML(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		widen func(uint16) float32
+	}{{"F16", F16ToF32}, {"BF16", BF16ToF32}} {
+		want, err := os.ReadFile("../testdata/quant/dequant/" + c.name + ".f32.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := halfTensorBytes(t, c.name)
+		for i := 0; i < len(src)/2; i++ {
+			got := math.Float32bits(c.widen(binary.LittleEndian.Uint16(src[2*i:])))
+			if w := binary.LittleEndian.Uint32(want[4*i:]); got != w {
+				t.Fatalf("%s element %d: %#08x, ggml %#08x", c.name, i, got, w)
+			}
+		}
+	}
+}
+
+// halfTensorBytes reads <name>.weight out of quant-tensors.gguf using the offsets in the index.
+func halfTensorBytes(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile("../testdata/quant/quant-tensors.dequant.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index struct {
+		Types []struct {
+			Type   string `json:"type"`
+			Offset int64  `json:"gguf_data_offset"`
+			Bytes  int64  `json:"bytes"`
+		} `json:"types"`
+	}
+	json.Unmarshal(raw, &index)
+	file, err := os.ReadFile("../testdata/quant/quant-tensors.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ty := range index.Types {
+		if ty.Type == name {
+			return file[ty.Offset : ty.Offset+ty.Bytes]
+		}
+	}
+	t.Fatalf("%s not in the index", name)
+	return nil
+}
+
+// TestF16Exhaustive round-trips all 65,536 binary16 values through float32.
+func TestF16Exhaustive(t *testing.T) {
+	for h := range 1 << 16 {
+		f := F16ToF32(uint16(h))
+		back := F32ToF16(f)
+		if math.IsNaN(float64(f)) {
+			if back&0x7C00 != 0x7C00 || back&0x3FF == 0 {
+				t.Fatalf("NaN %#04x came back as %#04x", h, back)
+			}
+			continue
+		}
+		if back != uint16(h) {
+			t.Fatalf("%#04x -> %g -> %#04x", h, f, back)
+		}
+	}
+	// Boundaries: the largest finite value, the overflow threshold, the smallest subnormal.
+	for _, c := range []struct {
+		f    float32
+		want uint16
+	}{
+		{65504, 0x7BFF}, {65519.99, 0x7BFF}, {65520, 0x7C00}, {-1e10, 0xFC00},
+		{5.960464477539063e-08, 0x0001}, {2.98023223876953125e-08, 0x0000}, {2.98023224e-08 * 1.0000001, 0x0001},
+		{float32(math.Inf(-1)), 0xFC00}, {float32(math.Copysign(0, -1)), 0x8000},
+	} {
+		if got := F32ToF16(c.f); got != c.want {
+			t.Errorf("F32ToF16(%g) = %#04x, want %#04x", c.f, got, c.want)
+		}
+	}
+}
