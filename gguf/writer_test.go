@@ -91,6 +91,7 @@ var valueCmp = cmp.Comparer(func(a, b Value) bool {
 		return false
 	}
 	return cmp.Equal(a.x, b.x, cmp.Comparer(func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }),
+		cmp.Comparer(func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) }),
 		cmp.Comparer(func(x, y Value) bool { return x.String() == y.String() && x.TypeName() == y.TypeName() }))
 })
 

@@ -1,0 +1,389 @@
+package moe
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// SamplerParams are llama.cpp's sampling parameters, with its defaults from DefaultSampler.
+type SamplerParams struct {
+	Temperature      float32 // <= 0: greedy
+	TopK             int     // <= 0: off
+	TopP             float32 // >= 1: off
+	MinP             float32 // <= 0: off
+	MinKeep          int     // top-p and min-p keep at least this many candidates
+	RepeatPenalty    float32 // 1: off
+	FrequencyPenalty float32 // 0: off
+	PresencePenalty  float32 // 0: off
+	PenaltyLastN     int     // how many recent tokens the penalties look at; 0: off
+	Seed             uint32  // RandomSeed draws one from the system
+}
+
+// RandomSeed asks for a seed from the system, like llama.cpp's LLAMA_DEFAULT_SEED.
+const RandomSeed = math.MaxUint32
+
+// DefaultSampler returns llama.cpp's defaults (common_params_sampling): temp 0.8, top-k 40,
+// top-p 0.95, min-p 0.05, penalties off over the last 64 tokens, random seed.
+func DefaultSampler() SamplerParams {
+	return SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, PenaltyLastN: 64, Seed: RandomSeed}
+}
+
+// Validate rejects parameters llama.cpp would misbehave on.
+func (p SamplerParams) Validate() error {
+	switch {
+	case math.IsNaN(float64(p.Temperature)) || math.IsNaN(float64(p.TopP)) || math.IsNaN(float64(p.MinP)):
+		return fmt.Errorf("sampling parameters must be numbers")
+	case p.TopP < 0:
+		return fmt.Errorf("top-p %g is negative", p.TopP)
+	case p.MinP > 1:
+		return fmt.Errorf("min-p %g is above 1", p.MinP)
+	case p.MinKeep < 0:
+		return fmt.Errorf("min-keep %d is negative", p.MinKeep)
+	case p.PenaltyLastN < -1:
+		return fmt.Errorf("penalty window %d: use -1 for the whole context or a count >= 0", p.PenaltyLastN)
+	case p.RepeatPenalty <= 0:
+		return fmt.Errorf("repeat penalty %g must be positive", p.RepeatPenalty)
+	}
+	return nil
+}
+
+// candidate is one token under consideration (llama_token_data).
+type candidate struct {
+	id    int32
+	logit float32
+	p     float32
+}
+
+// Sampler picks the next token from logits with llama.cpp's chain and order: penalties →
+// top-k → top-p → min-p → temperature → a draw from the distribution, using the same
+// random number generator (mt19937 and libstdc++'s uniform_real_distribution<double>) so a
+// seed reproduces llama.cpp's choices given the same logits. Not safe for concurrent use;
+// each sequence has its own.
+type Sampler struct {
+	params SamplerParams
+	rng    mt19937
+	recent []int32         // ring of the last PenaltyLastN accepted tokens
+	next   int             // write position in recent once it is full
+	counts map[int32]int32 // occurrences of each token in recent
+	cands  []candidate     // reused between calls
+}
+
+// NewSampler makes a sampler. entropy supplies the seed when params.Seed is RandomSeed.
+func NewSampler(params SamplerParams, entropy func() uint32) (*Sampler, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	seed := params.Seed
+	if seed == RandomSeed {
+		seed = entropy()
+	}
+	s := &Sampler{params: params, counts: map[int32]int32{}}
+	s.rng.seed(seed)
+	return s, nil
+}
+
+// Accept records a token (prompt or generated) for the repetition penalties.
+func (s *Sampler) Accept(token int32) {
+	n := s.params.PenaltyLastN
+	if n == 0 {
+		return
+	}
+	s.counts[token]++
+	if n > 0 && len(s.recent) >= n {
+		old := s.recent[s.next]
+		if s.counts[old]--; s.counts[old] == 0 {
+			delete(s.counts, old)
+		}
+		s.recent[s.next] = token
+		s.next = (s.next + 1) % n
+		return
+	}
+	s.recent = append(s.recent, token)
+}
+
+// Sample chooses a token from a row of logits.
+func (s *Sampler) Sample(logits []float32) int32 {
+	c := s.cands[:0]
+	for i, l := range logits {
+		c = append(c, candidate{id: int32(i), logit: l})
+	}
+	s.cands = c
+	p := s.params
+	s.penalize(c)
+	sorted := false
+	if p.TopK > 0 {
+		c, sorted = topK(c, p.TopK), true
+	}
+	if p.TopP < 1 {
+		c, sorted = topP(c, p.TopP, p.MinKeep, sorted)
+	}
+	if p.MinP > 0 {
+		c = minP(c, p.MinP, p.MinKeep, sorted)
+	}
+	temperature(c, p.Temperature)
+	return s.draw(c)
+}
+
+// Greedy returns the index of the largest logit, the lowest index on ties (llama.cpp's
+// greedy sampler).
+func Greedy(logits []float32) int32 {
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// penalize applies the repetition, frequency and presence penalties: a repeated token's
+// logit is divided by the repeat penalty when positive and multiplied when not, then
+// lowered by count·frequency + presence.
+func (s *Sampler) penalize(c []candidate) {
+	p := s.params
+	if p.PenaltyLastN == 0 || (p.RepeatPenalty == 1 && p.FrequencyPenalty == 0 && p.PresencePenalty == 0) {
+		return
+	}
+	for i := range c {
+		n, ok := s.counts[c[i].id]
+		if !ok {
+			continue
+		}
+		if c[i].logit <= 0 {
+			c[i].logit *= p.RepeatPenalty
+		} else {
+			c[i].logit /= p.RepeatPenalty
+		}
+		c[i].logit -= float32(n)*p.FrequencyPenalty + p.PresencePenalty
+	}
+}
+
+// byLogitDesc orders candidates by logit, highest first; equal logits keep the lower id
+// first (llama.cpp's sort leaves that order unspecified).
+func byLogitDesc(a, b candidate) int {
+	if c := cmp.Compare(b.logit, a.logit); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+func topK(c []candidate, k int) []candidate {
+	k = min(k, len(c))
+	partialSort(c, k)
+	return c[:k]
+}
+
+// partialSort moves the k best candidates (byLogitDesc) to c[:k], sorted, in O(n log k):
+// a vocabulary has 150k entries and only the head matters.
+func partialSort(c []candidate, k int) {
+	if k <= 0 {
+		return
+	}
+	// c[:k] is a heap whose root is the worst of the best k seen so far.
+	worse := func(i, j int) bool { return byLogitDesc(c[i], c[j]) > 0 }
+	down := func(i int) {
+		for {
+			w := i
+			if l := 2*i + 1; l < k && worse(l, w) {
+				w = l
+			}
+			if r := 2*i + 2; r < k && worse(r, w) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			c[i], c[w] = c[w], c[i]
+			i = w
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for i := k; i < len(c); i++ {
+		// Most candidates lose to the root outright; test that cheaply first.
+		if c[i].logit < c[0].logit {
+			continue
+		}
+		if byLogitDesc(c[i], c[0]) < 0 {
+			c[0], c[i] = c[i], c[0]
+			down(0)
+		}
+	}
+	slices.SortFunc(c[:k], byLogitDesc)
+}
+
+// softmaxProbs fills p with the softmax of the logits, summed in float32 as
+// llama_sampler_softmax_impl does.
+func softmaxProbs(c []candidate) {
+	maxL := c[0].logit
+	for _, x := range c[1:] {
+		maxL = max(maxL, x.logit)
+	}
+	var sum float32
+	for i := range c {
+		c[i].p = float32(math.Exp(float64(c[i].logit - maxL)))
+		sum += c[i].p
+	}
+	for i := range c {
+		c[i].p /= sum
+	}
+}
+
+// topP keeps the smallest prefix (by probability) whose cumulative probability reaches p,
+// and at least minKeep candidates.
+func topP(c []candidate, p float32, minKeep int, sorted bool) ([]candidate, bool) {
+	softmaxProbs(c)
+	// Like llama.cpp, try the best 256 first and sort everything only if they are not enough.
+	head := len(c)
+	if !sorted {
+		head = min(256, len(c))
+		partialSort(c, head)
+	}
+	var cum float32
+	for i := range c {
+		if i == head {
+			slices.SortFunc(c[head:], byLogitDesc)
+		}
+		cum += c[i].p
+		if cum >= p && i+1 >= minKeep {
+			return c[:i+1], true
+		}
+	}
+	return c, true
+}
+
+// minP keeps the candidates whose probability is at least p times the largest one (compared
+// on logits: logit >= max + ln p), and at least minKeep. Unsorted candidates are filtered in
+// place, keeping their order, as llama.cpp does; the order matters to the final draw.
+func minP(c []candidate, p float32, minKeep int, sorted bool) []candidate {
+	lnP := float32(math.Log(float64(p)))
+	if !sorted {
+		maxL := c[0].logit
+		for _, x := range c[1:] {
+			maxL = max(maxL, x.logit)
+		}
+		n := 0
+		for _, x := range c {
+			if x.logit >= maxL+lnP {
+				n++
+			}
+		}
+		if n >= minKeep { // n >= 1: the maximum always passes
+			kept := c[:0]
+			for _, x := range c {
+				if x.logit >= maxL+lnP {
+					kept = append(kept, x) // compacts in place: writes never pass reads
+				}
+			}
+			return kept
+		}
+		slices.SortFunc(c, byLogitDesc)
+	}
+	minLogit := c[0].logit + lnP
+	i := 1
+	for ; i < len(c); i++ {
+		if c[i].logit < minLogit && i >= minKeep {
+			break
+		}
+	}
+	return c[:i]
+}
+
+// temperature divides the logits, or for t <= 0 keeps only the first maximum.
+func temperature(c []candidate, t float32) {
+	if t > 0 {
+		for i := range c {
+			c[i].logit /= t
+		}
+		return
+	}
+	best := 0
+	for i := 1; i < len(c); i++ {
+		if c[i].logit > c[best].logit {
+			c[best].logit = float32(math.Inf(-1))
+			best = i
+		} else {
+			c[i].logit = float32(math.Inf(-1))
+		}
+	}
+}
+
+// draw samples from the softmax of the remaining logits exactly as llama.cpp's dist sampler:
+// probabilities summed in float64, one uniform draw, first candidate whose running sum
+// reaches draw·sum.
+func (s *Sampler) draw(c []candidate) int32 {
+	r := s.rng.uniform()
+	if len(c) == 1 {
+		return c[0].id
+	}
+	maxL := c[0].logit
+	for _, x := range c[1:] {
+		maxL = max(maxL, x.logit)
+	}
+	var sum float64
+	for i := range c {
+		c[i].p = float32(math.Exp(float64(c[i].logit - maxL)))
+		sum += float64(c[i].p)
+	}
+	target := sum * r
+	var run float64
+	for i := range c {
+		run += float64(c[i].p)
+		if run >= target {
+			return c[i].id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// mt19937 is the 32-bit Mersenne Twister, as std::mt19937.
+type mt19937 struct {
+	state [624]uint32
+	index int
+}
+
+func (m *mt19937) seed(s uint32) {
+	m.state[0] = s
+	for i := 1; i < len(m.state); i++ {
+		prev := m.state[i-1]
+		m.state[i] = 1812433253*(prev^(prev>>30)) + uint32(i)
+	}
+	m.index = len(m.state)
+}
+
+func (m *mt19937) next() uint32 {
+	const n, mid = 624, 397
+	if m.index >= n {
+		for i := range n {
+			y := m.state[i]&0x80000000 | m.state[(i+1)%n]&0x7FFFFFFF
+			v := m.state[(i+mid)%n] ^ y>>1
+			if y&1 != 0 {
+				v ^= 0x9908B0DF
+			}
+			m.state[i] = v
+		}
+		m.index = 0
+	}
+	y := m.state[m.index]
+	m.index++
+	y ^= y >> 11
+	y ^= y << 7 & 0x9D2C5680
+	y ^= y << 15 & 0xEFC60000
+	y ^= y >> 18
+	return y
+}
+
+// uniform is libstdc++'s uniform_real_distribution<double>(0, 1) over mt19937: two 32-bit
+// draws combined (generate_canonical with 53 bits), kept below 1.
+func (m *mt19937) uniform() float64 {
+	lo := float64(m.next())
+	hi := float64(m.next())
+	r := (lo + hi*4294967296.0) / 18446744073709551616.0
+	if r >= 1 {
+		r = math.Nextafter(1, 0)
+	}
+	return r
+}

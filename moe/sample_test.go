@@ -1,0 +1,163 @@
+package moe
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+)
+
+// TestMT19937 checks the generator against the C++ standard library: the standard's required
+// 10,000th output for the default seed, and uniform_real_distribution<double>(0, 1) draws
+// printed by a libstdc++ program.
+func TestMT19937(t *testing.T) {
+	var m mt19937
+	m.seed(5489)
+	for range 9999 {
+		m.next()
+	}
+	if got := m.next(); got != 4123659995 {
+		t.Fatalf("10000th output %d, want 4123659995", got)
+	}
+	for _, c := range []struct {
+		seed uint32
+		want []float64
+	}{
+		{0, []float64{0.59284461651668263, 0.84426574425659828, 0.85794561998982988, 0.84725173738433124, 0.62356369649610832}},
+		{42, []float64{0.79654298428784598, 0.18343478789336848, 0.77969099761266125, 0.59685016158005655, 0.44583275754843343}},
+		{4294967294, []float64{0.10184899170898529, 0.94789751258733013, 0.82893340139475558, 0.37232930669741121, 0.5176980985702806}},
+	} {
+		m.seed(c.seed)
+		for i, w := range c.want {
+			if got := m.uniform(); got != w {
+				t.Errorf("seed %d draw %d: %.17g, want %.17g", c.seed, i, got, w)
+			}
+		}
+	}
+}
+
+// TestSamplerMatchesLlamaCpp replays the token choices llama.cpp's own sampler chain made
+// (tools/oracle/sampler_golden.cpp) for seven parameter sets over 48 steps each.
+func TestSamplerMatchesLlamaCpp(t *testing.T) {
+	raw, err := os.ReadFile("testdata/sampler-golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		NVocab int `json:"n_vocab"`
+		NSteps int `json:"n_steps"`
+		Cases  []struct {
+			Name                  string
+			Temp                  float32
+			TopK                  int     `json:"top_k"`
+			TopP                  float32 `json:"top_p"`
+			MinP                  float32 `json:"min_p"`
+			MinKeep               int     `json:"min_keep"`
+			LastN                 int     `json:"last_n"`
+			Repeat, Freq, Present float32
+			Seed                  uint32
+			Tokens                []int32
+		}
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if len(golden.Cases) != 7 {
+		t.Fatalf("%d cases", len(golden.Cases))
+	}
+	logits := make([]float32, golden.NVocab)
+	for _, c := range golden.Cases {
+		s, err := NewSampler(SamplerParams{Temperature: c.Temp, TopK: c.TopK, TopP: c.TopP, MinP: c.MinP, MinKeep: c.MinKeep,
+			PenaltyLastN: c.LastN, RepeatPenalty: c.Repeat, FrequencyPenalty: c.Freq, PresencePenalty: c.Present, Seed: c.Seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := range golden.NSteps {
+			var gen mt19937
+			gen.seed(uint32(1000 + step))
+			for i := range logits {
+				logits[i] = float32(gen.next()>>8)/float32(1<<20) - 8
+			}
+			got := s.Sample(logits)
+			s.Accept(got)
+			if want := c.Tokens[step]; got != want {
+				t.Errorf("%s step %d: sampled %d, llama.cpp %d", c.Name, step, got, want)
+				break
+			}
+		}
+	}
+}
+
+func TestSamplerHandComputed(t *testing.T) {
+	// Greedy picks the first maximum.
+	if got := Greedy([]float32{1, 3, 3, -1}); got != 1 {
+		t.Errorf("greedy %d", got)
+	}
+	// Penalties: token 2 seen twice. Positive logit 2 → 2/2 - (2·0.5 + 1) = -1;
+	// negative logit of token 0 seen once → -1·2 - (0.5 + 1) = -3.5.
+	s, _ := NewSampler(SamplerParams{Temperature: 0, RepeatPenalty: 2, FrequencyPenalty: 0.5, PresencePenalty: 1, PenaltyLastN: 3, TopP: 1}, nil)
+	for _, tok := range []int32{2, 0, 2} {
+		s.Accept(tok)
+	}
+	c := []candidate{{id: 0, logit: -1}, {id: 1, logit: 0.5}, {id: 2, logit: 2}}
+	s.penalize(c)
+	if c[0].logit != -3.5 || c[1].logit != 0.5 || c[2].logit != -1 {
+		t.Errorf("penalties: %+v", c)
+	}
+	// The window slides: after a 4th token, the first 2 drops out (counts 2→1).
+	s.Accept(1)
+	if s.counts[2] != 1 || s.counts[1] != 1 || s.counts[0] != 1 {
+		t.Errorf("window counts %v", s.counts)
+	}
+	// min-p 0.5 keeps logits within ln 2 of the top: 1.0 and 0.4 (1 - 0.693 = 0.307), not 0.
+	kept := minP([]candidate{{id: 0, logit: 1}, {id: 1, logit: 0.4}, {id: 2, logit: 0}}, 0.5, 0, true)
+	if len(kept) != 2 {
+		t.Errorf("min-p kept %d", len(kept))
+	}
+	// top-p 0.6 over probabilities ~(0.665, 0.245, 0.090) keeps two.
+	kept, _ = topP([]candidate{{id: 0, logit: 2}, {id: 1, logit: 1}, {id: 2, logit: 0}}, 0.7, 0, true)
+	if len(kept) != 2 || math.Abs(float64(kept[0].p)-0.66524) > 1e-4 {
+		t.Errorf("top-p kept %+v", kept)
+	}
+}
+
+func TestSamplerValidation(t *testing.T) {
+	for _, p := range []SamplerParams{
+		{TopP: -1, RepeatPenalty: 1}, {MinP: 2, RepeatPenalty: 1}, {RepeatPenalty: 0},
+		{Temperature: float32(math.NaN()), RepeatPenalty: 1}, {PenaltyLastN: -2, RepeatPenalty: 1},
+	} {
+		if _, err := NewSampler(p, nil); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	called := false
+	if _, err := NewSampler(DefaultSampler(), func() uint32 { called = true; return 1 }); err != nil || !called {
+		t.Errorf("random seed: %v, entropy used %v", err, called)
+	}
+}
+
+func TestSamplerSteadyStateAllocs(t *testing.T) {
+	s, _ := NewSampler(SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, PenaltyLastN: 64, Seed: 1}, nil)
+	logits := make([]float32, 4096)
+	for i := range logits {
+		logits[i] = float32(i%97) / 10
+	}
+	s.Sample(logits) // warm up the candidate buffer
+	allocs := testing.AllocsPerRun(20, func() { s.Accept(s.Sample(logits)) })
+	if allocs > 0 {
+		t.Errorf("%.0f allocations per sampled token", allocs)
+	}
+}
+
+func BenchmarkSampleQwenVocab(b *testing.B) {
+	s, _ := NewSampler(DefaultSampler(), func() uint32 { return 1 })
+	logits := make([]float32, 151936)
+	var gen mt19937
+	gen.seed(1)
+	for i := range logits {
+		logits[i] = float32(gen.next()>>8)/float32(1<<20) - 8
+	}
+	for b.Loop() {
+		s.Sample(logits)
+	}
+}
