@@ -18,7 +18,9 @@ import (
 type cli struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
-	Inspect inspectCmd `cmd:"" help:"Show a GGUF model's metadata, tensors, and totals by type and by tensor class."`
+	Inspect  inspectCmd  `cmd:"" help:"Show a GGUF model's metadata, tensors, and totals by type and by tensor class."`
+	Tokenize tokenizeCmd `cmd:"" help:"Tokenize text with a model's vocabulary, as llama-tokenize does."`
+	Template templateCmd `cmd:"" help:"Render a model's chat template for a conversation."`
 }
 
 // Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.

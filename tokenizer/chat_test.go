@@ -1,0 +1,193 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chatFixture is testdata/chat/<name>.json: conversations rendered by Python's Jinja2
+// configured as Hugging Face's apply_chat_template.
+type chatFixture struct {
+	Cases []struct {
+		Name                string          `json:"name"`
+		Messages            json.RawMessage `json:"messages"`
+		Tools               json.RawMessage `json:"tools"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		Extra               json.RawMessage `json:"extra"`
+		BOSToken            string          `json:"bos_token"`
+		EOSToken            string          `json:"eos_token"`
+		Rendered            *string         `json:"rendered"`
+		Error               *string         `json:"error"`
+	} `json:"cases"`
+}
+
+func mustDecode(t *testing.T, raw []byte) any {
+	t.Helper()
+	v, err := DecodeJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestChatFixtures renders every fixture conversation and compares byte for byte.
+func TestChatFixtures(t *testing.T) {
+	for _, name := range []string{"qwen3", "deepseek_v3"} {
+		src, err := os.ReadFile("testdata/chat/" + name + ".chat_template.jinja")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := ParseTemplate(string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fx chatFixture
+		readJSON(t, "testdata/chat/"+name+".json", &fx)
+		pass := 0
+		for _, c := range fx.Cases {
+			in := ChatInput{
+				Messages:            mustDecode(t, c.Messages).([]any),
+				AddGenerationPrompt: c.AddGenerationPrompt,
+				BOSToken:            c.BOSToken,
+				EOSToken:            c.EOSToken,
+				Vars:                map[string]any{},
+			}
+			if tools, ok := mustDecode(t, c.Tools).([]any); ok {
+				in.Tools = tools
+			}
+			extra := mustDecode(t, c.Extra).(*Object)
+			for _, k := range extra.Keys {
+				in.Vars[k] = extra.Values[k]
+			}
+			got, err := tpl.Render(in)
+			switch {
+			case c.Error != nil && err == nil:
+				t.Errorf("%s/%s: rendered %q, want error %q", name, c.Name, got, *c.Error)
+			case c.Error != nil:
+				pass++
+			case err != nil:
+				t.Errorf("%s/%s: %v", name, c.Name, err)
+			case got != *c.Rendered:
+				t.Errorf("%s/%s:\n got %q\nwant %q", name, c.Name, got, *c.Rendered)
+			default:
+				pass++
+			}
+		}
+		t.Logf("%s: %d/%d cases byte-identical", name, pass, len(fx.Cases))
+	}
+}
+
+// TestChatGoldenTemplates renders the tiny models' own templates (from their GGUF files)
+// and compares with llama-server's /apply-template, which strips a leading BOS when the
+// tokenizer adds one.
+func TestChatGoldenTemplates(t *testing.T) {
+	for _, model := range []string{"tiny-qwen3moe", "tiny-deepseek2"} {
+		v := loadVocab(t, "../testdata/models/"+model+".gguf")
+		tpl, err := ParseTemplate(v.ChatTemplate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := readGolden(t, model).ChatTemplateRender
+		var msgs []any
+		for _, m := range g.Messages {
+			msgs = append(msgs, &Object{Keys: []string{"role", "content"}, Values: map[string]any{"role": m["role"], "content": m["content"]}})
+		}
+		got, err := tpl.Render(ChatInput{Messages: msgs, AddGenerationPrompt: g.AddGenerationPrompt, BOSToken: v.Piece(v.BOS, true), EOSToken: v.Piece(v.EOS, true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.AddBOS {
+			got = strings.TrimPrefix(got, v.Piece(v.BOS, true))
+		}
+		if got != g.Prompt {
+			t.Errorf("%s: got %q, want %q", model, got, g.Prompt)
+		}
+	}
+}
+
+func render(t *testing.T, src string, in ChatInput) (string, error) {
+	t.Helper()
+	tpl, err := ParseTemplate(src)
+	if err != nil {
+		return "", err
+	}
+	return tpl.Render(in)
+}
+
+// TestChatFeatures checks the additions to the engine against what Python prints.
+func TestChatFeatures(t *testing.T) {
+	args := mustDecode(t, []byte(`{"z": 1, "a": [1.5, 2.0, 1e20, "é\n<>"], "m": {"b": null, "a": true}}`))
+	for _, tc := range []struct {
+		src, want string
+		vars      map[string]any
+	}{
+		// json.dumps(..., ensure_ascii=False) keeps key order and Python's float forms.
+		{`{{ x | tojson }}`, `{"z": 1, "a": [1.5, 2.0, 1e+20, "é\n<>"], "m": {"b": null, "a": true}}`, map[string]any{"x": args}},
+		{`{{ x | tojson(indent=2) }}`, "{\n  \"z\": 1,\n  \"a\": [\n    1.5,\n    2.0,\n    1e+20,\n    \"é\\n<>\"\n  ],\n  \"m\": {\n    \"b\": null,\n    \"a\": true\n  }\n}", map[string]any{"x": args}},
+		{`{{ x | tojson(sort_keys=true) }}`, `{"a": [1.5, 2.0, 1e+20, "é\n<>"], "m": {"a": true, "b": null}, "z": 1}`, map[string]any{"x": args}},
+		{`{% for k, v in x.items() %}{{ k }},{% endfor %}`, `z,a,m,`, map[string]any{"x": args}},
+		{`{{ {'b': 1, 'a': 2} | tojson }}`, `{"b": 1, "a": 2}`, nil},
+		{`{{ strftime_now("%d %b %Y") }}`, `21 Nov 2026`, nil},
+		{"{%- generation -%}  x  {%- endgeneration -%}", "x", nil},
+	} {
+		got, err := render(t, tc.src, ChatInput{Vars: tc.vars, Now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)})
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.src, got, err, tc.want)
+		}
+	}
+}
+
+// TestChatErrors: bad templates give errors naming the line, never panics; templates
+// cannot read files.
+func TestChatErrors(t *testing.T) {
+	for src, line := range map[string]string{
+		"line one\n{% if x %}\n{{ 1 + }}\n": "Line: 3",
+		"a\n\n{% for %}":                    "line 3",
+	} {
+		if _, err := render(t, src, ChatInput{}); err == nil || !strings.Contains(err.Error(), line) {
+			t.Errorf("%q: error %v does not name %s", src, err, line)
+		}
+	}
+	_, err := render(t, "a\n{{ raise_exception('roles must alternate') }}", ChatInput{})
+	if !errors.Is(err, ErrRaised) || !strings.Contains(err.Error(), "roles must alternate") {
+		t.Errorf("raise_exception: %v", err)
+	}
+	if _, err = render(t, `{% include "/etc/passwd" %}`, ChatInput{}); err == nil {
+		t.Error("include read a file")
+	}
+	// gonja panics on Python's %-formatting; the panic must come back as an error.
+	if _, err = render(t, `{{ '%s-%d' % (1, 2) }}`, ChatInput{}); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Errorf("panic not turned into an error: %v", err)
+	}
+}
+
+// FuzzChatTemplate: parsing and rendering any template text never panics.
+func FuzzChatTemplate(f *testing.F) {
+	for _, name := range []string{"qwen3", "deepseek_v3"} {
+		src, err := os.ReadFile("testdata/chat/" + name + ".chat_template.jinja")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(src))
+	}
+	f.Add("{% for m in messages %}{{ m.content | tojson(indent=1) }}{% endfor %}{{ '%d' % 1 }}")
+	msgs, err := DecodeJSON([]byte(`[{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]}]`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		// Loops over huge ranges are slow, not wrong; keep the fuzzer on the parser.
+		if len(src) > 4096 || strings.Contains(src, "range") || strings.Contains(src, "*") {
+			return
+		}
+		tpl, err := ParseTemplate(src)
+		if err != nil {
+			return
+		}
+		_, _ = tpl.Render(ChatInput{Messages: msgs.([]any), AddGenerationPrompt: true})
+	})
+}
