@@ -21,6 +21,7 @@ type cli struct {
 	Inspect  inspectCmd  `cmd:"" help:"Show a GGUF model's metadata, tensors, and totals by type and by tensor class."`
 	Tokenize tokenizeCmd `cmd:"" help:"Tokenize text with a model's vocabulary, as llama-tokenize does."`
 	Template templateCmd `cmd:"" help:"Render a model's chat template for a conversation."`
+	Place    placeCmd    `cmd:"" help:"Show where llama.cpp would place every tensor, the KV cache and the compute buffers for these flags, and whether it fits."`
 }
 
 // Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.
@@ -65,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moerun: internal error: %v\n", err)
 		return exitFailure
 	}
-	ctx, err := parser.Parse(args)
+	ctx, err := parser.Parse(rewriteLlamaArgs(args))
 	if exitCode >= 0 { // --help or --version
 		return exitCode
 	}

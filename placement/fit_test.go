@@ -1,0 +1,117 @@
+package placement
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/placement/placetest"
+)
+
+func checkWithinTargets(t *testing.T, plan *Plan) {
+	t.Helper()
+	for _, d := range plan.Devices {
+		if d.Device.Kind == backend.KindGPU && d.Total > d.Capacity()-d.Margin {
+			t.Errorf("%s: %d MiB used of %d MiB free with a %d MiB margin", d.Device.Name, d.Total>>20, d.Capacity()>>20, d.Margin>>20)
+		}
+	}
+}
+
+// llama.cpp's fit-params README: Qwen3-30B-A3B f16 on a 24,077 MiB RTX 4090, one sequence.
+// llama.cpp projected 61,807 MiB for the full 40,960-token context, reduced the context to
+// the 4,096 minimum and kept the experts of most layers on the CPU. (That README predates
+// the output-layer-first -ngl, so only the shape of the answer is compared.)
+func TestFitQwen3_30B(t *testing.T) {
+	m := qwen30B(t, placetest.F16)
+	r := DefaultRules()
+	r.Parallel = 1
+	plan := place(t, m, r, []backend.Device{backend.GPU(0, 24077<<20), backend.CPU(128 << 30)})
+	fit := plan.Fit
+	if fit.Status != "fitted" || plan.Context.NCtx != 4096 {
+		t.Fatalf("fit %q, context %d\n%s", fit.Status, plan.Context.NCtx, strings.Join(fit.Log, "\n"))
+	}
+	if first := fit.Log[0]; !strings.HasPrefix(first, "projected to use 61") { // 61,807 MiB in the README
+		t.Errorf("first projection: %s", first)
+	}
+	if !strings.HasPrefix(fit.Args, `-c 4096 -ngl 49 -ot "blk\.16\.ffn_down.*=CPU,blk\.17\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU,`) {
+		t.Errorf("args: %s", fit.Args)
+	}
+	checkWithinTargets(t, plan)
+	if plan.Settings.GPULayers != 49 {
+		t.Errorf("%d layers offloaded", plan.Settings.GPULayers)
+	}
+	// llama.cpp's fit writes an override for index 48, the output layer, which matches
+	// nothing: the lint says so.
+	last := plan.Rules[len(plan.Rules)-1]
+	if last.Item.Kind != ItemFit || !strings.Contains(last.Item.Pattern, `blk\.48\.`) || !hasWarning(last, "matches no tensor") {
+		t.Errorf("last fit rule: %+v", last)
+	}
+}
+
+// Fit gives up on the layers when the user set -ngl, but keeps the smaller context.
+func TestFitRespectsUserSettings(t *testing.T) {
+	m := qwen30B(t, placetest.F16)
+	r := DefaultRules()
+	r.Parallel, r.GPULayers = 1, 99
+	plan := place(t, m, r, []backend.Device{backend.GPU(0, 24077<<20), backend.CPU(128 << 30)})
+	if plan.Fit.Status != "gave up: n_gpu_layers already set by user to 99, abort" || plan.Context.NCtx != 4096 {
+		t.Errorf("fit %q, context %d", plan.Fit.Status, plan.Context.NCtx)
+	}
+	// -c given: no context change either.
+	r.CtxSize = 8192
+	if plan := place(t, m, r, []backend.Device{backend.GPU(0, 24077<<20), backend.CPU(128 << 30)}); plan.Context.NCtx != 8192 {
+		t.Errorf("context %d, want the user's 8192", plan.Context.NCtx)
+	}
+	// -c 0 asks for the full context: fit must not reduce it.
+	r.CtxSize, r.FitMinCtx = 0, 1<<32-1
+	if plan := place(t, m, r, []backend.Device{backend.GPU(0, 24077<<20), backend.CPU(128 << 30)}); plan.Context.NCtx != 40960 {
+		t.Errorf("-c 0: context %d, want 40960", plan.Context.NCtx)
+	}
+	// --fit off: the full context and everything on the GPU, over capacity.
+	r = DefaultRules()
+	r.Fit = false
+	plan = place(t, m, r, []backend.Device{backend.GPU(0, 24077<<20), backend.CPU(128 << 30)})
+	if fits, _ := plan.Devices[0].Fits(); fits || !strings.HasPrefix(plan.Verdict(), "does NOT fit") {
+		t.Errorf("fit off: %s", plan.Verdict())
+	}
+}
+
+// Without a GPU, fit checks the host's memory and can only shorten the context.
+func TestFitHostOnly(t *testing.T) {
+	m := qwen30B(t, placetest.F16)
+	r := DefaultRules()
+	r.Parallel = 1
+	plan := place(t, m, r, []backend.Device{backend.CPU(128 << 30)})
+	if plan.Fit.Status != "no changes needed" || plan.Context.NCtx != 40960 {
+		t.Errorf("128 GiB: %q, context %d", plan.Fit.Status, plan.Context.NCtx)
+	}
+	plan = place(t, m, r, []backend.Device{backend.CPU(60 << 30)})
+	if plan.Fit.Status != "fitted by reducing the context" || plan.Context.NCtx >= 40960 || plan.Context.NCtx%256 != 0 {
+		t.Errorf("60 GiB: %q, context %d", plan.Fit.Status, plan.Context.NCtx)
+	}
+	if cpu := plan.Devices[len(plan.Devices)-1]; cpu.Total > cpu.Capacity()-cpu.Margin {
+		t.Errorf("60 GiB: %d MiB used", cpu.Total>>20)
+	}
+	plan = place(t, m, r, []backend.Device{backend.CPU(40 << 30)})
+	if !strings.HasPrefix(plan.Fit.Status, "gave up: was unable to fit model into system memory") || plan.Context.NCtx != 4096 {
+		t.Errorf("40 GiB: %q, context %d", plan.Fit.Status, plan.Context.NCtx)
+	}
+}
+
+// Two GPUs: fit distributes the layers (-ts) and keeps each within its target.
+func TestFitTwoGPUs(t *testing.T) {
+	m := qwen235B(t)
+	r := DefaultRules()
+	r.CtxSize = 16384
+	devs := []backend.Device{backend.GPU(0, 24<<30), backend.GPU(1, 24<<30), backend.CPU(256 << 30)}
+	plan := place(t, m, r, devs)
+	if plan.Fit.Status != "fitted" || len(plan.Settings.TensorSplit) != 2 || !strings.Contains(plan.Fit.Args, " -ts ") {
+		t.Fatalf("fit %q, args %s", plan.Fit.Status, plan.Fit.Args)
+	}
+	checkWithinTargets(t, plan)
+	for _, d := range plan.Devices[:2] {
+		if d.Layers == 0 || d.Total < 16<<30 {
+			t.Errorf("%s holds %d layers, %d MiB: fit left it mostly empty", d.Device.Name, d.Layers, d.Total>>20)
+		}
+	}
+}

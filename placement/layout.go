@@ -1,0 +1,585 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+)
+
+// layout is one complete placement for a config: what Plan reports, and what --fit measures
+// while it searches.
+type layout struct {
+	cfg      config
+	ctx      Context
+	ngl      int   // effective layer count
+	layerDev []int // device per layer index 0..nLayerAll (the last is the output layer)
+	ovr      []override
+	assign   []assignment // per tensor
+	tied     *assignment  // the output matrix made from token_embd, when output.weight is absent
+	tiedMeta tensorMeta
+	kv       []layerKV // per layer 0..nLayerAll-1
+	mem      []devMem  // per device
+	mmap     bool
+}
+
+type assignment struct {
+	dev      int // device index; -1 when skipped
+	buffer   string
+	storage  Storage
+	over     int // index into layout.ovr of the deciding override, -1 for none
+	listDev  int // the device the layer's list alone would give
+	listFrom string
+}
+
+type layerKV struct {
+	dev   int // -1: no cache for this layer
+	bytes int64
+	kind  string
+}
+
+type devMem struct {
+	weights, mapped, kv, compute, staging int64
+}
+
+func (m devMem) total() int64 { return m.weights + m.kv + m.compute }
+
+// Context is the memory-relevant context configuration llama.cpp derives from -c, -np, -b,
+// -ub and --kv-unified (llama_context's constructor).
+type Context struct {
+	NCtx      int  // total cells, padded to 256
+	NCtxSeq   int  // cells per sequence stream
+	NSeq      int  // n_seq_max
+	NStream   int  // 1 with a unified cache
+	Unified   bool // one cache shared by all sequences
+	NBatch    int
+	NUBatch   int
+	NTokens   int // tokens in the worst-case graph the compute buffers are sized for
+	SWACells  int // cells of the sliding-window cache (0: none)
+	FlashAttn bool
+}
+
+func (p *planner) context(nCtx int) Context {
+	r := p.r
+	c := Context{NSeq: r.Parallel, Unified: r.KVUnified == True}
+	if r.Parallel < 0 { // llama-server's auto: 4 slots sharing a unified cache
+		c.NSeq, c.Unified = 4, true
+	}
+	n := nCtx
+	if n == 0 {
+		n = p.hp.nCtx
+	}
+	c.NBatch = min(n, r.Batch)
+	c.NUBatch = c.NBatch
+	if r.UBatch > 0 {
+		c.NUBatch = min(c.NBatch, r.UBatch)
+	}
+	c.NCtx = pad(n, 256)
+	c.NStream, c.NCtxSeq = 1, c.NCtx
+	if !c.Unified {
+		c.NStream = c.NSeq
+		c.NCtxSeq = pad(c.NCtx/c.NSeq, 256)
+		c.NCtx = c.NCtxSeq * c.NSeq
+	}
+	c.NTokens = min(c.NCtx, c.NUBatch)
+	c.FlashAttn = r.FlashAttn != FlashOff
+	if slices.Contains(p.hp.swa, true) {
+		c.SWACells = c.NCtxSeq
+		if !r.SWAFull {
+			window := p.hp.nSWA
+			if c.Unified {
+				window *= c.NSeq
+			}
+			c.SWACells = pad(min(c.NCtxSeq, window+c.NUBatch), 256)
+		}
+	}
+	return c
+}
+
+func pad(x, n int) int { return (x + n - 1) / n * n }
+
+// layerMap gives the device of every layer index 0..L, L being the output layer
+// (llama_model_base::load_tensors, or the older rule ik_llama.cpp keeps).
+func (p *planner) layerMap(ngl int, split []float32) (int, []int) {
+	L := p.hp.nLayerAll()
+	devs := make([]int, L+1)
+	for i := range devs {
+		devs[i] = p.cpu
+	}
+	nd := len(p.model)
+	if p.r.Semantics == IKLlama && ngl < 0 {
+		ngl = 0
+		if nd > 0 {
+			ngl = 999
+		}
+	} else if ngl < 0 {
+		ngl = L + 1
+	}
+	if nd == 0 {
+		return ngl, devs
+	}
+	splits := p.splitPoints(split)
+	device := func(pos, act int) int {
+		x := float32(pos) / float32(act)
+		i, _ := slices.BinarySearchFunc(splits, x, func(s, x float32) int {
+			if s <= x {
+				return -1
+			}
+			return 1
+		})
+		return p.model[min(i, nd-1)]
+	}
+	if p.r.Semantics == IKLlama {
+		start := max(L-ngl, 0)
+		act := min(ngl, L+1)
+		for il := 0; il < L; il++ {
+			if il >= start && il-start < act {
+				devs[il] = device(il-start, act)
+			}
+		}
+		if ngl > L {
+			devs[L] = device(L-start, act)
+		}
+		return ngl, devs
+	}
+	start := max(L+1-ngl, 0)
+	act := min(ngl, L+1)
+	for il := 0; il <= L; il++ {
+		if il >= start && il-start < act {
+			devs[il] = device(il-start, act)
+		}
+	}
+	return ngl, devs
+}
+
+// splitPoints are llama.cpp's cumulative split fractions, in float32 as it computes them:
+// -ts when any entry is non-zero, else each device's free memory.
+func (p *planner) splitPoints(split []float32) []float32 {
+	nd := len(p.model)
+	w := make([]float32, nd)
+	given := false
+	for i := range w {
+		if i < len(split) && split[i] != 0 {
+			given = true
+		}
+	}
+	for i, d := range p.model {
+		switch {
+		case given:
+			if i < len(split) {
+				w[i] = split[i]
+			}
+		case p.devs[d].FreeBytes == 0 && p.devs[d].TotalBytes == 0:
+			w[i] = float32(p.devs[p.cpu].FreeBytes)
+		default:
+			w[i] = float32(p.devs[d].FreeBytes)
+		}
+	}
+	var sum float32
+	for i := range w {
+		sum += w[i]
+		w[i] = sum
+	}
+	if sum == 0 { // unknown memory everywhere: equal shares
+		for i := range w {
+			w[i] = float32(i + 1)
+		}
+		sum = float32(nd)
+	}
+	for i := range w {
+		w[i] /= sum
+	}
+	return w
+}
+
+// layout places everything for one config.
+func (p *planner) layout(cfg config) (*layout, error) {
+	ctx := p.context(cfg.nCtx)
+	lay := &layout{cfg: cfg, ctx: ctx, mmap: p.r.LoadMode.mmap(), mem: make([]devMem, len(p.devs))}
+	lay.ngl, lay.layerDev = p.layerMap(cfg.ngl, cfg.split)
+	lay.ovr = p.expand(cfg.items, cfg.ngl)
+	if p.r.Semantics == IKLlama && lay.mmap {
+		// ik_llama.cpp loads the whole model without mmap once any tensor is overridden to
+		// the CPU (#1510), so that it can be pinned.
+		for _, o := range lay.ovr {
+			if o.host && slices.Contains(p.mustHits(o.pattern), true) {
+				lay.mmap = false
+				break
+			}
+		}
+	}
+	// The first matching override of every tensor, from each pattern's list of matches.
+	first := make([]int, len(p.tensors))
+	for i := range first {
+		first[i] = -1
+	}
+	for i, o := range lay.ovr {
+		matches, err := p.matches(o.pattern)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range matches {
+			if first[t] < 0 {
+				first[t] = i
+			}
+		}
+	}
+	lay.assign = make([]assignment, len(p.tensors))
+	for i := range p.tensors {
+		lay.assign[i] = p.assign(lay, &p.tensors[i], first[i])
+	}
+	if embd := p.tiedEmbd; embd >= 0 {
+		lay.tiedMeta = p.tensors[embd]
+		lay.tiedMeta.input, lay.tiedMeta.matmul, lay.tiedMeta.partKey = false, true, partOutput
+		a := p.assign(lay, &lay.tiedMeta, first[embd])
+		lay.tied = &a
+	}
+	for i, a := range lay.assign {
+		lay.addWeight(a, p.tensors[i].info.Size)
+	}
+	if lay.tied != nil && lay.tied.buffer != lay.assign[p.tiedEmbd].buffer {
+		lay.addWeight(*lay.tied, p.tensors[p.tiedEmbd].info.Size)
+	}
+	if err := p.kvCache(lay); err != nil {
+		return nil, err
+	}
+	p.compute(lay)
+	return lay, nil
+}
+
+func (p *planner) mustHits(pattern string) []bool {
+	h, _ := p.hits(pattern) // patterns were compiled when the items were checked
+	return h
+}
+
+func (lay *layout) addWeight(a assignment, bytes int64) {
+	if a.dev < 0 {
+		return
+	}
+	lay.mem[a.dev].weights += bytes
+	if a.storage == StorageMapped {
+		lay.mem[a.dev].mapped += bytes
+	}
+}
+
+// assign picks one tensor's buffer type (llama_model_loader::create_tensor): the first
+// matching override, else the first buffer type of its layer's list that supports it; then
+// the mmap swap of host buffers to plain CPU memory.
+func (p *planner) assign(lay *layout, t *tensorMeta, over int) assignment {
+	if t.skip {
+		return assignment{dev: -1, over: -1, listDev: -1, storage: StorageSkipped}
+	}
+	listDev := p.cpu
+	switch {
+	case t.input:
+	case t.layer >= 0:
+		listDev = lay.layerDev[t.layer]
+	default:
+		listDev = lay.layerDev[len(lay.layerDev)-1]
+	}
+	a := assignment{over: over, listDev: listDev, dev: listDev}
+	if over >= 0 {
+		a.dev = lay.ovr[over].target
+	}
+	switch {
+	case a.dev != p.cpu:
+		a.buffer = p.devs[a.dev].Name
+	case over >= 0 && lay.ovr[over].host && len(p.model) > 0: // ik_llama.cpp: straight to the host buffer type
+		a.buffer = p.hostBuffer()
+	default:
+		a.buffer = p.cpuBuffer(t)
+	}
+	host := p.hostBuffer()
+	switch {
+	case a.buffer == host && host != "" && lay.mmap:
+		a.buffer, a.storage = "CPU_Mapped", StorageMapped
+	case a.buffer == host && host != "":
+		a.storage = StoragePinned
+	case a.buffer == "CPU_REPACK":
+		a.storage = StorageRepacked
+	case a.dev == p.cpu || p.devs[a.dev].MapsHostMemory:
+		if lay.mmap {
+			a.storage = StorageMapped
+			if a.dev == p.cpu {
+				a.buffer = "CPU_Mapped"
+			}
+		} else {
+			a.storage = StorageCopied
+		}
+	default:
+		a.storage = StorageCopied
+	}
+	return a
+}
+
+// hostBuffer is the pinned host buffer type of the first model device that has one, which
+// heads llama.cpp's CPU buffer list unless --no-host.
+func (p *planner) hostBuffer() string {
+	if p.r.NoHost {
+		return ""
+	}
+	for _, d := range p.model {
+		if h := p.devs[d].HostBuffer; h != "" {
+			return h
+		}
+	}
+	return ""
+}
+
+// cpuBuffer walks llama.cpp's CPU list (make_cpu_buft_list): the host buffer type, then the
+// repacked layout for matmul weights it accepts, then plain CPU memory.
+func (p *planner) cpuBuffer(t *tensorMeta) string {
+	if h := p.hostBuffer(); h != "" {
+		return h
+	}
+	cpu := &p.devs[p.cpu]
+	if p.r.Repack && t.matmul && cpu.CanRepack(t.info.Type, t.info.Shape[1]) {
+		return "CPU_REPACK"
+	}
+	return "CPU"
+}
+
+// kvCache sizes the KV cache per layer (llama_kv_cache, llama_kv_cache_iswa) and the
+// recurrent state (llama_memory_recurrent), each on its layer's device — never where -ot
+// put the weights — or on the CPU with -nkvo.
+func (p *planner) kvCache(lay *layout) error {
+	hp, r, c := p.hp, p.r, lay.ctx
+	lay.kv = make([]layerKV, hp.nLayerAll())
+	vMax := 0
+	for il := range lay.kv {
+		vMax = max(vMax, p.headV(il)*hp.nHeadKV[il])
+	}
+	for il := range lay.kv {
+		dev := p.cpu
+		if r.KVOffload {
+			dev = lay.layerDev[il]
+		}
+		kv := layerKV{dev: dev}
+		switch {
+		case hp.recurrent[il]:
+			rows := int64(max(1, c.NSeq))
+			kv.kind, kv.bytes = "recurrent", int64(hp.nEmbdR+hp.nEmbdS)*4*rows
+		case hp.hybridKVFilter && il >= hp.nLayer:
+			kv.dev, kv.kind = -1, "nextn"
+			lay.kv[il] = kv
+			continue
+		default:
+			cells := c.NCtxSeq
+			kv.kind = "attention"
+			if hp.swa[il] {
+				cells, kv.kind = c.SWACells, "swa"
+			}
+			kRow, err := r.CacheK.RowBytes(int64(p.headK(il) * hp.nHeadKV[il]))
+			if err != nil {
+				return usagef("K cache type %s cannot hold layer %d: %v", r.CacheK, il, err)
+			}
+			kv.bytes = kRow * int64(cells) * int64(c.NStream)
+			if !hp.mla {
+				width := p.headV(il) * hp.nHeadKV[il]
+				if !c.FlashAttn {
+					width = vMax // the transposed V cache is padded to the widest layer
+				}
+				vRow, err := r.CacheV.RowBytes(int64(width))
+				if err != nil {
+					return usagef("V cache type %s cannot hold layer %d: %v", r.CacheV, il, err)
+				}
+				kv.bytes += vRow * int64(cells) * int64(c.NStream)
+			}
+		}
+		lay.kv[il] = kv
+		lay.mem[dev].kv += kv.bytes
+	}
+	return nil
+}
+
+func (p *planner) headK(il int) int {
+	if p.hp.swa[il] {
+		return p.hp.headKSWA
+	}
+	return p.hp.headK
+}
+
+func (p *planner) headV(il int) int {
+	if p.hp.swa[il] {
+		return p.hp.headVSWA
+	}
+	return p.hp.headV
+}
+
+// compute estimates the compute buffer of every device (see docs/placement.md): ggml's
+// allocator sizes it for the worst-case prompt graph, so it is the largest set of
+// activations alive at once on that device, plus the attention masks, the logits on the
+// output device, and — with op offload — the CPU-resident weights copied to the GPU for
+// batches of 32 tokens or more.
+func (p *planner) compute(lay *layout) {
+	hp, c := p.hp, lay.ctx
+	T := int64(c.NTokens)
+	f32 := func(elems int) int64 { return 4 * T * int64(elems) }
+	peak := make([]int64, len(p.devs))
+	attention := make([]bool, len(p.devs))
+	swa := make([]bool, len(p.devs))
+	kvCopy := make([]int64, len(p.devs))
+	offloadTo := p.offloadTarget(c)
+
+	// Which device runs each part of each layer (the device of its largest matmul weight),
+	// and its two largest matmul weights, which op offload would copy.
+	type partUse struct {
+		used, host    bool
+		dev           int
+		largest, next int64
+	}
+	nRows := hp.nLayerAll() + 1 // blocks, then the output layer
+	parts := make([]partUse, nRows*int(numParts))
+	addTensor := func(t *tensorMeta, a assignment) {
+		if a.dev < 0 || t.partKey == partNone {
+			return
+		}
+		row := t.layer
+		if t.partKey == partOutput || row < 0 {
+			row = nRows - 1
+		}
+		u := &parts[row*int(numParts)+int(t.partKey)]
+		size := int64(-1)
+		if t.matmul {
+			size = t.info.Size
+		}
+		if !u.used || size > u.largest {
+			u.next = max(u.largest, 0)
+			u.used, u.largest, u.dev = true, size, a.dev
+			u.host = t.matmul && a.dev == p.cpu && a.storage != StorageRepacked
+		} else if size > u.next {
+			u.next = size
+		}
+	}
+	for i := range p.tensors {
+		addTensor(&p.tensors[i], lay.assign[i])
+	}
+	if lay.tied != nil {
+		addTensor(&lay.tiedMeta, *lay.tied)
+	}
+	nkvoCopy := int64(0)
+	for _, kv := range lay.kv {
+		if kv.kind == "attention" || kv.kind == "swa" {
+			nkvoCopy = max(nkvoCopy, kv.bytes)
+		}
+	}
+	for i, u := range parts {
+		if !u.used {
+			continue
+		}
+		layer, pt := i/int(numParts), part(i%int(numParts))
+		dev := u.dev
+		if u.host && offloadTo >= 0 && T >= 32 {
+			dev = offloadTo
+			lay.mem[dev].staging = max(lay.mem[dev].staging, u.largest+u.next)
+		}
+		var b int64
+		switch pt {
+		case partAttn:
+			il := layer
+			switch {
+			case hp.recurrent[il]:
+				b = f32(2*hp.nEmbd + 3*hp.recurrentConvWd)
+			default:
+				heads, kvHeads := hp.nHead[il], hp.nHeadKV[il]
+				b = f32(2*hp.nEmbd + heads*p.headK(il) + kvHeads*(p.headK(il)+p.headV(il)) + heads*p.headV(il))
+				// The attention op itself runs by the KV cache when that is on a GPU, else
+				// where the projections run (fetching the CPU cache, as with -nkvo).
+				fa, kvDev := dev, lay.kv[il].dev
+				if kvDev >= 0 && kvDev != p.cpu {
+					fa = kvDev
+				}
+				cells := c.NCtxSeq
+				if hp.swa[il] {
+					cells = c.SWACells
+					swa[fa] = true
+				} else {
+					attention[fa] = true
+				}
+				if !c.FlashAttn { // the KQ scores
+					peak[fa] = max(peak[fa], 4*T*int64(cells)*int64(heads)+f32(2*hp.nEmbd))
+				}
+				if kvDev != fa && fa != p.cpu { // a layer's cache copied over each ubatch
+					kvCopy[fa] = nkvoCopy
+				}
+			}
+		case partFFN:
+			width := max(hp.nFFShexp, 0)
+			if hp.nExpert == 0 || layer < nRows-1 && !p.moeLayer[layer] {
+				width = max(width, hp.nFF)
+			}
+			b = f32(2*hp.nEmbd + 3*width)
+		case partExperts:
+			b = f32(max(hp.nEmbd*(1+2*hp.nUsed), 2*hp.nEmbd+3*hp.nFFExp*hp.nUsed))
+		case partOutput:
+			b = f32(hp.nVocab + 2*hp.nEmbd)
+		}
+		peak[dev] = max(peak[dev], b)
+	}
+	maskElem := int64(4)
+	if c.FlashAttn {
+		maskElem = 2
+	}
+	// One mask row of n_kv cells per token; with several streams each stream's tokens see
+	// only their own stream's cells.
+	fullMask := maskElem * T * int64(c.NCtxSeq)
+	swaMask := maskElem * T * int64(c.SWACells)
+	anyAttn, anySWA := slices.Contains(attention, true), slices.Contains(swa, true)
+	for d := range p.devs {
+		m := &lay.mem[d]
+		var masks int64
+		if attention[d] || d == p.cpu && anyAttn {
+			masks += fullMask
+		}
+		if swa[d] || d == p.cpu && anySWA {
+			masks += swaMask
+		}
+		if d == p.cpu {
+			// The host holds the graph inputs: the embeddings' get_rows output and the masks.
+			// A mask dies once copied to the GPUs unless attention also runs here.
+			inputs := f32(hp.nEmbd)
+			if attention[d] || swa[d] {
+				m.compute = masks + peak[d] + inputs
+			} else {
+				m.compute = max(masks+2*inputs, peak[d]+inputs)
+			}
+			continue
+		}
+		if peak[d] > 0 || m.staging > 0 {
+			m.compute = masks + peak[d] + m.staging + kvCopy[d]
+		}
+	}
+}
+
+// offloadTarget is the GPU that runs large-batch matmuls on CPU-held weights (ggml's
+// offload_op): the first model device that offers it, or -1.
+func (p *planner) offloadTarget(c Context) int {
+	if !p.r.OpOffload {
+		return -1
+	}
+	for _, d := range p.model {
+		if p.devs[d].OffloadsOps {
+			return d
+		}
+	}
+	return -1
+}
+
+// deviceName is a device index as reports print it.
+func (p *planner) deviceName(d int) string {
+	if d < 0 {
+		return ""
+	}
+	return p.devs[d].Name
+}
+
+// describeList explains a tensor placed by its layer's list.
+func (p *planner) describeList(lay *layout, t *tensorMeta, a assignment) string {
+	switch {
+	case t.skip:
+		return "NextN/MTP block (not loaded without MTP speculative decoding)"
+	case t.input:
+		return "input layer (always on the CPU list)"
+	case t.layer >= 0:
+		return fmt.Sprintf("-ngl layer map: layer %d → %s", t.layer, p.deviceName(lay.layerDev[t.layer]))
+	}
+	return "-ngl layer map: output layer → " + p.deviceName(lay.layerDev[len(lay.layerDev)-1])
+}
