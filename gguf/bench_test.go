@@ -100,6 +100,23 @@ func BenchmarkParseDeepSeekV3Header(b *testing.B) {
 	}
 }
 
+// BenchmarkParseDeepSeekV3HeaderArrayLimit parses the same header keeping only the first
+// 8 elements of long arrays, as moerun place does.
+func BenchmarkParseDeepSeekV3HeaderArrayLimit(b *testing.B) {
+	md, specs := deepseekV3Header(b)
+	l, err := NewLayout(md, specs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := bytes.NewReader(l.header)
+	b.SetBytes(int64(len(l.header)))
+	for b.Loop() {
+		if _, err := NewReaderWith(r, l.FileSize, Options{ArrayLimit: 8}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkOpenDeepSeekV3Sparse opens a full-size (sparse) DeepSeek-V3 file through mmap,
 // as `moerun inspect` does.
 func BenchmarkOpenDeepSeekV3Sparse(b *testing.B) {

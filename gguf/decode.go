@@ -60,6 +60,7 @@ type decoder struct {
 	win   []byte // file bytes [winAt, winAt+len(win))
 	winAt int64
 	arena []byte // backing store for short strings, see intern
+	limit int64  // Options.ArrayLimit
 }
 
 func (d *decoder) fail(at int64, format string, args ...any) error {
@@ -193,6 +194,11 @@ func (d *decoder) value(t ValueType, what string, depth int) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
+	var total int
+	if d.limit > 0 && n > d.limit {
+		total, n = int(n), d.limit
+	}
+	var v Value
 	if elem == TypeArray {
 		vs := make([]Value, n)
 		for i := range vs {
@@ -200,10 +206,64 @@ func (d *decoder) value(t ValueType, what string, depth int) (Value, error) {
 				return Value{}, err
 			}
 		}
-		return Value{typ: TypeArray, elem: TypeArray, x: vs}, nil
+		v = Value{typ: TypeArray, elem: TypeArray, x: vs}
+	} else {
+		x, err := d.array(elem, n, what)
+		if err != nil {
+			return Value{}, err
+		}
+		v = Value{typ: TypeArray, elem: elem, x: x}
 	}
-	x, err := d.array(elem, n, what)
-	return Value{typ: TypeArray, elem: elem, x: x}, err
+	if total > 0 {
+		v.total = total
+		return v, d.skipValues(elem, int64(total)-n, what, depth+1)
+	}
+	return v, nil
+}
+
+// skipValues moves past n encoded values of type elem without keeping them, checking their
+// lengths as decoding would.
+func (d *decoder) skipValues(elem ValueType, n int64, what string, depth int) error {
+	switch elem {
+	case TypeString:
+		for range n {
+			l, err := d.count(what, " length", 1)
+			if err != nil {
+				return err
+			}
+			if err := d.skip(l, what); err != nil {
+				return err
+			}
+		}
+	case TypeArray:
+		if depth >= maxNesting {
+			return d.fail(d.off, "%s: arrays nested more than %d deep", what, maxNesting)
+		}
+		for range n {
+			inner, err := d.valueType(what + " element type")
+			if err != nil {
+				return err
+			}
+			c, err := d.count(what, " element count", inner.minSize())
+			if err != nil {
+				return err
+			}
+			if err := d.skipValues(inner, c, what, depth+1); err != nil {
+				return err
+			}
+		}
+	default:
+		return d.skip(n*elem.size(), what) // n was checked against the bytes left
+	}
+	return nil
+}
+
+func (d *decoder) skip(n int64, what string) error {
+	if n > d.remaining() {
+		return d.fail(d.off, "unexpected end of file reading %s (need %d bytes, %d left)", what, n, d.remaining())
+	}
+	d.off += n
+	return nil
 }
 
 // array decodes n scalars of type elem into a typed slice ([]uint32, []string, …).
@@ -274,8 +334,8 @@ type header struct {
 
 // decodeHeader parses and validates a whole header: magic, version, metadata, tensor infos,
 // and every tensor's placement inside the file.
-func decodeHeader(r io.ReaderAt, size int64, path string) (*header, error) {
-	d := &decoder{r: r, size: size, path: path}
+func decodeHeader(r io.ReaderAt, size int64, path string, opts Options) (*header, error) {
+	d := &decoder{r: r, size: size, path: path, limit: int64(max(opts.ArrayLimit, 0))}
 	h := &header{}
 	b, err := d.next(4, "magic")
 	if err != nil {

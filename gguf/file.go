@@ -126,11 +126,25 @@ func (f *File) Close() error {
 	return errors.Join(errs...)
 }
 
+// Options tune how a file is read.
+type Options struct {
+	// ArrayLimit, when positive, keeps only the first ArrayLimit elements of longer
+	// metadata arrays (the rest are checked and skipped): for tools that need the tensor
+	// layout and the scalars but not a 150k-entry vocabulary. Such arrays report their
+	// full Len and Partial() == true; their element accessors return an error.
+	ArrayLimit int
+}
+
 // NewReader parses a single GGUF file from r, which holds size bytes. Tensor data is read
 // through r on demand. A part of a split model reads as itself alone; use Open to get the
 // whole model.
 func NewReader(r io.ReaderAt, size int64) (*File, error) {
-	p, h, err := readPart(r, size, "")
+	return NewReaderWith(r, size, Options{})
+}
+
+// NewReaderWith is NewReader with options.
+func NewReaderWith(r io.ReaderAt, size int64, opts Options) (*File, error) {
+	p, h, err := readPart(r, size, "", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +152,8 @@ func NewReader(r io.ReaderAt, size int64) (*File, error) {
 	return f, f.addPart(p, h)
 }
 
-func readPart(r io.ReaderAt, size int64, path string) (*Part, *header, error) {
-	h, err := decodeHeader(r, size, path)
+func readPart(r io.ReaderAt, size int64, path string, opts Options) (*Part, *header, error) {
+	h, err := decodeHeader(r, size, path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,7 +182,12 @@ func (f *File) addPart(p *Part, h *header) error {
 // NAME-00001-of-00004.gguf) any part may be given: all parts are opened and checked, and the
 // File holds every tensor. Nothing of the tensor data is read.
 func Open(path string) (*File, error) {
-	first, h, err := openPart(path)
+	return OpenWith(path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts Options) (*File, error) {
+	first, h, err := openPart(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -183,16 +202,16 @@ func Open(path string) (*File, error) {
 		return f, nil
 	}
 	first.mapping.Close()
-	return openSplit(path, int(count))
+	return openSplit(path, int(count), opts)
 }
 
-func openPart(path string) (*Part, *header, error) {
+func openPart(path string, opts Options) (*Part, *header, error) {
 	m, err := mmap.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	m.Prefetch(headerPrefetch)
-	p, h, err := readPart(m, m.Size(), path)
+	p, h, err := readPart(m, m.Size(), path, opts)
 	if err != nil {
 		m.Close()
 		return nil, nil, err
@@ -224,7 +243,7 @@ func SplitPaths(path string) ([]string, error) {
 	return paths, nil
 }
 
-func openSplit(path string, count int) (*File, error) {
+func openSplit(path string, count int, opts Options) (*File, error) {
 	paths, err := SplitPaths(path)
 	if err != nil {
 		return nil, err
@@ -234,7 +253,7 @@ func openSplit(path string, count int) (*File, error) {
 	}
 	var f *File
 	for i, p := range paths {
-		part, h, err := openPart(p)
+		part, h, err := openPart(p, opts)
 		if err != nil {
 			if f != nil {
 				f.Close()

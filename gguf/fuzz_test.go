@@ -18,6 +18,18 @@ func FuzzNewReader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := NewReader(bytes.NewReader(data), int64(len(data)))
+		// Reading only the heads of arrays must validate exactly as much as a full read.
+		heads, headErr := NewReaderWith(bytes.NewReader(data), int64(len(data)), Options{ArrayLimit: 2})
+		if (err == nil) != (headErr == nil) {
+			t.Fatalf("full read: %v; with ArrayLimit: %v", err, headErr)
+		}
+		if err == nil {
+			for i, kv := range heads.Metadata.All() {
+				if want := file.Metadata.All()[i].Value; kv.Value.Len() != want.Len() || kv.Value.Summary(2) != want.Summary(2) {
+					t.Fatalf("%s: %s with ArrayLimit, %s in full", kv.Key, kv.Value.Summary(2), want.Summary(2))
+				}
+			}
+		}
 		if err != nil {
 			var fe *FormatError
 			if !errors.As(err, &fe) {

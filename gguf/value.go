@@ -77,9 +77,10 @@ func (t ValueType) isInteger() bool {
 // Value is one metadata value. Scalars hold the Go type of their GGUF type (uint8 … float64,
 // bool, string); arrays hold a slice of it, or []Value for arrays of arrays.
 type Value struct {
-	typ  ValueType
-	elem ValueType // element type when typ == TypeArray
-	x    any
+	typ   ValueType
+	elem  ValueType // element type when typ == TypeArray
+	x     any
+	total int // the array's length in the file when only its head was read (Options.ArrayLimit)
 }
 
 // Scalar is the set of Go types that map one-to-one onto GGUF scalar types.
@@ -142,12 +143,27 @@ func (v Value) Type() ValueType { return v.typ }
 // ElemType is the element type of an array (TypeArray for arrays of arrays).
 func (v Value) ElemType() ValueType { return v.elem }
 
-// Len is the number of elements of an array, or 1 for a scalar.
+// Len is the number of elements of an array (as the file declares it, even when only its
+// head was read), or 1 for a scalar.
 func (v Value) Len() int {
 	if v.typ != TypeArray {
 		return 1
 	}
-	return reflect.ValueOf(v.x).Len()
+	if v.total > 0 {
+		return v.total
+	}
+	return v.kept()
+}
+
+// kept is how many elements of an array are held in memory.
+func (v Value) kept() int { return reflect.ValueOf(v.x).Len() }
+
+// Partial reports whether only the head of this array was read (see Options.ArrayLimit):
+// its elements past the head are not available.
+func (v Value) Partial() bool { return v.total > 0 }
+
+func (v Value) partialError() error {
+	return fmt.Errorf("array of %d elements was opened with only its first %d read (gguf.Options.ArrayLimit); open the file without the limit", v.total, v.kept())
 }
 
 // Any returns the underlying Go value: a scalar, a slice of scalars, or []Value.
@@ -235,6 +251,9 @@ func (v Value) Str() (string, error) {
 
 // Strings returns an array of strings.
 func (v Value) Strings() ([]string, error) {
+	if v.Partial() {
+		return nil, v.partialError()
+	}
 	if s, ok := v.x.([]string); ok {
 		return s, nil
 	}
@@ -245,6 +264,9 @@ func (v Value) Strings() ([]string, error) {
 func (v Value) Ints() ([]int64, error) {
 	if v.typ != TypeArray || !v.elem.isInteger() {
 		return nil, v.mismatch("an array of integers")
+	}
+	if v.Partial() {
+		return nil, v.partialError()
 	}
 	out := make([]int64, v.Len())
 	for i := range out {
@@ -261,6 +283,9 @@ func (v Value) Floats() ([]float64, error) {
 	if v.typ != TypeArray || !(v.elem.isInteger() || v.elem == TypeFloat32 || v.elem == TypeFloat64) {
 		return nil, v.mismatch("an array of numbers")
 	}
+	if v.Partial() {
+		return nil, v.partialError()
+	}
 	out := make([]float64, v.Len())
 	for i := range out {
 		out[i], _ = v.Index(i).Float()
@@ -270,6 +295,9 @@ func (v Value) Floats() ([]float64, error) {
 
 // Bools returns an array of booleans.
 func (v Value) Bools() ([]bool, error) {
+	if v.Partial() {
+		return nil, v.partialError()
+	}
 	if b, ok := v.x.([]bool); ok {
 		return b, nil
 	}
@@ -277,10 +305,13 @@ func (v Value) Bools() ([]bool, error) {
 }
 
 // Index returns element i of an array as a Value. It panics if v is not an array or i is
-// out of range, like indexing a slice.
+// out of range, like indexing a slice; for a partial array the range is its head.
 func (v Value) Index(i int) Value {
 	if v.typ != TypeArray {
 		panic("gguf: Index of a non-array value")
+	}
+	if v.Partial() && i >= v.kept() {
+		panic(fmt.Sprintf("gguf: element %d of an array read only up to element %d", i, v.kept()-1))
 	}
 	if nested, ok := v.x.([]Value); ok {
 		return nested[i]
@@ -314,7 +345,7 @@ func (v Value) Summary(maxItems int) string {
 		return formatScalar(v.x)
 	}
 	n := v.Len()
-	shown := n
+	shown := min(n, v.kept())
 	if maxItems >= 0 && shown > maxItems {
 		shown = maxItems
 	}

@@ -41,6 +41,11 @@ func NewLayout(md Metadata, specs []TensorSpec) (*Layout, error) {
 		}
 		l.Alignment = int64(a)
 	}
+	for _, kv := range md.All() {
+		if partialAnywhere(kv.Value) {
+			return nil, fmt.Errorf("metadata %s: only the head of this array was read (gguf.Options.ArrayLimit), so it cannot be written", kv.Key)
+		}
+	}
 	seen := make(map[string]bool, len(specs))
 	var off int64
 	for _, s := range specs {
@@ -75,6 +80,21 @@ func NewLayout(md Metadata, specs []TensorSpec) (*Layout, error) {
 	}
 	l.FileSize = l.DataOffset + off
 	return l, nil
+}
+
+// partialAnywhere reports whether a value or any array nested in it was read partially.
+func partialAnywhere(v Value) bool {
+	if v.Partial() {
+		return true
+	}
+	if nested, ok := v.x.([]Value); ok {
+		for _, e := range nested {
+			if partialAnywhere(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func encodeHeader(md Metadata, tensors []TensorInfo) []byte {

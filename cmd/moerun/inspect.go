@@ -30,7 +30,11 @@ func (c *inspectCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	f, err := gguf.Open(c.Model)
+	opts := gguf.Options{ArrayLimit: arraySummaryItems} // the summaries show no more than this
+	if c.Full {
+		opts = gguf.Options{}
+	}
+	f, err := gguf.OpenWith(c.Model, opts)
 	if err != nil {
 		return err
 	}
