@@ -19,7 +19,8 @@ type Traits struct {
 	// row of this type (ggml's vec_dot_type): Q8_0, Q8_1, Q8_K, F16, BF16 or F32.
 	VecDotType Type
 	// VecDot is the dot product of n elements: w in this type, a in VecDotType. The scalar
-	// versions follow ggml's generic kernels' summation order.
+	// versions follow ggml's generic kernels' summation order. It is nil for the formats
+	// that only ever hold activations (Q8_1, Q8_K).
 	VecDot func(n int, w, a []byte) float32
 }
 
@@ -119,6 +120,9 @@ func DotRow(t Type, n int, w, a []byte) (float32, error) {
 	tr, err := TraitsOf(t)
 	if err != nil {
 		return 0, err
+	}
+	if tr.VecDot == nil {
+		return 0, fmt.Errorf("%s is an activation format: no dot product takes it as weights", t)
 	}
 	if err := checkRow(t, n, len(w), "weights"); err != nil {
 		return 0, err
