@@ -233,13 +233,29 @@ type patternHits struct {
 	matches []int  // the tensors it matches, in order
 }
 
+// ModelError is a problem with the model itself (missing or inconsistent metadata), as
+// opposed to the rules: the user's input is wrong, not moerun.
+type ModelError struct {
+	Model string
+	Err   error
+}
+
+func (e *ModelError) Error() string {
+	if e.Model == "" {
+		return e.Err.Error()
+	}
+	return e.Model + ": " + e.Err.Error()
+}
+
+func (e *ModelError) Unwrap() error { return e.Err }
+
 func newPlanner(m *Model, r *Rules, devs []backend.Device) (*planner, error) {
 	if err := backend.Validate(devs); err != nil {
 		return nil, err
 	}
 	hp, err := readHParams(m)
 	if err != nil {
-		return nil, err
+		return nil, &ModelError{Model: m.Name, Err: err}
 	}
 	p := &planner{m: m, hp: hp, r: r, devs: devs, memo: map[string]*patternHits{}}
 	for i, d := range devs {

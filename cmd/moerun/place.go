@@ -138,12 +138,14 @@ func writeFile(path string, write func(w io.Writer) error) error {
 	return f.Close()
 }
 
-// placeError marks the planner's complaints about the user's rules as usage errors (exit 2).
+// placeError marks the planner's complaints about the user's rules or model as usage errors
+// (exit 2).
 func placeError(err error) error {
 	var ue *placement.UsageError
 	var be *placement.UnknownBufferTypeError
 	var pe *placement.PatternError
-	if errors.As(err, &ue) || errors.As(err, &be) || errors.As(err, &pe) {
+	var me *placement.ModelError
+	if errors.As(err, &ue) || errors.As(err, &be) || errors.As(err, &pe) || errors.As(err, &me) {
 		return usageError{err}
 	}
 	return err

@@ -373,3 +373,10 @@ func BenchmarkPlaceCommandDeepSeekV3(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestPlaceModelWithoutMetadataIsBadInput(t *testing.T) {
+	code, _, errOut := moerun(t, "place", "../../testdata/quant/quant-tensors.gguf", "--gpu", "8GiB")
+	if code != exitUsage || !strings.Contains(errOut, "quant-tensors.gguf") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
