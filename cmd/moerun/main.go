@@ -21,6 +21,7 @@ type cli struct {
 	Inspect  inspectCmd  `cmd:"" help:"Show a GGUF model's metadata, tensors, and totals by type and by tensor class."`
 	Tokenize tokenizeCmd `cmd:"" help:"Tokenize text with a model's vocabulary, as llama-tokenize does."`
 	Template templateCmd `cmd:"" help:"Render a model's chat template for a conversation."`
+	Synth    synthCmd    `cmd:"" help:"Write a real model's GGUF layout (sparse, or with random weights) from a built-in preset."`
 	Place    placeCmd    `cmd:"" help:"Show where llama.cpp would place every tensor, the KV cache and the compute buffers for these flags, and whether it fits."`
 }
 

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/gguf/synth"
+)
+
+type synthCmd struct {
+	Spec   string `arg:"" optional:"" help:"Model to build: PRESET[:MIX], e.g. deepseek-v3:q4_k_m (see --list). The mix defaults to q4_k_m (mxfp4 for gpt-oss)." placeholder:"PRESET[:MIX]"`
+	Output string `short:"o" help:"File to write." placeholder:"FILE"`
+	List   bool   `help:"List the presets with their parameter counts and file size per mix."`
+	JSON   bool   `name:"json" help:"With --list: write JSON instead of a table."`
+
+	Sparse bool   `help:"Write the header and extend the file to its full size without writing data (the default): free on disk, the weights read as zeros." xor:"mode"`
+	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers." xor:"mode"`
+	Seed   uint64 `help:"Seed of --random; the same seed gives the same bytes." default:"1"`
+
+	Vocab   string `help:"Copy the tokenizer (the tokenizer.* keys) from this GGUF, e.g. testdata/vocab/ggml-vocab-qwen3.gguf. Default: a small built-in byte-level BPE vocabulary." placeholder:"FILE.gguf"`
+	Imatrix bool   `help:"Choose tensor types as llama-quantize does with an importance matrix (changes ffn_down in q4_0 and iq4_xs)."`
+
+	Layers           int  `help:"Keep the first N blocks (multi-token-prediction blocks stay after them)." placeholder:"N"`
+	NoMTP            bool `name:"no-mtp" help:"Leave out multi-token-prediction blocks, like the converter's --no-mtp."`
+	NEmbd            int  `name:"n-embd" help:"Embedding length (hidden size)." placeholder:"N"`
+	NFF              int  `name:"n-ff" help:"Dense feed-forward length." placeholder:"N"`
+	Experts          int  `help:"Routed experts per MoE layer." placeholder:"N"`
+	ExpertsUsed      int  `help:"Experts used per token." placeholder:"N"`
+	ExpertFF         int  `name:"expert-ff" help:"Feed-forward length of one expert." placeholder:"N"`
+	SharedFF         int  `name:"shared-ff" help:"Feed-forward length of the shared expert (qwen2moe, qwen35moe)." placeholder:"N"`
+	LeadingDense     int  `help:"Leading blocks with a dense FFN (deepseek2, glm4moe)." placeholder:"N"`
+	ExpertGroups     int  `help:"Expert groups (deepseek2)." placeholder:"N"`
+	ExpertGroupsUsed int  `help:"Expert groups used per token." placeholder:"N"`
+	Heads            int  `help:"Attention heads." placeholder:"N"`
+	HeadsKV          int  `name:"heads-kv" help:"Key/value heads." placeholder:"N"`
+	HeadDim          int  `help:"Head dimension (MLA: qk_nope + qk_rope)." placeholder:"N"`
+	VHeadDim         int  `name:"v-head-dim" help:"MLA value head dimension." placeholder:"N"`
+	RopeDim          int  `help:"Rotary dimensions (where the model has partial rotary or MLA)." placeholder:"N"`
+	QLoraRank        int  `name:"q-lora-rank" help:"MLA query LoRA rank." placeholder:"N"`
+	KVLoraRank       int  `name:"kv-lora-rank" help:"MLA key/value LoRA rank." placeholder:"N"`
+	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe)." placeholder:"N"`
+	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe)." placeholder:"N"`
+	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe)." placeholder:"N"`
+	VocabSize        int  `help:"Vocabulary size (rows of token_embd and output)." placeholder:"N"`
+	Context          int  `help:"Training context length." placeholder:"N"`
+}
+
+func (c *synthCmd) Run(e *env) error {
+	if c.List {
+		return writePresetList(e.stdout, c.JSON)
+	}
+	if c.Spec == "" {
+		return badInput("give a model as PRESET[:MIX] (see moerun synth --list)")
+	}
+	if c.Output == "" {
+		return badInput("give the file to write with -o FILE")
+	}
+	opts := synth.Options{
+		Layers: c.Layers, Embd: c.NEmbd, FF: c.NFF, Experts: c.Experts, ExpertsUsed: c.ExpertsUsed,
+		ExpertFF: c.ExpertFF, SharedFF: c.SharedFF, ExpertGroups: c.ExpertGroups, ExpertGroupsUsed: c.ExpertGroupsUsed,
+		Heads: c.Heads, HeadsKV: c.HeadsKV, HeadDim: c.HeadDim, VHeadDim: c.VHeadDim, RopeDim: c.RopeDim,
+		QLoraRank: c.QLoraRank, KVLoraRank: c.KVLoraRank, SSMState: c.SSMState, SSMGroups: c.SSMGroups,
+		SSMHeads: c.SSMHeads, Vocab: c.VocabSize, Context: c.Context, LeadingDense: c.LeadingDense, NoMTP: c.NoMTP, Imatrix: c.Imatrix,
+	}
+	if c.Vocab != "" {
+		tok, err := readTokenizer(c.Vocab)
+		if err != nil {
+			return err
+		}
+		opts.Tokenizer = tok
+	}
+	m, err := synth.Build(c.Spec, opts)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	start := time.Now()
+	var layout *gguf.Layout
+	mode := "sparse"
+	if c.Random {
+		mode = fmt.Sprintf("random, seed %d", c.Seed)
+		if err := m.CheckRandom(); err != nil {
+			return badInput("%v", err)
+		}
+		layout, err = writeRandom(c.Output, m, c.Seed, e.stderr)
+	} else {
+		layout, err = m.WriteSparse(c.Output)
+	}
+	if err != nil {
+		return err
+	}
+	total, active := m.Params()
+	fmt.Fprintf(e.stdout, "wrote %s: %s:%s (%s), %d tensors, %s parameters (%s active), %s (%d bytes) in %s\n",
+		c.Output, m.Preset.Name, m.Mix.Name, mode, len(m.Tensors), humanCount(total), humanCount(active),
+		humanBytes(layout.FileSize), layout.FileSize, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func readTokenizer(path string) (*synth.Tokenizer, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tok, err := synth.TokenizerFrom(f.Metadata)
+	if err != nil {
+		return nil, badInput("--vocab %s: %v", path, err)
+	}
+	return tok, nil
+}
+
+// writeRandom streams random weights to path, reporting progress on stderr every few
+// seconds; a failed write leaves no partial file behind.
+func writeRandom(path string, m *synth.Model, seed uint64, stderr io.Writer) (layout *gguf.Layout, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	last := time.Now()
+	err = m.WriteRandom(f, synth.RandomOptions{Seed: seed, Progress: func(done, total int64) {
+		if time.Since(last) >= 2*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "synth: %s of %s written (%.0f%%)\n", humanBytes(done), humanBytes(total), 100*float64(done)/float64(total))
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return m.Layout()
+}
+
+// presetListing is one preset in --list --json.
+type presetListing struct {
+	Name         string           `json:"name"`
+	Aliases      []string         `json:"aliases,omitempty"`
+	Title        string           `json:"title"`
+	Architecture string           `json:"architecture"`
+	Layers       int              `json:"layers"`
+	Params       int64            `json:"params"`
+	ActiveParams int64            `json:"active_params"`
+	DefaultMix   string           `json:"default_mix"`
+	FileBytes    map[string]int64 `json:"file_bytes"` // by mix
+	Source       string           `json:"source"`
+}
+
+func listPresets() ([]presetListing, error) {
+	var out []presetListing
+	for _, p := range synth.Presets() {
+		l := presetListing{Name: p.Name, Aliases: p.Aliases, Title: p.Title, Architecture: p.Arch, Layers: p.Layers,
+			DefaultMix: p.DefaultMix(), FileBytes: map[string]int64{}, Source: p.Source}
+		m, err := synth.BuildPreset(p, synth.Mixes()[0], synth.Options{})
+		if err != nil {
+			return nil, err
+		}
+		l.Params, l.ActiveParams = m.Params()
+		sizes, err := synth.MixSizes(p, synth.Options{})
+		if err != nil {
+			return nil, err
+		}
+		for i, mix := range synth.Mixes() {
+			l.FileBytes[mix.Name] = sizes[i]
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func writePresetList(w io.Writer, asJSON bool) error {
+	list, err := listPresets()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"PRESET", "ARCH", "LAYERS", "PARAMS", "ACTIVE"}
+	for _, mix := range synth.Mixes() {
+		head = append(head, strings.ToUpper(mix.Name))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, l := range list {
+		row := []string{l.Name, l.Architecture, fmt.Sprint(l.Layers), humanCount(l.Params), humanCount(l.ActiveParams)}
+		for _, mix := range synth.Mixes() {
+			row = append(row, fmt.Sprintf("%.2f", float64(l.FileBytes[mix.Name])/1e9))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, "\nFile sizes in GB (10^9 bytes, as Hugging Face lists files). Build one with: moerun synth PRESET[:MIX] -o FILE [--sparse | --random]")
+	return err
+}

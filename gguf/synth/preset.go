@@ -1,0 +1,275 @@
+// Package synth builds GGUF files with the exact layout llama.cpp's converter and quantizer
+// produce for real models — tensor names, shapes, order and types, metadata keys and value
+// types — without downloading anything: as an in-memory layout (for placement planning), as a
+// sparse file (header plus a hole the size of the weights) or as a file of random weights at a
+// sane scale (for tests and benchmarks).
+//
+// A model is a Preset (published hyper-parameters) plus a Mix (the llama-quantize file type
+// that picks each tensor's type), optionally shrunk with Options.
+package synth
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Config holds the hyper-parameters that decide a model's GGUF layout, named after the
+// Hugging Face config.json fields they come from. Zero means "absent" for optional ones.
+type Config struct {
+	Arch    string // general.architecture
+	Layers  int    // num_hidden_layers: decoder blocks run by the main graph
+	NextN   int    // multi-token-prediction blocks appended after them (blk.<Layers+i>)
+	Embd    int    // hidden_size
+	Vocab   int    // vocab_size: rows of token_embd and output
+	Context int    // max_position_embeddings
+
+	Heads   int // num_attention_heads
+	HeadsKV int // num_key_value_heads
+	// HeadDim is head_dim (key and value length per head). For MLA models it is
+	// qk_nope_head_dim + qk_rope_head_dim and VHeadDim is v_head_dim.
+	HeadDim  int
+	VHeadDim int
+	RopeDim  int // rope.dimension_count; 0 = not written
+
+	QLoraRank  int // MLA q_lora_rank (0: plain attn_q, as DeepSeek-V2-Lite)
+	KVLoraRank int // MLA kv_lora_rank
+
+	FF           int // intermediate_size: dense FFN width
+	Experts      int // routed experts per MoE layer
+	ExpertsUsed  int // num_experts_per_tok
+	ExpertFF     int // moe_intermediate_size (llama-architecture experts are FF wide instead)
+	SharedCount  int // n_shared_experts (deepseek2, glm4moe): shared width = ExpertFF × SharedCount
+	SharedFF     int // shared_expert_intermediate_size (qwen2moe, qwen35moe)
+	LeadingDense int // first_k_dense_replace
+
+	ExpertGroups     int     // n_group (written when the config has it)
+	ExpertGroupsUsed int     // topk_group
+	GatingFunc       uint32  // expert_gating_func: 1 softmax, 2 sigmoid; 0 = not written
+	WeightsScale     float32 // routed_scaling_factor; 0 = not written
+	WeightsNorm      bool    // norm_topk_prob (written only when true)
+	ExpProbsBias     bool    // e_score_correction_bias → blk.N.exp_probs_b.bias
+
+	RMSEps   float32
+	RopeBase float32 // rope_theta
+	Yarn     *Yarn   // rope_scaling of type yarn
+	// Llama3Rope is rope_scaling of type llama3: the converter stores its per-frequency
+	// factors as the rope_freqs.weight tensor.
+	Llama3Rope *Llama3Rope
+
+	SlidingWindow int // gpt-oss sliding_window
+
+	// Gated DeltaNet (qwen35moe) linear attention.
+	FullAttnInterval int // every n-th layer is full attention
+	SSMConv          int // linear_conv_kernel_dim
+	SSMState         int // linear_key_head_dim (= value head dim)
+	SSMGroups        int // linear_num_key_heads
+	SSMHeads         int // linear_num_value_heads
+}
+
+// Yarn is a YaRN rope_scaling block.
+type Yarn struct {
+	Factor      float32
+	OrigContext int
+	BetaFast    float32
+	BetaSlow    float32
+	// LogMul is DeepSeek's 0.1·mscale_all_dim (0: not written).
+	LogMul float32
+}
+
+// Llama3Rope is Llama 3.1's rope_scaling block.
+type Llama3Rope struct {
+	Factor, LowFreqFactor, HighFreqFactor float64
+	OrigContext                           int
+}
+
+// Preset is a published model: its hyper-parameters and where they come from.
+type Preset struct {
+	Name    string   // lower-case id used on the command line: "qwen3-30b-a3b"
+	Aliases []string // other ids for the same layout ("deepseek-r1")
+	Title   string   // the model's published name
+	Source  string   // where the hyper-parameters were read
+	Family  string   // tokenizer family of the built-in vocabulary (see vocab.go)
+	// NativeMXFP4 marks models published with MXFP4 routed experts (gpt-oss): the experts
+	// keep that type under every mix, as the converter writes them and uploaders keep them.
+	NativeMXFP4 bool
+	Config
+}
+
+// presets are the built-in models. Hyper-parameters are the values of each model's published
+// config.json (Source names it). They were written down from those files, not fetched at
+// build time; every preset's shapes are checked against the sizes of published GGUF files of
+// the model (published_test.go), the DeepSeek and Qwen3 ones also against
+// shared/reference/moe-architectures.md, and values Source marks "unchecked" change no
+// tensor shape (context lengths).
+var presets = []Preset{
+	{
+		Name: "deepseek-v3", Aliases: []string{"deepseek-r1", "deepseek-v3-0324", "deepseek-r1-0528"},
+		Title: "DeepSeek-V3 / R1 (671B)", Family: "deepseek-v3",
+		Source: "deepseek-ai/DeepSeek-V3 config.json (= inference/configs/config_671B.json; R1 has the same shapes). " +
+			"llama.cpp's converter drops the MTP layer 61 (DeepseekV2Model.skip_mtp), so block_count is 61 and there is no NextN block.",
+		Config: Config{
+			Arch: "deepseek2", Layers: 61, Embd: 7168, Vocab: 129280, Context: 163840,
+			Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
+			QLoraRank: 1536, KVLoraRank: 512,
+			FF: 18432, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
+			ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-6, RopeBase: 10000,
+			Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
+		},
+	},
+	{
+		Name: "deepseek-v2-lite", Title: "DeepSeek-V2-Lite (16B)", Family: "deepseek-llm",
+		Source: "deepseek-ai/DeepSeek-V2-Lite config.json (q_lora_rank null, scoring_func softmax, n_group 1, mscale_all_dim 0.707)",
+		Config: Config{
+			Arch: "deepseek2", Layers: 27, Embd: 2048, Vocab: 102400, Context: 163840,
+			Heads: 16, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64, KVLoraRank: 512,
+			FF: 10944, Experts: 64, ExpertsUsed: 6, ExpertFF: 1408, SharedCount: 2, LeadingDense: 1,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, GatingFunc: 1, WeightsScale: 1,
+			RMSEps: 1e-6, RopeBase: 10000,
+			Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1 * 0.707},
+		},
+	},
+	{
+		Name: "qwen3-30b-a3b", Title: "Qwen3-30B-A3B", Family: "qwen2",
+		Source: "Qwen/Qwen3-30B-A3B config.json (also zyzshishui/slime scripts/models/qwen3-30B-A3B.sh)",
+		Config: Config{
+			Arch: "qwen3moe", Layers: 48, Embd: 2048, Vocab: 151936, Context: 40960,
+			Heads: 32, HeadsKV: 4, HeadDim: 128,
+			FF: 6144, Experts: 128, ExpertsUsed: 8, ExpertFF: 768,
+			RMSEps: 1e-6, RopeBase: 1e6,
+		},
+	},
+	{
+		Name: "qwen3-235b-a22b", Title: "Qwen3-235B-A22B", Family: "qwen2",
+		Source: "Qwen/Qwen3-235B-A22B config.json (also zyzshishui/slime scripts/models/qwen3-235B-A22B.sh)",
+		Config: Config{
+			Arch: "qwen3moe", Layers: 94, Embd: 4096, Vocab: 151936, Context: 40960,
+			Heads: 64, HeadsKV: 4, HeadDim: 128,
+			FF: 12288, Experts: 128, ExpertsUsed: 8, ExpertFF: 1536,
+			RMSEps: 1e-6, RopeBase: 1e6,
+		},
+	},
+	{
+		Name: "qwen3-coder-480b-a35b", Title: "Qwen3-Coder-480B-A35B", Family: "qwen2",
+		Source: "Qwen/Qwen3-Coder-480B-A35B-Instruct config.json",
+		Config: Config{
+			Arch: "qwen3moe", Layers: 62, Embd: 6144, Vocab: 151936, Context: 262144,
+			Heads: 96, HeadsKV: 8, HeadDim: 128,
+			FF: 8192, Experts: 160, ExpertsUsed: 8, ExpertFF: 2560,
+			RMSEps: 1e-6, RopeBase: 1e7,
+		},
+	},
+	{
+		Name: "qwen2-57b-a14b", Title: "Qwen2-57B-A14B", Family: "qwen2",
+		Source: "Qwen/Qwen2-57B-A14B-Instruct config.json (context length unchecked)",
+		Config: Config{
+			Arch: "qwen2moe", Layers: 28, Embd: 3584, Vocab: 151936, Context: 32768,
+			Heads: 28, HeadsKV: 4,
+			FF: 18944, Experts: 64, ExpertsUsed: 8, ExpertFF: 2560, SharedFF: 20480,
+			RMSEps: 1e-6, RopeBase: 1e6,
+		},
+	},
+	{
+		Name: "glm-4.5-air", Title: "GLM-4.5-Air (106B-A12B)", Family: "glm4",
+		Source: "zai-org/GLM-4.5-Air config.json (num_nextn_predict_layers 1: the converter appends the MTP block as blk.46)",
+		Config: Config{
+			Arch: "glm4moe", Layers: 46, NextN: 1, Embd: 4096, Vocab: 151552, Context: 131072,
+			Heads: 96, HeadsKV: 8, HeadDim: 128, RopeDim: 64,
+			FF: 10944, Experts: 128, ExpertsUsed: 8, ExpertFF: 1408, SharedCount: 1, LeadingDense: 1,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, GatingFunc: 2, WeightsScale: 1, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-5, RopeBase: 1e6,
+		},
+	},
+	{
+		Name: "qwen3.5-35b-a3b", Title: "Qwen3.5-35B-A3B", Family: "qwen2",
+		Source: "Qwen/Qwen3.5-35B-A3B config.json text_config (checked against THUDM/slime " +
+			"scripts/models/qwen3.5-35B-A3B.sh); mtp_num_hidden_layers 1: the current converter appends the MTP block as blk.40",
+		Config: Config{
+			Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
+			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+			Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
+			RMSEps: 1e-6, RopeBase: 1e7,
+			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+		},
+	},
+	{
+		Name: "gpt-oss-20b", Title: "gpt-oss-20b", Family: "gpt-oss", NativeMXFP4: true,
+		Source: "openai/gpt-oss-20b config.json",
+		Config: Config{
+			Arch: "gpt-oss", Layers: 24, Embd: 2880, Vocab: 201088, Context: 131072,
+			Heads: 64, HeadsKV: 8, HeadDim: 64,
+			FF: 2880, Experts: 32, ExpertsUsed: 4, ExpertFF: 2880,
+			RMSEps: 1e-5, RopeBase: 150000, SlidingWindow: 128,
+			Yarn: &Yarn{Factor: 32, OrigContext: 4096, BetaFast: 32, BetaSlow: 1},
+		},
+	},
+	{
+		Name: "gpt-oss-120b", Title: "gpt-oss-120b", Family: "gpt-oss", NativeMXFP4: true,
+		Source: "openai/gpt-oss-120b config.json",
+		Config: Config{
+			Arch: "gpt-oss", Layers: 36, Embd: 2880, Vocab: 201088, Context: 131072,
+			Heads: 64, HeadsKV: 8, HeadDim: 64,
+			FF: 2880, Experts: 128, ExpertsUsed: 4, ExpertFF: 2880,
+			RMSEps: 1e-5, RopeBase: 150000, SlidingWindow: 128,
+			Yarn: &Yarn{Factor: 32, OrigContext: 4096, BetaFast: 32, BetaSlow: 1},
+		},
+	},
+	{
+		Name: "mixtral-8x7b", Title: "Mixtral-8x7B", Family: "mistral",
+		Source: "mistralai/Mixtral-8x7B-v0.1 config.json (current converter: experts merged into ffn_*_exps)",
+		Config: Config{
+			Arch: "llama", Layers: 32, Embd: 4096, Vocab: 32000, Context: 32768,
+			Heads: 32, HeadsKV: 8,
+			FF: 14336, Experts: 8, ExpertsUsed: 2, // llama's experts are FF wide: no expert_feed_forward_length
+			RMSEps: 1e-5, RopeBase: 1e6,
+		},
+	},
+	{
+		Name: "llama-3.1-70b", Title: "Llama-3.1-70B", Family: "llama3",
+		Source: "meta-llama/Llama-3.1-70B-Instruct config.json (rope_scaling llama3 → rope_freqs.weight)",
+		Config: Config{
+			Arch: "llama", Layers: 80, Embd: 8192, Vocab: 128256, Context: 131072,
+			Heads: 64, HeadsKV: 8, FF: 28672,
+			RMSEps: 1e-5, RopeBase: 500000,
+			Llama3Rope: &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OrigContext: 8192},
+		},
+	},
+	{
+		Name: "qwen2.5-32b", Title: "Qwen2.5-32B", Family: "qwen2",
+		Source: "Qwen/Qwen2.5-32B-Instruct config.json (context length and RMS epsilon unchecked)",
+		Config: Config{
+			Arch: "qwen2", Layers: 64, Embd: 5120, Vocab: 152064, Context: 32768,
+			Heads: 40, HeadsKV: 8, FF: 27648,
+			RMSEps: 1e-6, RopeBase: 1e6,
+		},
+	},
+}
+
+// Presets lists the built-in models in a stable order.
+func Presets() []Preset { return append([]Preset(nil), presets...) }
+
+// LookupPreset finds a preset by name or alias, ignoring case.
+func LookupPreset(name string) (Preset, error) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	for _, p := range presets {
+		if p.Name == name {
+			return p, nil
+		}
+		for _, a := range p.Aliases {
+			if a == name {
+				return p, nil
+			}
+		}
+	}
+	return Preset{}, fmt.Errorf("unknown preset %q; known presets: %s", name, strings.Join(presetNames(), ", "))
+}
+
+func presetNames() []string {
+	var names []string
+	for _, p := range presets {
+		names = append(names, p.Name)
+	}
+	sort.Strings(names)
+	return names
+}
