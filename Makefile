@@ -31,7 +31,7 @@ fuzz:
 	done
 
 demo: build
-	$(BIN) inspect testdata/models/tiny-qwen3moe.gguf
+	$(BIN) place --preset deepseek-v3:q4_k_m --gpu 24GiB --cpu-moe
 
 clean:
 	rm -rf bin

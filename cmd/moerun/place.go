@@ -11,6 +11,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/gguf/synth"
 	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
@@ -21,7 +22,8 @@ import (
 // llama.cpp's order (environment first, then the command line left to right).
 type placeCmd struct {
 	Gguf  string `arg:"" optional:"" name:"model-file" help:"GGUF model (any part of a split model); or give it with -m."`
-	Model string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)."`
+	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)."`
+	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Plan a built-in model layout instead of a file, e.g. deepseek-v3:q4_k_m (list: moerun synth --list)."`
 
 	GPULayers   string   `name:"n-gpu-layers" placeholder:"N|auto|all" help:"-ngl, --gpu-layers: layers to offload, counting the output layer first (default auto)."`
 	Override    []string `name:"override-tensor" sep:"none" placeholder:"PATTERN=BUFFER,..." help:"-ot: put tensors whose name matches the regex on a buffer type (CPU, CUDA0, …); repeatable, first match wins."`
@@ -151,15 +153,19 @@ func placeError(err error) error {
 	return err
 }
 
-// model opens the GGUF file, reading only its header.
+// model opens the GGUF file, reading only its header, or builds a preset's layout.
 func (c *placeCmd) model() (placement.Model, func(), error) {
 	path := c.Model
-	if env, ok := os.LookupEnv("LLAMA_ARG_MODEL"); ok && path == "" && c.Gguf == "" {
+	if env, ok := os.LookupEnv("LLAMA_ARG_MODEL"); ok && path == "" && c.Gguf == "" && c.Preset == "" {
 		path = env // llama-server takes the model from the environment too
 	}
 	switch {
+	case c.Preset != "" && (path != "" || c.Gguf != ""):
+		return placement.Model{}, nil, badInput("give a model file or --preset, not both")
+	case c.Preset != "":
+		return presetModel(c.Preset)
 	case path == "" && c.Gguf == "":
-		return placement.Model{}, nil, badInput("no model: give a GGUF file (moerun place MODEL.gguf, or -m MODEL.gguf)")
+		return placement.Model{}, nil, badInput("no model: give a GGUF file (moerun place MODEL.gguf, or -m MODEL.gguf) or a built-in --preset (moerun synth --list)")
 	case path != "" && c.Gguf != "" && path != c.Gguf:
 		return placement.Model{}, nil, badInput("two models given: %s and -m %s", c.Gguf, path)
 	case path == "":
@@ -172,6 +178,19 @@ func (c *placeCmd) model() (placement.Model, func(), error) {
 		return placement.Model{}, nil, err
 	}
 	return placement.Model{Name: path, Metadata: f.Metadata, Tensors: f.Tensors}, func() { f.Close() }, nil
+}
+
+// presetModel lays out a built-in preset in memory: nothing is read or written.
+func presetModel(spec string) (placement.Model, func(), error) {
+	m, err := synth.Build(spec, synth.Options{})
+	if err != nil {
+		return placement.Model{}, nil, badInput("--preset: %v", err)
+	}
+	layout, err := m.Layout()
+	if err != nil {
+		return placement.Model{}, nil, err
+	}
+	return placement.Model{Name: "preset " + spec, Metadata: m.Metadata, Tensors: layout.Tensors}, func() {}, nil
 }
 
 // devices builds the dry run's inventory from --gpu, --gpus, --device-mem and --ram.

@@ -380,3 +380,47 @@ func TestPlaceModelWithoutMetadataIsBadInput(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestPlacePreset plans a built-in DeepSeek-V3 layout with nothing on disk: with --cpu-moe
+// every routed expert goes to the CPU and everything else fits a 24 GiB GPU.
+func TestPlacePreset(t *testing.T) {
+	code, out, errOut := moerun(t, "place", "--preset", "deepseek-v3:q4_k_m", "--gpu", "24GiB", "--cpu-moe", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Devices []struct {
+			Name string `json:"name"`
+			Fits bool   `json:"fits"`
+		} `json:"devices"`
+		Tensors []struct {
+			Name   string `json:"name"`
+			Class  string `json:"class"`
+			Device string `json:"device"`
+		} `json:"tensors"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Tensors) != 1086 {
+		t.Errorf("%d tensors", len(doc.Tensors))
+	}
+	for _, tt := range doc.Tensors {
+		if onCPU := tt.Device == "CPU"; onCPU != (tt.Class == "routed_expert" || tt.Name == "token_embd.weight") {
+			t.Errorf("%s (%s) on %s", tt.Name, tt.Class, tt.Device)
+		}
+	}
+	for _, d := range doc.Devices {
+		if d.Name == "CUDA0" && !d.Fits {
+			t.Error("CUDA0 does not fit")
+		}
+	}
+	for _, args := range [][]string{
+		{"place", "--preset", "no-such-model", "--gpu", "8GiB"},
+		{"place", "--preset", "qwen3-30b-a3b", tinyQwen, "--gpu", "8GiB"},
+	} {
+		if code, _, errOut := moerun(t, args...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+}
