@@ -1,0 +1,487 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// KV is one layer's cached keys or values, usually a view of the cache memory: for each
+// position, Heads rows of Dim elements of Type. The row of position j and head h starts at
+// byte j·PosStride + h·HeadStride of Data. llama.cpp's cache is dense (PosStride =
+// Heads·HeadStride, HeadStride = the bytes of Dim elements); DeepSeek's MLA cache stores
+// one row [compressed kv | rope part] per position and uses its first kv_lora_rank elements
+// as V: a view with the same Data and PosStride and a smaller Dim.
+type KV struct {
+	Type       Type
+	Data       []byte
+	Dim        int
+	Heads      int
+	PosStride  int
+	HeadStride int
+}
+
+// row returns the bytes of position j, head h.
+func (c *KV) row(j, h, rowBytes int) []byte {
+	off := j*c.PosStride + h*c.HeadStride
+	return c.Data[off : off+rowBytes]
+}
+
+// AttnNumerics chooses how attention does its arithmetic.
+type AttnNumerics int
+
+const (
+	// AttnPrecise keeps Q in float32, decodes K and V to float32, sums dot products in
+	// float64 and accumulates in float32.
+	AttnPrecise AttnNumerics = iota
+	// AttnGGML does what ggml-cpu's flash attention (GGML_OP_FLASH_ATTN_EXT, llama.cpp's
+	// default on CPU) does, to get close to llama.cpp's values bit for bit:
+	//   - fewer than 64 query tokens, or a K/V type other than F16/F32 (the per-row kernel):
+	//     Q is converted to K's VecDotType (F16 for an F16 cache, Q8_0 for Q8_0), each score is
+	//     K's VecDot, the softmax runs online position by position with expf, and with an F16 V
+	//     the weighted sum of V is accumulated in F16 (rounded after every step); otherwise
+	//     in float32 with fused multiply-adds.
+	//   - one query token and at least 512 positions, F16/F32 K and V of one type: the
+	//     positions are split into one chunk per thread whose partial results are merged,
+	//     as ggml splits them across its threads (so the result depends on the thread count,
+	//     as llama.cpp's does).
+	//   - 64 query tokens or more with F16/F32 K and V of one type and Dim a multiple of 16
+	//     (the tiled kernel): Q stays float32, scores are float32 fused multiply-add chains,
+	//     the online softmax advances 64 positions at a time with ggml_v_expf, and V is
+	//     accumulated in float32.
+	// Checked against ggml itself (tools/oracle/ops_golden.cpp), it gives the same bits for an
+	// F16 cache with head sizes below 128. Not reproduced: the order in which ggml's SIMD dot
+	// products add up (scores use K's VecDot as Traits defines it, which differs in the last
+	// bits for F32 and Q8_0 caches), and, on CPUs with AVX512-FP16 where llama.cpp is built
+	// with -march=native (the fixtures' machine), F16 loops of 128 elements or more, which
+	// that build runs in half precision (scores and the V accumulator differ by ~1e-3).
+	AttnGGML
+)
+
+// AttnParams are the settings of one attention call.
+type AttnParams struct {
+	Scale float32 // multiplies q·k: usually 1/sqrt(head size); DeepSeek's YaRN scale differs
+	// Window is the sliding window of SWA layers (gpt-oss): key j is visible from query
+	// position p only if p − j < Window. 0 means no window.
+	Window int
+	// Sinks holds one logit per query head that joins each softmax's denominator without a
+	// value (gpt-oss's attention sinks); nil for none.
+	Sinks    []float32
+	Numerics AttnNumerics
+}
+
+// ggmlTile is the tile of ggml's tiled flash attention kernel (GGML_FA_TILE_Q/_KV), and
+// ggmlSplitKV the number of positions from which it splits a single query's positions
+// across threads.
+const (
+	ggmlTile    = 64
+	ggmlSplitKV = 512
+)
+
+// Attention is causal multi-head attention over a KV cache (llama.cpp's build_attn with
+// flash attention): for query token t at position pos[t] and head h,
+//
+//	out[t][h] = Σ_j softmax_j(Scale · q[t][h]·K[j][g]) · V[j][g],   g = h / (heads / kvHeads)
+//
+// over the positions j < kvLen with j <= pos[t] (and inside the sliding window). q is
+// [tokens][heads][k.Dim] and dst [tokens][heads][v.Dim], both float32; k and v hold
+// kvHeads heads each (grouped-query attention when kvHeads < heads). The softmax runs online
+// over the positions, so memory does not grow with the context; one query token with a
+// long context is split into chunks of positions across the workers and merged.
+func (p *Pool) Attention(dst, q []float32, heads int, pos []int32, k, v KV, kvLen int, a AttnParams) error {
+	if err := p.lock(); err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	j := &p.jobs.attn // the pool's job value: nothing to allocate
+	*j = attnJob{q: q, dst: dst, heads: heads, pos: pos, k: k, v: v, kvLen: kvLen, params: a}
+	if err := j.check(); err != nil {
+		return err
+	}
+	j.kernel = j.chooseKernel()
+	j.chunks, j.chunkLen = 1, kvLen
+	if j.kernel != attnTiled && len(pos) == 1 && kvLen >= ggmlSplitKV && p.threads > 1 &&
+		(a.Numerics != AttnGGML || j.kernel == attnRowFloatKV) {
+		j.chunks = p.threads
+		j.chunkLen = ceilDiv(kvLen, p.threads)
+	}
+	j.kvHeads = k.Heads
+	j.group = heads / k.Heads
+	p.scratch.attn = grow(p.scratch.attn, p.threads)
+	j.scratch = p.scratch.attn
+	if j.chunks > 1 {
+		p.scratch.partials = grow(p.scratch.partials, heads*j.chunks*(v.Dim+2))
+		j.partials = p.scratch.partials
+	}
+	if err := p.run(j, len(pos)*j.kvHeads*j.chunks); err != nil || j.chunks == 1 {
+		return err
+	}
+	j.merging = true
+	return p.run(j, heads)
+}
+
+// check validates the shapes; the cache layout comes from the runtime, positions from the
+// batch, so a mismatch is reported, not a crash.
+func (j *attnJob) check() error {
+	k, v := &j.k, &j.v
+	if j.heads <= 0 || k.Heads <= 0 || j.heads%k.Heads != 0 || v.Heads != k.Heads {
+		return fmt.Errorf("attention: %d query heads over %d K heads and %d V heads", j.heads, k.Heads, v.Heads)
+	}
+	if len(j.q) != len(j.pos)*j.heads*k.Dim || len(j.dst) != len(j.pos)*j.heads*v.Dim {
+		return fmt.Errorf("attention: %d tokens × %d heads need %d query and %d output values, have %d and %d",
+			len(j.pos), j.heads, len(j.pos)*j.heads*k.Dim, len(j.pos)*j.heads*v.Dim, len(j.q), len(j.dst))
+	}
+	if j.params.Sinks != nil && len(j.params.Sinks) != j.heads {
+		return fmt.Errorf("attention: %d sinks for %d heads", len(j.params.Sinks), j.heads)
+	}
+	if j.kvLen < 0 || j.params.Window < 0 {
+		return fmt.Errorf("attention: %d positions, window %d", j.kvLen, j.params.Window)
+	}
+	for _, c := range []struct {
+		name  string
+		cache *KV
+	}{{"K", k}, {"V", v}} {
+		kv := c.cache
+		tr, err := TraitsOf(kv.Type)
+		if err != nil {
+			return fmt.Errorf("attention: %s cache: %w", c.name, err)
+		}
+		if tr.ToFloat == nil || (c.name == "K" && tr.VecDot == nil) {
+			return fmt.Errorf("attention: no %s cache kernels for %s", c.name, kv.Type)
+		}
+		if kv.Dim <= 0 {
+			return fmt.Errorf("attention: %s head size %d", c.name, kv.Dim)
+		}
+		rowBytes, err := kv.Type.RowBytes(int64(kv.Dim))
+		if err != nil {
+			return fmt.Errorf("attention: %s cache: %w", c.name, err)
+		}
+		if kv.HeadStride < 0 || kv.PosStride < 0 || (kv.Heads > 1 && kv.HeadStride < int(rowBytes)) {
+			return fmt.Errorf("attention: %s cache strides %d, %d for rows of %d bytes", c.name, kv.PosStride, kv.HeadStride, rowBytes)
+		}
+		if j.kvLen > 0 {
+			end := int64(j.kvLen-1)*int64(kv.PosStride) + int64(kv.Heads-1)*int64(kv.HeadStride) + rowBytes
+			if end > int64(len(kv.Data)) {
+				return fmt.Errorf("attention: %d positions of the %s cache need %d bytes, it has %d", j.kvLen, c.name, end, len(kv.Data))
+			}
+		}
+	}
+	j.kRowBytes, _ = k.Type.RowBytes(int64(k.Dim))
+	j.vRowBytes, _ = v.Type.RowBytes(int64(v.Dim))
+	j.kTraits, _ = TraitsOf(k.Type)
+	j.vTraits, _ = TraitsOf(v.Type)
+	if j.params.Numerics == AttnGGML {
+		qt := j.kTraits.VecDotType
+		qBytes, err := qt.RowBytes(int64(k.Dim))
+		if err != nil {
+			return fmt.Errorf("attention: queries as %s: %w", qt, err)
+		}
+		j.qBytes = int(qBytes)
+		if err := QuantizeActivations(qt, nil, nil); err != nil { // is there a converter?
+			return fmt.Errorf("attention: queries for a %s cache: %w", k.Type, err)
+		}
+	}
+	return nil
+}
+
+// The kernels Attention can run.
+const (
+	attnPrecise    = iota // AttnPrecise
+	attnRow               // ggml's per-row kernel, a K/V type other than F16/F32
+	attnRowFloatKV        // ggml's per-row kernel, F16/F32 K and V of one type (may split)
+	attnTiled             // ggml's tiled kernel
+)
+
+func (j *attnJob) chooseKernel() int {
+	if j.params.Numerics != AttnGGML {
+		return attnPrecise
+	}
+	floatKV := (j.k.Type == F16 || j.k.Type == F32) && j.k.Type == j.v.Type
+	switch {
+	case floatKV && len(j.pos) >= ggmlTile && j.v.Dim%vecWidth == 0:
+		return attnTiled
+	case floatKV:
+		return attnRowFloatKV
+	}
+	return attnRow
+}
+
+type attnJob struct {
+	q, dst    []float32
+	heads     int
+	pos       []int32
+	k, v      KV
+	kvLen     int
+	params    AttnParams
+	kTraits   *Traits
+	vTraits   *Traits
+	kRowBytes int64
+	vRowBytes int64
+	qBytes    int
+	kernel    int
+	kvHeads   int
+	group     int // query heads per KV head
+	chunks    int // chunks of positions per (token, KV head)
+	chunkLen  int
+	partials  []float32 // per (head, chunk): M, S, then Dim(V) accumulators
+	merging   bool      // the second pass, merging the chunks
+	scratch   []attnScratch
+}
+
+// attnScratch is one worker's working memory.
+type attnScratch struct {
+	q      []byte    // the group's queries converted for K's VecDot
+	keys   []float32 // decoded K rows
+	values []float32 // decoded V rows
+	acc    []float32 // per head of the group: the weighted sum of V
+	max    []float32 // per head: the running maximum score (M)
+	sum    []float32 // per head: the running sum of exponentials (S)
+	scores []float32 // per head: a tile of scores
+}
+
+func (j *attnJob) unit(w, u int) {
+	if j.merging {
+		j.merge(u)
+		return
+	}
+	chunk := u % j.chunks
+	g := u / j.chunks % j.kvHeads
+	t := u / (j.chunks * j.kvHeads)
+	s := &j.scratch[w]
+	dk, dv, group := j.k.Dim, j.v.Dim, j.group
+	s.acc = grow(s.acc, group*dv)
+	s.max = grow(s.max, group)
+	s.sum = grow(s.sum, group)
+	clear(s.acc)
+	clear(s.sum)
+	for h := range s.max {
+		s.max[h] = float32(math.Inf(-1))
+	}
+	// The visible positions form one range: causal, and inside the window if any.
+	first, last := 0, min(int(j.pos[t]), j.kvLen-1)
+	if j.params.Window > 0 {
+		first = max(first, int(j.pos[t])-j.params.Window+1)
+	}
+	c0 := chunk * j.chunkLen
+	c1 := min(c0+j.chunkLen, j.kvLen)
+	qs := j.q[(t*j.heads+g*group)*dk : (t*j.heads+(g+1)*group)*dk]
+	switch j.kernel {
+	case attnTiled:
+		j.tiled(s, qs, g, first, last)
+	case attnPrecise:
+		j.precise(s, qs, g, max(first, c0), min(last, c1-1))
+	default:
+		j.perRow(s, qs, g, max(first, c0), min(last, c1-1))
+	}
+	for i := range group {
+		h := g*group + i
+		acc := s.acc[i*dv : (i+1)*dv]
+		m, sum := s.max[i], s.sum[i]
+		if j.params.Sinks != nil && chunk == 0 {
+			m, sum = addSink(acc, m, sum, j.params.Sinks[h])
+		}
+		if j.chunks > 1 {
+			part := j.partials[(h*j.chunks+chunk)*(dv+2):][:dv+2]
+			part[0], part[1] = m, sum
+			copy(part[2:], acc)
+			continue
+		}
+		finish(j.dst[(t*j.heads+h)*dv:][:dv], acc, sum)
+	}
+}
+
+// addSink lets a sink logit join the softmax (ggml applies it after the positions).
+func addSink(acc []float32, m, sum, sink float32) (float32, float32) {
+	ms, vs := float32(1), float32(1)
+	if sink > m {
+		ms = exp32(m - sink)
+		m = sink
+		for d := range acc {
+			acc[d] *= ms
+		}
+	} else {
+		vs = exp32(sink - m)
+	}
+	return m, fma32(sum, ms, vs)
+}
+
+// finish divides the weighted sum by the softmax denominator.
+func finish(out, acc []float32, sum float32) {
+	inv := float32(0)
+	if sum != 0 {
+		inv = 1 / sum
+	}
+	for d, x := range acc {
+		out[d] = x * inv
+	}
+}
+
+// merge combines the chunks of head u of the (single) query token, as ggml's
+// flash_attn_ext_reduce_partials does.
+func (j *attnJob) merge(h int) {
+	dv := j.v.Dim
+	out := j.dst[h*dv : (h+1)*dv]
+	clear(out)
+	m, sum := float32(math.Inf(-1)), float32(0)
+	for c := range j.chunks {
+		part := j.partials[(h*j.chunks+c)*(dv+2):][:dv+2]
+		pm, ps := part[0], part[1]
+		if ps == 0 {
+			continue
+		}
+		newMax := max(m, pm)
+		scaleOld, scaleNew := exp32(m-newMax), exp32(pm-newMax)
+		for d, x := range part[2:] {
+			out[d] = fma32(out[d], scaleOld, float32(x*scaleNew))
+		}
+		sum = fma32(sum, scaleOld, float32(ps*scaleNew))
+		m = newMax
+	}
+	if sum != 0 {
+		inv := 1 / sum
+		for d := range out {
+			out[d] *= inv
+		}
+	}
+}
+
+// precise is the plain kernel: float32 queries, float64 dot products, float32 accumulation.
+func (j *attnJob) precise(s *attnScratch, qs []float32, g, first, last int) {
+	dk, dv, group := j.k.Dim, j.v.Dim, j.group
+	s.keys = grow(s.keys, dk)
+	s.values = grow(s.values, dv)
+	for pos := first; pos <= last; pos++ {
+		j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.keys)
+		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
+		for i := range group {
+			var dot float64
+			for d, x := range qs[i*dk : (i+1)*dk] {
+				dot += float64(x) * float64(s.keys[d])
+			}
+			s.step(i, dv, float32(dot)*j.params.Scale, false, false)
+		}
+	}
+}
+
+// step adds one position (its score and the values in s.values) to head i's online softmax:
+// a new maximum rescales the sum and the accumulator by e^(old−new), otherwise the position
+// weighs e^(score−max). ggml's per-row kernel does the multiply-adds fused and, for an F16 V,
+// rounds its accumulator to F16 after every step (fused, half); the plain kernel does neither.
+func (s *attnScratch) step(i, dv int, score float32, fused, half bool) {
+	acc := s.acc[i*dv : (i+1)*dv]
+	ms, vs := float32(1), float32(1)
+	if score > s.max[i] {
+		ms = exp32(s.max[i] - score)
+		s.max[i] = score
+		for d := range acc {
+			acc[d] = roundIf(half, acc[d]*ms)
+		}
+	} else {
+		vs = exp32(score - s.max[i])
+	}
+	if fused {
+		for d, x := range s.values {
+			acc[d] = roundIf(half, fma32(x, vs, acc[d]))
+		}
+		s.sum[i] = fma32(s.sum[i], ms, vs)
+		return
+	}
+	for d, x := range s.values {
+		acc[d] += x * vs
+	}
+	s.sum[i] = s.sum[i]*ms + vs
+}
+
+// perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last.
+func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
+	dk, dv, group := j.k.Dim, j.v.Dim, j.group
+	qt := j.kTraits.VecDotType
+	s.q = grow(s.q, group*j.qBytes)
+	for i := range group {
+		// Converted at a length check accepted, so it cannot fail.
+		_ = QuantizeActivations(qt, qs[i*dk:(i+1)*dk], s.q[i*j.qBytes:(i+1)*j.qBytes])
+	}
+	s.values = grow(s.values, dv)
+	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
+	for pos := first; pos <= last; pos++ {
+		krow := j.k.row(pos, g, int(j.kRowBytes))
+		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
+		for i := range group {
+			score := j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes]) * j.params.Scale
+			s.step(i, dv, score, true, halfV)
+		}
+	}
+}
+
+// roundIf rounds x to F16 precision when half is set (an F16 accumulator).
+func roundIf(half bool, x float32) float32 {
+	if half {
+		return F16ToF32(F32ToF16(x))
+	}
+	return x
+}
+
+// tiled is ggml's flash_attn_ext_tiled for one query row per head of the group: positions go
+// in tiles of 64 from 0, each tile's scores are float32 FMA chains over float32 queries and
+// keys, the running maximum advances once per tile, and the tile's exponentials (ggml_v_expf,
+// summed 16 at a time) weight float32 values.
+func (j *attnJob) tiled(s *attnScratch, qs []float32, g, first, last int) {
+	dk, dv, group := j.k.Dim, j.v.Dim, j.group
+	s.keys = grow(s.keys, ggmlTile*dk)
+	s.values = grow(s.values, ggmlTile*dv)
+	s.scores = grow(s.scores, group*ggmlTile)
+	for tile := first / ggmlTile * ggmlTile; tile <= last; tile += ggmlTile {
+		lo, hi := max(first, tile), min(last, tile+ggmlTile-1) // visible positions of the tile
+		for pos := lo; pos <= hi; pos++ {
+			r := pos - tile
+			j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.keys[r*dk:(r+1)*dk])
+			j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values[r*dv:(r+1)*dv])
+		}
+		for i := range group {
+			q := qs[i*dk : (i+1)*dk]
+			scores := (*[ggmlTile]float32)(s.scores[i*ggmlTile:])
+			tileMax := float32(math.Inf(-1))
+			for r := range scores {
+				pos := tile + r
+				if pos < lo || pos > hi {
+					scores[r] = float32(math.Inf(-1))
+					continue
+				}
+				var dot float32
+				for d, k := range s.keys[r*dk : (r+1)*dk] {
+					dot = fma32(q[d], k, dot)
+				}
+				scores[r] = dot * j.params.Scale
+				if !(tileMax > scores[r]) {
+					tileMax = scores[r]
+				}
+			}
+			if tileMax == float32(math.Inf(-1)) {
+				continue // nothing visible in this tile for this row
+			}
+			acc := s.acc[i*dv : (i+1)*dv]
+			if newMax := max(s.max[i], tileMax); newMax > s.max[i] {
+				ms := exp32(s.max[i] - newMax)
+				for d := range acc {
+					acc[d] *= ms
+				}
+				s.sum[i] *= ms
+				s.max[i] = newMax
+			}
+			var sum float64
+			for c := 0; c < ggmlTile; c += vecWidth {
+				lanes := (*[vecWidth]float32)(scores[c : c+vecWidth])
+				for l := range lanes {
+					lanes[l] = vexp32(lanes[l] - s.max[i])
+				}
+				sum += float64(sum16(lanes))
+			}
+			s.sum[i] = float32(float64(s.sum[i]) + sum)
+			for r := lo - tile; r <= hi-tile; r++ {
+				weight, vals := scores[r], s.values[r*dv:(r+1)*dv]
+				for d, x := range vals {
+					acc[d] = fma32(x, weight, acc[d])
+				}
+			}
+		}
+	}
+}

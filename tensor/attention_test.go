@@ -1,0 +1,319 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// denseKV stores float rows [pos][head][dim] as a cache of type t, laid out like llama.cpp's.
+func denseKV(t testing.TB, typ Type, rows []float32, dim, heads int) KV {
+	t.Helper()
+	rowBytes, err := typ.RowBytes(int64(dim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, len(rows)/dim*int(rowBytes))
+	if err := Quantize(typ, rows, data); err != nil {
+		t.Fatal(err)
+	}
+	return KV{Type: typ, Data: data, Dim: dim, Heads: heads, PosStride: heads * int(rowBytes), HeadStride: int(rowBytes)}
+}
+
+// TestAttentionMatchesGGML runs ggml's flash attention cases from the oracle with AttnGGML:
+// the per-row kernel (F16 with its F16 accumulator, F32, Q8_0), the split of a long decode
+// across 2 threads, the tiled kernel for 64+ tokens, GQA, an MLA-style V that is a view of K,
+// sinks and a sliding window. The outputs must be ggml's bits.
+func TestAttentionMatchesGGML(t *testing.T) {
+	p := NewPool(2) // the oracle ran with 2 threads, which the split path depends on
+	defer p.Close()
+	for _, c := range loadOracle(t, "flash_attn_ext") {
+		typ, err := ParseType(c.Type)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := TraitsOf(typ); err != nil {
+			t.Logf("%s: skipped, %v", c.Name, err)
+			continue
+		}
+		r := oracleStream{c.Seed}
+		tokens := len(c.Pos)
+		q := r.fill(c.DK*c.Heads*tokens, 0.5)
+		k := denseKV(t, typ, r.fill(c.DK*c.KVHeads*c.NKV, 0.5), c.DK, c.KVHeads)
+		var v KV
+		if c.MLA {
+			v = k
+			v.Dim = c.DV
+		} else {
+			v = denseKV(t, typ, r.fill(c.DV*c.KVHeads*c.NKV, 1), c.DV, c.KVHeads)
+		}
+		params := AttnParams{Scale: c.Scale, Window: c.Window, Numerics: AttnGGML}
+		if c.Sinks {
+			params.Sinks = r.fill(c.Heads, 2)
+		}
+		got := make([]float32, tokens*c.Heads*c.DV)
+		if err := p.Attention(got, q, c.Heads, c.Pos, k, v, c.NKV, params); err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		want := c.outFloats(t)
+		if typ == F16 {
+			expectBits(t, c.Name, got, want)
+			continue
+		}
+		// With an F32 or Q8_0 cache the scores are that type's dot product, which ggml sums
+		// in SIMD order and Traits in the scalar reference order; they differ in the last
+		// bits, the rest of the kernel is the same.
+		want64 := make([]float64, len(want))
+		for i, w := range want {
+			want64[i] = float64(w)
+		}
+		if e := nmse(got, want64); !(e < 1e-12) {
+			t.Errorf("%s: NMSE %.3g against ggml", c.Name, e)
+		}
+	}
+}
+
+// refAttention is the textbook computation in float64 from the cache's decoded values:
+// scores, a full softmax with the sink in the denominator, the weighted sum.
+func refAttention(q []float32, heads int, pos []int32, k, v KV, kvLen int, a AttnParams) []float64 {
+	kTr, _ := TraitsOf(k.Type)
+	vTr, _ := TraitsOf(v.Type)
+	kBytes, _ := k.Type.RowBytes(int64(k.Dim))
+	vBytes, _ := v.Type.RowBytes(int64(v.Dim))
+	krow, vrow := make([]float32, k.Dim), make([]float32, v.Dim)
+	group := heads / k.Heads
+	out := make([]float64, len(pos)*heads*v.Dim)
+	for t, p := range pos {
+		for h := range heads {
+			g := h / group
+			qh := q[(t*heads+h)*k.Dim:][:k.Dim]
+			var scores []float64
+			var visible []int
+			for j := 0; j < kvLen; j++ {
+				if j > int(p) || (a.Window > 0 && int(p)-j >= a.Window) {
+					continue
+				}
+				kTr.ToFloat(k.row(j, g, int(kBytes)), krow)
+				var s float64
+				for d := range krow {
+					s += float64(qh[d]) * float64(krow[d])
+				}
+				scores = append(scores, s*float64(a.Scale))
+				visible = append(visible, j)
+			}
+			m := math.Inf(-1)
+			for _, s := range scores {
+				m = math.Max(m, s)
+			}
+			var sink float64
+			if a.Sinks != nil {
+				m = math.Max(m, float64(a.Sinks[h]))
+				sink = math.Exp(float64(a.Sinks[h]) - m)
+			}
+			sum := sink
+			for i := range scores {
+				scores[i] = math.Exp(scores[i] - m)
+				sum += scores[i]
+			}
+			o := out[(t*heads+h)*v.Dim:][:v.Dim]
+			for i, j := range visible {
+				vTr.ToFloat(v.row(j, g, int(vBytes)), vrow)
+				for d := range vrow {
+					o[d] += scores[i] / sum * float64(vrow[d])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// attnCacheTypes are the registered types a cache can use with a head size of 64.
+func attnCacheTypes() []Type {
+	var out []Type
+	for _, typ := range Types() {
+		tr, err := TraitsOf(typ)
+		if err != nil || tr.VecDot == nil || tr.FromFloat == nil || 64%typ.BlockSize() != 0 {
+			continue
+		}
+		if QuantizeActivations(tr.VecDotType, nil, nil) != nil {
+			continue
+		}
+		out = append(out, typ)
+	}
+	return out
+}
+
+// TestAttentionAgainstReference compares both numerics with the float64 reference over the
+// cache types, for decode (short and split), a few tokens and a prefill batch, with GQA, a
+// window and sinks, on 1 and 3 threads. The prefill batches (ggml's tiled kernel) only run
+// for F16 and F32, the types that kernel takes; the others share their code with decode.
+func TestAttentionAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	pools := []*Pool{NewPool(1), NewPool(3)}
+	for _, p := range pools {
+		defer p.Close()
+	}
+	const dim, heads, kvHeads = 64, 4, 2
+	cases := []struct {
+		name   string
+		pos    []int32
+		kvLen  int
+		window int
+		sinks  bool
+	}{
+		{"decode", []int32{40}, 41, 0, false},
+		{"decode split", []int32{520}, 530, 0, true},
+		{"few tokens, window", []int32{30, 31, 32}, 33, 8, false},
+		{"prefill", seq(0, 70), 70, 0, true},
+		{"prefill, window", seq(10, 70), 80, 20, false},
+	}
+	for _, typ := range attnCacheTypes() {
+		for _, c := range cases {
+			if len(c.pos) >= ggmlTile && typ != F16 && typ != F32 {
+				continue
+			}
+			q := randomFloats(rng, len(c.pos)*heads*dim)
+			k := denseKV(t, typ, randomFloats(rng, c.kvLen*kvHeads*dim), dim, kvHeads)
+			v := denseKV(t, typ, randomFloats(rng, c.kvLen*kvHeads*dim), dim, kvHeads)
+			a := AttnParams{Scale: 1 / float32(math.Sqrt(dim)), Window: c.window}
+			if c.sinks {
+				a.Sinks = randomFloats(rng, heads)
+			}
+			want := refAttention(q, heads, c.pos, k, v, c.kvLen, a)
+			for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+				a.Numerics = numerics
+				// AttnPrecise only rounds its float32 accumulators. AttnGGML rounds the
+				// queries to K's VecDotType (F16, or 8-bit blocks for quantized caches) and
+				// may accumulate in F16.
+				tol := 1e-9
+				if tr, _ := TraitsOf(typ); numerics == AttnGGML {
+					tol = 5e-5 // 700 steps of an F16 accumulator in "decode split" on 1 thread
+					if tr.VecDotType.Info().Quantized {
+						tol = 2e-4
+					}
+				}
+				for _, p := range pools {
+					got := make([]float32, len(want))
+					if err := p.Attention(got, q, heads, c.pos, k, v, c.kvLen, a); err != nil {
+						t.Fatalf("%s %s: %v", typ, c.name, err)
+					}
+					if e := nmse(got, want); !(e < tol) {
+						t.Errorf("%s %s, numerics %d, %d threads: NMSE %.3g", typ, c.name, numerics, p.Threads(), e)
+					}
+				}
+			}
+		}
+	}
+}
+
+func seq(first, n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(first + i)
+	}
+	return out
+}
+
+// TestAttentionByHand works one head out on paper: q = (1, 0), keys (1, 0) and (0, 1),
+// values (2, 0) and (0, 4), scale ln 3. The scores are ln 3 and 0, so the weights are 3/4
+// and 1/4 and the output (1.5, 1); at position 0 only the first key is visible.
+func TestAttentionByHand(t *testing.T) {
+	p := NewPool(1)
+	defer p.Close()
+	k := denseKV(t, F32, []float32{1, 0, 0, 1}, 2, 1)
+	v := denseKV(t, F32, []float32{2, 0, 0, 4}, 2, 1)
+	q := []float32{1, 0, 1, 0}
+	for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+		out := make([]float32, 4)
+		a := AttnParams{Scale: float32(math.Log(3)), Numerics: numerics}
+		if err := p.Attention(out, q, 1, []int32{1, 0}, k, v, 2, a); err != nil {
+			t.Fatal(err)
+		}
+		want := []float32{1.5, 1, 2, 0}
+		for i := range want {
+			if math.Abs(float64(out[i]-want[i])) > 1e-6 {
+				t.Errorf("numerics %d: %v, want %v", numerics, out, want)
+				break
+			}
+		}
+		// A sink with logit ln 3 + ln 2 (= ln 6) at position 0 takes 6/7 of the weight.
+		a.Sinks = []float32{float32(math.Log(6))}
+		a.Scale = 1
+		if err := p.Attention(out[:2], q[:2], 1, []int32{0}, k, v, 2, a); err != nil {
+			t.Fatal(err)
+		}
+		if w := float32(math.E) / (float32(math.E) + 6) * 2; math.Abs(float64(out[0]-w)) > 1e-6 || out[1] != 0 {
+			t.Errorf("numerics %d with a sink: %v, want [%g 0]", numerics, out[:2], w)
+		}
+		// No visible position (a query before the cache): zeros, as in ggml.
+		if err := p.Attention(out[:2], q[:2], 1, []int32{-1}, k, v, 2, AttnParams{Scale: 1, Numerics: numerics}); err != nil || out[0] != 0 || out[1] != 0 {
+			t.Errorf("numerics %d, nothing visible: %v %v", numerics, out[:2], err)
+		}
+	}
+}
+
+func TestAttentionErrors(t *testing.T) {
+	p := NewPool(1)
+	defer p.Close()
+	cache := denseKV(t, F16, make([]float32, 4*2*8), 8, 2)
+	good := func() (q, dst []float32, heads int, pos []int32, k, v KV, kvLen int, a AttnParams) {
+		return make([]float32, 4*8), make([]float32, 4*8), 4, []int32{3}, cache, cache, 4, AttnParams{Scale: 1}
+	}
+	for _, c := range []struct {
+		change func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams)
+		want   string
+	}{
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { *heads = 3 }, "3 query heads"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { *q = (*q)[:31] }, "need 32 query"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { *kvLen = 5 }, "5 positions of the K cache need 160 bytes, it has 128"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) {
+			a.Sinks = []float32{1}
+		}, "1 sinks for 4 heads"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { v.Heads = 1 }, "1 V heads"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { k.Type = I32 }, "K cache: no CPU kernels for tensor type i32"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) {
+			v.HeadStride = 2
+		}, "V cache strides"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { a.Window = -1 }, "window -1"},
+	} {
+		q, dst, heads, pos, k, v, kvLen, a := good()
+		c.change(&q, &dst, &heads, &pos, &k, &v, &kvLen, &a)
+		err := p.Attention(dst, q, heads, pos, k, v, kvLen, a)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one containing %q", err, c.want)
+		}
+	}
+	q, dst, heads, pos, k, v, kvLen, a := good()
+	if err := p.Attention(dst, q, heads, pos, k, v, kvLen, a); err != nil {
+		t.Errorf("valid call: %v", err)
+	}
+}
+
+func BenchmarkAttentionDecode(b *testing.B) {
+	// One token of a Qwen3-30B-A3B layer (32 heads of 128 over 4 KV heads) at growing context.
+	rng := rand.New(rand.NewPCG(31, 32))
+	const heads, kvHeads, dim = 32, 4, 128
+	for _, ctx := range []int{1024, 16384} {
+		k := denseKV(b, F16, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
+		v := denseKV(b, F16, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
+		q := randomFloats(rng, heads*dim)
+		out := make([]float32, heads*dim)
+		for _, threads := range []int{1, 2} {
+			for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+				b.Run(fmt.Sprintf("ctx=%d/numerics=%d/threads=%d", ctx, numerics, threads), func(b *testing.B) {
+					p := NewPool(threads)
+					defer p.Close()
+					a := AttnParams{Scale: 1 / float32(math.Sqrt(dim)), Numerics: numerics}
+					b.SetBytes(int64(2 * len(k.Data)))
+					for b.Loop() {
+						if err := p.Attention(out, q, heads, []int32{int32(ctx - 1)}, k, v, ctx, a); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

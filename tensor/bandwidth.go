@@ -1,0 +1,43 @@
+package tensor
+
+// StreamRead reads every byte of buf once, split across the pool's workers. It is the probe
+// of the memory-bandwidth ceiling: a mat-vec streams its weights the same way, so
+// len(buf)/time of a StreamRead over a buffer far larger than the last-level cache is the
+// speed no memory-bound kernel can beat. buf may be mapped memory; a fault reading it is
+// returned as an error.
+//
+// The bytes are copied, piece by piece, into a small per-worker buffer that stays in the L1
+// cache: the runtime's copy uses the widest vector loads the CPU has, which keeps enough
+// cache lines in flight to saturate memory, while a loop of 8-byte loads in Go reaches
+// about half of that on one core (measured on the build machine: 6.5 GB/s against 10.7 GB/s
+// and 12 GB/s for a vectorized C loop).
+func (p *Pool) StreamRead(buf []byte) error {
+	if err := p.lock(); err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	p.scratch.stream = grow(p.scratch.stream, p.threads*streamPiece)
+	j := &p.jobs.stream
+	*j = streamJob{buf: buf, scratch: p.scratch.stream}
+	return p.run(j, ceilDiv(len(buf), streamChunk))
+}
+
+const (
+	// streamChunk is the unit of work: large enough that handing out units costs nothing,
+	// small enough that the workers finish together.
+	streamChunk = 1 << 20
+	// streamPiece is the size of each copy: it and the worker's buffer fit in L1.
+	streamPiece = 16 << 10
+)
+
+type streamJob struct {
+	buf     []byte
+	scratch []byte // streamPiece bytes per worker
+}
+
+func (j *streamJob) unit(w, u int) {
+	dst := j.scratch[w*streamPiece : (w+1)*streamPiece]
+	for b := j.buf[u*streamChunk : min((u+1)*streamChunk, len(j.buf))]; len(b) > 0; {
+		b = b[copy(dst, b):]
+	}
+}

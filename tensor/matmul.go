@@ -1,0 +1,327 @@
+package tensor
+
+import (
+	"fmt"
+)
+
+// Matrix is a weight in ggml's layout, usually a view straight into a memory-mapped GGUF
+// file (gguf.File.TensorData): rows of Cols elements (ne0, the dot-product length), Rows
+// of them (ne1), and for a stack of experts Experts such matrices one after another (ne2).
+// A Matrix is immutable and checked once, when it is made, so the hot paths do not re-check.
+type Matrix struct {
+	typ      Type
+	cols     int
+	rows     int
+	experts  int
+	rowBytes int
+	data     []byte
+	tr       *Traits
+}
+
+// NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
+// a 1-D shape is a single row, and dimensions past the third must be 1. The type needs a
+// decoder (for GetRows and Row); MatMul and MulMatID also need its dot product, which
+// activation-only formats (Q8_1, Q8_K) lack. data must hold exactly the tensor's bytes.
+func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
+	if !t.Valid() {
+		return nil, fmt.Errorf("matrix: %w", &UnknownTypeError{ID: uint32(t)})
+	}
+	if len(shape) == 0 {
+		return nil, fmt.Errorf("matrix of %s: empty shape", t)
+	}
+	dims := [3]int64{1, 1, 1}
+	for i, d := range shape {
+		if d <= 0 || (i >= 3 && d != 1) {
+			return nil, fmt.Errorf("matrix of %s: shape %v: a matrix needs positive ne0..ne2 and 1 beyond", t, shape)
+		}
+		if i < 3 {
+			dims[i] = d
+		}
+	}
+	tr, err := TraitsOf(t)
+	if err != nil {
+		return nil, err
+	}
+	if tr.ToFloat == nil {
+		return nil, fmt.Errorf("matrix of %s: no decoder for the type", t)
+	}
+	size, err := t.Bytes(dims[:])
+	if err != nil {
+		return nil, fmt.Errorf("matrix of %s, shape %v: %w", t, shape, err)
+	}
+	if size != int64(len(data)) {
+		return nil, fmt.Errorf("matrix of %s, shape %v: needs %d bytes, have %d", t, shape, size, len(data))
+	}
+	if dims[0] > maxInt32 || dims[1] > maxInt32 || dims[2] > maxInt32 {
+		return nil, fmt.Errorf("matrix of %s, shape %v: dimension too large", t, shape)
+	}
+	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
+	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr}
+	if tr.VecDot == nil {
+		return m, nil
+	}
+	// The activations of every product are converted to VecDotType; make sure that works
+	// for rows of this length now rather than inside a worker later.
+	vt := tr.VecDotType
+	if _, err := vt.RowBytes(dims[0]); err != nil {
+		return nil, fmt.Errorf("matrix of %s, shape %v: activations as %s: %w", t, shape, vt, err)
+	}
+	if err := QuantizeActivations(vt, nil, nil); err != nil { // an empty row: is there a converter?
+		return nil, fmt.Errorf("matrix of %s: %w", t, err)
+	}
+	return m, nil
+}
+
+const maxInt32 = 1<<31 - 1
+
+// Type is the element type of the weights.
+func (m *Matrix) Type() Type { return m.typ }
+
+// Cols is ne0, the length of a row and of the activation vectors it multiplies.
+func (m *Matrix) Cols() int { return m.cols }
+
+// Rows is ne1, the number of outputs per activation vector.
+func (m *Matrix) Rows() int { return m.rows }
+
+// Experts is ne2: the number of stacked matrices (1 for a plain matrix).
+func (m *Matrix) Experts() int { return m.experts }
+
+// Expert returns a view of the e-th stacked matrix (0 <= e < Experts()), e.g. one head's
+// slice of DeepSeek's attn_k_b.
+func (m *Matrix) Expert(e int) Matrix {
+	if e < 0 || e >= m.experts {
+		panic(fmt.Sprintf("tensor: expert %d of a matrix stack of %d", e, m.experts))
+	}
+	v := *m
+	size := m.rows * m.rowBytes
+	v.data, v.experts = m.data[e*size:(e+1)*size:(e+1)*size], 1
+	return v
+}
+
+// Row decodes row r of expert e into dst (Cols floats), e.g. for checks and references.
+func (m *Matrix) Row(e, r int, dst []float32) {
+	off := (e*m.rows + r) * m.rowBytes
+	m.tr.ToFloat(m.data[off:off+m.rowBytes], dst[:m.cols])
+}
+
+// checkDot reports a weight type without a dot product.
+func (m *Matrix) checkDot(op string) error {
+	if m.tr.VecDot == nil {
+		return fmt.Errorf("%s: %s is an activation format, no kernels use it as weights", op, m.typ)
+	}
+	return nil
+}
+
+// Tiles of work. A unit is up to matRowTile weight rows times up to matTokenTile activation
+// rows: the weight rows stay in L1 while the activations (tens of kB) come from L2, so each
+// weight row is read from memory once per matmul however many tokens there are.
+const (
+	matRowTile   = 16
+	matTokenTile = 32
+)
+
+// MatMul multiplies every activation vector in x (len(x)/Cols of them, one per token) by
+// the matrix: dst[t*Rows+r] = Σ_c W[r][c]·x[t*Cols+c], ggml_mul_mat. As in ggml, the
+// activations are first converted to the weights' VecDotType (Q8_0, Q8_K, F16, …; once per
+// call), and each output is one VecDot over a row, accumulated in float. With one token
+// this is a mat-vec (decode); with many it is blocked over rows × tokens (prefill).
+func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
+	if err := w.checkDot("matmul"); err != nil {
+		return err
+	}
+	if w.experts != 1 {
+		return fmt.Errorf("matmul: the matrix stacks %d experts; use MulMatID or Expert", w.experts)
+	}
+	if len(x)%w.cols != 0 {
+		return fmt.Errorf("matmul: %d activations are not whole vectors of %d", len(x), w.cols)
+	}
+	tokens := len(x) / w.cols
+	if len(dst) != tokens*w.rows {
+		return fmt.Errorf("matmul: %d tokens × %d rows need %d outputs, dst has %d", tokens, w.rows, tokens*w.rows, len(dst))
+	}
+	if err := p.lock(); err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	act, actBytes, err := p.convert(w, x, tokens)
+	if err != nil {
+		return err
+	}
+	j := &p.jobs.matmul
+	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile)}
+	return p.run(j, ceilDiv(w.rows, matRowTile)*j.tokenTiles)
+}
+
+// convert turns rows of activations into w's VecDotType in the pool's scratch, in parallel.
+func (p *Pool) convert(w *Matrix, x []float32, rows int) ([]byte, int, error) {
+	vt := w.tr.VecDotType
+	actBytes, _ := vt.RowBytes(int64(w.cols)) // checked by NewMatrix
+	p.scratch.act = grow(p.scratch.act, rows*int(actBytes))
+	j := &p.jobs.convert
+	*j = convertJob{typ: vt, cols: w.cols, x: x, dst: p.scratch.act, rowBytes: int(actBytes)}
+	return p.scratch.act, int(actBytes), p.run(j, rows)
+}
+
+type convertJob struct {
+	typ      Type
+	cols     int
+	x        []float32
+	dst      []byte
+	rowBytes int
+}
+
+func (j *convertJob) unit(_, u int) {
+	err := QuantizeActivations(j.typ, j.x[u*j.cols:(u+1)*j.cols], j.dst[u*j.rowBytes:(u+1)*j.rowBytes])
+	if err != nil {
+		panic(fmt.Sprintf("tensor: activations converted at a length NewMatrix accepted: %v", err))
+	}
+}
+
+type matmulJob struct {
+	w          Matrix
+	act        []byte
+	actBytes   int
+	dst        []float32
+	tokens     int
+	tokenTiles int
+}
+
+// unit computes one tile. Units that follow each other share their weight rows (the token
+// tile varies fastest), so a worker finds them in cache.
+func (j *matmulJob) unit(_, u int) {
+	w := &j.w
+	r0, t0 := u/j.tokenTiles*matRowTile, u%j.tokenTiles*matTokenTile
+	r1, t1 := min(r0+matRowTile, w.rows), min(t0+matTokenTile, j.tokens)
+	dot, n, rb, ab := w.tr.VecDot, w.cols, w.rowBytes, j.actBytes
+	for r := r0; r < r1; r++ {
+		row := w.data[r*rb : (r+1)*rb]
+		for t := t0; t < t1; t++ {
+			j.dst[t*w.rows+r] = dot(n, row, j.act[t*ab:(t+1)*ab])
+		}
+	}
+}
+
+// MulMatID is ggml_mul_mat_id, the expert matmul of a MoE layer. w stacks the experts
+// ([ne0, ne1, n_expert] in GGUF order); ids holds k expert ids per token (len(ids)/k
+// tokens); dst[(t*k+s)*Rows + r] is row r of expert ids[t*k+s] times token t's activations.
+// x holds either one vector per token, shared by its k slots (the gate and up projections),
+// or one per (token, slot) in the same order as ids (the down projection).
+//
+// Work is grouped by expert: the (token, slot) pairs routed to an expert are gathered, and
+// each of its row tiles is multiplied by all of them, so an expert's weights are read once
+// per batch. An id of -1 marks an unused slot (ik_llama.cpp's smart expert reduction):
+// its outputs are zero.
+func (p *Pool) MulMatID(dst []float32, w *Matrix, x []float32, ids []int32, k int) error {
+	if err := w.checkDot("mul_mat_id"); err != nil {
+		return err
+	}
+	if k <= 0 || len(ids)%k != 0 {
+		return fmt.Errorf("mul_mat_id: %d ids are not whole groups of k=%d", len(ids), k)
+	}
+	tokens := len(ids) / k
+	pairs := len(ids)
+	if len(x)%w.cols != 0 {
+		return fmt.Errorf("mul_mat_id: %d activations are not whole vectors of %d", len(x), w.cols)
+	}
+	shared := len(x)/w.cols == tokens
+	if !shared && len(x)/w.cols != pairs {
+		return fmt.Errorf("mul_mat_id: %d activation vectors for %d tokens × %d slots; need one per token or one per slot", len(x)/w.cols, tokens, k)
+	}
+	if len(dst) != pairs*w.rows {
+		return fmt.Errorf("mul_mat_id: %d tokens × %d slots × %d rows need %d outputs, dst has %d", tokens, k, w.rows, pairs*w.rows, len(dst))
+	}
+	for i, e := range ids {
+		if e < -1 || int(e) >= w.experts {
+			return fmt.Errorf("mul_mat_id: token %d slot %d: expert id %d outside [0, %d)", i/k, i%k, e, w.experts)
+		}
+	}
+	if err := p.lock(); err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+
+	// Group the pairs by expert (a counting sort); zero the outputs of unused slots.
+	s := &p.scratch
+	s.counts = grow(s.counts, w.experts+1)
+	clear(s.counts)
+	for i, e := range ids {
+		if e < 0 {
+			clear(dst[i*w.rows : (i+1)*w.rows])
+			continue
+		}
+		s.counts[e+1]++
+	}
+	for e := range w.experts {
+		s.counts[e+1] += s.counts[e] // now counts[e] is where expert e's pairs start
+	}
+	used := int(s.counts[w.experts])
+	s.order = grow(s.order, used)
+	for i, e := range ids {
+		if e >= 0 {
+			s.order[s.counts[e]] = int32(i)
+			s.counts[e]++
+		}
+	}
+	// counts[e] is now where expert e's pairs end; cut them into tiles.
+	s.tiles = s.tiles[:0]
+	start := int32(0)
+	for e := range w.experts {
+		end := s.counts[e]
+		for r := 0; r < w.rows && start < end; r += matRowTile {
+			for p0 := start; p0 < end; p0 += matTokenTile {
+				s.tiles = append(s.tiles, idTile{expert: int32(e), row: int32(r), pair: p0, pairs: min(end-p0, matTokenTile)})
+			}
+		}
+		start = end
+	}
+
+	vectors := tokens
+	if !shared {
+		vectors = pairs
+	}
+	act, actBytes, err := p.convert(w, x, vectors)
+	if err != nil {
+		return err
+	}
+	j := &p.jobs.mulMatID
+	*j = mulMatIDJob{w: *w, act: act, actBytes: actBytes, dst: dst, order: s.order, tiles: s.tiles, k: k, shared: shared}
+	return p.run(j, len(s.tiles))
+}
+
+// idTile is a unit of MulMatID: rows row..row+matRowTile of one expert times pairs
+// order[pair:pair+pairs].
+type idTile struct {
+	expert, row, pair, pairs int32
+}
+
+type mulMatIDJob struct {
+	w        Matrix
+	act      []byte
+	actBytes int
+	dst      []float32
+	order    []int32
+	tiles    []idTile
+	k        int
+	shared   bool
+}
+
+func (j *mulMatIDJob) unit(_, u int) {
+	w, tile := &j.w, j.tiles[u]
+	r0 := int(tile.row)
+	r1 := min(r0+matRowTile, w.rows)
+	dot, n, rb, ab := w.tr.VecDot, w.cols, w.rowBytes, j.actBytes
+	expert := w.data[int(tile.expert)*w.rows*rb:]
+	pairs := j.order[tile.pair : tile.pair+tile.pairs]
+	for r := r0; r < r1; r++ {
+		row := expert[r*rb : (r+1)*rb]
+		for _, pair := range pairs {
+			v := int(pair)
+			if j.shared {
+				v /= j.k
+			}
+			j.dst[int(pair)*w.rows+r] = dot(n, row, j.act[v*ab:(v+1)*ab])
+		}
+	}
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,151 @@
+package tensor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// Matmul benchmarks. MB/s is weight bytes streamed per second (compare with
+// BenchmarkMemoryBandwidth), GFLOP/s counts 2 operations per weight per token.
+//
+//	go test -run '^$' -bench 'MatVec|MulMatIDQwen3|MemoryBandwidth' ./tensor
+
+// tiledWeights quantizes a block of random rows once and repeats it to the requested size:
+// quantizing gigabytes with the reference quantizers would take minutes, and the speed of a
+// kernel does not depend on which rows repeat.
+func tiledWeights(b *testing.B, typ Type, cols, rows, copies int) []byte {
+	b.Helper()
+	block := min(rows, 64)
+	rng := rand.New(rand.NewPCG(41, uint64(typ)))
+	rowBytes, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		b.Fatal(err)
+	}
+	seed := make([]byte, block*int(rowBytes))
+	if err := Quantize(typ, randomFloats(rng, block*cols), seed); err != nil {
+		b.Fatal(err)
+	}
+	out := make([]byte, copies*rows*int(rowBytes))
+	for off := 0; off < len(out); off += len(seed) {
+		copy(out[off:], seed)
+	}
+	return out
+}
+
+// expertSetBytes is how much weight the out-of-cache mat-vec cycles through: four times the
+// build machine's 260 MiB last-level cache, so every matrix comes from DRAM.
+const expertSetBytes = 1 << 30
+
+func BenchmarkMatVec(b *testing.B) {
+	for _, typ := range computeTypes(b) {
+		for _, shape := range []struct {
+			name       string
+			cols, rows int
+			set        int // bytes of distinct matrices to cycle through (0: one matrix)
+		}{
+			{"4096x4096", 4096, 4096, 0},
+			{"experts_2048x768_1GiB", 2048, 768, expertSetBytes},
+		} {
+			rowBytes, _ := typ.RowBytes(int64(shape.cols))
+			matBytes := shape.rows * int(rowBytes)
+			var mats []*Matrix // made by the first sub-benchmark that runs, shared by the next
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("type=%s/shape=%s/threads=%d", typ, shape.name, threads), func(b *testing.B) {
+					if mats == nil {
+						count := max(1, shape.set/matBytes)
+						data := tiledWeights(b, typ, shape.cols, shape.rows, count)
+						for i := range count {
+							m, err := NewMatrix(typ, []int64{int64(shape.cols), int64(shape.rows)}, data[i*matBytes:(i+1)*matBytes])
+							if err != nil {
+								b.Fatal(err)
+							}
+							mats = append(mats, m)
+						}
+					}
+					x := randomFloats(rand.New(rand.NewPCG(1, 1)), shape.cols)
+					dst := make([]float32, shape.rows)
+					p := NewPool(threads)
+					defer p.Close()
+					b.SetBytes(int64(matBytes))
+					i := 0
+					cpu := processCPU()
+					for b.Loop() {
+						if err := p.MatMul(dst, mats[i], x); err != nil {
+							b.Fatal(err)
+						}
+						i = (i + 1) % len(mats)
+					}
+					reportCPU(b, cpu)
+					b.ReportMetric(2*float64(shape.rows*shape.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+			mats = nil
+		}
+	}
+}
+
+// hotExpertTypes are the formats routed experts come in (the SIMD targets of issue 3).
+var hotExpertTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, IQ4_XS, MXFP4, F16, BF16}
+
+// BenchmarkMulMatIDQwen3 is the expert FFN of one Qwen3-30B-A3B layer: 128 experts with
+// gate and up [2048 → 768] and down [768 → 2048], 8 experts per token; decode (1 token) for
+// the hot expert types and a prefill micro-batch of 512 for Q4_K and Q8_0 (the scalar
+// kernels take about a minute per batch). MB/s counts the bytes of the experts the batch
+// touches.
+func BenchmarkMulMatIDQwen3(b *testing.B) {
+	const embd, ff, experts, used = 2048, 768, 128, 8
+	for _, typ := range hotExpertTypes {
+		if tr, err := TraitsOf(typ); err != nil || tr.FromFloat == nil {
+			continue
+		}
+		gate, err := NewMatrix(typ, []int64{embd, ff, experts}, tiledWeights(b, typ, embd, ff, experts))
+		if err != nil {
+			b.Fatal(err)
+		}
+		up, _ := NewMatrix(typ, []int64{embd, ff, experts}, tiledWeights(b, typ, embd, ff, experts))
+		down, _ := NewMatrix(typ, []int64{ff, embd, experts}, tiledWeights(b, typ, ff, embd, experts))
+		expertBytes, _ := typ.Bytes([]int64{embd, ff, 3})
+		for _, tokens := range []int{1, 512} {
+			if tokens > 1 && typ != Q4_K && typ != Q8_0 {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(51, 52))
+			ids := make([]int32, 0, tokens*used)
+			touched := map[int32]bool{}
+			for range tokens {
+				for _, e := range rng.Perm(experts)[:used] {
+					ids = append(ids, int32(e))
+					touched[int32(e)] = true
+				}
+			}
+			x := randomFloats(rng, tokens*embd)
+			g, u := make([]float32, tokens*used*ff), make([]float32, tokens*used*ff)
+			out := make([]float32, tokens*used*embd)
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("type=%s/tokens=%d/threads=%d", typ, tokens, threads), func(b *testing.B) {
+					p := NewPool(threads)
+					defer p.Close()
+					b.SetBytes(int64(len(touched)) * expertBytes)
+					cpu := processCPU()
+					for b.Loop() {
+						if err := p.MulMatID(g, gate, x, ids, used); err != nil {
+							b.Fatal(err)
+						}
+						if err := p.MulMatID(u, up, x, ids, used); err != nil {
+							b.Fatal(err)
+						}
+						SwiGLU(g, g, u, ff)
+						if err := p.MulMatID(out, down, g, ids, used); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportCPU(b, cpu)
+					flops := 2 * 3 * float64(embd*ff) * float64(tokens*used)
+					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tokens/s")
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/moerun/moerun/internal/mmap"
+)
+
+// Element-wise and row operations on float32 data, with ggml-cpu's arithmetic (F32 ops at
+// the fixtures' commit, AVX-512 build): the same order of operations and roundings, so that
+// a forward pass can reproduce llama.cpp's values bit for bit where the ops are the same.
+//
+// A row is cols consecutive elements; an op over rows takes a slice holding whole rows. dst
+// may be the same slice as an input (in place), but must not overlap it otherwise. The
+// shapes come from the model's hyper-parameters, so a length that does not fit is a bug in
+// the caller and panics with a message naming the op, as ggml's asserts abort.
+
+// checkRows panics unless every slice holds the same whole number of rows.
+func checkRows(op string, cols int, dst []float32, srcs ...[]float32) {
+	if cols <= 0 || len(dst)%cols != 0 {
+		panic(fmt.Sprintf("tensor.%s: %d elements are not whole rows of %d", op, len(dst), cols))
+	}
+	checkSame(op, dst, srcs...)
+}
+
+// checkSame panics unless every slice is as long as dst.
+func checkSame(op string, dst []float32, srcs ...[]float32) {
+	for _, s := range srcs {
+		if len(s) != len(dst) {
+			panic(fmt.Sprintf("tensor.%s: input of %d elements for an output of %d", op, len(s), len(dst)))
+		}
+	}
+}
+
+// RMSNorm normalizes each row to unit root mean square: y = x / sqrt(mean(x²) + eps), as
+// ggml_rms_norm (the squares summed in float64). Multiply by the norm weights with Mul.
+func RMSNorm(dst, x []float32, cols int, eps float32) {
+	checkRows("RMSNorm", cols, dst, x)
+	for r := 0; r < len(x); r += cols {
+		row, out := x[r:r+cols], dst[r:r+cols]
+		var sum float64
+		for _, v := range row {
+			sum += float64(float32(v * v))
+		}
+		mean := float32(sum / float64(cols))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+		for i, v := range row {
+			out[i] = v * scale
+		}
+	}
+}
+
+// Softmax is ggml_soft_max_ext without ALiBi: each row becomes softmax(x·scale + mask).
+// mask is nil or holds whole rows; row r of x uses mask row r mod (len(mask)/cols), so one
+// mask row applies to every row, and a [tokens][cols] causal mask to every head of a
+// [heads][tokens][cols] score tensor. Masked entries are -Inf; a row masked entirely gives
+// NaNs, as in ggml.
+func Softmax(dst, x []float32, cols int, scale float32, mask []float32) {
+	checkRows("Softmax", cols, dst, x)
+	if mask != nil && (len(mask) == 0 || len(mask)%cols != 0) {
+		panic(fmt.Sprintf("tensor.Softmax: a mask of %d elements is not whole rows of %d", len(mask), cols))
+	}
+	for r := 0; r < len(x); r += cols {
+		out := dst[r : r+cols]
+		for i, v := range x[r : r+cols] {
+			out[i] = v * scale
+		}
+		if mask != nil {
+			m := r % len(mask)
+			for i, v := range mask[m : m+cols] {
+				out[i] += v
+			}
+		}
+		softmaxRow(out)
+	}
+}
+
+// softmaxRow turns the scaled, masked scores in y into probabilities, in place, the way
+// ggml_vec_soft_max_f32 and its caller do: exponentials of x − max (16 at a time with
+// ggml_v_expf), their sum in float64, then a multiplication by the float32 reciprocal.
+func softmaxRow(y []float32) {
+	m := float32(math.Inf(-1))
+	for _, v := range y {
+		if !(m > v) { // C's MAX(m, v), which lets a NaN through like ggml
+			m = v
+		}
+	}
+	var sum float64
+	i := 0
+	for ; i+vecWidth <= len(y); i += vecWidth {
+		lanes := (*[vecWidth]float32)(y[i : i+vecWidth])
+		for l := range lanes {
+			lanes[l] = vexp32(lanes[l] - m)
+		}
+		sum += float64(sum16(lanes))
+	}
+	for ; i < len(y); i++ {
+		y[i] = exp32(y[i] - m)
+		sum += float64(y[i])
+	}
+	inv := float32(1 / sum)
+	for i := range y {
+		y[i] *= inv
+	}
+}
+
+// SiLU is x·sigmoid(x) over rows (ggml_silu).
+func SiLU(dst, x []float32, cols int) {
+	checkRows("SiLU", cols, dst, x)
+	for r := 0; r < len(x); r += cols {
+		out, in := dst[r:r+cols], x[r:r+cols]
+		i := 0
+		for ; i+vecWidth <= cols; i += vecWidth {
+			for l := i; l < i+vecWidth; l++ {
+				out[l] = vsilu32(in[l])
+			}
+		}
+		for ; i < cols; i++ {
+			out[i] = silu32(in[i])
+		}
+	}
+}
+
+// SwiGLU is silu(gate)·up over rows (ggml_swiglu_split), the activation of Qwen's and
+// DeepSeek's feed-forward networks.
+func SwiGLU(dst, gate, up []float32, cols int) {
+	checkRows("SwiGLU", cols, dst, gate, up)
+	for r := 0; r < len(dst); r += cols {
+		out, g, u := dst[r:r+cols], gate[r:r+cols], up[r:r+cols]
+		i := 0
+		for ; i+vecWidth <= cols; i += vecWidth {
+			for l := i; l < i+vecWidth; l++ {
+				out[l] = vsilu32(g[l]) * u[l]
+			}
+		}
+		for ; i < cols; i++ {
+			out[i] = silu32(g[i]) * u[i]
+		}
+	}
+}
+
+// SwiGLUOAI is gpt-oss's clamped SwiGLU (ggml_swiglu_oai): with g = min(gate, limit) and
+// u = clamp(up, −limit, limit), out = g·sigmoid(alpha·g)·(u + 1). gpt-oss uses alpha 1.702
+// and limit 7.
+func SwiGLUOAI(dst, gate, up []float32, alpha, limit float32) {
+	checkSame("SwiGLUOAI", dst, gate, up)
+	for i := range dst {
+		g := min(gate[i], limit)
+		u := max(-limit, min(up[i], limit))
+		out := g / (1 + exp32(float32(alpha*(-g))))
+		dst[i] = out * (u + 1)
+	}
+}
+
+// Sigmoid is 1/(1+e^−x) element-wise (ggml_sigmoid; DeepSeek-V3's router gate).
+func Sigmoid(dst, x []float32) {
+	checkSame("Sigmoid", dst, x)
+	for i, v := range x {
+		dst[i] = 1 / (1 + exp32(-v))
+	}
+}
+
+// Add sets dst = a + b. b may be shorter than a if a's length is a multiple of it: it is
+// then repeated (ggml's broadcasting of rows), e.g. a bias over the tokens of a batch.
+func Add(dst, a, b []float32) {
+	checkBroadcast("Add", dst, a, b)
+	for r := 0; r < len(a); r += len(b) {
+		for i, v := range b {
+			dst[r+i] = a[r+i] + v
+		}
+	}
+}
+
+// Mul sets dst = a·b element-wise, repeating b like Add; e.g. RMS norm weights over rows.
+func Mul(dst, a, b []float32) {
+	checkBroadcast("Mul", dst, a, b)
+	for r := 0; r < len(a); r += len(b) {
+		for i, v := range b {
+			dst[r+i] = a[r+i] * v
+		}
+	}
+}
+
+func checkBroadcast(op string, dst, a, b []float32) {
+	checkSame(op, dst, a)
+	if len(b) == 0 || len(a)%len(b) != 0 {
+		panic(fmt.Sprintf("tensor.%s: %d elements cannot repeat over %d", op, len(b), len(a)))
+	}
+}
+
+// Scale sets dst = x·s.
+func Scale(dst, x []float32, s float32) {
+	checkSame("Scale", dst, x)
+	for i, v := range x {
+		dst[i] = v * s
+	}
+}
+
+// GetRows decodes rows ids of a 2-D weight into dst, one row of w.Cols() floats per id
+// (ggml_get_rows: the token embedding lookup), from any type through its ToFloat. The ids
+// come from a tokenizer or a file, so one outside the matrix is an error. w may be mapped
+// memory; a fault reading it is returned as an error.
+func GetRows(dst []float32, w *Matrix, ids []int32) error {
+	if w.experts != 1 {
+		return fmt.Errorf("get_rows: the matrix stacks %d experts", w.experts)
+	}
+	if len(dst) != len(ids)*w.cols {
+		return fmt.Errorf("get_rows: %d rows of %d need %d outputs, dst has %d", len(ids), w.cols, len(ids)*w.cols, len(dst))
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= w.rows {
+			return fmt.Errorf("get_rows: id %d (position %d) outside [0, %d)", id, i, w.rows)
+		}
+	}
+	return mmap.Guard(func() {
+		for i, id := range ids {
+			w.Row(0, int(id), dst[i*w.cols:(i+1)*w.cols])
+		}
+	})
+}

@@ -1,0 +1,67 @@
+package tensor
+
+import "math"
+
+// The exponentials of ggml-cpu. Its softmax and SiLU do not call expf for every element: on
+// the x86-64 build the fixtures come from (AVX-512F and DQ), groups of 16 consecutive elements
+// go through ggml_v_expf, a polynomial approximation (from ARM's optimized-routines, error
+// up to ~1.5 ulp), and only the rest of a row uses libm's expf. The functions here redo that
+// arithmetic in scalar Go, one float32 rounding per vector instruction, so that router
+// probabilities and activations come out with ggml's bits.
+
+// vecWidth is the number of float32 lanes of ggml's AVX-512 vectors.
+const vecWidth = 16
+
+// exp32 is expf: the float64 exponential rounded to float32 (glibc's expf is correctly
+// rounded in practice, and so is this).
+func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// fma32 is a float32 fused multiply-add, a·b + c with one rounding. (The float64 FMA is exact
+// before its rounding except in rare cases where rounding twice, to float64 and then to
+// float32, differs from rounding once; those are left as they are.)
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
+}
+
+// vexp32 is one lane of ggml_v_expf (AVX-512): e^x = 2^n · p(b) with n = round(x·log2 e) and
+// b = x − n·ln 2 in two parts, p a degree-5 polynomial, and results beyond the range of n
+// (|n| > 192) flushed to 0 or +Inf.
+func vexp32(x float32) float32 {
+	const shift = 0x1.8p23 // adding it rounds to an integer in the low mantissa bits
+	z := fma32(x, 0x1.715476p+0, shift)
+	n := z - shift
+	if math.Abs(float64(n)) > 192 {
+		if n <= 0 {
+			return 0
+		}
+		return float32(math.Inf(1))
+	}
+	b := fma32(-n, 0x1.7f7d1cp-20, fma32(-n, 0x1.62e4p-1, x))
+	u := b * b
+	j := fma32(
+		fma32(fma32(0x1.0e4020p-7, b, 0x1.573e2ep-5), u, fma32(0x1.555e66p-3, b, 0x1.fffdb6p-2)),
+		u,
+		fma32(0x1.ffffecp-1, b, 1))
+	// _mm512_scalef_ps: j·2^n with a single rounding (only subnormal results round).
+	return float32(float64(j) * math.Ldexp(1, int(n)))
+}
+
+// silu32 is libm's scalar SiLU, x/(1+e^-x).
+func silu32(x float32) float32 { return x / (1 + exp32(-x)) }
+
+// vsilu32 is one lane of ggml_v_silu: x/(1+ggml_v_expf(0−x)).
+func vsilu32(x float32) float32 { return x / (1 + vexp32(0-x)) }
+
+// sum16 adds 16 lanes in the order of _mm512_reduce_add_ps (GCC's avx512fintrin.h): the
+// high half onto the low half, then again on 8 and 4 lanes, then the last two.
+func sum16(v *[vecWidth]float32) float32 {
+	var h8 [8]float32
+	for i := range h8 {
+		h8[i] = v[8+i] + v[i]
+	}
+	var h4 [4]float32
+	for i := range h4 {
+		h4[i] = h8[4+i] + h8[i]
+	}
+	return (h4[0] + h4[2]) + (h4[1] + h4[3])
+}

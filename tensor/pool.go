@@ -1,0 +1,251 @@
+package tensor
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moerun/moerun/internal/mmap"
+)
+
+// Pool is a fixed team of worker goroutines that computes one operation at a time (ggml's
+// threadpool, llama.cpp's -t). An operation is cut into work units (blocks of rows, say);
+// workers take the next unit from a shared counter until none are left, so a worker that was
+// descheduled does not hold up the others. The goroutine that calls an operation works too,
+// as worker 0, so a pool of n threads starts n-1 goroutines, once.
+//
+// Operations on a Pool are serialized; a Pool is safe for use by several goroutines. In the
+// steady state (the same shapes again, as in every decode step) operations do not allocate.
+//
+// Workers read weights that may be memory-mapped: each runs its share inside mmap.Guard, so
+// a model file truncated under us turns into an error returned by the operation.
+type Pool struct {
+	mu      sync.Mutex // held for a whole operation, so scratch buffers can be shared
+	threads int
+	helpers []*parker // one per helper goroutine (workers 1..threads-1)
+	done    parker    // the caller waits here for the helpers
+	closed  bool
+
+	// The running job, published to the helpers by their parker's signal.
+	job     job
+	units   int64
+	next    atomic.Int64 // the next unit to hand out
+	pending atomic.Int32 // helpers still working
+	errs    []error      // per worker
+
+	scratch scratch
+	jobs    jobs
+}
+
+// job is one operation's work, cut into units numbered 0..units-1.
+type job interface {
+	unit(worker, u int)
+}
+
+// NewPool starts a pool of the given number of threads; threads <= 0 means DefaultThreads.
+// Close it when done.
+func NewPool(threads int) *Pool {
+	if threads <= 0 {
+		threads = DefaultThreads()
+	}
+	p := &Pool{threads: threads, errs: make([]error, threads)}
+	p.done.init()
+	for w := 1; w < threads; w++ {
+		k := &parker{}
+		k.init()
+		p.helpers = append(p.helpers, k)
+		go p.helper(w, k)
+	}
+	return p
+}
+
+// DefaultThreads is the default -t: the number of physical cores this process may use
+// (hyper-threads share a core's execution units and memory port, so they add little to
+// memory-bound kernels), but no more than GOMAXPROCS.
+func DefaultThreads() int {
+	return max(1, min(physicalCores(), runtime.GOMAXPROCS(0)))
+}
+
+// Threads is the number of workers, the calling goroutine included.
+func (p *Pool) Threads() int { return p.threads }
+
+// Close stops the helper goroutines. Operations on a closed pool return an error.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.job = nil
+	for _, k := range p.helpers {
+		k.signal() // with p.job nil the helper returns
+	}
+}
+
+var errPoolClosed = errors.New("tensor: operation on a closed Pool")
+
+// lock starts an operation.
+func (p *Pool) lock() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errPoolClosed
+	}
+	return nil
+}
+
+// run computes units 0..units-1 of j on the workers and returns the first error a worker
+// hit (a fault on mapped memory). The caller holds p.mu.
+func (p *Pool) run(j job, units int) error {
+	if units <= 0 {
+		return nil
+	}
+	p.job, p.units = j, int64(units)
+	p.next.Store(0)
+	helpers := min(len(p.helpers), units-1)
+	p.pending.Store(int32(helpers))
+	for _, k := range p.helpers[:helpers] {
+		k.signal()
+	}
+	p.work(0)
+	if helpers > 0 {
+		p.done.wait()
+	}
+	p.job = nil
+	var err error
+	for w := range p.errs[:helpers+1] {
+		if err == nil {
+			err = p.errs[w]
+		}
+		p.errs[w] = nil
+	}
+	return err
+}
+
+// helper is the loop of worker w.
+func (p *Pool) helper(w int, k *parker) {
+	for {
+		k.wait()
+		if p.job == nil {
+			return // closed
+		}
+		p.work(w)
+		if p.pending.Add(-1) == 0 {
+			p.done.signal()
+		}
+	}
+}
+
+// work takes units until none are left. A fault stops the whole job: the other workers
+// find the counter exhausted.
+func (p *Pool) work(w int) {
+	err := mmap.Guard(func() {
+		for {
+			u := p.next.Add(1) - 1
+			if u >= p.units {
+				return
+			}
+			p.job.unit(w, int(u))
+		}
+	})
+	if err != nil {
+		p.errs[w] = err
+		p.next.Store(p.units)
+	}
+}
+
+// spinTime is how long a worker polls for the next job before it sleeps. Operations in a
+// decode step come a few microseconds apart; waking a sleeping goroutine costs tens of
+// microseconds, so a short poll keeps the workers responsive while costing little CPU when
+// the pool is idle.
+const spinTime = 50 * time.Microsecond
+
+// parker lets one goroutine wait for one signal at a time: it polls for a while and then
+// sleeps on a channel. signal never blocks. Its whole state is one word, so a signaler that
+// is slow to finish cannot leave a stale wake-up behind for a later wait.
+type parker struct {
+	state atomic.Int32 // parkIdle, parkSignaled or parkSleeping
+	wake  chan struct{}
+}
+
+const (
+	parkIdle     = iota // no signal pending, nobody asleep
+	parkSignaled        // a signal waits to be taken
+	parkSleeping        // the waiter sleeps on wake
+)
+
+func (k *parker) init() { k.wake = make(chan struct{}, 1) }
+
+func (k *parker) wait() {
+	var start time.Time
+	for i := 0; ; i++ {
+		// Only read while polling: a write would pull the line away from the signaler.
+		if k.state.Load() == parkSignaled && k.state.CompareAndSwap(parkSignaled, parkIdle) {
+			return
+		}
+		if i%64 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinTime {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	if k.state.CompareAndSwap(parkIdle, parkSleeping) {
+		<-k.wake // the signaler saw us asleep and sends exactly one wake-up
+		return
+	}
+	k.state.Store(parkIdle) // the signal came just now
+}
+
+func (k *parker) signal() {
+	for {
+		switch k.state.Load() {
+		case parkIdle:
+			if k.state.CompareAndSwap(parkIdle, parkSignaled) {
+				return
+			}
+		case parkSleeping:
+			if k.state.CompareAndSwap(parkSleeping, parkIdle) {
+				k.wake <- struct{}{}
+				return
+			}
+		default:
+			return // already signaled
+		}
+	}
+}
+
+// jobs are the operations' job values, kept in the pool so that starting one does not
+// allocate.
+type jobs struct {
+	convert  convertJob
+	matmul   matmulJob
+	mulMatID mulMatIDJob
+	attn     attnJob
+	stream   streamJob
+}
+
+// scratch holds the buffers operations reuse from one call to the next.
+type scratch struct {
+	act    []byte   // activations converted to the weights' VecDotType
+	counts []int32  // MulMatID: pairs per expert, then their offsets
+	order  []int32  // MulMatID: (token, slot) pairs grouped by expert
+	tiles  []idTile // MulMatID: the work units
+
+	attn     []attnScratch // Attention: per worker
+	partials []float32     // Attention: the chunks of a split query
+	stream   []byte        // StreamRead: per worker
+}
+
+// grow returns b resized to n elements, reusing its storage when it is large enough.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,219 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/moerun/moerun/internal/mmap"
+)
+
+// countJob counts how often each unit runs and which workers ran any.
+type countJob struct {
+	runs    []atomic.Int32
+	workers [8]atomic.Bool
+}
+
+func (j *countJob) unit(w, u int) {
+	j.runs[u].Add(1)
+	j.workers[w].Store(true)
+}
+
+func TestPoolRunsEveryUnitOnce(t *testing.T) {
+	for _, threads := range []int{1, 2, 5} {
+		p := NewPool(threads)
+		if p.Threads() != threads {
+			t.Errorf("Threads() = %d, want %d", p.Threads(), threads)
+		}
+		for _, units := range []int{0, 1, 3, 1000} {
+			for range 20 { // back to back, as in a decode step
+				j := &countJob{runs: make([]atomic.Int32, units)}
+				p.mu.Lock()
+				err := p.run(j, units)
+				p.mu.Unlock()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for u := range units {
+					if n := j.runs[u].Load(); n != 1 {
+						t.Fatalf("%d threads, %d units: unit %d ran %d times", threads, units, u, n)
+					}
+				}
+				for w := threads; w < len(j.workers); w++ {
+					if j.workers[w].Load() {
+						t.Fatalf("%d threads: worker %d ran", threads, w)
+					}
+				}
+			}
+		}
+		p.Close()
+		p.Close() // closing twice is harmless
+	}
+}
+
+func TestPoolClosed(t *testing.T) {
+	p := NewPool(2)
+	p.Close()
+	w, _ := NewMatrix(F32, []int64{4, 1}, make([]byte, 16))
+	if err := p.MatMul(make([]float32, 1), w, make([]float32, 4)); !errors.Is(err, errPoolClosed) {
+		t.Errorf("matmul on a closed pool: %v", err)
+	}
+}
+
+func TestDefaultThreads(t *testing.T) {
+	n := DefaultThreads()
+	if n < 1 || n > runtime.NumCPU() || n > runtime.GOMAXPROCS(0) {
+		t.Errorf("DefaultThreads() = %d with %d CPUs, GOMAXPROCS %d", n, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	}
+	p := NewPool(0)
+	defer p.Close()
+	if p.Threads() != n {
+		t.Errorf("NewPool(0) has %d threads, want %d", p.Threads(), n)
+	}
+}
+
+// TestPoolConcurrentCallers runs operations on one pool from several goroutines: they are
+// serialized and each gets its own answer.
+func TestPoolConcurrentCallers(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	const cols, rows = 32, 50
+	data := make([]byte, cols*rows*4)
+	for i := range cols * rows {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(1))
+	}
+	w, err := NewMatrix(F32, []int64{cols, rows}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			x, dst := make([]float32, cols), make([]float32, rows)
+			for i := range x {
+				x[i] = float32(g)
+			}
+			for range 50 {
+				if err := p.MatMul(dst, w, x); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, v := range dst {
+					if v != float32(g*cols) {
+						t.Errorf("goroutine %d: got %g, want %d", g, v, g*cols)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestMatMulFaultBecomesError maps a weight file, truncates it, and multiplies: the workers
+// fault on the vanished pages and the matmul returns mmap.ErrFileChanged instead of crashing.
+func TestMatMulFaultBecomesError(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no mmap faults without mmap")
+	}
+	const cols, rows = 1024, 256 // 1 MiB of F32
+	path := filepath.Join(t.TempDir(), "weights.bin")
+	if err := os.WriteFile(path, make([]byte, cols*rows*4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := mmap.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	w, err := NewMatrix(F32, []int64{cols, rows}, m.Bytes(0, m.Size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, threads := range []int{1, 2} {
+		p := NewPool(threads)
+		defer p.Close()
+		x, dst := make([]float32, cols), make([]float32, rows)
+		if err := p.MatMul(dst, w, x); err != nil {
+			t.Fatalf("before truncation: %v", err)
+		}
+	}
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	for _, threads := range []int{1, 2} {
+		p := NewPool(threads)
+		defer p.Close()
+		x, dst := make([]float32, 4*cols), make([]float32, 4*rows)
+		if err := p.MatMul(dst, w, x); !errors.Is(err, mmap.ErrFileChanged) {
+			t.Errorf("%d threads, after truncation: %v", threads, err)
+		}
+		// The pool still works afterwards.
+		small, _ := NewMatrix(F32, []int64{4, 1}, make([]byte, 16))
+		if err := p.MatMul(make([]float32, 1), small, make([]float32, 4)); err != nil {
+			t.Errorf("%d threads, after a fault: %v", threads, err)
+		}
+	}
+}
+
+// TestDecodeStepDoesNotAllocate runs the operations of a decode step (one token) again and
+// again: after the first call sized the scratch buffers, nothing is allocated.
+func TestDecodeStepDoesNotAllocate(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	rng := newTestRand()
+	w, _ := randomMatrix(t, rng, F16, 64, 40)
+	experts, _ := randomMatrix(t, rng, F16, 64, 24, 8)
+	x := randomFloats(rng, 64)
+	dst, moeDst := make([]float32, 40), make([]float32, 3*24)
+	ids := []int32{5, 1, 6}
+	// Attention over 600 positions: long enough to split across the workers.
+	cache := denseKV(t, F16, randomFloats(rng, 600*64), 64, 1)
+	q, attn, pos := randomFloats(rng, 2*64), make([]float32, 2*64), []int32{599}
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := p.MatMul(dst, w, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.MulMatID(moeDst, experts, x, ids, 3); err != nil {
+			t.Fatal(err)
+		}
+		for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+			a := AttnParams{Scale: 0.125, Numerics: numerics}
+			if err := p.Attention(attn, q, 2, pos, cache, cache, 600, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		RMSNorm(dst, dst, 40, 1e-6)
+		SwiGLU(moeDst, moeDst, moeDst, 24)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per decode step", allocs)
+	}
+}
+
+// nopJob does nothing: BenchmarkPoolDispatch measures what an operation costs on top of
+// its work (waking the workers, handing out units, waiting for the last one).
+type nopJob struct{}
+
+func (nopJob) unit(int, int) {}
+
+func BenchmarkPoolDispatch(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			p := NewPool(threads)
+			defer p.Close()
+			for b.Loop() {
+				p.mu.Lock()
+				p.run(nopJob{}, 16)
+				p.mu.Unlock()
+			}
+		})
+	}
+}
