@@ -21,52 +21,16 @@ import (
 // long spelling (see llamaargs.go); their values are read with llama.cpp's own rules, in
 // llama.cpp's order (environment first, then the command line left to right).
 type placeCmd struct {
-	Gguf  string `arg:"" optional:"" name:"model-file" help:"GGUF model (any part of a split model); or give it with -m."`
+	Gguf   string `arg:"" optional:"" name:"model-file" help:"GGUF model (any part of a split model); or give it with -m."`
 	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)."`
 	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Plan a built-in model layout instead of a file, e.g. deepseek-v3:q4_k_m (list: moerun synth --list)."`
 
-	GPULayers   string   `name:"n-gpu-layers" placeholder:"N|auto|all" help:"-ngl, --gpu-layers: layers to offload, counting the output layer first (default auto)."`
-	Override    []string `name:"override-tensor" sep:"none" placeholder:"PATTERN=BUFFER,..." help:"-ot: put tensors whose name matches the regex on a buffer type (CPU, CUDA0, …); repeatable, first match wins."`
-	CPUMoE      bool     `name:"cpu-moe" help:"-cmoe: keep every layer's routed experts on the CPU."`
-	NCPUMoE     []string `name:"n-cpu-moe" sep:"none" placeholder:"N" help:"-ncmoe: keep the routed experts of the first N blocks on the CPU."`
-	TensorSplit string   `name:"tensor-split" placeholder:"N0,N1,..." help:"-ts: share of the layers per GPU."`
-	SplitMode   string   `name:"split-mode" placeholder:"none|layer|row" help:"-sm: how to split across GPUs (default layer)."`
-	MainGPU     string   `name:"main-gpu" placeholder:"INDEX" help:"-mg: the GPU for -sm none."`
-	Device      string   `name:"device" placeholder:"DEV,..." help:"-dev: the GPUs to use, or none."`
-	CtxSize     string   `short:"c" name:"ctx-size" placeholder:"N" help:"-c: context size (default: the model's)."`
-	BatchSize   string   `short:"b" name:"batch-size" placeholder:"N" help:"-b: logical batch (default 2048)."`
-	UBatchSize  string   `name:"ubatch-size" placeholder:"N" help:"-ub: physical batch, which sizes the compute buffers (default 512)."`
-	Parallel    string   `name:"parallel" placeholder:"N" help:"-np: server slots (default auto: 4 sharing one cache)."`
-	CacheTypeK  string   `name:"cache-type-k" placeholder:"TYPE" help:"-ctk: K cache type (f16, q8_0, …)."`
-	CacheTypeV  string   `name:"cache-type-v" placeholder:"TYPE" help:"-ctv: V cache type."`
-	FlashAttn   string   `name:"flash-attn" placeholder:"on|off|auto" help:"-fa: flash attention (default auto)."`
-	KVOffload   bool     `name:"kv-offload" negatable:"" default:"true" help:"-kvo/-nkvo: KV cache on the layers' devices (default) or all on the CPU."`
-	KVUnified   bool     `name:"kv-unified" negatable:"" help:"-kvu/-no-kvu: one KV cache for all slots."`
-	SWAFull     bool     `name:"swa-full" help:"Full-size sliding-window cache."`
-	Mmap        bool     `name:"mmap" negatable:"" default:"true" help:"--no-mmap: read weights into memory instead of mapping the file."`
-	Mlock       bool     `name:"mlock" help:"Lock weights in RAM (llama.cpp: no mmap)."`
-	DirectIO    bool     `name:"direct-io" negatable:"" help:"-dio: direct I/O (no mmap)."`
-	LoadMode    string   `name:"load-mode" placeholder:"MODE" help:"-lm: auto, none, mmap, mlock, mmap+mlock or dio."`
-	NoHost      bool     `name:"no-host" help:"Skip the pinned host buffer (lets the CPU repack weights)."`
-	Repack      bool     `name:"repack" negatable:"" default:"true" help:"-nr: --no-repack disables the CPU's repacked layouts."`
-	OpOffload   bool     `name:"op-offload" negatable:"" default:"true" help:"--no-op-offload: never run CPU-held weights on the GPU."`
-	Fit         string   `name:"fit" placeholder:"on|off" help:"-fit: adjust unset -c, -ngl and overrides to the free memory (default on)."`
-	FitTarget   string   `name:"fit-target" placeholder:"MiB,..." help:"-fitt: free memory --fit keeps per device (default 1024)."`
-	FitCtx      string   `name:"fit-ctx" placeholder:"N" help:"-fitc: smallest context --fit may choose (default 4096)."`
+	placementFlags `embed:""`
 
-	GPU       string `name:"gpu" placeholder:"SIZE" help:"Dry run with one GPU (CUDA0) with this much free memory: 8GiB, 8G, 8192MiB."`
-	GPUs      string `name:"gpus" placeholder:"SIZE,..." help:"Dry run with several GPUs: 24GiB,24GiB."`
-	DeviceMem string `name:"device-mem" placeholder:"NAME=SIZE,..." help:"Dry run with named devices: CUDA0=8GiB,CUDA1=12GiB."`
-	RAM       string `name:"ram" placeholder:"SIZE" help:"The host's RAM, to check it (default: not checked)."`
-	Semantics string `name:"semantics" default:"llama.cpp" enum:"llama.cpp,ik_llama.cpp" help:"Whose rules to apply: llama.cpp or ik_llama.cpp."`
-	JSON      bool   `name:"json" help:"Write JSON (schema moerun.place/v1, see docs/schemas.md) instead of text."`
-	Tensors   bool   `name:"tensors" help:"List every tensor with its device and the rule that placed it."`
-	HTML      string `name:"html" placeholder:"FILE" type:"path" help:"Also write a self-contained HTML report with the coloured layer map."`
-	SVG       string `name:"svg" placeholder:"FILE" type:"path" help:"Also write the coloured layer map as SVG."`
-
-	LlamaIgnored []string `name:"llama-ignored" hidden:"" sep:"none"`
-
-	flagOrder []string // flag names in command-line order, from AfterApply
+	JSON    bool   `name:"json" help:"Write JSON (schema moerun.place/v1, see docs/schemas.md) instead of text."`
+	Tensors bool   `name:"tensors" help:"List every tensor with its device and the rule that placed it."`
+	HTML    string `name:"html" placeholder:"FILE" type:"path" help:"Also write a self-contained HTML report with the coloured layer map."`
+	SVG     string `name:"svg" placeholder:"FILE" type:"path" help:"Also write the coloured layer map as SVG."`
 }
 
 // placeLlamaOptions are the llama.cpp options place reads (by key, see llamaargs.go); the
@@ -81,7 +45,7 @@ func init() {
 
 // AfterApply records the order of the flags, which llama.cpp's semantics depend on: -ot,
 // --cpu-moe and --n-cpu-moe append to one list, and the load-mode flags override each other.
-func (c *placeCmd) AfterApply(kctx *kong.Context) error {
+func (c *placementFlags) AfterApply(kctx *kong.Context) error {
 	for _, p := range kctx.Path {
 		if p.Flag != nil {
 			c.flagOrder = append(c.flagOrder, p.Flag.Name)
@@ -194,7 +158,7 @@ func presetModel(spec string) (placement.Model, func(), error) {
 }
 
 // devices builds the dry run's inventory from --gpu, --gpus, --device-mem and --ram.
-func (c *placeCmd) devices() ([]backend.Device, error) {
+func (c *placementFlags) devices() ([]backend.Device, error) {
 	ram := int64(0)
 	if c.RAM != "" {
 		var err error
@@ -431,7 +395,7 @@ func argError(flag string, err error) error {
 // LLAMA_ARG_* environment variables in the order llama.cpp defines its options, then the
 // command line from left to right. Scalars take the last value; -ot, --cpu-moe and
 // --n-cpu-moe append to one list.
-func (c *placeCmd) rules(lookupEnv func(string) (string, bool)) (placement.Rules, error) {
+func (c *placementFlags) rules(lookupEnv func(string) (string, bool)) (placement.Rules, error) {
 	r := placement.DefaultRules()
 	sem, err := placement.ParseSemantics(c.Semantics)
 	if err != nil {
@@ -531,7 +495,7 @@ func applyEnv(r *placement.Rules, o *llamaOption, h placeHandler, value string) 
 }
 
 // fields maps option keys to the kong fields holding their command-line values.
-func (c *placeCmd) fields() map[string]any {
+func (c *placementFlags) fields() map[string]any {
 	return map[string]any{
 		"n-gpu-layers": &c.GPULayers, "override-tensor": &c.Override, "cpu-moe": &c.CPUMoE, "n-cpu-moe": &c.NCPUMoE,
 		"tensor-split": &c.TensorSplit, "split-mode": &c.SplitMode, "main-gpu": &c.MainGPU, "device": &c.Device,
