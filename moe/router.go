@@ -2,6 +2,7 @@ package moe
 
 import (
 	"fmt"
+	"github.com/moerun/moerun/tensor"
 	"math"
 )
 
@@ -165,11 +166,9 @@ func (r *Router) belowSERThreshold(s, best float32) bool {
 func (r *Router) gate(logits []float32) {
 	switch r.cfg.Gating {
 	case GatingSoftmax:
-		softmaxInto(r.probs, logits)
+		tensor.Softmax(r.probs, logits, len(logits), 1, nil)
 	case GatingSigmoid:
-		for i, x := range logits {
-			r.probs[i] = 1 / (1 + float32(math.Exp(float64(-x))))
-		}
+		tensor.Sigmoid(r.probs, logits)
 	case GatingSoftmaxWeight:
 		copy(r.probs, logits)
 	case GatingSqrtSoftplus:
@@ -187,25 +186,6 @@ func softplus(x float64) float64 {
 	return math.Log1p(math.Exp(x))
 }
 
-// softmaxInto computes dst = softmax(src) as ggml's soft_max: exponentials of x - max,
-// summed in float64, then multiplied by the float32 reciprocal of the sum.
-func softmaxInto(dst, src []float32) {
-	m := float32(math.Inf(-1))
-	for _, x := range src {
-		m = max(m, x)
-	}
-	var sum float64
-	for i, x := range src {
-		e := float32(math.Exp(float64(x - m)))
-		dst[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range dst[:len(src)] {
-		dst[i] *= inv
-	}
-}
-
 // softmaxKept replaces the weights of the kept slots (id >= 0) by their softmax.
 func softmaxKept(ids []int32, weights []float32) {
 	n := 0
@@ -216,7 +196,9 @@ func softmaxKept(ids []int32, weights []float32) {
 		}
 	}
 	kept := weights[:n]
-	softmaxInto(kept, kept)
+	if n > 0 {
+		tensor.Softmax(kept, kept, n, 1, nil)
+	}
 	for j := len(ids) - 1; j >= 0; j-- { // spread the results back over their slots
 		if ids[j] >= 0 {
 			n--

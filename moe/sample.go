@@ -215,13 +215,19 @@ func partialSort(c []candidate, k int) {
 	slices.SortFunc(c[:k], byLogitDesc)
 }
 
-// softmaxProbs fills p with the softmax of the logits, summed in float32 as
-// llama_sampler_softmax_impl does.
-func softmaxProbs(c []candidate) {
-	maxL := c[0].logit
+// maxLogit is the largest logit among the candidates.
+func maxLogit(c []candidate) float32 {
+	m := c[0].logit
 	for _, x := range c[1:] {
-		maxL = max(maxL, x.logit)
+		m = max(m, x.logit)
 	}
+	return m
+}
+
+// softmaxProbs fills p with the softmax of the logits, summed in float32 as
+// llama_sampler_softmax_impl does (not ggml's softmax op: the sampler has its own).
+func softmaxProbs(c []candidate) {
+	maxL := maxLogit(c)
 	var sum float32
 	for i := range c {
 		c[i].p = float32(math.Exp(float64(c[i].logit - maxL)))
@@ -261,10 +267,7 @@ func topP(c []candidate, p float32, minKeep int, sorted bool) ([]candidate, bool
 func minP(c []candidate, p float32, minKeep int, sorted bool) []candidate {
 	lnP := float32(math.Log(float64(p)))
 	if !sorted {
-		maxL := c[0].logit
-		for _, x := range c[1:] {
-			maxL = max(maxL, x.logit)
-		}
+		maxL := maxLogit(c)
 		n := 0
 		for _, x := range c {
 			if x.logit >= maxL+lnP {
@@ -319,10 +322,7 @@ func (s *Sampler) draw(c []candidate) int32 {
 	if len(c) == 1 {
 		return c[0].id
 	}
-	maxL := c[0].logit
-	for _, x := range c[1:] {
-		maxL = max(maxL, x.logit)
-	}
+	maxL := maxLogit(c)
 	var sum float64
 	for i := range c {
 		c[i].p = float32(math.Exp(float64(c[i].logit - maxL)))
