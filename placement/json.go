@@ -25,6 +25,8 @@ type jsonPlan struct {
 	Notes     []string     `json:"notes"`
 	Warnings  []string     `json:"warnings"`
 	Ignored   []string     `json:"ignored_flags"`
+	// Prediction is present with place --predict (predict_report.go).
+	Prediction *jsonPrediction `json:"prediction,omitempty"`
 }
 
 type jsonModel struct {
@@ -201,6 +203,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 			DecidedBytes: r.DecidedBytes, Moved: r.Moved, MovedBytes: r.MovedBytes, ShadowedBy: nonNil(r.ShadowedBy),
 			Warnings: nonNil(r.Warnings), Info: nonNil(r.Info), Ignored: r.IgnoredReason})
 	}
+	doc.Prediction = p.Prediction.toJSON()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

@@ -76,6 +76,9 @@ type Plan struct {
 	Fit       FitReport
 	Notes     []string // what moerun assumed or llama.cpp would print
 	Warnings  []string // things that are probably not what the user wants
+	// Prediction is the predicted speed, when the caller asked for one (see Predict); the
+	// reports include it.
+	Prediction *Prediction
 }
 
 // ModelSummary describes the model in a few numbers.

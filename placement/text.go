@@ -36,6 +36,7 @@ func (p *Plan) WriteText(w io.Writer, opts TextOptions) error {
 	if opts.Tensors {
 		p.writeTensors(ew)
 	}
+	p.Prediction.writeText(ew)
 	p.writeNotes(ew)
 	return ew.err
 }

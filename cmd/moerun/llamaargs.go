@@ -362,6 +362,10 @@ func rewriteLlamaArgs(args []string) []string {
 			continue
 		}
 		name, value, joined := strings.Cut(a, "=")
+		if moerunSwitch(command, args, i) { // hardware.go: moerun's own --predict
+			out = append(out, a)
+			continue
+		}
 		sp, ok := lookupLlamaFlag(name)
 		if !ok || command == "" || uses == nil && !strings.HasPrefix(name, "--") && len(name) == 2 {
 			out = append(out, a) // not llama.cpp's, before the command, or a short flag kong handles

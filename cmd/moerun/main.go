@@ -23,6 +23,8 @@ type cli struct {
 	Template templateCmd `cmd:"" help:"Render a model's chat template for a conversation."`
 	Synth    synthCmd    `cmd:"" help:"Write a real model's GGUF layout (sparse, or with random weights) from a built-in preset."`
 	Place    placeCmd    `cmd:"" help:"Show where llama.cpp would place every tensor, the KV cache and the compute buffers for these flags, and whether it fits."`
+	Fit      fitCmd      `cmd:"" help:"Find the fastest placement that fits a machine, as llama.cpp and moerun flags (predicted speed, alternatives, plot)."`
+	Calib    calibCmd    `cmd:"" name:"calibrate" help:"Measure this machine's RAM and decode bandwidth for predictions and save a hardware profile."`
 }
 
 // Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.

@@ -31,6 +31,10 @@ type placeCmd struct {
 	Tensors bool   `name:"tensors" help:"List every tensor with its device and the rule that placed it."`
 	HTML    string `name:"html" placeholder:"FILE" type:"path" help:"Also write a self-contained HTML report with the coloured layer map."`
 	SVG     string `name:"svg" placeholder:"FILE" type:"path" help:"Also write the coloured layer map as SVG."`
+
+	// Prediction (hardware.go).
+	Predict  bool          `name:"predict" help:"Predict decode and prompt speed on the machine the hardware profile and flags describe."`
+	Hardware hardwareFlags `embed:""`
 }
 
 // placeLlamaOptions are the llama.cpp options place reads (by key, see llamaargs.go); the
@@ -55,11 +59,18 @@ func (c *placementFlags) AfterApply(kctx *kong.Context) error {
 }
 
 func (c *placeCmd) Run(e *env) error {
+	if c.Hardware.GPUModel == "list" {
+		return listGPUModels(e.stdout)
+	}
 	rules, err := c.rules(os.LookupEnv)
 	if err != nil {
 		return err
 	}
 	devs, err := c.devices()
+	if err != nil {
+		return err
+	}
+	hw, devs, err := c.hardware(devs)
 	if err != nil {
 		return err
 	}
@@ -75,6 +86,11 @@ func (c *placeCmd) Run(e *env) error {
 	ignored := c.LlamaIgnored
 	if len(ignored) > 0 {
 		plan.Notes = append(plan.Notes, "accepted but ignored (they do not affect placement): "+strings.Join(ignored, ", "))
+	}
+	if c.Predict {
+		if err := c.Hardware.predict(plan, hw); err != nil {
+			return err
+		}
 	}
 	if c.HTML != "" {
 		if err := writeFile(c.HTML, plan.WriteHTML); err != nil {

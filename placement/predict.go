@@ -1,0 +1,646 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/gguf"
+)
+
+// The performance model (shared/reference/performance-model.md). Decode runs each layer's
+// pieces one after the other on the device that holds them, so per-device times add up:
+//
+//	t_tok = Σ_gpu B_gpu/(η_g·BW_gpu) + max(B_cpu/BW_cpu_eff, 2·P_cpu/F_cpu) + crossings·τ + t0
+//
+// Prefill computes a ubatch of U tokens per pass; with op offload the GPU fetches the
+// CPU-held weights over PCIe (only the experts the ubatch hits) and computes them itself.
+const (
+	gpuEfficiency = 0.7     // η_g: share of the GPU's bandwidth a decode step reaches
+	crossingTime  = 20e-6   // τ: one hand-over between devices (copy, stream sync, thread wake-up)
+	tokenOverhead = 1e-3    // t0: sampling, logits, launches: per token and per ubatch
+	gpuComputeEff = 0.5     // share of the tensor-core peak llama.cpp's prompt matmuls reach
+	cpuGFLOPS     = 80.0    // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
+	offloadBatch  = 32      // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
+	uncalDesktop  = 0.55    // uncalibrated share of theoretical RAM bandwidth, 1-2 channels
+	uncalServer   = 0.35    // and with 3 or more
+	desktopMaxBW  = 110.0   // GB/s: above this, an unknown channel count is taken as many
+	gbps          = 1e9     // GB/s → B/s
+	tflops        = 1e12    // TFLOP/s → FLOP/s
+	gflops        = 1e9     // GFLOP/s → FLOP/s
+	maxDepth      = 1 << 30 // bounds Depth: no context is larger
+)
+
+// PredictOptions are the workload a prediction is for.
+type PredictOptions struct {
+	// Depth is the number of tokens already in the context while decoding: each new token
+	// reads their KV cache. 0 (the default) is llama-bench's tg from an empty context.
+	Depth int
+	// Routing, when set, holds measured per-expert routing frequencies: prefill then copies
+	// the share of each layer's experts a ubatch really hits instead of assuming uniform
+	// routing. Decode with whole-layer placement does not depend on it.
+	Routing *RoutingStats
+}
+
+// Prediction is the predicted speed of a plan on a machine, with its breakdown. A plan that
+// does not fit is flagged and gets no speed.
+type Prediction struct {
+	Fits     bool
+	Problems []string // why it does not fit (a device over its capacity with the margin)
+	TG       float64  // decode tokens/s; 0 when it does not fit
+	PP       float64  // prompt tokens/s with full ubatches; 0 when it does not fit or is unknown
+	UBatch   int
+	Depth    int
+	Decode   *DecodeTime  // nil when it does not fit
+	Prefill  *PrefillTime // nil when it does not fit
+	Machine  Machine
+	Notes    []string
+	// WhatIf is the expert-granular what-if, when the caller ran one (ExpertWhatIf); the
+	// reports include it.
+	WhatIf *WhatIf
+}
+
+// DecodeTime is the time of one generated token and where it goes.
+type DecodeTime struct {
+	Seconds         float64
+	Devices         []DeviceDecode
+	Crossings       int // hand-overs between devices per token
+	CrossingSeconds float64
+	OverheadSeconds float64 // t0
+}
+
+// DeviceDecode is one device's share of a token.
+type DeviceDecode struct {
+	Device        string
+	Kind          backend.Kind
+	ExpertBytes   int64   // routed-expert bytes read per token (k/E of each layer's experts)
+	OtherBytes    int64   // every other weight read per token
+	KVBytes       int64   // KV cache (or recurrent state) read per token at the depth
+	FLOPs         float64 // multiply-adds ×2 of the weights read
+	Bandwidth     float64 // GB/s used for this device (η_g·BW for GPUs, effective for the CPU)
+	MemorySeconds float64
+	// ComputeSeconds is the compute floor: 2·P/F. It only counts when above the memory time.
+	ComputeSeconds float64
+	Seconds        float64 // max of the two
+}
+
+// Bytes is everything the device reads per token.
+func (d *DeviceDecode) Bytes() int64 { return d.ExpertBytes + d.OtherBytes + d.KVBytes }
+
+// Bound says what limits the device: "memory" or "compute".
+func (d *DeviceDecode) Bound() string {
+	if d.ComputeSeconds > d.MemorySeconds {
+		return "compute"
+	}
+	return "memory"
+}
+
+// PrefillTime is the time of one ubatch of prompt processing.
+type PrefillTime struct {
+	UBatch  int
+	Seconds float64
+	// OffloadTo is the GPU that computes the CPU-held weights for this ubatch size (ggml's op
+	// offload), "" when the CPU computes them.
+	OffloadTo   string
+	CopyBytes   int64   // CPU-held weights copied to OffloadTo per ubatch
+	CopySeconds float64 // at the PCIe rate
+	// ActiveShare is, over the CPU-held expert bytes, the share a ubatch hits (and copies).
+	ActiveShare     float64
+	Devices         []DevicePrefill
+	CrossingSeconds float64
+	OverheadSeconds float64
+	Unknown         string // non-empty when prompt speed cannot be predicted, and why
+}
+
+// DevicePrefill is one device's share of a ubatch (the offload target's includes the CPU
+// weights it computes; the copies are PrefillTime.CopySeconds).
+type DevicePrefill struct {
+	Device         string
+	FLOPs          float64
+	ComputeSeconds float64
+	MemorySeconds  float64
+	Seconds        float64 // Σ over its matmuls of max(compute, memory)
+}
+
+// Machine is the figures a prediction used and where they came from.
+type Machine struct {
+	CPUBandwidth   float64 // effective, GB/s
+	CPUBandwidthBy string  // "calibrated (matvec)", "--cpu-bw-eff", "0.55 × theoretical 89.6 GB/s …"
+	CPUThreads     int
+	CPUTFLOPS      float64
+	CPUTFLOPSBy    string
+	GPUs           []MachineGPU
+	PCIe           string
+	PCIeBy         string
+	PCIeGBs        float64 // effective rate used for weight copies
+}
+
+// MachineGPU is one GPU's figures.
+type MachineGPU struct {
+	Device    string
+	Model     string
+	Bandwidth float64 // GB/s, before η_g
+	TFLOPS    float64 // 0: unknown
+}
+
+// machine resolves hardware into the figures of one prediction.
+type machine struct {
+	Machine
+	cpuBW    float64 // B/s
+	cpuFLOPS float64 // FLOP/s
+	gpu      map[string]MachineGPU
+	pcie     float64 // B/s
+}
+
+// resolve picks each figure by precedence: a calibrated CPU bandwidth over a theoretical one
+// (scaled by the uncalibrated share), the table's figures per GPU, the PCIe link given or
+// 4.0 x16. GPUs are matched to the plan's devices by name, else by position.
+func resolve(hw Hardware, plan *Plan) (*machine, error) {
+	m := &machine{gpu: map[string]MachineGPU{}}
+	c := hw.CPU
+	switch theo := c.RAMBandwidth; {
+	case c.DecodeBandwidth > 0:
+		m.CPUBandwidth = c.DecodeBandwidth
+		m.CPUBandwidthBy = "calibrated"
+		switch c.DecodeSource {
+		case "flag":
+			m.CPUBandwidthBy = "--cpu-bw-eff"
+		case "":
+		default:
+			m.CPUBandwidthBy += " (" + c.DecodeSource + ")"
+		}
+	case theo > 0 || c.RAMChannels > 0:
+		if theo == 0 {
+			theo = RAMBandwidth(c.RAMChannels, c.RAMSpeed)
+		}
+		share, kind := uncalibratedShare(c.RAMChannels, theo)
+		m.CPUBandwidth = share * theo
+		m.CPUBandwidthBy = fmt.Sprintf("uncalibrated: %.2f × theoretical %.1f GB/s (%s); run moerun calibrate or give --cpu-bw-eff", share, theo, kind)
+	default:
+		return nil, fmt.Errorf("the CPU's memory bandwidth is unknown: run 'moerun calibrate' once on this machine, " +
+			"or give --cpu-bw-eff GB/s (measured), --ram-bw GB/s or --ram-channels N --ram-speed MT/s")
+	}
+	m.cpuBW = m.CPUBandwidth * gbps
+	m.CPUThreads = c.Threads
+	if m.CPUThreads <= 0 {
+		m.CPUThreads = runtime.NumCPU()
+	}
+	m.CPUTFLOPS, m.CPUTFLOPSBy = c.TFLOPS, "given"
+	if m.CPUTFLOPS <= 0 {
+		m.CPUTFLOPS = float64(m.CPUThreads) * cpuGFLOPS * gflops / tflops
+		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (default)", m.CPUThreads, cpuGFLOPS)
+	}
+	m.cpuFLOPS = m.CPUTFLOPS * tflops
+	link, by := defaultPCIe, "assumed"
+	if hw.PCIe != "" {
+		var err error
+		if link, err = ParsePCIe(hw.PCIe); err != nil {
+			return nil, err
+		}
+		by = "given"
+	}
+	m.PCIe, m.PCIeBy = link.String(), by
+	m.PCIeGBs = link.Effective(!plan.Settings.Mmap)
+	m.pcie = m.PCIeGBs * gbps
+	pos := 0
+	for _, d := range plan.Devices {
+		if d.Device.Kind != backend.KindGPU {
+			continue
+		}
+		spec, ok := gpuSpecFor(hw.GPUs, d.Device.Name, pos)
+		pos++
+		if !ok {
+			continue
+		}
+		g := MachineGPU{Device: d.Device.Name, Model: spec.Model, Bandwidth: spec.Bandwidth, TFLOPS: spec.TFLOPS}
+		m.gpu[g.Device] = g
+		m.GPUs = append(m.GPUs, g)
+	}
+	return m, nil
+}
+
+// gpuSpecFor finds the spec naming the device, else the one at its position among the GPUs
+// when no spec names a device.
+func gpuSpecFor(specs []GPUSpec, name string, pos int) (GPUSpec, bool) {
+	named := false
+	for _, s := range specs {
+		if s.Device == name {
+			return s, true
+		}
+		named = named || s.Device != ""
+	}
+	if !named && pos < len(specs) {
+		return specs[pos], true
+	}
+	return GPUSpec{}, false
+}
+
+// uncalibratedShare is the share of theoretical RAM bandwidth llama.cpp's decode reaches
+// (performance-model.md): 0.55 on desktop dual channel, 0.35 on servers; an unknown channel
+// count is guessed from the bandwidth.
+func uncalibratedShare(channels int, theoretical float64) (float64, string) {
+	switch {
+	case channels >= 3:
+		return uncalServer, fmt.Sprintf("%d channels", channels)
+	case channels > 0:
+		return uncalDesktop, fmt.Sprintf("%d channel(s)", channels)
+	case theoretical > desktopMaxBW:
+		return uncalServer, fmt.Sprintf("channels unknown, taken as a server above %.0f GB/s", desktopMaxBW)
+	}
+	return uncalDesktop, fmt.Sprintf("channels unknown, taken as desktop dual channel up to %.0f GB/s", desktopMaxBW)
+}
+
+// Predict predicts decode and prompt speed of a plan on hw. A plan that does not fit (a
+// device with a known capacity would keep less than its margin free) is flagged and gets
+// no speed. It fails only when a figure it needs is unknown (the CPU's bandwidth, or the
+// bandwidth of a GPU that holds weights).
+func Predict(plan *Plan, hw Hardware, opts PredictOptions) (*Prediction, error) {
+	e, err := newEstimator(plan, hw, opts)
+	if err != nil {
+		return nil, err
+	}
+	pred := &Prediction{UBatch: plan.Context.NUBatch, Depth: e.depth, Machine: e.m.Machine, Fits: true}
+	for _, d := range plan.Devices {
+		fits, known := d.Fits()
+		switch {
+		case !known && (d.InModel || d.Total > 0):
+			pred.Notes = append(pred.Notes, fmt.Sprintf("%s: capacity unknown, not checked (give %s)", d.Device.Name, capacityFlag(d.Device.Kind)))
+		case known && !fits:
+			pred.Fits = false
+			pred.Problems = append(pred.Problems, fmt.Sprintf("%s needs %s more (%s used of %s, keeping %s free)", d.Device.Name,
+				humanBytes(d.Total+d.Margin-d.Capacity()), humanBytes(d.Total), humanBytes(d.Capacity()), humanBytes(d.Margin)))
+		}
+	}
+	if !pred.Fits {
+		pred.Notes = append(pred.Notes, "no speed is predicted for a placement that does not fit: overflowing VRAM makes the driver fall back to system memory, overflowing RAM pages, both several times slower")
+		return pred, nil
+	}
+	pred.Decode = e.decode()
+	pred.TG = 1 / pred.Decode.Seconds
+	pred.Prefill = e.prefill()
+	if pred.Prefill.Unknown == "" {
+		pred.PP = float64(pred.Prefill.UBatch) / pred.Prefill.Seconds
+	} else {
+		pred.Notes = append(pred.Notes, "prompt speed not predicted: "+pred.Prefill.Unknown)
+	}
+	return pred, nil
+}
+
+func capacityFlag(k backend.Kind) string {
+	if k == backend.KindCPU {
+		return "--ram"
+	}
+	return "--gpu, --gpus or --gpu-model"
+}
+
+// estimator computes the times of one plan.
+type estimator struct {
+	plan  *Plan
+	m     *machine
+	depth int
+	k, e  float64 // experts used, experts per layer
+	stats *RoutingStats
+	kind  map[string]backend.Kind // by device name
+}
+
+func newEstimator(plan *Plan, hw Hardware, opts PredictOptions) (*estimator, error) {
+	if opts.Depth < 0 || opts.Depth > maxDepth {
+		return nil, fmt.Errorf("decode depth %d: want 0 to %d tokens", opts.Depth, maxDepth)
+	}
+	m, err := resolve(hw, plan)
+	if err != nil {
+		return nil, err
+	}
+	e := &estimator{plan: plan, m: m, depth: opts.Depth, k: float64(plan.Model.ExpertsUsed), e: float64(plan.Model.Experts), stats: opts.Routing}
+	if e.stats != nil {
+		if err := e.stats.check(plan); err != nil {
+			return nil, err
+		}
+	}
+	e.kind = map[string]backend.Kind{}
+	var missing []string
+	for _, d := range plan.Devices {
+		e.kind[d.Device.Name] = d.Device.Kind
+		if d.Device.Kind == backend.KindGPU && d.Weights > 0 && m.gpu[d.Device.Name].Bandwidth <= 0 {
+			missing = append(missing, d.Device.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("the memory bandwidth of %s is unknown: give --gpu-model NAME (see --gpu-model list) or --gpu-bw GB/s", strings.Join(missing, ", "))
+	}
+	return e, nil
+}
+
+// expertShare is the share of a routed-expert tensor a decoded token reads: k of E experts.
+func (e *estimator) expertShare() float64 {
+	if e.e <= 0 || e.k <= 0 {
+		return 1
+	}
+	return min(e.k/e.e, 1)
+}
+
+// tensorRead is what decoding one token reads of a tensor and computes with it.
+func (e *estimator) tensorRead(t *TensorUse) (bytes, flops float64) {
+	share := 1.0
+	switch {
+	case t.Class == gguf.ClassRoutedExpert:
+		share = e.expertShare()
+	case t.Class == gguf.ClassEmbedding && len(t.Shape) >= 2 && t.Shape[1] > 0:
+		return float64(t.Bytes) / float64(t.Shape[1]), 0 // one row, looked up, not multiplied
+	}
+	bytes = float64(t.Bytes) * share
+	if len(t.Shape) >= 2 {
+		flops = 2 * float64(elements(t.Shape)) * share
+	}
+	return bytes, flops
+}
+
+func elements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// devices lists the plan's devices that hold anything, in report order.
+func (e *estimator) devices() []DeviceUse {
+	var out []DeviceUse
+	for _, d := range e.plan.Devices {
+		if d.InModel || d.Total > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// decode is the time of one token.
+func (e *estimator) decode() *DecodeTime {
+	devs := e.devices()
+	byName := map[string]*DeviceDecode{}
+	out := &DecodeTime{Devices: make([]DeviceDecode, len(devs))}
+	expert := map[string]float64{}
+	other := map[string]float64{}
+	for i, d := range devs {
+		out.Devices[i] = DeviceDecode{Device: d.Device.Name, Kind: d.Device.Kind}
+		byName[d.Device.Name] = &out.Devices[i]
+	}
+	for i := range e.plan.Tensors {
+		t := &e.plan.Tensors[i]
+		dd := byName[t.Device]
+		if dd == nil {
+			continue // not loaded
+		}
+		b, f := e.tensorRead(t)
+		if t.Class == gguf.ClassRoutedExpert {
+			expert[t.Device] += b
+		} else {
+			other[t.Device] += b
+		}
+		dd.FLOPs += f
+	}
+	for dev, b := range e.kvRead() {
+		if dd := byName[dev]; dd != nil {
+			dd.KVBytes = int64(math.Round(b))
+		}
+	}
+	for i := range out.Devices {
+		dd := &out.Devices[i]
+		dd.ExpertBytes, dd.OtherBytes = int64(math.Round(expert[dd.Device])), int64(math.Round(other[dd.Device]))
+		bw, flops := e.rates(dd.Device, dd.Kind)
+		if !math.IsInf(bw, 1) { // a GPU without weights has no bandwidth to report
+			dd.Bandwidth = bw / gbps
+		}
+		dd.MemorySeconds = float64(dd.Bytes()) / bw
+		if flops > 0 {
+			dd.ComputeSeconds = dd.FLOPs / flops
+		}
+		dd.Seconds = max(dd.MemorySeconds, dd.ComputeSeconds)
+		out.Seconds += dd.Seconds
+	}
+	out.Crossings = crossings(e.plan)
+	out.CrossingSeconds = float64(out.Crossings) * crossingTime
+	out.OverheadSeconds = tokenOverhead
+	out.Seconds += out.CrossingSeconds + out.OverheadSeconds
+	return out
+}
+
+// rates are a device's bandwidth (B/s, η_g applied for GPUs) and compute (FLOP/s, the
+// prompt-matmul share of the peak for GPUs; 0 when unknown).
+func (e *estimator) rates(dev string, kind backend.Kind) (bw, flops float64) {
+	if kind == backend.KindCPU {
+		return e.m.cpuBW, e.m.cpuFLOPS
+	}
+	g := e.m.gpu[dev]
+	bw = gpuEfficiency * g.Bandwidth * gbps
+	if bw <= 0 { // a GPU holding no weights: only its KV cache or compute buffer
+		bw = math.Inf(1)
+	}
+	return bw, gpuComputeEff * g.TFLOPS * tflops
+}
+
+// kvRead is, per device, the KV cache a token reads at the prediction's depth: each layer's
+// bytes per cell times the cells in use (the sliding window at most); a recurrent layer's
+// state for one sequence.
+func (e *estimator) kvRead() map[string]float64 {
+	c := e.plan.Context
+	out := map[string]float64{}
+	for _, l := range e.plan.Layers {
+		if l.KVDevice == "" || l.KVBytes <= 0 {
+			continue
+		}
+		switch l.Kind {
+		case "recurrent":
+			out[l.KVDevice] += float64(l.KVBytes) / float64(max(1, c.NSeq))
+		case "attention", "swa":
+			cells := c.NCtxSeq
+			if l.Kind == "swa" {
+				cells = c.SWACells
+			}
+			if cells <= 0 {
+				continue
+			}
+			perCell := float64(l.KVBytes) / float64(cells*max(1, c.NStream))
+			out[l.KVDevice] += perCell * float64(min(e.depth, cells))
+		}
+	}
+	return out
+}
+
+// layerParts is the order llama.cpp's graph runs a block's pieces in: attention, the
+// router, the routed experts, then the shared expert or the dense FFN.
+var layerParts = []gguf.Class{gguf.ClassAttention, gguf.ClassRouter, gguf.ClassRoutedExpert, gguf.ClassSharedExpert, gguf.ClassDenseFFN}
+
+// crossings counts the hand-overs between devices in one token's pass: from the embedding
+// (on the CPU) through every block's pieces to the output head.
+func crossings(plan *Plan) int {
+	var prev string
+	n := 0
+	visit := func(cell string) {
+		if cell == "" || cell == "-" {
+			return
+		}
+		for _, dev := range strings.Split(cell, "+") {
+			if prev != "" && dev != prev {
+				n++
+			}
+			prev = dev
+		}
+	}
+	var output *LayerUse
+	for i := range plan.Layers {
+		l := &plan.Layers[i]
+		switch {
+		case l.Index == -2:
+			visit(l.Classes[gguf.ClassEmbedding.String()])
+		case l.Index == -1:
+			output = l
+		}
+	}
+	for i := range plan.Layers {
+		l := &plan.Layers[i]
+		if l.Index < 0 || l.Kind == "nextn" {
+			continue
+		}
+		for _, c := range layerParts {
+			visit(l.Classes[c.String()])
+		}
+	}
+	if output != nil {
+		visit(output.Classes[gguf.ClassOutput.String()])
+	}
+	return n
+}
+
+// prefill is the time of one ubatch.
+func (e *estimator) prefill() *PrefillTime {
+	c := e.plan.Context
+	u := max(c.NUBatch, 1)
+	out := &PrefillTime{UBatch: u}
+	for _, d := range e.plan.Devices {
+		if d.Staging > 0 && u >= offloadBatch && out.OffloadTo == "" {
+			out.OffloadTo = d.Device.Name
+		}
+	}
+	devs := e.devices()
+	byName := map[string]*DevicePrefill{}
+	out.Devices = make([]DevicePrefill, len(devs))
+	for i, d := range devs {
+		out.Devices[i] = DevicePrefill{Device: d.Device.Name}
+		byName[d.Device.Name] = &out.Devices[i]
+	}
+	var cpuExpert, cpuExpertActive float64
+	for i := range e.plan.Tensors {
+		t := &e.plan.Tensors[i]
+		if byName[t.Device] == nil || len(t.Shape) < 2 || t.Class == gguf.ClassEmbedding {
+			continue // not loaded, not a matmul, or a lookup
+		}
+		tokens := float64(u)
+		if t.Class == gguf.ClassOutput {
+			tokens = 1 // logits are computed for the last prompt token only
+		}
+		readShare, flopShare := 1.0, 1.0
+		if t.Class == gguf.ClassRoutedExpert {
+			readShare, flopShare = e.activeShare(t.Layer, u), e.expertShare()
+		}
+		bytes := float64(t.Bytes) * readShare
+		flops := 2 * float64(elements(t.Shape)) * flopShare * tokens
+		where := t.Device
+		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" {
+			where = out.OffloadTo
+			out.CopyBytes += int64(bytes)
+			bytes = 0 // copied, then read from VRAM at a rate that makes it negligible
+			if t.Class == gguf.ClassRoutedExpert {
+				cpuExpert += float64(t.Bytes)
+				cpuExpertActive += float64(t.Bytes) * readShare
+			}
+		}
+		dp := byName[where]
+		bw, fl := e.rates(where, e.kind[where])
+		if fl <= 0 {
+			out.Unknown = fmt.Sprintf("the compute of %s is unknown (give --gpu-model NAME or --gpu-tflops)", where)
+			return out
+		}
+		cs, ms := flops/fl, bytes/bw
+		dp.FLOPs += flops
+		dp.ComputeSeconds += cs
+		dp.MemorySeconds += ms
+		dp.Seconds += max(cs, ms)
+	}
+	if cpuExpert > 0 {
+		out.ActiveShare = cpuExpertActive / cpuExpert
+	}
+	out.CopySeconds = float64(out.CopyBytes) / e.m.pcie
+	out.CrossingSeconds = float64(crossings(e.plan)) * crossingTime
+	out.OverheadSeconds = tokenOverhead
+	out.Seconds = out.CopySeconds + out.CrossingSeconds + out.OverheadSeconds
+	for _, d := range out.Devices {
+		out.Seconds += d.Seconds
+	}
+	return out
+}
+
+// activeShare is the expected share of a layer's experts that at least one of u tokens
+// routes to: 1 − (1 − k/E)^u with uniform routing, the mean over experts of 1 − (1 − p_e)^u
+// with measured frequencies p_e.
+func (e *estimator) activeShare(layer, u int) float64 {
+	if ps := e.stats.probabilities(layer); len(ps) > 0 {
+		sum := 0.0
+		for _, p := range ps {
+			sum += hitProbability(p, u)
+		}
+		return sum / float64(len(ps))
+	}
+	return hitProbability(e.expertShare(), u)
+}
+
+// hitProbability is 1 − (1 − p)^u, computed without losing small p.
+func hitProbability(p float64, u int) float64 {
+	switch {
+	case p >= 1:
+		return 1
+	case p <= 0:
+		return 0
+	}
+	return -math.Expm1(float64(u) * math.Log1p(-p))
+}
+
+// checkFits reports whether every device with a known capacity keeps its margin free.
+func (p *Plan) checkFits() bool {
+	return !slices.ContainsFunc(p.Devices, func(d DeviceUse) bool {
+		fits, known := d.Fits()
+		return known && !fits
+	})
+}
+
+// DecodeBandwidthFromRun inverts the decode model: the CPU bandwidth (GB/s) at which the plan
+// decodes at the measured tokens/s on hw (whose CPU bandwidth is ignored). A CPU-only run of
+// any model calibrates the machine this way: performance-model.md's (CPU-only tg) × (bytes
+// read per token), less the per-token overhead and, for hybrid runs, the GPU's share.
+func DecodeBandwidthFromRun(plan *Plan, hw Hardware, tps float64) (float64, error) {
+	if !(tps > 0) || math.IsInf(tps, 0) {
+		return 0, fmt.Errorf("measured speed %v tokens/s: want a positive number", tps)
+	}
+	hw.CPU.DecodeBandwidth, hw.CPU.DecodeSource = 1, "" // any figure: only the other terms are used
+	e, err := newEstimator(plan, hw, PredictOptions{})
+	if err != nil {
+		return 0, err
+	}
+	d := e.decode()
+	rest := d.Seconds
+	var cpuBytes int64
+	for _, dd := range d.Devices {
+		if dd.Kind == backend.KindCPU {
+			rest -= dd.Seconds
+			cpuBytes = dd.Bytes()
+		}
+	}
+	left := 1/tps - rest
+	if left <= 0 || cpuBytes == 0 {
+		return 0, fmt.Errorf("%.1f tokens/s is faster than the model allows even with an infinitely fast CPU (%.2f ms per token without it)", tps, 1e3*rest)
+	}
+	return float64(cpuBytes) / left / gbps, nil
+}

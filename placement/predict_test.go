@@ -1,0 +1,403 @@
+package placement
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+)
+
+// useMoreBits is llama-quantize's use_more_bits (src/llama-quant.cpp): the Q4_K_M layers
+// whose ffn_down gets Q6_K. For MoE models the layer is the block index parsed from the
+// tensor's name and n is every block (n_layer_all).
+func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
+
+// Bytes per block of 256 weights (ggml's block_q4_K and block_q6_K).
+const q4KBlock, q6KBlock = 144, 210
+
+// expertBytesQ4KM is the routed-expert bytes of a Q4_K_M model, by hand: per MoE block,
+// gate and up of embd × ff × experts in Q4_K, down in Q6_K where use_more_bits says so.
+func expertBytesQ4KM(blocks []int, nBlocks int, embd, ff, experts int64) int64 {
+	per := embd * ff * experts / 256
+	var total int64
+	for _, b := range blocks {
+		down := int64(q4KBlock)
+		if useMoreBits(b, nBlocks) {
+			down = q6KBlock
+		}
+		total += 2*per*q4KBlock + per*down
+	}
+	return total
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// predictPlan places a preset on one GPU with flags and predicts it on a plain machine.
+func predictPlan(t *testing.T, spec string, gpu int64, flags ...Flag) (*Plan, *Prediction) {
+	t.Helper()
+	r := DefaultRules()
+	r.Fit = false
+	if err := applyFlags(&r, flags); err != nil {
+		t.Fatal(err)
+	}
+	devs := []backend.Device{backend.CPU(0)}
+	if gpu > 0 {
+		devs = []backend.Device{backend.GPU(0, gpu), backend.CPU(0)}
+	}
+	plan, err := Place(presetModel(t, spec), r, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Predict(plan, testHardware(), PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, p
+}
+
+func testHardware() Hardware {
+	g, _ := LookupGPUModel("rtx4090")
+	return Hardware{CPU: CPUSpec{Threads: 16, DecodeBandwidth: 50, DecodeSource: "flag"}, GPUs: []GPUSpec{g.Spec()}}
+}
+
+func deviceDecode(t *testing.T, p *Prediction, name string) DeviceDecode {
+	t.Helper()
+	for _, d := range p.Decode.Devices {
+		if d.Device == name {
+			return d
+		}
+	}
+	t.Fatalf("no device %s in the prediction", name)
+	return DeviceDecode{}
+}
+
+// Bytes read per token with every routed expert in RAM, computed by hand from the published
+// shapes and llama-quantize's Q4_K_M rule, match the prediction exactly, and the reference's
+// per-model constants (performance-model.md) within their rounding.
+func TestPredictBytesPerToken(t *testing.T) {
+	for _, c := range []struct {
+		spec           string
+		experts        int64   // routed-expert bytes of every MoE block, by hand
+		used, total    int64   // k of E
+		cpuRef, gpuRef float64 // reference: CPU bytes/token with all experts in RAM, GPU bytes/token
+		layerRef       float64 // reference: VRAM per MoE layer moved
+		gpuTol         float64
+	}{
+		// Qwen3-30B-A3B: 48 blocks, all MoE; experts 2048 × 768 × 128.
+		{"qwen3-30b-a3b:q4_k_m", expertBytesQ4KM(seq(0, 47), 48, 2048, 768, 128), 8, 128, 1.10e9, 0.85e9, 0.37e9, 0.04},
+		// DeepSeek-V3: 61 blocks, MoE from block 3; experts 7168 × 2048 × 256.
+		{"deepseek-v3:q4_k_m", expertBytesQ4KM(seq(3, 60), 61, 7168, 2048, 256), 8, 256, 12.3e9, 9.7e9, 6.8e9, 0.04},
+	} {
+		plan, p := predictPlan(t, c.spec, 1<<40, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"})
+		cpu, gpu := deviceDecode(t, p, "CPU"), deviceDecode(t, p, "CUDA0")
+		want := c.experts * c.used / c.total
+		if cpu.ExpertBytes != want {
+			t.Errorf("%s: CPU expert bytes per token %d, by hand %d", c.spec, cpu.ExpertBytes, want)
+		}
+		if e := float64(cpu.ExpertBytes)/c.cpuRef - 1; math.Abs(e) > 0.01 {
+			t.Errorf("%s: %.3f GB per token in RAM, the reference says %.2f GB", c.spec, float64(cpu.ExpertBytes)/1e9, c.cpuRef/1e9)
+		}
+		if e := float64(gpu.OtherBytes)/c.gpuRef - 1; math.Abs(e) > c.gpuTol {
+			t.Errorf("%s: %.3f GB per token in VRAM, the reference says %.2f GB (%+.1f%%)", c.spec, float64(gpu.OtherBytes)/1e9, c.gpuRef/1e9, 100*e)
+		}
+		if gpu.ExpertBytes != 0 || gpu.KVBytes != 0 {
+			t.Errorf("%s: GPU reads %d expert and %d KV bytes at depth 0", c.spec, gpu.ExpertBytes, gpu.KVBytes)
+		}
+		// The embedding costs one row: the CPU's other bytes are one row of token_embd.
+		for _, tu := range plan.Tensors {
+			if tu.Name == "token_embd.weight" && cpu.OtherBytes != tu.Bytes/tu.Shape[1] {
+				t.Errorf("%s: CPU other bytes %d, one embedding row is %d", c.spec, cpu.OtherBytes, tu.Bytes/tu.Shape[1])
+			}
+		}
+		layers := map[int]bool{}
+		for _, tu := range plan.Tensors {
+			if tu.Class.String() == "routed_expert" {
+				layers[tu.Layer] = true
+			}
+		}
+		if perLayer := float64(c.experts) / float64(len(layers)); math.Abs(perLayer/c.layerRef-1) > 0.02 {
+			t.Errorf("%s: %.2f GB per MoE layer, the reference says %.2f", c.spec, perLayer/1e9, c.layerRef/1e9)
+		}
+	}
+}
+
+// The decode time is the sum the model states, term by term: for Qwen3-30B-A3B with every
+// expert in RAM on an RTX 4090 and a 50 GB/s CPU: B_gpu/(0.7·1008 GB/s) + B_cpu/50 GB/s +
+// (2·48+1) crossings × 20 µs + 1 ms.
+func TestPredictDecodeSum(t *testing.T) {
+	_, p := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"})
+	cpu, gpu := deviceDecode(t, p, "CPU"), deviceDecode(t, p, "CUDA0")
+	if p.Decode.Crossings != 2*48+1 {
+		t.Errorf("%d crossings, want 2 per MoE layer plus the embedding's", p.Decode.Crossings)
+	}
+	want := float64(gpu.Bytes())/(0.7*1008e9) + float64(cpu.Bytes())/50e9 + 97*20e-6 + 1e-3
+	if math.Abs(p.Decode.Seconds/want-1) > 1e-9 || math.Abs(p.TG*want-1) > 1e-9 {
+		t.Errorf("t_tok %.6f s (tg %.2f), by the formula %.6f s", p.Decode.Seconds, p.TG, want)
+	}
+	if cpu.Bound() != "memory" || cpu.ComputeSeconds <= 0 || cpu.ComputeSeconds >= cpu.MemorySeconds {
+		t.Errorf("CPU compute floor %.4f s vs memory %.4f s: 16 threads should not be compute-bound", cpu.ComputeSeconds, cpu.MemorySeconds)
+	}
+}
+
+// With uniform routing, decode speed depends on how many expert layers are in RAM, not which:
+// the first 20 blocks' experts or the last 20 give the same speed within the small size
+// differences of their ffn_down types; more layers in RAM is slower.
+func TestPredictCountNotWhich(t *testing.T) {
+	_, first := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--n-cpu-moe", "20"}, Flag{"-c", "4096"})
+	_, last := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"-ot", blocksPattern(seq(28, 47)) + "=CPU"}, Flag{"-c", "4096"})
+	_, more := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--n-cpu-moe", "21"}, Flag{"-c", "4096"})
+	if math.Abs(first.TG/last.TG-1) > 0.02 {
+		t.Errorf("first 20: %.2f t/s, last 20: %.2f t/s", first.TG, last.TG)
+	}
+	if first.Decode.Crossings != last.Decode.Crossings {
+		t.Errorf("crossings %d vs %d", first.Decode.Crossings, last.Decode.Crossings)
+	}
+	if more.TG >= first.TG {
+		t.Errorf("21 layers in RAM %.2f t/s ≥ 20 layers %.2f t/s", more.TG, first.TG)
+	}
+}
+
+// Contiguous CPU layers cost one crossing at each end of the block, not two per layer: with
+// -ngl 25 the first 24 blocks run on the CPU entirely.
+func TestPredictCrossingsLayerSplit(t *testing.T) {
+	_, p := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "25"}, Flag{"-c", "4096"})
+	if p.Decode.Crossings != 1 {
+		t.Errorf("-ngl 25: %d crossings, want 1 (CPU blocks 0-23, then the GPU)", p.Decode.Crossings)
+	}
+	_, cpu := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
+	if cpu.Decode.Crossings != 0 || len(cpu.Decode.Devices) != 1 {
+		t.Errorf("CPU only: %d crossings over %d devices", cpu.Decode.Crossings, len(cpu.Decode.Devices))
+	}
+}
+
+// KV reads grow with the depth: DeepSeek's MLA cache holds 576 f16 values per layer and
+// token, so 32768 tokens of context read 576 × 2 B × 61 × 32768 bytes per new token.
+func TestPredictKVDepth(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.GPULayers = false, 32768, NGLAll
+	r.Items = []Item{CPUMoEItem("--cpu-moe")}
+	plan, err := Place(presetModel(t, "deepseek-v3:q4_k_m"), r, []backend.Device{backend.GPU(0, 1<<40), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, depth := range []int{0, 1000, 32768, 40000} {
+		p, err := Predict(plan, testHardware(), PredictOptions{Depth: depth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(576 * 2 * 61 * min(depth, 32768))
+		if got := deviceDecode(t, p, "CUDA0").KVBytes; got != want {
+			t.Errorf("depth %d: KV read %d bytes per token, want %d", depth, got, want)
+		}
+	}
+	if _, err := Predict(plan, testHardware(), PredictOptions{Depth: -1}); err == nil {
+		t.Error("a negative depth was accepted")
+	}
+}
+
+// A plan that does not fit gets no speed: it is flagged with what overflows.
+func TestPredictDoesNotFit(t *testing.T) {
+	_, p := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 8<<30, Flag{"-ngl", "999"}, Flag{"-c", "4096"})
+	if p.Fits || p.TG != 0 || p.PP != 0 || p.Decode != nil || len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "CUDA0 needs") {
+		t.Fatalf("fits %v, tg %v, problems %q", p.Fits, p.TG, p.Problems)
+	}
+	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 8<<30, Flag{"-ngl", "999"}, Flag{"-c", "4096"})
+	plan.Prediction = p
+	var b bytes.Buffer
+	if err := plan.WriteJSON(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Prediction map[string]any `json:"prediction"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Prediction["tg_tps"] != nil || doc.Prediction["fits"] != false {
+		t.Errorf("JSON of a plan that does not fit: tg_tps %v, fits %v", doc.Prediction["tg_tps"], doc.Prediction["fits"])
+	}
+}
+
+// The JSON prediction carries the fields scripts rely on, consistent with the text report.
+func TestPredictReports(t *testing.T) {
+	plan, p := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--n-cpu-moe", "30"}, Flag{"-c", "4096"})
+	plan.Prediction = p
+	var b bytes.Buffer
+	if err := plan.WriteJSON(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Prediction struct {
+			Fits   bool     `json:"fits"`
+			TG     *float64 `json:"tg_tps"`
+			PP     *float64 `json:"pp_tps"`
+			UBatch int      `json:"ubatch"`
+			Decode struct {
+				Seconds float64 `json:"seconds"`
+				Devices []struct {
+					Device  string  `json:"device"`
+					Seconds float64 `json:"seconds"`
+				} `json:"devices"`
+			} `json:"decode"`
+		} `json:"prediction"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	pr := doc.Prediction
+	if !pr.Fits || pr.TG == nil || *pr.TG != p.TG || pr.PP == nil || *pr.PP != p.PP || pr.UBatch != 512 || len(pr.Decode.Devices) != 2 {
+		t.Fatalf("prediction JSON: %+v", pr)
+	}
+	var text bytes.Buffer
+	if err := plan.WriteText(&text, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PREDICTION", "tg ≈", "per token", "CUDA0", "crossings", "machine: CPU 50.0 GB/s effective (--cpu-bw-eff)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+}
+
+// Where each figure comes from: a calibrated bandwidth wins over a theoretical one, which is
+// scaled by the uncalibrated share for its channel count; nothing known is an error that
+// says what to give.
+func TestResolveCPUBandwidth(t *testing.T) {
+	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
+	for _, c := range []struct {
+		cpu  CPUSpec
+		want float64
+	}{
+		{CPUSpec{DecodeBandwidth: 40, RAMBandwidth: 200}, 40},
+		{CPUSpec{RAMChannels: 2, RAMSpeed: 5600}, 0.55 * 89.6},
+		{CPUSpec{RAMChannels: 12, RAMSpeed: 4800}, 0.35 * 460.8},
+		{CPUSpec{RAMBandwidth: 102, RAMChannels: 4, RAMSpeed: 3200}, 0.35 * 102},
+		{CPUSpec{RAMBandwidth: 100}, 0.55 * 100},
+		{CPUSpec{RAMBandwidth: 300}, 0.35 * 300},
+	} {
+		m, err := resolve(Hardware{CPU: c.cpu}, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(m.CPUBandwidth-c.want) > 1e-9 {
+			t.Errorf("%+v: %.2f GB/s (%s), want %.2f", c.cpu, m.CPUBandwidth, m.CPUBandwidthBy, c.want)
+		}
+	}
+	if _, err := resolve(Hardware{}, plan); err == nil || !strings.Contains(err.Error(), "moerun calibrate") {
+		t.Errorf("no CPU figure: %v", err)
+	}
+	gpuPlan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"})
+	if _, err := Predict(gpuPlan, Hardware{CPU: CPUSpec{DecodeBandwidth: 40}}, PredictOptions{}); err == nil || !strings.Contains(err.Error(), "--gpu-model") {
+		t.Errorf("GPU without a bandwidth: %v", err)
+	}
+}
+
+// Prompt speed: every CPU expert byte a ubatch hits crosses PCIe once; the share hit is
+// 1 − (1 − k/E)^U with uniform routing.
+func TestPredictPrefillCopies(t *testing.T) {
+	plan, p := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "64"})
+	f := p.Prefill
+	share := 1 - math.Pow(1-8.0/128, 64)
+	if f.OffloadTo != "CUDA0" || math.Abs(f.ActiveShare-share) > 1e-12 {
+		t.Fatalf("offload to %q, active share %.6f, want CUDA0 and %.6f", f.OffloadTo, f.ActiveShare, share)
+	}
+	var cpuBytes int64
+	for _, tu := range plan.Tensors {
+		if tu.Device == "CPU" && tu.Class.String() == "routed_expert" {
+			cpuBytes += int64(float64(tu.Bytes) * share)
+		}
+	}
+	if f.CopyBytes < cpuBytes || f.CopyBytes > cpuBytes+1<<20 {
+		t.Errorf("copied %d bytes, the hit experts are %d (+ the small CPU tensors)", f.CopyBytes, cpuBytes)
+	}
+	// Below 32 tokens the CPU computes its own weights.
+	_, small := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "16"})
+	if small.Prefill.OffloadTo != "" || small.Prefill.CopyBytes != 0 {
+		t.Errorf("ubatch 16 offloads to %q", small.Prefill.OffloadTo)
+	}
+	if hitProbability(0, 512) != 0 || hitProbability(1, 1) != 1 || math.Abs(hitProbability(1e-9, 1000)-1e-6) > 1e-12 {
+		t.Error("hitProbability at its edges")
+	}
+}
+
+// A GPU that holds no weights reads nothing and reports no bandwidth; the JSON stays valid.
+func TestPredictIdleGPU(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.GPULayers, r.Devices = false, 4096, NGLAll, []string{"CUDA0"}
+	r.Items = []Item{CPUMoEItem("--cpu-moe")}
+	plan, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.GPU(0, 24<<30), backend.GPU(1, 24<<30), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := testHardware()
+	p, err := Predict(plan, hw, PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p.Decode.Devices {
+		if d.Device == "CUDA1" {
+			t.Errorf("an idle GPU in the decode breakdown: %+v", d)
+		}
+	}
+	// -ngl 0: the GPU is in the model's list (it computes prompt batches) but holds no
+	// weights, and nothing tells its bandwidth; decode does not need it.
+	_, cpuOnly := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "0"}, Flag{"-c", "4096"})
+	hw.GPUs = nil
+	r.Devices, r.GPULayers, r.Items = nil, 0, nil
+	plan0, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.GPU(0, 24<<30), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan0.Prediction, err = Predict(plan0, hw, PredictOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := deviceDecode(t, plan0.Prediction, "CUDA0"); d.Bandwidth != 0 || d.Seconds != 0 || plan0.Prediction.TG != cpuOnly.TG {
+		t.Errorf("-ngl 0 without GPU figures: %+v, tg %.3f vs %.3f", d, plan0.Prediction.TG, cpuOnly.TG)
+	}
+	for _, pl := range []*Plan{plan, plan0} {
+		if pl.Prediction == nil {
+			pl.Prediction = p
+		}
+		var b bytes.Buffer
+		if err := pl.WriteJSON(&b, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Calibrating from a run and predicting that run give its speed back; the reference's
+// 7950X anchor (Qwen3-30B-A3B Q4_K_M, 27.2 t/s on the CPU alone, 1.95 GB read per token)
+// is about 53 GB/s effective.
+func TestDecodeBandwidthFromRun(t *testing.T) {
+	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
+	hw := Hardware{CPU: CPUSpec{Threads: 16}}
+	bw, err := DecodeBandwidthFromRun(plan, hw, 27.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(bw-53) > 1.5 {
+		t.Errorf("%.2f GB/s, the measurements note says about 53", bw)
+	}
+	hw.CPU.DecodeBandwidth = bw
+	p, err := Predict(plan, hw, PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.TG-27.2) > 1e-9 {
+		t.Errorf("predicted %.6f t/s from the bandwidth of a 27.2 t/s run", p.TG)
+	}
+	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN(), 1001} {
+		if _, err := DecodeBandwidthFromRun(plan, hw, bad); err == nil {
+			t.Errorf("%v tokens/s accepted", bad)
+		}
+	}
+}
