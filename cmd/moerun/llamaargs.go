@@ -332,6 +332,7 @@ func lookupLlamaFlag(name string) (llamaSpelling, bool) {
 // is packed into --llama-ignored=… for a note.
 var llamaPassthrough = map[string]map[string]bool{
 	"place": placeLlamaOptions,
+	"run":   runLlamaOptions,
 }
 
 // ignoredFlag is the hidden flag the packed options travel in.

@@ -25,6 +25,7 @@ type cli struct {
 	Place    placeCmd    `cmd:"" help:"Show where llama.cpp would place every tensor, the KV cache and the compute buffers for these flags, and whether it fits."`
 	Fit      fitCmd      `cmd:"" help:"Find the fastest placement that fits a machine, as llama.cpp and moerun flags (predicted speed, alternatives, plot)."`
 	Calib    calibCmd    `cmd:"" name:"calibrate" help:"Measure this machine's RAM and decode bandwidth for predictions and save a hardware profile."`
+	Run      runCmd      `cmd:"" help:"Generate text from a prompt with llama.cpp's placement and sampling flags, streaming it and reporting prompt and generation speed."`
 }
 
 // Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.

@@ -1,0 +1,137 @@
+package cpu
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/tensor"
+)
+
+// q8Matrix quantizes a rows×cols (×experts) matrix of small distinct values to Q8_0.
+func q8Matrix(t *testing.T, cols, rows, experts int) []byte {
+	t.Helper()
+	x := make([]float32, cols*rows*experts)
+	for i := range x {
+		x[i] = float32((i*37)%23-11) / 8
+	}
+	data := make([]byte, experts*rows*cols/32*34)
+	if err := tensor.Quantize(tensor.Q8_0, x, data); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// The backend's operations are the tensor package's on the same matrix: a view of the
+// caller's bytes by default, a copy with Copy.
+func TestOpsAndStorage(t *testing.T) {
+	const cols, rows, experts = 64, 8, 3
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	data := q8Matrix(t, cols, rows, experts)
+	stack, err := tensor.NewMatrix(tensor.Q8_0, []int64{cols, rows, experts}, slices.Clone(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 2*cols)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	ids := []int32{2, 0, -1, 1}
+	want := make([]float32, len(ids)*rows)
+	if err := pool.MulMatID(want, stack, x, ids, 2); err != nil {
+		t.Fatal(err)
+	}
+
+	viewer := New(Options{Pool: pool})
+	copier := New(Options{Pool: pool, Device: backend.GPU(0, 1<<20), Copy: true})
+	defer copier.Close()
+	src := slices.Clone(data)
+	var results [2][]float32
+	for i, b := range []*Backend{viewer, copier} {
+		w, err := b.Load("blk.0.ffn_up_exps.weight", tensor.Q8_0, []int64{cols, rows, experts}, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Name() != "blk.0.ffn_up_exps.weight" || w.Type() != tensor.Q8_0 || w.Cols() != cols || w.Rows() != rows || w.Experts() != experts {
+			t.Errorf("weight %s %s %d×%d×%d", w.Name(), w.Type(), w.Cols(), w.Rows(), w.Experts())
+		}
+		got := make([]float32, len(ids)*rows)
+		if err := b.MulMatID(got, w, x, ids, 2); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: MulMatID %v, tensor's %v", b.Device().Name, got, want)
+		}
+		results[i] = got
+		clear(src) // the viewer now computes on zeros, the copier on its own bytes
+		if err := b.MulMatID(got, w, x, ids, 2); err != nil {
+			t.Fatal(err)
+		}
+		zero := !slices.ContainsFunc(got, func(v float32) bool { return v != 0 })
+		if zero != (b == viewer) {
+			t.Errorf("%s: after the source was cleared, outputs all zero = %v", b.Device().Name, zero)
+		}
+		copy(src, data)
+	}
+	if copier.CopiedBytes() != int64(len(data)) || viewer.CopiedBytes() != 0 {
+		t.Errorf("copied bytes %d and %d", copier.CopiedBytes(), viewer.CopiedBytes())
+	}
+
+	// MatMul and GetRows on a plain matrix.
+	plain, err := viewer.Load("output.weight", tensor.Q8_0, []int64{cols, rows}, data[:rows*cols/32*34])
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := stack.Expert(0)
+	wantMM := make([]float32, 2*rows)
+	if err := pool.MatMul(wantMM, &first, x); err != nil {
+		t.Fatal(err)
+	}
+	gotMM := make([]float32, 2*rows)
+	if err := viewer.MatMul(gotMM, plain, x); err != nil || !slices.Equal(gotMM, wantMM) {
+		t.Errorf("MatMul %v (%v), want %v", gotMM, err, wantMM)
+	}
+	row := make([]float32, cols)
+	first.Row(0, 5, row)
+	gotRow := make([]float32, cols)
+	if err := viewer.GetRows(gotRow, plain, []int32{5}); err != nil || !slices.Equal(gotRow, row) {
+		t.Errorf("GetRows: %v", err)
+	}
+	if err := viewer.GetRows(gotRow, plain, []int32{rows}); err == nil || !strings.Contains(err.Error(), "output.weight") {
+		t.Errorf("GetRows of a row past the end: %v", err)
+	}
+}
+
+// Misuse is an error naming the tensor: a weight of another backend, a backend used after
+// Close, bytes that do not match the shape.
+func TestErrors(t *testing.T) {
+	a, b := New(Options{Threads: 1}), New(Options{Threads: 1, Device: backend.GPU(1, 1<<20)})
+	defer b.Close()
+	data := q8Matrix(t, 32, 4, 1)
+	w, err := a.Load("blk.3.attn_q.weight", tensor.Q8_0, []int64{32, 4}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, x := make([]float32, 4), make([]float32, 32)
+	if err := b.MatMul(dst, w, x); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight is not held by backend CUDA1") {
+		t.Errorf("foreign weight: %v", err)
+	}
+	if _, err := a.Load("blk.3.attn_k.weight", tensor.Q8_0, []int64{32, 5}, data); err == nil || !strings.Contains(err.Error(), "blk.3.attn_k.weight") {
+		t.Errorf("short data: %v", err)
+	}
+	if err := a.MatMul(dst[:3], w, x); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight") {
+		t.Errorf("wrong output length: %v", err)
+	}
+	a.Close()
+	if err := a.MatMul(dst, w, x); err == nil {
+		t.Error("MatMul after Close")
+	}
+	if _, err := a.Load("x", tensor.Q8_0, []int64{32, 4}, data); err == nil {
+		t.Error("Load after Close")
+	}
+	if a.Device().Name != "CPU" || a.Device().Kind != backend.KindCPU {
+		t.Errorf("default device %+v", a.Device())
+	}
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cpu"
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
+	"github.com/moerun/moerun/tokenizer"
+)
+
+// runCmd is `moerun run`: generate text from a prompt, as llama-completion does, with
+// llama.cpp's placement and sampling flags (a pasted command line means the same; options
+// run does not use are reported as ignored).
+type runCmd struct {
+	Model     string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)."`
+	Prompt    string `short:"p" name:"prompt" placeholder:"TEXT" help:"Prompt text (escapes such as \\n are processed unless --no-escape)."`
+	File      string `short:"f" name:"file" placeholder:"FILE" type:"path" help:"Read the prompt from a file."`
+	PromptIDs string `name:"prompt-ids" placeholder:"ID,..." help:"Token ids instead of a text prompt: 1,2,3 (no BOS is added)."`
+
+	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens to generate; -1 until an end-of-generation token or a full context."`
+	Threads          int     `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)."`
+	Seed             int64   `short:"s" name:"seed" default:"-1" help:"-s: sampling seed; -1 for a random one."`
+	Temperature      float32 `name:"temperature" default:"0.8" help:"--temp: sampling temperature; 0 or less is greedy."`
+	TopK             int     `name:"top-k" default:"40" env:"LLAMA_ARG_TOP_K" help:"Keep the k most likely tokens (0: all)."`
+	TopP             float32 `name:"top-p" default:"0.95" help:"Keep the most likely tokens up to this probability mass (1: off)."`
+	MinP             float32 `name:"min-p" default:"0.05" help:"Drop tokens less likely than this fraction of the best (0: off)."`
+	RepeatPenalty    float32 `name:"repeat-penalty" default:"1" help:"Penalize repeated tokens (1: off)."`
+	RepeatLastN      int     `name:"repeat-last-n" default:"64" help:"How many recent tokens the penalties consider (-1: the context)."`
+	PresencePenalty  float32 `name:"presence-penalty" default:"0" help:"Presence penalty (0: off)."`
+	FrequencyPenalty float32 `name:"frequency-penalty" default:"0" help:"Frequency penalty (0: off)."`
+	IgnoreEOS        bool    `name:"ignore-eos" help:"Do not stop at end-of-generation tokens."`
+	SER              string  `name:"smart-expert-reduction" placeholder:"KMIN,T" help:"-ser: smart expert reduction (ik_llama.cpp): beyond the KMIN best experts, drop those scored below T times the best."`
+	Escape           bool    `name:"escape" negatable:"" default:"true" help:"-e: process escapes in the prompt (--no-escape: take it literally)."`
+	Special          bool    `name:"special" help:"-sp: print special tokens."`
+
+	Attention   string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention (F16 queries and accumulator); precise computes in float32, faster on long contexts."`
+	ExpertStats string `name:"expert-stats" placeholder:"FILE" type:"path" help:"Write routing statistics (per layer and expert: selections and summed weight) as JSON."`
+	PrintIDs    bool   `name:"print-ids" help:"Print the generated token ids on one line, space-separated, instead of text."`
+	LogitsOut   string `name:"logits-out" placeholder:"FILE" type:"path" help:"Write the logits after the prompt as a JSON array."`
+
+	placementFlags `embed:""`
+}
+
+// runLlamaOptions are the llama.cpp options run reads (by key, see llamaargs.go); others in
+// a pasted command line are accepted and reported as ignored.
+var runLlamaOptions = map[string]bool{
+	"model": true, "n-predict": true, "threads": true, "seed": true, "temperature": true, "top-k": true,
+	"top-p": true, "min-p": true, "repeat-penalty": true, "repeat-last-n": true, "presence-penalty": true,
+	"frequency-penalty": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
+}
+
+func init() {
+	for key := range placeHandlers {
+		runLlamaOptions[key] = true
+	}
+}
+
+func (c *runCmd) Run(e *env) error {
+	if c.GPU != "" || c.GPUs != "" || c.DeviceMem != "" {
+		return badInput("--gpu, --gpus and --device-mem describe devices for a dry run (moerun place); run computes on the devices this machine has")
+	}
+	if c.Model == "" {
+		return badInput("no model: give a GGUF file with -m")
+	}
+	ser, err := parseSER(c.SER)
+	if err != nil {
+		return err
+	}
+	sp, err := c.samplerParams()
+	if err != nil {
+		return err
+	}
+	rules, err := c.rules(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	rules.Parallel = 1 // one sequence, as llama-completion
+
+	f, err := gguf.Open(c.Model)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := moe.CheckArchitecture(f.Metadata.Arch()); err != nil {
+		return badInput("%s: %v", c.Model, err)
+	}
+	vocab, err := tokenizer.Load(f.Metadata)
+	if err != nil {
+		return badInput("%s: %v", c.Model, err)
+	}
+	prompt, err := c.promptTokens(vocab)
+	if err != nil {
+		return err
+	}
+	threads := c.Threads
+	if threads <= 0 {
+		threads = tensor.DefaultThreads()
+	}
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+	ctx, err := c.newContext(f, rules, pool, ser)
+	if err != nil {
+		return err
+	}
+	sampler, err := moe.NewSampler(sp, randomSeed)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	if len(c.LlamaIgnored) > 0 {
+		fmt.Fprintln(e.stderr, "moerun: note: accepted but ignored: "+strings.Join(c.LlamaIgnored, ", "))
+	}
+	st, err := c.generate(e, ctx, vocab, sampler, prompt)
+	if err != nil {
+		return err
+	}
+	if c.ExpertStats != "" {
+		stats := ctx.Stats()
+		if err := writeFile(c.ExpertStats, func(w io.Writer) error { return stats.WriteJSON(w, c.Model) }); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stderr, "moerun: prompt: %d tokens in %.2f ms (%.2f tokens/s); generation: %d tokens, %d decode steps in %.2f ms (%.2f tokens/s); %d threads\n",
+		st.PromptTokens, ms(st.PromptTime.Seconds()), st.PromptSpeed(), st.Generated, st.DecodeSteps, ms(st.DecodeTime.Seconds()), st.DecodeSpeed(), threads)
+	return nil
+}
+
+// newContext places the model on this machine's CPU with llama.cpp's rules, loads it and
+// makes a context with the flags' cache, SER and statistics settings.
+func (c *runCmd) newContext(f *gguf.File, rules placement.Rules, pool *tensor.Pool, ser moe.SER) (*moe.Context, error) {
+	host := cpu.New(cpu.Options{Pool: pool})
+	plan, err := placement.Place(placement.Model{Name: c.Model, Metadata: f.Metadata, Tensors: f.Tensors}, rules, []backend.Device{host.Device()})
+	if err != nil {
+		return nil, placeError(err)
+	}
+	model, err := moe.Load(f, plan, []backend.Backend{host}, moe.Options{Host: pool})
+	if err != nil {
+		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	opts := moe.DefaultContextOptions()
+	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
+	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
+	opts.SER = ser
+	if c.Attention == "precise" {
+		opts.Attention = tensor.AttnPrecise
+	}
+	if c.ExpertStats != "" {
+		opts.Stats = model.NewExpertStats()
+	}
+	ctx, err := model.NewContext(opts)
+	if err != nil {
+		return nil, badInput("%v", err)
+	}
+	return ctx, nil
+}
+
+// generate runs the generation, streaming text (or collecting ids for --print-ids) to
+// stdout. An open-ended generation (-n -1) that fills the context stops with a note; a
+// prompt or -n that does not fit -c is bad input.
+func (c *runCmd) generate(e *env, ctx *moe.Context, vocab *tokenizer.Vocab, sampler *moe.Sampler, prompt []int32) (moe.GenerateStats, error) {
+	out := bufio.NewWriter(e.stdout)
+	defer out.Flush()
+	stream := vocab.NewStreamDecoder(c.Special)
+	var ids []int32
+	gen := moe.GenerateOptions{MaxTokens: c.NPredict, Sampler: sampler, Token: func(id int32) error {
+		if c.PrintIDs {
+			ids = append(ids, id)
+			return nil
+		}
+		out.WriteString(stream.Add(id))
+		return out.Flush() // stream as tokens come
+	}}
+	if !c.IgnoreEOS {
+		gen.IsEOG = vocab.IsEOG
+	}
+	if c.LogitsOut != "" {
+		gen.PromptLogits = func(logits []float32) error { return writeLogits(c.LogitsOut, logits) }
+	}
+	st, err := ctx.Generate(prompt, gen)
+	full := errors.Is(err, moe.ErrContextFull)
+	switch {
+	case full && c.NPredict < 0 && st.Generated > 0:
+		defer fmt.Fprintf(e.stderr, "moerun: stopped: %v\n", err)
+	case full:
+		return st, usageError{err}
+	case err != nil:
+		return st, err
+	}
+	if c.PrintIDs {
+		fmt.Fprintln(out, joinIDs(ids))
+	} else {
+		out.WriteString(stream.Flush())
+		out.WriteString("\n")
+	}
+	return st, nil
+}
+
+func ms(s float64) float64 { return 1000 * s }
+
+// promptTokens tokenizes the prompt as llama.cpp does (BOS as the model asks, special
+// tokens parsed), or reads --prompt-ids.
+func (c *runCmd) promptTokens(v *tokenizer.Vocab) ([]int32, error) {
+	given := 0
+	for _, s := range []string{c.Prompt, c.File, c.PromptIDs} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, badInput("give the prompt once: -p TEXT, -f FILE or --prompt-ids 1,2,3")
+	}
+	if c.PromptIDs != "" {
+		var ids []int32
+		for _, s := range strings.Split(c.PromptIDs, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || id < 0 || int(id) >= v.Len() {
+				return nil, badInput("--prompt-ids: %q is not a token id of this model (0..%d)", s, v.Len()-1)
+			}
+			ids = append(ids, int32(id))
+		}
+		return ids, nil
+	}
+	text := c.Prompt
+	if c.File != "" {
+		b, err := os.ReadFile(c.File)
+		if err != nil {
+			return nil, err
+		}
+		text = string(b)
+	}
+	if c.Escape {
+		text = processEscapes(text)
+	}
+	ids := v.Encode(text, true, true)
+	if len(ids) == 0 {
+		return nil, badInput("the prompt is empty")
+	}
+	return ids, nil
+}
+
+// samplerParams reads the sampling flags with llama.cpp's meanings.
+func (c *runCmd) samplerParams() (moe.SamplerParams, error) {
+	p := moe.DefaultSampler()
+	p.Temperature, p.TopK, p.TopP, p.MinP = c.Temperature, c.TopK, c.TopP, c.MinP
+	p.RepeatPenalty, p.PenaltyLastN = c.RepeatPenalty, c.RepeatLastN
+	p.PresencePenalty, p.FrequencyPenalty = c.PresencePenalty, c.FrequencyPenalty
+	switch {
+	case c.Seed == -1:
+		p.Seed = moe.RandomSeed
+	case c.Seed < 0 || c.Seed > math.MaxUint32:
+		return p, badInput("-s %d: the seed is -1 (random) or 0..%d", c.Seed, uint32(math.MaxUint32))
+	default:
+		p.Seed = uint32(c.Seed)
+	}
+	if err := p.Validate(); err != nil {
+		return p, badInput("%v", err)
+	}
+	return p, nil
+}
+
+// randomSeed draws a seed from the system, as llama.cpp does for seed -1.
+func randomSeed() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// parseSER reads -ser KMIN,T (ik_llama.cpp's one pair); "" is off.
+func parseSER(s string) (moe.SER, error) {
+	if s == "" {
+		return moe.SER{}, nil
+	}
+	k, t, ok := strings.Cut(s, ",")
+	kmin, err1 := strconv.Atoi(strings.TrimSpace(k))
+	thresh, err2 := strconv.ParseFloat(strings.TrimSpace(t), 32)
+	if !ok || err1 != nil || err2 != nil || kmin < 0 || thresh < 0 || math.IsNaN(thresh) {
+		return moe.SER{}, badInput("-ser %q: want KMIN,THRESHOLD such as 6,0.5 (both ≥ 0)", s)
+	}
+	return moe.SER{MinExperts: kmin, Threshold: float32(thresh)}, nil
+}
+
+// writeLogits writes logits as a JSON array of shortest float32 decimals.
+func writeLogits(path string, logits []float32) error {
+	return writeFile(path, func(w io.Writer) error {
+		nums := make([]json.RawMessage, len(logits))
+		for i, l := range logits {
+			if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
+				return fmt.Errorf("logit %d is %v, which JSON cannot hold", i, l)
+			}
+			nums[i] = json.RawMessage(strconv.FormatFloat(float64(l), 'g', -1, 32))
+		}
+		b, err := json.Marshal(nums)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+func joinIDs(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, " ")
+}

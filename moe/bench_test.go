@@ -1,0 +1,88 @@
+package moe
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// benchModels are the files the benchmarks run: the tiny fixtures, and MOERUN_BENCH_MODEL
+// if set (the medium benchmark model of docs/benchmarks.md, not in the repository).
+func benchModels() []string {
+	models := []string{qwenModel, deepseekModel}
+	if p := os.Getenv("MOERUN_BENCH_MODEL"); p != "" {
+		models = append(models, p)
+	}
+	return models
+}
+
+// BenchmarkPrompt evaluates a prompt of 64 tokens (llama-bench's pp64 for the tiny models;
+// pp512 for a bench model), reporting tokens per second.
+func BenchmarkPrompt(b *testing.B) {
+	for _, path := range benchModels() {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/t%d", baseName(path), threads), func(b *testing.B) {
+				m := openModel(b, path, threads)
+				n := 64
+				if path != qwenModel && path != deepseekModel {
+					n = 512
+				}
+				tokens := benchTokens(n, m.Config.Vocab)
+				c := m.context(b, ContextOptions{Size: n, UBatch: 512, CacheK: DefaultContextOptions().CacheK, CacheV: DefaultContextOptions().CacheV, Attention: DefaultContextOptions().Attention})
+				b.ResetTimer()
+				for b.Loop() {
+					c.Reset()
+					if _, err := c.Eval(tokens, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDecode generates tokens one at a time after a 16-token prompt (llama-bench's
+// tg: each iteration is one single-token evaluation), reporting tokens per second.
+func BenchmarkDecode(b *testing.B) {
+	for _, path := range benchModels() {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/t%d", baseName(path), threads), func(b *testing.B) {
+				m := openModel(b, path, threads)
+				c := m.context(b, DefaultContextOptions())
+				prompt := benchTokens(16, m.Config.Vocab)
+				next := []int32{1}
+				b.ResetTimer()
+				for b.Loop() {
+					if c.Len() == 0 || c.Len()+1 > 256 {
+						c.Reset()
+						if _, err := c.Eval(prompt, false); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if _, err := c.Eval(next, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}
+
+func benchTokens(n, vocab int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32((i*7919 + 13) % vocab)
+	}
+	return t
+}
+
+func baseName(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			return path[i+1:]
+		}
+	}
+	return path
+}

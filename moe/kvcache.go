@@ -1,0 +1,91 @@
+package moe
+
+import (
+	"fmt"
+
+	"github.com/moerun/moerun/tensor"
+)
+
+// cacheShape is what one position of a layer's KV cache holds: heads rows of kDim keys
+// and vDim values. With vInK (DeepSeek's MLA) there is no V tensor: the values are the
+// first vDim elements of each key row, as llama.cpp's K-only MLA cache stores them.
+type cacheShape struct {
+	heads      int
+	kDim, vDim int
+	vInK       bool
+}
+
+// kvCache is one layer's cache: cells positions of keys and values in the cache types
+// (F16 by default, as llama.cpp's -ctk/-ctv), written as tokens are evaluated.
+type kvCache struct {
+	shape      cacheShape
+	k, v       tensor.KV
+	kRow, vRow int // bytes of one head's row
+}
+
+// cacheBlock is the number of cells llama.cpp pads the cache size and the attended length
+// to (llama_kv_cache::get_n_kv).
+const cacheBlock = 256
+
+func newKVCache(s cacheShape, kType, vType tensor.Type, cells int) (*kvCache, error) {
+	if s.vInK && kType != vType {
+		return nil, fmt.Errorf("this model's cache stores values inside the keys (MLA): the K and V cache types must be the same, not %s and %s", kType, vType)
+	}
+	kRow, err := cacheRowBytes("K", kType, s.kDim)
+	if err != nil {
+		return nil, err
+	}
+	vRow, err := cacheRowBytes("V", vType, s.vDim)
+	if err != nil {
+		return nil, err
+	}
+	c := &kvCache{shape: s, kRow: kRow, vRow: vRow}
+	c.k = tensor.KV{Type: kType, Data: make([]byte, cells*s.heads*kRow), Dim: s.kDim, Heads: s.heads,
+		PosStride: s.heads * kRow, HeadStride: kRow}
+	if s.vInK {
+		// Values are the leading vDim elements of each key row: a row's prefix of whole
+		// blocks is itself a row of vDim elements.
+		c.v = c.k
+		c.v.Dim = s.vDim
+		return c, nil
+	}
+	c.v = tensor.KV{Type: vType, Data: make([]byte, cells*s.heads*vRow), Dim: s.vDim, Heads: s.heads,
+		PosStride: s.heads * vRow, HeadStride: vRow}
+	return c, nil
+}
+
+func cacheRowBytes(which string, t tensor.Type, dim int) (int, error) {
+	if _, err := tensor.TraitsOf(t); err != nil {
+		return 0, fmt.Errorf("%s cache type %s: %w", which, t, err)
+	}
+	n, err := t.RowBytes(int64(dim))
+	if err != nil {
+		return 0, fmt.Errorf("%s cache type %s cannot hold this model's rows of %d values: %w", which, t, dim, err)
+	}
+	return int(n), nil
+}
+
+// store writes the keys and values of n tokens at positions pos0.. (k: [n][heads][kDim],
+// v: [n][heads][vDim]; v is ignored when the values live in the keys), converted to the
+// cache types as ggml_set_rows converts them.
+func (c *kvCache) store(pos0, n int, k, v []float32) {
+	s := c.shape
+	for t := range n {
+		for h := range s.heads {
+			off := (pos0+t)*c.k.PosStride + h*c.kRow
+			convertRow(c.k.Type, k[(t*s.heads+h)*s.kDim:][:s.kDim], c.k.Data[off:off+c.kRow])
+			if s.vInK {
+				continue
+			}
+			off = (pos0+t)*c.v.PosStride + h*c.vRow
+			convertRow(c.v.Type, v[(t*s.heads+h)*s.vDim:][:s.vDim], c.v.Data[off:off+c.vRow])
+		}
+	}
+}
+
+// convertRow converts one cache row; the lengths were checked when the cache was made.
+func convertRow(t tensor.Type, src []float32, dst []byte) {
+	if err := tensor.QuantizeActivations(t, src, dst); err != nil {
+		panic(fmt.Sprintf("moe: cache row of %d values as %s: %v", len(src), t, err))
+	}
+}

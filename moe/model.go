@@ -1,0 +1,344 @@
+// Package moe runs Mixture-of-Experts language models as llama.cpp does: the architectures
+// (one file each: qwen3moe.go, deepseek2.go) built from shared layers (grouped-query and
+// multi-head latent attention, dense and MoE feed-forward networks), the KV cache, the
+// router with smart expert reduction, routing statistics, llama.cpp's sampler and the
+// generation loop. Weights live on the backends a placement plan assigns them to, and every
+// weight operation is asked of the backend that holds the weight.
+package moe
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/internal/mmap"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
+)
+
+// Model is a loaded MoE model: its configuration and its weights, each held by the backend
+// the placement plan chose. A Model is read-only after Load; each sequence being generated
+// has its own Context (KV cache and working memory).
+type Model struct {
+	Name   string
+	Config Config
+
+	embd       weight
+	outputNorm []float32
+	output     weight
+	layers     []layer
+	host       *tensor.Pool
+}
+
+// layer is one transformer block: attention, then a dense or MoE feed-forward network,
+// each after its RMS norm and each added to the residual stream.
+type layer struct {
+	attnNorm []float32
+	attn     attention
+	ffnNorm  []float32
+	ffn      feedForward
+}
+
+// attention computes a block's attention output (after the output projection) for the
+// tokens of a batch, through the context's KV cache.
+type attention interface {
+	// cacheShape is what one position of the layer's KV cache holds.
+	cacheShape() cacheShape
+	forward(c *Context, il int, in, out []float32) error
+}
+
+// feedForward computes a block's feed-forward output for n tokens.
+type feedForward interface {
+	forward(c *Context, il int, in, out []float32, n int) error
+}
+
+// weight is a tensor and the backend that holds it: every operation on the weight is asked
+// of that backend.
+type weight struct {
+	w  backend.Weight
+	on backend.Backend
+}
+
+func (w weight) matmul(dst, x []float32) error { return w.on.MatMul(dst, w.w, x) }
+
+func (w weight) mulMatID(dst, x []float32, ids []int32, k int) error {
+	return w.on.MulMatID(dst, w.w, x, ids, k)
+}
+
+// Options are the runtime settings of Load.
+type Options struct {
+	// Host runs the work between weight operations (attention over the KV cache, norms,
+	// RoPE); usually the CPU backend's pool.
+	Host *tensor.Pool
+}
+
+// ModelError is a problem with the model file (its metadata or tensors) rather than with
+// moerun: a missing key, an unsupported architecture, a tensor of the wrong shape.
+type ModelError struct {
+	Model string
+	Err   error
+}
+
+func (e *ModelError) Error() string { return e.Model + ": " + e.Err.Error() }
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Load binds a model's tensors to the backends the plan assigns them to (by device name)
+// and builds its layers. The file must stay open while the model is used: CPU-held weights
+// are views of its mapping.
+func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts Options) (*Model, error) {
+	name := plan.Model.Name
+	if opts.Host == nil {
+		return nil, errors.New("moe.Load: no host pool")
+	}
+	pm := placement.Model{Name: name, Metadata: f.Metadata, Tensors: f.Tensors}
+	cfg, arch, err := readConfig(pm)
+	if err != nil {
+		return nil, &ModelError{Model: name, Err: err}
+	}
+	b := newBinder(f, plan, backends, cfg.Layers)
+	m := &Model{Name: name, Config: *cfg, host: opts.Host, layers: make([]layer, cfg.Layers)}
+	if err := m.bind(b, arch); err != nil {
+		return nil, &ModelError{Model: name, Err: err}
+	}
+	if err := b.checkAllUsed(); err != nil {
+		return nil, &ModelError{Model: name, Err: err}
+	}
+	return m, nil
+}
+
+// NewExpertStats makes a routing-statistics recorder for the model's MoE layers.
+func (m *Model) NewExpertStats() *ExpertStats {
+	return NewExpertStats(len(m.layers), m.Config.Router.Experts, func(il int) bool {
+		_, ok := m.layers[il].ffn.(*moeFFN)
+		return ok
+	})
+}
+
+// bind binds the tensors every architecture has, and lets the architecture bind each
+// layer's.
+func (m *Model) bind(b *binder, arch *architecture) error {
+	c := &m.Config
+	var err error
+	if m.embd, err = b.matrix("token_embd.weight", c.Embd, c.Vocab); err != nil {
+		return err
+	}
+	if m.outputNorm, err = b.vector("output_norm.weight", c.Embd); err != nil {
+		return err
+	}
+	if m.output, err = b.outputMatrix(c.Embd, c.Vocab); err != nil {
+		return err
+	}
+	for il := range m.layers {
+		l := &m.layers[il]
+		if l.attnNorm, err = b.vector(blk(il, "attn_norm.weight"), c.Embd); err != nil {
+			return err
+		}
+		if l.ffnNorm, err = b.vector(blk(il, "ffn_norm.weight"), c.Embd); err != nil {
+			return err
+		}
+		if l.attn, err = arch.attention(c, b, il); err != nil {
+			return err
+		}
+		if l.ffn, err = arch.feedForward(c, b, il); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blk names a tensor of block il.
+func blk(il int, name string) string { return fmt.Sprintf("blk.%d.%s", il, name) }
+
+// architecture is what an architecture's file provides.
+type architecture struct {
+	// yarnLogMul says the architecture reads rope.scaling.yarn_log_multiplier.
+	yarnLogMul bool
+	// config reads the architecture's own keys into c (after the shared ones).
+	config func(c *Config, r *metaReader) error
+	// attention and feedForward bind block il's tensors.
+	attention   func(c *Config, b *binder, il int) (attention, error)
+	feedForward func(c *Config, b *binder, il int) (feedForward, error)
+}
+
+var architectures = map[string]*architecture{
+	"qwen3moe":  &qwen3moe,
+	"deepseek2": &deepseek2,
+}
+
+func supportedArchs() string {
+	names := make([]string, 0, len(architectures))
+	for name := range architectures {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, " and ")
+}
+
+// binder looks tensors up by name, checks their shapes and loads them on the backend the
+// plan assigned them to.
+type binder struct {
+	f        *gguf.File
+	uses     map[string]*placement.TensorUse // by name; the tied output copy is apart
+	tied     *placement.TensorUse
+	backends map[string]backend.Backend
+	used     map[string]bool
+	layers   int
+}
+
+func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, layers int) *binder {
+	b := &binder{f: f, uses: map[string]*placement.TensorUse{}, backends: map[string]backend.Backend{},
+		used: map[string]bool{}, layers: layers}
+	for _, be := range backends {
+		b.backends[be.Device().Name] = be
+	}
+	for i := range plan.Tensors {
+		u := &plan.Tensors[i]
+		if u.Tied {
+			b.tied = u
+		} else {
+			b.uses[u.Name] = u
+		}
+	}
+	return b
+}
+
+// load loads tensor ti on the backend of the plan entry u.
+func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, error) {
+	if u == nil {
+		return weight{}, fmt.Errorf("tensor %s is not in the placement plan", ti.Name)
+	}
+	be, ok := b.backends[u.Device]
+	if !ok {
+		return weight{}, fmt.Errorf("the plan puts %s on %s, and there is no backend for that device (moerun computes on: %s)",
+			ti.Name, u.Device, strings.Join(slices.Sorted(maps.Keys(b.backends)), ", "))
+	}
+	data, err := b.f.TensorData(ti)
+	if err != nil {
+		return weight{}, err
+	}
+	w, err := be.Load(ti.Name, ti.Type, ti.Shape, data)
+	if err != nil {
+		return weight{}, err
+	}
+	return weight{w: w, on: be}, nil
+}
+
+// lookup finds a tensor and checks its shape (GGUF order; trailing 1s do not count).
+func (b *binder) lookup(name string, shape ...int) (*gguf.TensorInfo, error) {
+	ti, ok := b.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("tensor %s is missing", name)
+	}
+	if !sameShape(ti.Shape, shape) {
+		return nil, fmt.Errorf("tensor %s has shape %v, the metadata implies %v", name, ti.Shape, shape)
+	}
+	b.used[name] = true
+	return ti, nil
+}
+
+func sameShape(got []int64, want []int) bool {
+	n := len(got)
+	for n > 1 && got[n-1] == 1 {
+		n--
+	}
+	w := len(want)
+	for w > 1 && want[w-1] == 1 {
+		w--
+	}
+	if n != w {
+		return false
+	}
+	for i := range n {
+		if got[i] != int64(want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// matrix binds a required matmul weight.
+func (b *binder) matrix(name string, shape ...int) (weight, error) {
+	ti, err := b.lookup(name, shape...)
+	if err != nil {
+		return weight{}, err
+	}
+	return b.load(ti, b.uses[name])
+}
+
+// has reports whether the file has a tensor.
+func (b *binder) has(name string) bool {
+	_, ok := b.f.Tensor(name)
+	return ok
+}
+
+// outputMatrix binds output.weight, or token_embd.weight where the plan ties the output to
+// the embedding (models without output.weight).
+func (b *binder) outputMatrix(embd, vocab int) (weight, error) {
+	if b.has("output.weight") {
+		return b.matrix("output.weight", embd, vocab)
+	}
+	ti, err := b.lookup("token_embd.weight", embd, vocab)
+	if err != nil {
+		return weight{}, err
+	}
+	return b.load(ti, b.tied)
+}
+
+// vector reads a 1-D tensor (norm weights, biases) into host memory as float32: they are
+// small and used by the host's element-wise ops.
+func (b *binder) vector(name string, n int) ([]float32, error) {
+	ti, err := b.lookup(name, n)
+	if err != nil {
+		return nil, err
+	}
+	data, err := b.f.TensorData(ti)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, n)
+	var derr error
+	if err := mmap.Guard(func() { derr = tensor.Dequantize(ti.Type, data, out) }); err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, derr)
+	}
+	return out, nil
+}
+
+// optionalVector is vector for a tensor the model may lack (nil then).
+func (b *binder) optionalVector(name string, n int) ([]float32, error) {
+	if !b.has(name) {
+		return nil, nil
+	}
+	return b.vector(name, n)
+}
+
+// checkAllUsed rejects a file with tensors the architecture does not know, as llama.cpp's
+// loader does ("wrong number of tensors"): they usually mean a layout moerun would silently
+// misread. NextN/MTP blocks past the main layers are not run and may be present.
+func (b *binder) checkAllUsed() error {
+	var extra []string
+	for _, ti := range b.f.Tensors {
+		if b.used[ti.Name] {
+			continue
+		}
+		if il, ok := gguf.LayerOf(ti.Name); ok && il >= b.layers {
+			continue
+		}
+		extra = append(extra, ti.Name)
+	}
+	if len(extra) > 0 {
+		more := ""
+		if len(extra) > 5 {
+			more = fmt.Sprintf(" and %d more", len(extra)-5)
+			extra = extra[:5]
+		}
+		return fmt.Errorf("unexpected tensors for %s: %s%s", b.f.Metadata.Arch(), strings.Join(extra, ", "), more)
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+package placement
+
+// HParams are the hyper-parameters placement reads from a model's metadata, exported for
+// the runtime (moe), which needs the same values: one reader of these keys, with one set of
+// defaults and checks, serves both.
+type HParams struct {
+	Arch     string
+	Layers   int // blocks the main graph runs (n_layer)
+	CtxTrain int // n_ctx_train
+	Embd     int
+	Vocab    int // rows of token_embd (or output), else the tokenizer's list
+	Experts  int
+	Used     int   // experts per token
+	FF       int   // dense FFN width (the widest layer's)
+	FFExp    int   // routed expert width (0 when the file does not say)
+	FFShexp  int   // shared expert width (0: none)
+	Heads    []int // per block, NextN blocks included
+	HeadsKV  []int // per block; defaults to Heads
+	HeadK    int   // key_length (default embedding_length / head_count)
+	HeadV    int   // value_length
+}
+
+// ReadHParams reads a model's hyper-parameters. Missing or inconsistent metadata is a
+// *ModelError naming the key.
+func ReadHParams(m Model) (HParams, error) {
+	h, err := readHParams(&m)
+	if err != nil {
+		return HParams{}, &ModelError{Model: m.Name, Err: err}
+	}
+	return HParams{
+		Arch: h.arch, Layers: h.nLayer, CtxTrain: h.nCtx, Embd: h.nEmbd, Vocab: h.nVocab,
+		Experts: h.nExpert, Used: h.nUsed, FF: h.nFF, FFExp: h.nFFExp, FFShexp: h.nFFShexp,
+		Heads: h.nHead, HeadsKV: h.nHeadKV, HeadK: h.headK, HeadV: h.headV,
+	}, nil
+}
