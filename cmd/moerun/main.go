@@ -51,6 +51,7 @@ type env struct {
 }
 
 func main() {
+	avoidAsyncPreemption()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,0 +1,119 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+)
+
+// Vector dot products of the float formats (activations in the same format). F32 and BF16
+// take 32 values a step into four accumulators of eight (FMA), the last n%32 values by the
+// scalar kernel: the scalar kernels sum in float64, these in float32 as ggml's SIMD ones
+// do. F16 keeps the scalar kernel's results (see dotF16AVX2).
+
+// dotF32AVX2 is F32 × F32.
+func dotF32AVX2(n int, w, a []byte) float32 {
+	steps := n / 32
+	if steps == 0 {
+		return dotF32(n, w, a)
+	}
+	prefetchNext(w)
+	x, y := (*[128]byte)(w[:steps*128]), (*[128]byte)(a[:steps*128])
+	var acc0, acc1, acc2, acc3 archsimd.Float32x8
+	for i := 0; ; {
+		acc0 = f32x8(x[0:32]).MulAdd(f32x8(y[0:32]), acc0)
+		acc1 = f32x8(x[32:64]).MulAdd(f32x8(y[32:64]), acc1)
+		acc2 = f32x8(x[64:96]).MulAdd(f32x8(y[64:96]), acc2)
+		acc3 = f32x8(x[96:128]).MulAdd(f32x8(y[96:128]), acc3)
+		if i++; i == steps {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc0.Add(acc1).Add(acc2.Add(acc3))) + dotF32(n-32*steps, w[steps*128:], a[steps*128:])
+}
+
+// dotF16AVX2 is F16 × F16, bit for bit the scalar kernel's result: the products of two
+// binary16 values are exact in float32 (22 significant bits at most, no underflow or
+// overflow), so the vector products equal the scalar ones, and they are added to the
+// float64 sum one by one in the same order. The attention kernel relies on that (its F16
+// scores must be ggml's bits). Only the widening is vectorized, four values at a time in
+// 128-bit registers; the upper halves stay clean, so the scalar float64 additions that
+// follow cost no transitions.
+func dotF16AVX2(n int, w, a []byte) float32 {
+	w, a = w[:2*n], a[:2*n]
+	archsimd.ClearAVXUpperBits()
+	var sum float64
+	var p [4]float32
+	k := 0
+	for ; k+4 <= n; k += 4 {
+		fx := f16x4(binary.LittleEndian.Uint64(w[2*k:]))
+		fy := f16x4(binary.LittleEndian.Uint64(a[2*k:]))
+		fx.Mul(fy).Store(&p)
+		sum += float64(p[0])
+		sum += float64(p[1])
+		sum += float64(p[2])
+		sum += float64(p[3])
+	}
+	for ; k < n; k++ {
+		sum += float64(F16ToF32(binary.LittleEndian.Uint16(w[2*k:])) * F16ToF32(binary.LittleEndian.Uint16(a[2*k:])))
+	}
+	return float32(sum)
+}
+
+// dotBF16AVX2 is BF16 × BF16. A 32-bit lane holding two bfloat16 values has the even one
+// in its low half and the odd one in its high half: shifted up, the even one is a float32,
+// and masked, the odd one is; so no widening is needed.
+func dotBF16AVX2(n int, w, a []byte) float32 {
+	steps := n / 32
+	if steps == 0 {
+		return dotHalf(n, w, a, BF16ToF32)
+	}
+	prefetchNext(w)
+	x, y := (*[64]byte)(w[:steps*64]), (*[64]byte)(a[:steps*64])
+	var acc0, acc1, acc2, acc3 archsimd.Float32x8
+	for i := 0; ; {
+		odd := archsimd.LoadUint32x8(&bf16Odd)
+		x0, y0 := archsimd.LoadUint8x32((*[32]uint8)(x[0:32])).AsUint32x8(), archsimd.LoadUint8x32((*[32]uint8)(y[0:32])).AsUint32x8()
+		acc0 = x0.ShiftAllLeft(16).AsFloat32x8().MulAdd(y0.ShiftAllLeft(16).AsFloat32x8(), acc0)
+		acc1 = x0.And(odd).AsFloat32x8().MulAdd(y0.And(odd).AsFloat32x8(), acc1)
+		x1, y1 := archsimd.LoadUint8x32((*[32]uint8)(x[32:64])).AsUint32x8(), archsimd.LoadUint8x32((*[32]uint8)(y[32:64])).AsUint32x8()
+		acc2 = x1.ShiftAllLeft(16).AsFloat32x8().MulAdd(y1.ShiftAllLeft(16).AsFloat32x8(), acc2)
+		acc3 = x1.And(odd).AsFloat32x8().MulAdd(y1.And(odd).AsFloat32x8(), acc3)
+		if i++; i == steps {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc0.Add(acc1).Add(acc2.Add(acc3))) + dotHalf(n-32*steps, w[steps*64:], a[steps*64:], BF16ToF32)
+}
+
+var bf16Odd = [8]uint32{0xFFFF0000, 0xFFFF0000, 0xFFFF0000, 0xFFFF0000, 0xFFFF0000, 0xFFFF0000, 0xFFFF0000, 0xFFFF0000}
+
+// f32x8 loads the eight float32 values at b[0:32].
+func f32x8(b []byte) archsimd.Float32x8 {
+	return archsimd.LoadUint8x32((*[32]uint8)(b)).AsFloat32x8()
+}
+
+var (
+	f16ExpMant  = [4]uint32{0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000}
+	f16Rebias   = [4]float32{0x1p112, 0x1p112, 0x1p112, 0x1p112}
+	f16InfNaN   = [4]float32{0x1p16, 0x1p16, 0x1p16, 0x1p16}
+	f32Exponent = [4]uint32{0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000}
+	f32Sign     = [4]uint32{0x80000000, 0x80000000, 0x80000000, 0x80000000}
+)
+
+// f16x4 widens the four binary16 values packed in h (F16C's VCVTPH2PS, which archsimd does
+// not offer): exponent and mantissa move to float32's positions and are rebiased by a
+// multiplication by 2^112, which is exact and also turns binary16 subnormals (float32
+// subnormals before it) into the right normal values. Exponent 31 (infinities and NaNs)
+// comes out at 2^16 or more, where no finite binary16 lands, and gets the all-ones
+// exponent; then the sign goes back on.
+func f16x4(h uint64) archsimd.Float32x4 {
+	v := archsimd.Uint64x2{}.SetElem(0, h).AsUint16x8().ExtendLo4ToUint32()
+	f := v.ShiftAllLeft(13).And(archsimd.LoadUint32x4(&f16ExpMant)).AsFloat32x4().Mul(archsimd.LoadFloat32x4(&f16Rebias))
+	special := archsimd.LoadUint32x4(&f32Exponent).Masked(f.GreaterEqual(archsimd.LoadFloat32x4(&f16InfNaN)))
+	sign := v.ShiftAllLeft(16).And(archsimd.LoadUint32x4(&f32Sign))
+	return f.AsUint32x4().Or(special).Or(sign).AsFloat32x4()
+}

@@ -1,0 +1,107 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import "simd/archsimd"
+
+// Vector dot products of the 32-value block formats with Q8_0 activations (34 bytes: d
+// f16, 32 int8 quants). Each block's integer sum is exact (eight int32 lanes) and is
+// accumulated, converted to float, by one FMA with the block's d_w·d_y: the order of
+// ggml's AVX2 kernels, not of its generic ones (which add one float per block).
+
+var (
+	eights = [32]uint8{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+		8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}
+	twelves = [32]uint8{12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+		12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12}
+	// fp4Shifted is the doubled E2M1 value of each nibble plus 12 (0..24, so unsigned for
+	// VPMADDUBSW), in both 128-bit halves.
+	fp4Shifted = func() (t [32]int8) {
+		for i, v := range fp4Values {
+			t[i], t[16+i] = v+12, v+12
+		}
+		return t
+	}()
+)
+
+// dotQ8_0AVX2 is Q8_0 × Q8_0. VPMADDUBSW takes one unsigned operand, so the weights' signs
+// move onto the activations: |w|·(sign(w)·y). That is exact for every weight byte (|-128|
+// is the unsigned 128) and every activation but -128 against a negative weight, whose
+// product would need sign(w)·y = +128, which VPSIGNB cannot give. Activations come from
+// the quantizer, which stays within ±127; ggml's x86 kernels rely on the same.
+func dotQ8_0AVX2(n int, w, a []byte) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[34]byte)(w[:nb*34]), (*[34]byte)(a[:nb*34])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		qx := archsimd.LoadUint8x32((*[32]uint8)(x[2:34])).AsInt8x32()
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := qx.Abs().AsUint8x32().DotProductPairsSaturated(qy.CopySign(qx)).DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		acc = f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])).MulAdd(p.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
+// dotQ4_0AVX2 is Q4_0 × Q8_0: Σ(q-8)·y as Σq·y - 8·Σy, both by VPMADDUBSW on the unsigned
+// nibbles (exact for any activation byte). The 16 bytes of nibbles become 32 values: the
+// low nibbles (values 0-15) in the first 128 bits, the high nibbles (16-31) in the second.
+func dotQ4_0AVX2(n int, w, a []byte) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[18]byte)(w[:nb*18]), (*[34]byte)(a[:nb*34])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[2:18]))
+		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&eights).DotProductPairsSaturated(qy))
+		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		acc = f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])).MulAdd(p32.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
+// dotMXFP4AVX2 is MXFP4 × Q8_0: the nibbles (laid out as Q4_0's) index the doubled E2M1
+// values by VPSHUFB, shifted by 12 to be unsigned, and 12·Σy is taken off again; the scale
+// is the f16 d of the activations times half the E8M0 scale of the block.
+func dotMXFP4AVX2(n int, w, a []byte) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[17]byte)(w[:nb*17]), (*[34]byte)(a[:nb*34])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[1:17]))
+		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		q := archsimd.LoadInt8x32(&fp4Shifted).PermuteOrZeroGrouped(idx.AsInt8x32()).AsUint8x32()
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&twelves).DotProductPairsSaturated(qy))
+		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		e := archsimd.LoadFloat32x4((*[4]float32)(e8m0Table[x[0]:])).Broadcast1To8()
+		acc = f16Lanes(y[0:2]).Mul(e).MulAdd(p32.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}

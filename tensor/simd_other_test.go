@@ -1,0 +1,12 @@
+//go:build !(goexperiment.simd && amd64)
+
+package tensor
+
+import "testing"
+
+// TestSIMDNotInstalled: without the experiment the scalar kernels are the only ones.
+func TestSIMDNotInstalled(t *testing.T) {
+	if len(scalarVecDot) != 0 {
+		t.Fatalf("%d vector kernels installed in a build without them", len(scalarVecDot))
+	}
+}
