@@ -24,6 +24,9 @@ const (
 // quantModel is a Q4_K/Q6_K/Q8_0 variant of a smaller tiny qwen3moe.
 func quantModel(q string) string { return "../testdata/quant/models/tiny-qwen3moe-" + q + ".gguf" }
 
+// archModel is the tiny fixture of one more architecture (../shared/testdata/arch).
+func archModel(arch string) string { return "../testdata/models/tiny-" + arch + ".gguf" }
+
 // golden is llama.cpp's output for a model (testdata/golden/*.json.gz, trimmed from
 // ../shared/testdata; see testdata/README.md).
 type golden struct {

@@ -18,6 +18,13 @@ type HParams struct {
 	HeadsKV  []int // per block; defaults to Heads
 	HeadK    int   // key_length (default embedding_length / head_count)
 	HeadV    int   // value_length
+	// SlidingWindow is the window of the layers SWA marks (gpt-oss's alternating
+	// sliding-window attention); 0 when the model has none.
+	SlidingWindow int
+	SWA           []bool // per block
+	// Recurrent marks the layers whose memory is a recurrent state instead of a KV cache
+	// (the Gated DeltaNet layers of hybrid models), per block.
+	Recurrent []bool
 }
 
 // ReadHParams reads a model's hyper-parameters. Missing or inconsistent metadata is a
@@ -31,5 +38,6 @@ func ReadHParams(m Model) (HParams, error) {
 		Arch: h.arch, Layers: h.nLayer, CtxTrain: h.nCtx, Embd: h.nEmbd, Vocab: h.nVocab,
 		Experts: h.nExpert, Used: h.nUsed, FF: h.nFF, FFExp: h.nFFExp, FFShexp: h.nFFShexp,
 		Heads: h.nHead, HeadsKV: h.nHeadKV, HeadK: h.headK, HeadV: h.headV,
+		SlidingWindow: h.nSWA, SWA: h.swa, Recurrent: h.recurrent,
 	}, nil
 }
