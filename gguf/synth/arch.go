@@ -385,6 +385,10 @@ func glm4moeTensors(c *Config, t *tensorList) {
 	for i := range c.blocks() {
 		t.blk(i, "attn_norm.weight", c.Embd)
 		attentionQKV(c, t, i, c.Heads*c.headDim(), true)
+		if c.QKNorm {
+			t.blk(i, "attn_q_norm.weight", c.headDim())
+			t.blk(i, "attn_k_norm.weight", c.headDim())
+		}
 		t.blk(i, "attn_output.weight", c.Heads*c.headDim(), c.Embd)
 		t.blk(i, "post_attention_norm.weight", c.Embd)
 		if i < c.LeadingDense {

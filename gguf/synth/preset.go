@@ -49,6 +49,7 @@ type Config struct {
 	WeightsScale     float32 // routed_scaling_factor; 0 = not written
 	WeightsNorm      bool    // norm_topk_prob (written only when true)
 	ExpProbsBias     bool    // e_score_correction_bias → blk.N.exp_probs_b.bias
+	QKNorm           bool    // use_qk_norm (glm4moe): per-head attn_q_norm/attn_k_norm
 
 	RMSEps   float32
 	RopeBase float32 // rope_theta
@@ -182,6 +183,19 @@ var presets = []Preset{
 		},
 	},
 	{
+		Name: "glm-4.6", Aliases: []string{"glm-4.5", "glm-4.7"}, Title: "GLM-4.6 (355B-A32B)", Family: "glm4",
+		Source: "zai-org/GLM-4.6 config.json (GLM-4.5 and GLM-4.7 have the same shapes; the GLM-5 report's table lists " +
+			"GLM-4.5: 3 dense + 89 MoE layers, 1 MTP layer, hidden 5120, dense FFN 12288, expert FFN 1536, 96 heads over 8 KV heads " +
+			"of 128, 160 experts with 8 routed and 1 shared, vocabulary 151552); use_qk_norm true; the converter appends the MTP block as blk.92",
+		Config: Config{
+			Arch: "glm4moe", Layers: 92, NextN: 1, Embd: 5120, Vocab: 151552, Context: 202752,
+			Heads: 96, HeadsKV: 8, HeadDim: 128, RopeDim: 64,
+			FF: 12288, Experts: 160, ExpertsUsed: 8, ExpertFF: 1536, SharedCount: 1, LeadingDense: 3,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
+			QKNorm: true, RMSEps: 1e-5, RopeBase: 1e6,
+		},
+	},
+	{
 		Name: "qwen3.5-35b-a3b", Title: "Qwen3.5-35B-A3B", Family: "qwen2",
 		Source: "Qwen/Qwen3.5-35B-A3B config.json text_config (checked against THUDM/slime " +
 			"scripts/models/qwen3.5-35B-A3B.sh); mtp_num_hidden_layers 1: the current converter appends the MTP block as blk.40",
@@ -191,6 +205,19 @@ var presets = []Preset{
 			Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
 			RMSEps: 1e-6, RopeBase: 1e7,
 			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+		},
+	},
+	{
+		Name: "qwen3.5-122b-a10b", Title: "Qwen3.5-122B-A10B", Family: "qwen2",
+		Source: "Qwen/Qwen3.5-122B-A10B config.json text_config: 48 layers (36 Gated DeltaNet + 12 gated attention, " +
+			"full_attention_interval 4), hidden 3072, 32 heads over 2 KV heads of 256, 256 experts of 1024 with 8 routed and a " +
+			"1024-wide shared expert, linear attention 16 key heads and 64 value heads of 128; mtp_num_hidden_layers 1 (blk.48)",
+		Config: Config{
+			Arch: "qwen35moe", Layers: 48, NextN: 1, Embd: 3072, Vocab: 248320, Context: 262144,
+			Heads: 32, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+			Experts: 256, ExpertsUsed: 8, ExpertFF: 1024, SharedFF: 1024,
+			RMSEps: 1e-6, RopeBase: 1e7,
+			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 64,
 		},
 	},
 	{

@@ -73,3 +73,35 @@ func TestSizesMatchPublishedFiles(t *testing.T) {
 		}
 	}
 }
+
+// publishedParams are parameter counts llama.cpp printed for real GGUF files of presets no
+// published file size is at hand for.
+var publishedParams = []struct {
+	spec   string
+	opts   Options
+	params float64
+	source string
+}{
+	// Unsloth's Qwen3.5-122B-A10B GGUF, made without the MTP block: "Total Parameters 122.11B"
+	// (llmgarage.ai, "Running Qwen3.5-122B-A10B on Six RTX 3090s", from llama.cpp's load log).
+	{"qwen3.5-122b-a10b:q6_k", Options{NoMTP: true}, 122.11e9, "llmgarage.ai Qwen3.5-122B-A10B Q6_K_XL post"},
+	// sokann/GLM-4.6-GGUF-3.2263bpw README: llama-server's "repeating layers = 355.234 B
+	// parameters", which leaves out token_embd and output, in a file whose NextN block has
+	// no copies of them either (the current converter writes the copies): add all four
+	// 151552 × 5120 matrices.
+	{"glm-4.6:q8_0", Options{}, 355.234e9 + 4*151552*5120, "sokann/GLM-4.6-GGUF-3.2263bpw README"},
+}
+
+func TestParamsMatchPublishedFiles(t *testing.T) {
+	for _, tc := range publishedParams {
+		m, err := Build(tc.spec, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, _ := m.Params()
+		// The sources print four or five significant digits.
+		if dev := float64(total)/tc.params - 1; math.Abs(dev) > 1e-4 {
+			t.Errorf("%s: %d parameters, %.3f%% off the %.3f B of %s", tc.spec, total, 100*dev, tc.params/1e9, tc.source)
+		}
+	}
+}
