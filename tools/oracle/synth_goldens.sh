@@ -1,0 +1,69 @@
+#!/bin/sh
+# synth_goldens.sh: llama.cpp's answers for tiny random models that moerun itself writes.
+#
+# For each architecture moerun runs besides the shared fixtures, it synthesizes a tiny
+# random model with `moerun synth` (other shapes, seed and quant types than
+# ../shared/testdata/arch, so that our writer and our forward pass are both checked
+# against llama.cpp on models nobody else made), lets llama.cpp load it and records, with
+# model_golden.cpp, the prompt's token ids, 32 greedy tokens and every step's logits into
+# moe/testdata/golden/synth-<arch>.json.gz (the model: moe/testdata/synth/<arch>.gguf).
+# moe's TestTeacherForced holds the runtime to them as to the shared goldens. Never run by CI.
+#
+#   LLAMA=/path/to/llama.cpp sh tools/oracle/synth_goldens.sh
+#
+# LLAMA is a checkout of ngxson/llama.cpp at 3f545beccee69d9975f466ec7e45fd9aacd8ba90 with a
+# CPU build in $LLAMA/build (DEVELOPERS.md, or tools/oracle/README.md, says how to get one:
+#   cmake -B build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF && cmake --build build -j
+# in that checkout). A model llama.cpp refuses to load stops the script: that is a bug in
+# moerun's writer.
+set -eu
+: "${LLAMA:?set LLAMA to a llama.cpp checkout with a build in LLAMA/build}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$root/moe/testdata/synth
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+
+g++ -O2 -std=c++17 "$root/tools/oracle/model_golden.cpp" -I"$LLAMA/include" -I"$LLAMA/ggml/include" \
+	-L"$LLAMA/build/bin" -lllama -Wl,-rpath,"$LLAMA/build/bin" -o "$tmp/model_golden"
+(cd "$root" && go build -o "$tmp/moerun" ./cmd/moerun)
+
+common="--random --seed 7 --vocab-size 512"
+synth() { # NAME SPEC FLAGS...
+	name=$1
+	shift
+	"$tmp/moerun" synth "$@" $common -o "$out/$name.gguf"
+}
+# Shapes small enough to commit (about 1 MB each); widths that are not multiples of 256
+# make llama-quantize's fallbacks (q5_0, q5_1) appear next to the mix's own types.
+synth glm4moe glm-4.6:q4_0 --layers 3 --leading-dense 1 --n-embd 128 --heads 4 --heads-kv 2 \
+	--head-dim 32 --rope-dim 16 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 192
+synth gpt-oss gpt-oss-120b:mxfp4 --layers 4 --n-embd 128 --heads 4 --heads-kv 2 --head-dim 32 \
+	--experts 8 --experts-used 2 --expert-ff 64 --n-ff 64
+synth qwen35moe qwen3.5-122b-a10b:q4_k_m --layers 4 --no-mtp --n-embd 128 --heads 4 --heads-kv 2 \
+	--head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 --shared-ff 64 \
+	--ssm-state 16 --ssm-groups 2 --ssm-heads 4
+synth qwen2moe qwen2-57b-a14b:q6_k --layers 3 --n-embd 128 --heads 4 --heads-kv 2 --experts 8 \
+	--experts-used 2 --expert-ff 64 --shared-ff 128 --n-ff 192
+
+# "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
+# 64-token chunks.
+long='Once upon a time, there was a little robot who loved to read books. Every morning the robot walked
+to the library, opened the big wooden door, and said hello to the old librarian. She smiled and
+handed the robot a new book about the sea, the stars, the mountains and the history of the world.
+def main():
+    print("hello, world")
+    for i in range(10):
+        print(i * i)
+Mixture of experts models route every token to a few experts; the router picks the top ones.'
+cd "$out"
+for model in *.gguf; do
+	name=${model%.gguf}
+	if ! "$tmp/model_golden" "$model" "hello=Hello world" "fox=The quick brown fox jumps over the lazy dog." \
+		"long=$long" >"$tmp/$name.json" 2>"$tmp/$name.log"; then
+		cat "$tmp/$name.log" >&2
+		exit 1
+	fi
+	gzip -9n <"$tmp/$name.json" >"../golden/synth-$name.json.gz"
+	echo "$name: $(grep -ci 'warn' "$tmp/$name.log" || true) lines of llama.cpp's log mention a warning" >&2
+done
