@@ -286,6 +286,12 @@ func newPlanner(m *Model, r *Rules, devs []backend.Device) (*planner, error) {
 			hasOutput = true
 		}
 		p.tensors[i] = p.describe(&m.Tensors[i])
+		if il := p.tensors[i].layer; il >= hp.nLayerAll() {
+			// llama.cpp creates tensors only for the blocks the metadata counts and then
+			// refuses the file for the tensors it did not create.
+			return nil, &ModelError{Model: m.Name, Err: fmt.Errorf("tensor %s is in block %d, but the metadata counts %d blocks (%s)",
+				m.Tensors[i].Name, il, hp.nLayerAll(), m.Metadata.Key("{arch}.block_count"))}
+		}
 		if t := p.tensors[i]; t.class == gguf.ClassRoutedExpert && t.layer >= 0 {
 			p.moeLayer[t.layer] = true
 		}
