@@ -60,7 +60,7 @@ func ParseTemplate(src string) (t *Template, err error) {
 		}
 		return "{%" + m[1] + " if true " + m[3] + "%}"
 	})
-	tpl, err := parse(src)
+	tpl, err := parse(liftConditionals(src))
 	if err != nil {
 		msg := cleanError(err, src)
 		if !strings.Contains(msg, "Line:") {
