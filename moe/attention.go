@@ -1,6 +1,8 @@
 package moe
 
 import (
+	"fmt"
+
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -11,12 +13,18 @@ import (
 type gqa struct {
 	q, k, v, o   weight
 	qNorm, kNorm []float32 // nil when the model has none
-	heads        int
-	kvHeads      int
-	dim          int // head size of queries, keys and values
-	rope         tensor.RoPE
-	scale        float32
-	eps          float32
+	// Biases added after the projections (attn_{q,k,v,output}.bias); nil when absent.
+	qBias, kBias, vBias, oBias []float32
+	// window (>0) limits a sliding-window layer to the last window positions; sinks
+	// (attn_sinks, one logit per head) join each softmax's denominator (gpt-oss).
+	window  int
+	sinks   []float32
+	heads   int
+	kvHeads int
+	dim     int // head size of queries, keys and values
+	rope    tensor.RoPE
+	scale   float32
+	eps     float32
 }
 
 func (a *gqa) cacheShape() cacheShape {
@@ -37,6 +45,9 @@ func (a *gqa) forward(c *Context, il int, in, out []float32) error {
 	if err := a.v.matmul(v, in); err != nil {
 		return err
 	}
+	addBias(q, a.qBias)
+	addBias(k, a.kBias)
+	addBias(v, a.vBias)
 	if a.qNorm != nil {
 		rmsNorm(q, q, a.qNorm, a.dim, a.eps)
 	}
@@ -47,8 +58,91 @@ func (a *gqa) forward(c *Context, il int, in, out []float32) error {
 	a.rope.Apply(k, a.dim, c.pos)
 	c.caches[il].store(c.n, n, k, v)
 	o := c.scratch.floats(n * a.heads * a.dim)
-	if err := c.attend(il, o, q, a.heads, a.scale); err != nil {
+	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale, Window: a.window, Sinks: a.sinks}); err != nil {
 		return err
 	}
-	return a.o.matmul(out, o)
+	if err := a.o.matmul(out, o); err != nil {
+		return err
+	}
+	addBias(out, a.oBias)
+	return nil
+}
+
+// bindProjections binds block il's separate q, k, v and output projections (the fused
+// attn_qkv layout is refused) for the configuration's heads and head size. The query
+// projection has qParts × heads × head size rows: 2 where each head's query comes with an
+// output gate (qwen35moe).
+func bindProjections(c *Config, b *binder, il, qParts int) (*gqa, error) {
+	a := &gqa{heads: c.Heads, kvHeads: c.HeadsKV, dim: c.HeadK, rope: c.RoPE, scale: c.KQScale, eps: c.Eps}
+	if b.has(blk(il, "attn_qkv.weight")) {
+		return nil, fmt.Errorf("tensor %s: the fused QKV layout is not supported", blk(il, "attn_qkv.weight"))
+	}
+	var err error
+	q, kv := c.Heads*c.HeadK, c.HeadsKV*c.HeadK
+	for _, p := range []struct {
+		w    *weight
+		name string
+		cols int
+		rows int
+	}{{&a.q, "attn_q.weight", c.Embd, qParts * q}, {&a.k, "attn_k.weight", c.Embd, kv}, {&a.v, "attn_v.weight", c.Embd, kv}, {&a.o, "attn_output.weight", q, c.Embd}} {
+		if *p.w, err = b.matrix(blk(il, p.name), p.cols, p.rows); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// bindGQA binds block il's projections and the optional q, k and v biases, as llama.cpp's
+// create_tensor_qkv does for every architecture here.
+func bindGQA(c *Config, b *binder, il int) (*gqa, error) {
+	a, err := bindProjections(c, b, il, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.bindQKVBiases(b, il); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// bindQKNorms binds block il's per-head q and k RMS norms (attn_q_norm, attn_k_norm),
+// which a model may lack unless they are required.
+func (a *gqa) bindQKNorms(b *binder, il int, required bool) error {
+	for _, n := range []struct {
+		norm *[]float32
+		name string
+	}{{&a.qNorm, "attn_q_norm.weight"}, {&a.kNorm, "attn_k_norm.weight"}} {
+		name := blk(il, n.name)
+		if !required && !b.has(name) {
+			continue
+		}
+		var err error
+		if *n.norm, err = b.vector(name, a.dim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindQKVBiases binds the optional biases of block il's q, k and v projections
+// (architectures with an output bias bind oBias themselves: whether it is required
+// differs).
+func (a *gqa) bindQKVBiases(b *binder, il int) error {
+	var err error
+	q, kv := a.heads*a.dim, a.kvHeads*a.dim
+	if a.qBias, err = b.optionalVector(blk(il, "attn_q.bias"), q); err != nil {
+		return err
+	}
+	if a.kBias, err = b.optionalVector(blk(il, "attn_k.bias"), kv); err != nil {
+		return err
+	}
+	a.vBias, err = b.optionalVector(blk(il, "attn_v.bias"), kv)
+	return err
+}
+
+// addBias adds a bias to every row of x, when there is one.
+func addBias(x, bias []float32) {
+	if bias != nil {
+		tensor.Add(x, x, bias)
+	}
 }

@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Arch     string
 	Layers   int
+	NextN    int // NextN/MTP blocks after the Layers blocks: checked as llama.cpp does, not run
 	Embd     int
 	Vocab    int
 	CtxTrain int
@@ -49,6 +50,17 @@ type Config struct {
 	MLA    bool // absorbed form with attn_k_b/attn_v_b (else the legacy attn_kv_b)
 	// YarnLogMul is rope_yarn_log_mul (DeepSeek's mscale_all_dim), 0 when absent.
 	YarnLogMul float32
+
+	// Sliding-window attention (gpt-oss): layer il attends only to the last Window
+	// positions where SWA[il] (placement reads both), and its RoPE uses the base SWABase.
+	Window  int
+	SWA     []bool
+	SWABase float32
+
+	// Recurrent marks the layers whose attention is recurrent (Qwen3.5's Gated DeltaNet,
+	// sized by DeltaNet) rather than over a KV cache.
+	Recurrent []bool
+	DeltaNet  DeltaNetConfig
 }
 
 // maxExperts is llama.cpp's LLAMA_MAX_EXPERTS; maxRotaryDims is the most rotary dimensions
@@ -70,8 +82,9 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 		return nil, nil, err
 	}
 	md := m.Metadata
-	c := &Config{Arch: hp.Arch, Layers: hp.Layers, Embd: hp.Embd, Vocab: hp.Vocab, CtxTrain: hp.CtxTrain,
-		FF: hp.FF, FFExp: hp.FFExp, FFShexp: hp.FFShexp, HeadK: hp.HeadK, HeadV: hp.HeadV}
+	c := &Config{Arch: hp.Arch, Layers: hp.Layers, NextN: len(hp.Heads) - hp.Layers, Embd: hp.Embd, Vocab: hp.Vocab, CtxTrain: hp.CtxTrain,
+		FF: hp.FF, FFExp: hp.FFExp, FFShexp: hp.FFShexp, HeadK: hp.HeadK, HeadV: hp.HeadV,
+		Recurrent: hp.Recurrent[:hp.Layers], Window: hp.SlidingWindow, SWA: hp.SWA[:hp.Layers]}
 	r := metaReader{md: md}
 	r.require("{arch}.attention.layer_norm_rms_epsilon")
 	c.Eps = r.float("{arch}.attention.layer_norm_rms_epsilon", 0)

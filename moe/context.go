@@ -98,6 +98,10 @@ func checkCacheSize(m *Model, o ContextOptions, size int) error {
 	var total float64
 	for _, l := range m.layers {
 		s := l.attn.cacheShape()
+		if s.state > 0 {
+			total += 4 * float64(s.state)
+			continue
+		}
 		k, err1 := o.CacheK.RowBytes(int64(s.kDim))
 		v, err2 := o.CacheV.RowBytes(int64(s.vDim))
 		if err1 != nil || err2 != nil {
@@ -123,9 +127,14 @@ func (c *Context) Stats() *ExpertStats { return c.stats }
 // Len is the number of positions evaluated so far.
 func (c *Context) Len() int { return c.n }
 
-// Reset empties the context (the cache's contents are overwritten as positions are
-// evaluated again).
-func (c *Context) Reset() { c.n = 0 }
+// Reset empties the context. The KV caches' contents are overwritten as positions are
+// evaluated again; recurrent states, which every token updates, start again from zero.
+func (c *Context) Reset() {
+	c.n = 0
+	for _, kv := range c.caches {
+		clear(kv.state)
+	}
+}
 
 // Eval evaluates tokens at the next positions, in ubatches, and returns the logits of the
 // last token (Vocab values) or, with all, of every token (len(tokens)·Vocab values, token
@@ -237,15 +246,17 @@ func rmsNorm(dst, x, w []float32, cols int, eps float32) {
 // tensor's AttnGGML reproduces that kernel's order too, but in scalar code about 30 times
 // slower (75 s for 128 tokens of the benchmark model, docs/benchmarks.md), so such batches
 // use AttnPrecise; the agreement with llama.cpp's outputs does not change measurably.
-func (c *Context) attend(il int, dst, q []float32, heads int, scale float32) error {
+//
+// p carries the layer's own parameters (scale, window, sinks); attend sets p.Numerics.
+func (c *Context) attend(il int, dst, q []float32, heads int, p tensor.AttnParams) error {
 	kv := c.caches[il]
 	end := c.n + len(c.pos)
 	kvLen := min(c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
-	numerics := c.numerics
-	if numerics == tensor.AttnGGML && len(c.pos) >= ggmlTiledRows {
-		numerics = tensor.AttnPrecise
+	p.Numerics = c.numerics
+	if p.Numerics == tensor.AttnGGML && len(c.pos) >= ggmlTiledRows {
+		p.Numerics = tensor.AttnPrecise
 	}
-	return c.m.host.Attention(dst, q, heads, c.pos, kv.k, kv.v, kvLen, tensor.AttnParams{Scale: scale, Numerics: numerics})
+	return c.m.host.Attention(dst, q, heads, c.pos, kv.k, kv.v, kvLen, p)
 }
 
 // ggmlTiledRows is the batch size from which ggml's flash attention runs its tiled kernel

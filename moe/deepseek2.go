@@ -124,21 +124,6 @@ var deepseek2 = architecture{
 		return a, nil
 	},
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
-		if il < c.DenseLead {
-			return bindDense(c, b, il, "", c.FF)
-		}
-		f, err := bindMoE(c, b, il)
-		if err != nil {
-			return nil, err
-		}
-		if f.selectionBias, err = b.optionalVector(blk(il, "exp_probs_b.bias"), c.Router.Experts); err != nil {
-			return nil, err
-		}
-		if c.FFShexp > 0 {
-			if f.shared, err = bindDense(c, b, il, "_shexp", c.FFShexp); err != nil {
-				return nil, err
-			}
-		}
-		return f, nil
+		return bindLeadDenseMoE(c, b, il, false)
 	},
 }

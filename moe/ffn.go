@@ -39,7 +39,24 @@ type moeFFN struct {
 	width          int       // an expert's hidden width
 	embd           int
 	shared         *denseFFN // nil without shared experts
+	// sharedGate (ffn_gate_inp_shexp), when the model has one, scales the shared experts'
+	// output per token by sigmoid(sharedGate·x) (Qwen2-MoE, Qwen3.5-MoE).
+	sharedGate *weight
+	// Biases (gpt-oss): routerBias is added to the router logits (ffn_gate_inp.bias);
+	// gateBias, upBias and downBias hold one row per expert, added to the outputs of the
+	// expert each slot selected (ffn_{gate,up,down}_exps.bias, ggml_add_id). nil when absent.
+	routerBias                 []float32
+	gateBias, upBias, downBias []float32
+	// clampedGLU selects gpt-oss's clamped SwiGLU (swiglu_oai) over plain SwiGLU.
+	clampedGLU bool
 }
+
+// gpt-oss's clamped SwiGLU constants, fixed in llama.cpp's build_moe_ffn
+// (LLM_FFN_SWIGLU_OAI_MOE) rather than read from the model.
+const (
+	oaiAlpha = 1.702
+	oaiLimit = 7.0
+)
 
 func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
 	cfg := c.router.Config()
@@ -48,6 +65,7 @@ func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
 	if err := f.router.matmul(logits, in); err != nil {
 		return err
 	}
+	addBias(logits, f.routerBias)
 	ids := c.scratch.int32s(n * k)
 	weights := c.scratch.floats(n * k)
 	for t := range n {
@@ -65,11 +83,18 @@ func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
 	if err := f.up.mulMatID(u, in, ids, k); err != nil {
 		return err
 	}
-	tensor.SwiGLU(g, g, u, f.width)
+	addExpertBias(g, f.gateBias, ids, f.width)
+	addExpertBias(u, f.upBias, ids, f.width)
+	if f.clampedGLU {
+		tensor.SwiGLUOAI(g, g, u, oaiAlpha, oaiLimit)
+	} else {
+		tensor.SwiGLU(g, g, u, f.width)
+	}
 	down := c.scratch.floats(n * k * f.embd)
 	if err := f.down.mulMatID(down, g, ids, k); err != nil {
 		return err
 	}
+	addExpertBias(down, f.downBias, ids, f.embd)
 	weightedSum(out, down, weights, n, k, f.embd)
 	if f.shared == nil {
 		return nil
@@ -78,8 +103,36 @@ func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
 	if err := f.shared.forward(c, il, in, s, n); err != nil {
 		return err
 	}
+	if f.sharedGate != nil {
+		gate := c.scratch.floats(n)
+		if err := f.sharedGate.matmul(gate, in); err != nil {
+			return err
+		}
+		// llama.cpp's qwen2moe graph computes the gate as silu(g)/g, qwen35moe's as
+		// sigmoid(g): the same function, within a rounding.
+		tensor.Sigmoid(gate, gate)
+		for t, g := range gate {
+			row := s[t*f.embd : (t+1)*f.embd]
+			tensor.Scale(row, row, g)
+		}
+	}
 	tensor.Add(out, out, s)
 	return nil
+}
+
+// addExpertBias adds to each slot's row of x (cols values) the bias row of the expert the
+// slot selected, as ggml_add_id does; slots dropped by smart expert reduction (id -1)
+// keep their zero output. A nil bias adds nothing.
+func addExpertBias(x, bias []float32, ids []int32, cols int) {
+	if bias == nil {
+		return
+	}
+	for s, id := range ids {
+		if id >= 0 {
+			row := x[s*cols : (s+1)*cols]
+			tensor.Add(row, row, bias[int(id)*cols:(int(id)+1)*cols])
+		}
+	}
 }
 
 // weightedSum sets out[t] = ((y[t,0]·w[t,0] + y[t,1]·w[t,1]) + y[t,2]·w[t,2]) + …, each
@@ -126,6 +179,43 @@ func bindMoE(c *Config, b *binder, il int) (*moeFFN, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// bindLeadDenseMoE binds block il's feed-forward network in DeepSeek-V3's layout, which
+// GLM-4.5 shares: a dense SwiGLU network in the c.DenseLead leading blocks, else routed
+// experts whose selection the bias exp_probs_b steers (optional unless biasRequired) and
+// c.FFShexp-wide shared experts, if any.
+func bindLeadDenseMoE(c *Config, b *binder, il int, biasRequired bool) (feedForward, error) {
+	if il < c.DenseLead {
+		return bindDense(c, b, il, "", c.FF)
+	}
+	f, err := bindMoE(c, b, il)
+	if err != nil {
+		return nil, err
+	}
+	bias := blk(il, "exp_probs_b.bias")
+	if biasRequired || b.has(bias) {
+		if f.selectionBias, err = b.vector(bias, c.Router.Experts); err != nil {
+			return nil, err
+		}
+	}
+	if c.FFShexp > 0 {
+		if f.shared, err = bindDense(c, b, il, "_shexp", c.FFShexp); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// bindSharedGate binds block il's shared-expert gate ffn_gate_inp_shexp, one output per
+// token.
+func bindSharedGate(c *Config, b *binder, il int, f *moeFFN) error {
+	g, err := b.matrix(blk(il, "ffn_gate_inp_shexp.weight"), c.Embd)
+	if err != nil {
+		return err
+	}
+	f.sharedGate = &g
+	return nil
 }
 
 // bindDense binds a SwiGLU network ffn_{gate,up,down}<suffix> of the given width.

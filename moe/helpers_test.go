@@ -27,6 +27,9 @@ func quantModel(q string) string { return "../testdata/quant/models/tiny-qwen3mo
 // archModel is the tiny fixture of one more architecture (../shared/testdata/arch).
 func archModel(arch string) string { return "../testdata/models/tiny-" + arch + ".gguf" }
 
+// synthModel is a tiny random model moerun synth wrote (testdata/synth).
+func synthModel(arch string) string { return "testdata/synth/" + arch + ".gguf" }
+
 // golden is llama.cpp's output for a model (testdata/golden/*.json.gz, trimmed from
 // ../shared/testdata; see testdata/README.md).
 type golden struct {

@@ -6,21 +6,27 @@ import (
 	"github.com/moerun/moerun/tensor"
 )
 
-// cacheShape is what one position of a layer's KV cache holds: heads rows of kDim keys
-// and vDim values. With vInK (DeepSeek's MLA) there is no V tensor: the values are the
-// first vDim elements of each key row, as llama.cpp's K-only MLA cache stores them.
+// cacheShape is what a layer keeps between forward passes. An attention layer keeps a KV
+// cache, each position holding heads rows of kDim keys and vDim values; with vInK
+// (DeepSeek's MLA) there is no V tensor: the values are the first vDim elements of each
+// key row, as llama.cpp's K-only MLA cache stores them. A recurrent layer (Qwen3.5's Gated
+// DeltaNet) keeps instead a fixed-size state of state float32 values, whatever the number
+// of positions, and its other fields are 0.
 type cacheShape struct {
 	heads      int
 	kDim, vDim int
 	vInK       bool
+	state      int
 }
 
-// kvCache is one layer's cache: cells positions of keys and values in the cache types
-// (F16 by default, as llama.cpp's -ctk/-ctv), written as tokens are evaluated.
+// kvCache is one layer's memory: for an attention layer, cells positions of keys and
+// values in the cache types (F16 by default, as llama.cpp's -ctk/-ctv), written as tokens
+// are evaluated; for a recurrent layer, its state in float32 (as llama.cpp keeps it).
 type kvCache struct {
 	shape      cacheShape
 	k, v       tensor.KV
-	kRow, vRow int // bytes of one head's row
+	kRow, vRow int       // bytes of one head's row
+	state      []float32 // a recurrent layer's state, nil for an attention layer
 }
 
 // cacheBlock is the number of cells llama.cpp pads the cache size and the attended length
@@ -28,6 +34,9 @@ type kvCache struct {
 const cacheBlock = 256
 
 func newKVCache(s cacheShape, kType, vType tensor.Type, cells int) (*kvCache, error) {
+	if s.state > 0 {
+		return &kvCache{shape: s, state: make([]float32, s.state)}, nil
+	}
 	if s.vInK && kType != vType {
 		return nil, fmt.Errorf("this model's cache stores values inside the keys (MLA): the K and V cache types must be the same, not %s and %s", kType, vType)
 	}

@@ -97,7 +97,7 @@ func (a *mla) absorbedAttention(c *Context, il int, q, kvpe, out []float32) erro
 	}
 	c.caches[il].store(c.n, n, kvpe, nil)
 	latent := c.scratch.floats(n * a.heads * a.kvLoRA)
-	if err := c.attend(il, latent, query, a.heads, a.scale); err != nil {
+	if err := c.attend(il, latent, query, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
 		return err
 	}
 	values := c.scratch.floats(n * a.heads * a.vHead)
@@ -131,7 +131,7 @@ func (a *mla) legacyAttention(c *Context, il int, q, kvpe, out []float32) error 
 	}
 	c.caches[il].store(c.n, n, keys, values)
 	o := c.scratch.floats(n * a.heads * a.vHead)
-	if err := c.attend(il, o, q, a.heads, a.scale); err != nil {
+	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
 		return err
 	}
 	return a.o.matmul(out, o)

@@ -1,7 +1,8 @@
 // Package moe runs Mixture-of-Experts language models as llama.cpp does: the architectures
-// (one file each: qwen3moe.go, deepseek2.go) built from shared layers (grouped-query and
-// multi-head latent attention, dense and MoE feed-forward networks), the KV cache, the
-// router with smart expert reduction, routing statistics, llama.cpp's sampler and the
+// (one file each: qwen3moe.go, deepseek2.go, qwen2moe.go, glm4moe.go, gptoss.go,
+// qwen35moe.go) built from shared layers (grouped-query, gated and multi-head latent
+// attention, Gated DeltaNet linear attention, dense and MoE feed-forward networks), the KV
+// cache and recurrent state, the router with smart expert reduction, routing statistics, llama.cpp's sampler and the
 // generation loop. Weights live on the backends a placement plan assigns them to, and every
 // weight operation is asked of the backend that holds the weight.
 package moe
@@ -99,7 +100,7 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts O
 	if err != nil {
 		return nil, &ModelError{Model: name, Err: err}
 	}
-	b := newBinder(f, plan, backends, cfg.Layers)
+	b := newBinder(f, plan, backends, cfg.Layers, cfg.Layers+cfg.NextN)
 	m := &Model{Name: name, Config: *cfg, host: opts.Host, layers: make([]layer, cfg.Layers)}
 	if err := m.bind(b, arch); err != nil {
 		return nil, &ModelError{Model: name, Err: err}
@@ -137,7 +138,7 @@ func (m *Model) bind(b *binder, arch *architecture) error {
 		if l.attnNorm, err = b.vector(blk(il, "attn_norm.weight"), c.Embd); err != nil {
 			return err
 		}
-		if l.ffnNorm, err = b.vector(blk(il, "ffn_norm.weight"), c.Embd); err != nil {
+		if l.ffnNorm, err = b.vector(blk(il, arch.ffnNormName()), c.Embd); err != nil {
 			return err
 		}
 		if l.attn, err = arch.attention(c, b, il); err != nil {
@@ -146,6 +147,9 @@ func (m *Model) bind(b *binder, arch *architecture) error {
 		if l.ffn, err = arch.feedForward(c, b, il); err != nil {
 			return err
 		}
+	}
+	if arch.unrun != nil {
+		return arch.unrun(c, b)
 	}
 	return nil
 }
@@ -162,11 +166,28 @@ type architecture struct {
 	// attention and feedForward bind block il's tensors.
 	attention   func(c *Config, b *binder, il int) (attention, error)
 	feedForward func(c *Config, b *binder, il int) (feedForward, error)
+	// ffnNorm names a block's norm before the feed-forward network, "ffn_norm.weight"
+	// when empty (GLM-4.5 calls it post_attention_norm.weight).
+	ffnNorm string
+	// unrun, when set, checks the tensors of blocks past c.Layers that llama.cpp loads
+	// but does not run (NextN/MTP blocks), after the blocks are bound.
+	unrun func(c *Config, b *binder) error
+}
+
+func (a *architecture) ffnNormName() string {
+	if a.ffnNorm == "" {
+		return "ffn_norm.weight"
+	}
+	return a.ffnNorm
 }
 
 var architectures = map[string]*architecture{
 	"qwen3moe":  &qwen3moe,
 	"deepseek2": &deepseek2,
+	"gpt-oss":   &gptOSS,
+	"qwen2moe":  &qwen2moe,
+	"glm4moe":   &glm4moe,
+	"qwen35moe": &qwen35moe,
 }
 
 func supportedArchs() string {
@@ -175,7 +196,7 @@ func supportedArchs() string {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return strings.Join(names, " and ")
+	return strings.Join(names, ", ")
 }
 
 // binder looks tensors up by name, checks their shapes and loads them on the backend the
@@ -186,12 +207,13 @@ type binder struct {
 	tied     *placement.TensorUse
 	backends map[string]backend.Backend
 	used     map[string]bool
-	layers   int
+	layers   int // blocks the model runs
+	blocks   int // and the NextN blocks after them
 }
 
-func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, layers int) *binder {
+func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, layers, blocks int) *binder {
 	b := &binder{f: f, uses: map[string]*placement.TensorUse{}, backends: map[string]backend.Backend{},
-		used: map[string]bool{}, layers: layers}
+		used: map[string]bool{}, layers: layers, blocks: blocks}
 	for _, be := range backends {
 		b.backends[be.Device().Name] = be
 	}
@@ -288,16 +310,20 @@ func (b *binder) outputMatrix(embd, vocab int) (weight, error) {
 	return b.load(ti, b.tied)
 }
 
-// vector reads a 1-D tensor (norm weights, biases) into host memory as float32: they are
-// small and used by the host's element-wise ops.
-func (b *binder) vector(name string, n int) ([]float32, error) {
-	ti, err := b.lookup(name, n)
+// vector reads a small tensor (norm weights, biases; of the given shape, usually 1-D) into
+// host memory as float32: they are used by the host's element-wise ops.
+func (b *binder) vector(name string, shape ...int) ([]float32, error) {
+	ti, err := b.lookup(name, shape...)
 	if err != nil {
 		return nil, err
 	}
 	data, err := b.f.TensorData(ti)
 	if err != nil {
 		return nil, err
+	}
+	n := 1
+	for _, d := range shape {
+		n *= d
 	}
 	out := make([]float32, n)
 	var derr error
@@ -320,14 +346,16 @@ func (b *binder) optionalVector(name string, n int) ([]float32, error) {
 
 // checkAllUsed rejects a file with tensors the architecture does not know, as llama.cpp's
 // loader does ("wrong number of tensors"): they usually mean a layout moerun would silently
-// misread. NextN/MTP blocks past the main layers are not run and may be present.
+// misread. The NextN/MTP blocks the metadata declares after the main layers are not run;
+// their tensors are accepted (architectures that know the block's layout check it in
+// unrun).
 func (b *binder) checkAllUsed() error {
 	var extra []string
 	for _, ti := range b.f.Tensors {
 		if b.used[ti.Name] {
 			continue
 		}
-		if il, ok := gguf.LayerOf(ti.Name); ok && il >= b.layers {
+		if il, ok := gguf.LayerOf(ti.Name); ok && il >= b.layers && il < b.blocks {
 			continue
 		}
 		extra = append(extra, ti.Name)

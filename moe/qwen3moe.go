@@ -37,29 +37,11 @@ var qwen3moe = architecture{
 		return nil
 	},
 	attention: func(c *Config, b *binder, il int) (attention, error) {
-		a := &gqa{heads: c.Heads, kvHeads: c.HeadsKV, dim: c.HeadK, rope: c.RoPE, scale: c.KQScale, eps: c.Eps}
-		if b.has(blk(il, "attn_qkv.weight")) {
-			return nil, fmt.Errorf("tensor %s: the fused QKV layout is not supported", blk(il, "attn_qkv.weight"))
-		}
-		var err error
-		q, kv := c.Heads*c.HeadK, c.HeadsKV*c.HeadK
-		for _, p := range []struct {
-			w    *weight
-			name string
-			cols int
-			rows int
-		}{{&a.q, "attn_q.weight", c.Embd, q}, {&a.k, "attn_k.weight", c.Embd, kv}, {&a.v, "attn_v.weight", c.Embd, kv}, {&a.o, "attn_output.weight", q, c.Embd}} {
-			if *p.w, err = b.matrix(blk(il, p.name), p.cols, p.rows); err != nil {
-				return nil, err
-			}
-		}
-		if a.qNorm, err = b.vector(blk(il, "attn_q_norm.weight"), c.HeadK); err != nil {
+		a, err := bindGQA(c, b, il)
+		if err != nil {
 			return nil, err
 		}
-		if a.kNorm, err = b.vector(blk(il, "attn_k_norm.weight"), c.HeadK); err != nil {
-			return nil, err
-		}
-		return a, nil
+		return a, a.bindQKNorms(b, il, true)
 	},
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
 		return bindMoE(c, b, il)

@@ -39,13 +39,14 @@ func promptOf(t *testing.T, golden, name string) []int32 {
 	return nil
 }
 
-// TestTwoDevices puts the routed experts on a second backend — a CPU-backed device named
+// TestTwoDevices puts the routed experts of every golden model on a second backend — a CPU-backed device named
 // CUDA0 that copies its weights into its own buffers and runs on its own workers — through
 // the placement plan of -ngl 0 -ot exps=CUDA0, and gets bit-identical logits: the forward
 // pass asks whichever backend holds a weight to run the op.
 func TestTwoDevices(t *testing.T) {
-	for _, path := range []string{qwenModel, deepseekModel} {
-		t.Run(baseName(path), func(t *testing.T) {
+	for _, gm := range goldenModels {
+		path := gm.path
+		t.Run(gm.golden, func(t *testing.T) {
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -64,10 +65,15 @@ func TestTwoDevices(t *testing.T) {
 			plan := placeModel(t, f, rules, []backend.Device{host.Device(), second.Device()})
 			var expertBytes int64
 			for _, u := range plan.Tensors {
+				if u.Storage == placement.StorageSkipped { // NextN blocks: loaded by nobody
+					continue
+				}
 				if want := map[bool]string{true: "CUDA0", false: "CPU"}[u.Class == gguf.ClassRoutedExpert]; u.Device != want {
 					t.Fatalf("plan puts %s on %s", u.Name, u.Device)
 				}
-				if u.Class == gguf.ClassRoutedExpert {
+				// The expert matrices are copied; their bias tables (gpt-oss) are read
+				// into host memory for the additions.
+				if u.Class == gguf.ClassRoutedExpert && len(u.Shape) == 3 {
 					expertBytes += u.Bytes
 				}
 			}
@@ -79,7 +85,7 @@ func TestTwoDevices(t *testing.T) {
 				t.Errorf("the second device copied %d bytes, the experts take %d", second.CopiedBytes(), expertBytes)
 			}
 			one := openModel(t, path, 2)
-			tokens := promptOf(t, map[string]string{qwenModel: "tiny-qwen3moe", deepseekModel: "tiny-deepseek2"}[path], "fox")
+			tokens := promptOf(t, gm.golden, "fox")
 			want := evalAll(t, one, DefaultContextOptions(), tokens)
 			got := evalAll(t, &testModel{Model: split}, DefaultContextOptions(), tokens)
 			if !slices.Equal(got, want) {
@@ -170,7 +176,7 @@ func TestExpertStatsRecorded(t *testing.T) {
 // TestDecodeAllocatesNothing: a decode step in the steady state (with routing statistics
 // on) allocates no memory.
 func TestDecodeAllocatesNothing(t *testing.T) {
-	for _, path := range []string{qwenModel, deepseekModel} {
+	for _, path := range []string{qwenModel, deepseekModel, archModel("qwen2moe"), archModel("glm4moe")} {
 		m := openModel(t, path, 2)
 		o := DefaultContextOptions()
 		o.Stats = m.NewExpertStats()
@@ -359,6 +365,46 @@ func TestBadModels(t *testing.T) {
 			""},
 		{"unequal head sizes", qwenModel, modelEdit{set: map[string]gguf.Value{"{arch}.attention.value_length": gguf.NewValue(uint32(32))}},
 			"equal key, value and rotary head sizes"},
+		{"qwen2moe missing shared expert gate", archModel("qwen2moe"), modelEdit{tensors: dropTensor("blk.1.ffn_gate_inp_shexp.weight")},
+			"tensor blk.1.ffn_gate_inp_shexp.weight is missing"},
+		{"qwen2moe output bias", archModel("qwen2moe"), modelEdit{tensors: func(_ *testing.T, _ *gguf.File, specs []gguf.TensorSpec, data map[string][]byte) []gguf.TensorSpec {
+			data["blk.0.attn_output.bias"] = make([]byte, 4*128)
+			return append(specs, gguf.TensorSpec{Name: "blk.0.attn_output.bias", Type: tensor.F32, Shape: []int64{128}})
+		}}, "unexpected tensors for qwen2moe: blk.0.attn_output.bias"},
+		{"qwen2moe partial rotary", archModel("qwen2moe"), modelEdit{set: map[string]gguf.Value{"{arch}.rope.dimension_count": gguf.NewValue(uint32(16))}},
+			"equal key, value and rotary head sizes"},
+		{"glm4moe missing expert width", archModel("glm4moe"), modelEdit{delete: []string{"{arch}.expert_feed_forward_length"}},
+			"lacks glm4moe.expert_feed_forward_length"},
+		{"glm4moe missing shared count", archModel("glm4moe"), modelEdit{delete: []string{"{arch}.expert_shared_count"}},
+			"lacks glm4moe.expert_shared_count"},
+		{"glm4moe missing selection bias", archModel("glm4moe"), modelEdit{tensors: dropTensor("blk.2.exp_probs_b.bias")},
+			"tensor blk.2.exp_probs_b.bias is missing"},
+		{"glm4moe missing post-attention norm", archModel("glm4moe"), modelEdit{tensors: dropTensor("blk.0.post_attention_norm.weight")},
+			"tensor blk.0.post_attention_norm.weight is missing"},
+		{"glm4moe missing NextN projection", archModel("glm4moe"), modelEdit{tensors: dropTensor("blk.3.nextn.eh_proj.weight")},
+			"NextN block 3: tensor blk.3.nextn.eh_proj.weight is missing"},
+		{"glm4moe missing NextN expert", archModel("glm4moe"), modelEdit{tensors: dropTensor("blk.3.ffn_down_exps.weight")},
+			"NextN block 3: tensor blk.3.ffn_down_exps.weight is missing"},
+		{"glm4moe undeclared NextN block", archModel("glm4moe"), modelEdit{set: map[string]gguf.Value{"{arch}.nextn_predict_layers": gguf.NewValue(uint32(0))}},
+			"unexpected tensors for glm4moe: blk.3.nextn.eh_proj.weight"},
+		{"glm4moe multi-section rope", archModel("glm4moe"), modelEdit{set: map[string]gguf.Value{"{arch}.rope.dimension_sections": gguf.NewArray([]int32{8, 12, 12, 0})}},
+			"multi-section RoPE"},
+		{"gpt-oss missing sinks", archModel("gpt-oss"), modelEdit{tensors: dropTensor("blk.1.attn_sinks.weight")},
+			"tensor blk.1.attn_sinks.weight is missing"},
+		{"gpt-oss missing output bias", archModel("gpt-oss"), modelEdit{tensors: dropTensor("blk.3.attn_output.bias")},
+			"tensor blk.3.attn_output.bias is missing"},
+		{"gpt-oss missing router bias", archModel("gpt-oss"), modelEdit{tensors: dropTensor("blk.0.ffn_gate_inp.bias")},
+			"tensor blk.0.ffn_gate_inp.bias is missing"},
+		{"gpt-oss missing expert bias", archModel("gpt-oss"), modelEdit{tensors: dropTensor("blk.2.ffn_down_exps.bias")},
+			"tensor blk.2.ffn_down_exps.bias is missing"},
+		{"gpt-oss missing post-attention norm", archModel("gpt-oss"), modelEdit{tensors: dropTensor("blk.1.post_attention_norm.weight")},
+			"tensor blk.1.post_attention_norm.weight is missing"},
+		{"gpt-oss missing sliding window", archModel("gpt-oss"), modelEdit{delete: []string{"{arch}.attention.sliding_window"}},
+			"lacks gpt-oss.attention.sliding_window"},
+		{"gpt-oss missing expert width", archModel("gpt-oss"), modelEdit{delete: []string{"{arch}.expert_feed_forward_length"}},
+			"lacks gpt-oss.expert_feed_forward_length"},
+		{"gpt-oss zero sliding window", archModel("gpt-oss"), modelEdit{set: map[string]gguf.Value{"{arch}.attention.sliding_window": gguf.NewValue(uint32(0))}},
+			"the sliding window must be positive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := rewriteModel(t, c.src, c.edit)
@@ -418,6 +464,9 @@ func TestRealLayouts(t *testing.T) {
 		{"deepseek-v3:q4_k_m", 0.135234, 0.730520, 3, 1536, 1, GatingSigmoid},
 		{"deepseek-v2-lite:q4_k_m", 0.114721, 0.730520, 1, 0, 1, GatingSoftmax},
 		{"qwen3-30b-a3b:q4_k_m", 1 / math.Sqrt(128), 1, 0, 0, 0, GatingSoftmax},
+		{"qwen2-57b-a14b:q4_k_m", 1 / math.Sqrt(128), 1, 0, 0, 0, GatingSoftmax},
+		{"glm-4.5-air:q4_k_m", 1 / math.Sqrt(128), 1, 1, 0, 0, GatingSigmoid},
+		{"glm-4.6:q4_k_m", 1 / math.Sqrt(128), 1, 3, 0, 0, GatingSigmoid},
 	} {
 		t.Run(c.preset, func(t *testing.T) {
 			sm, err := synth.Build(c.preset, synth.Options{})

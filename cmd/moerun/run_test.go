@@ -200,7 +200,12 @@ func TestRunContextFull(t *testing.T) {
 }
 
 func TestRunBadInput(t *testing.T) {
-	gptOSS := "../../testdata/models/tiny-gpt-oss.gguf"
+	// A dense llama layout (sparse: the architecture check comes before any weight is read).
+	llama := filepath.Join(t.TempDir(), "llama.gguf")
+	if code, _, errOut := moerun(t, "synth", "mixtral-8x7b:q8_0", "--layers", "1", "--n-embd", "64", "--heads", "2", "--heads-kv", "1",
+		"--experts", "2", "--experts-used", "1", "--n-ff", "64", "--vocab-size", "512", "-o", llama); code != 0 {
+		t.Fatalf("synth: exit %d: %s", code, errOut)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -218,7 +223,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-m", tinyQwen, "-p", "x", "--gpu", "8GiB"}, "dry run"},
 		{[]string{"run", "-m", tinyQwen, "-p", "x", "-ctk", "q9_9"}, "q9_9"},
 		{[]string{"run", "-m", tinyDeepSeek, "-p", "x", "-ctk", "q8_0", "-ctv", "q8_0"}, "does not divide n_embd_head_k=80"},
-		{[]string{"run", "-m", gptOSS, "-p", "x"}, `architecture "gpt-oss" is not supported`},
+		{[]string{"run", "-m", llama, "-p", "x"}, `architecture "llama" is not supported`},
 	} {
 		code, _, errOut := moerun(t, c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {

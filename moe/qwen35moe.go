@@ -1,0 +1,182 @@
+package moe
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/moerun/moerun/tensor"
+)
+
+// qwen35moe is Qwen3.5-MoE (Qwen3.5-35B-A3B; llama.cpp's src/models/qwen35moe.cpp): a
+// hybrid of Gated DeltaNet linear attention (deltanet.go) in most layers and, every
+// full_attention_interval-th layer, gated full attention — grouped-query attention with
+// q/k RMS norms and partial rotary whose output is multiplied by sigmoid of a per-head gate
+// the query projection also produces. Every layer's feed-forward network is a softmax
+// router over the experts with renormalised top-k weights, plus a shared expert behind a
+// sigmoid gate; the norm before it is post_attention_norm.
+var qwen35moe = architecture{
+	ffnNorm: "post_attention_norm.weight",
+	config: func(c *Config, r *metaReader) error {
+		c.Rot = r.int("{arch}.rope.dimension_count", int64(c.HeadK))
+		if r.err != nil {
+			return r.err
+		}
+		if err := c.DeltaNet.read(r); err != nil {
+			return err
+		}
+		if err := checkTextIMRoPE(r, c.Rot); err != nil {
+			return err
+		}
+		if c.Router.Experts == 0 || c.Router.Used == 0 {
+			return fmt.Errorf("qwen35moe needs %s and %s", r.md.Key("{arch}.expert_count"), r.md.Key("{arch}.expert_used_count"))
+		}
+		if c.FFExp == 0 { // llama.cpp's fallbacks for files without the keys
+			c.FFExp = c.FF / c.Router.Used
+		}
+		if c.FFShexp == 0 {
+			c.FFShexp = c.FF
+		}
+		if c.HeadK != c.HeadV || c.Rot > c.HeadK {
+			return fmt.Errorf("qwen35moe needs equal key and value head sizes and at most that many rotary dimensions, the metadata says %d, %d and %d", c.HeadK, c.HeadV, c.Rot)
+		}
+		if c.FFExp <= 0 || c.FFShexp <= 0 {
+			return fmt.Errorf("qwen35moe: expert width %d, shared expert width %d", c.FFExp, c.FFShexp)
+		}
+		c.RoPE.Mode, c.RoPE.Dims = tensor.RoPENeoX, c.Rot
+		c.KQScale = 1 / float32(math.Sqrt(float64(c.HeadK)))
+		// The router is fixed by the architecture: softmax, weights renormalised, no scale.
+		c.Router.Gating, c.Router.NormWeights = GatingSoftmax, true
+		return nil
+	},
+	attention: func(c *Config, b *binder, il int) (attention, error) {
+		if c.Recurrent[il] {
+			return bindDeltaNet(c, b, il)
+		}
+		return bindGatedAttention(c, b, il)
+	},
+	// The feed-forward network is Qwen2-MoE's: routed experts plus a shared expert behind
+	// a sigmoid gate (llama.cpp's build_layer_ffn follows the same reference).
+	feedForward: qwen2moe.feedForward,
+}
+
+// checkTextIMRoPE checks that Qwen3.5's interleaved multi-section RoPE (ggml's IMROPE over
+// rope.dimension_sections) is, for text, the NeoX RoPE moerun applies. llama.cpp gives a
+// text token the same position in the temporal, height and width sections and 0 in the
+// fourth; pair i (of rot/2) takes its angle from section i mod 3 (0 temporal, 1 height, 2
+// width) while i < 3·sections[i mod 3], from the fourth otherwise. As long as no pair
+// falls to the fourth section — true of the released models — every pair turns by the
+// token's position, exactly as NeoX RoPE turns it.
+func checkTextIMRoPE(r *metaReader, rot int) error {
+	key := "{arch}.rope.dimension_sections"
+	if !r.md.Has(key) {
+		return missingKey(r.md, key)
+	}
+	sections, err := r.md.Ints(key)
+	if err != nil {
+		return err
+	}
+	if len(sections) < 4 {
+		return fmt.Errorf("metadata %s has %d values, want 4", r.md.Key(key), len(sections))
+	}
+	total := int64(0)
+	for _, s := range sections[:4] {
+		if s < 0 || s > maxRotaryDims {
+			return fmt.Errorf("metadata %s = %v is out of range", r.md.Key(key), sections)
+		}
+		total += s
+	}
+	if total == 0 {
+		return fmt.Errorf("metadata %s = %v: no section has a dimension", r.md.Key(key), sections)
+	}
+	for i := range int64(rot / 2) {
+		sector := i % total
+		if sector >= 3*sections[sector%3] {
+			return fmt.Errorf("metadata %s = %v puts rotary pair %d in the fourth section (position 0 for text), which moerun does not support", r.md.Key(key), sections, i)
+		}
+	}
+	return nil
+}
+
+// gatedAttention is Qwen3.5's full attention (build_layer_attn): grouped-query attention
+// whose query projection gives each head its query and then a gate of the same size;
+// queries and keys are RMS-normed per head and rotated over their first Rot dimensions;
+// each head's attention output is multiplied by sigmoid(gate) before the output
+// projection. It keeps gqa's weights and KV cache, with q twice as wide.
+type gatedAttention struct{ gqa }
+
+func (a *gatedAttention) forward(c *Context, il int, in, out []float32) error {
+	n := len(c.pos)
+	qg := c.scratch.floats(n * a.heads * 2 * a.dim)
+	k := c.scratch.floats(n * a.kvHeads * a.dim)
+	v := c.scratch.floats(n * a.kvHeads * a.dim)
+	for _, p := range []struct {
+		w   weight
+		dst []float32
+	}{{a.q, qg}, {a.k, k}, {a.v, v}} {
+		if err := p.w.matmul(p.dst, in); err != nil {
+			return err
+		}
+	}
+	// Split each head's [query | gate] into the queries and the gates.
+	q := c.scratch.floats(n * a.heads * a.dim)
+	gate := c.scratch.floats(n * a.heads * a.dim)
+	for h := range n * a.heads {
+		copy(q[h*a.dim:(h+1)*a.dim], qg[2*h*a.dim:])
+		copy(gate[h*a.dim:(h+1)*a.dim], qg[(2*h+1)*a.dim:])
+	}
+	rmsNorm(q, q, a.qNorm, a.dim, a.eps)
+	rmsNorm(k, k, a.kNorm, a.dim, a.eps)
+	a.rope.Apply(q, a.dim, c.pos)
+	a.rope.Apply(k, a.dim, c.pos)
+	c.caches[il].store(c.n, n, k, v)
+	o := c.scratch.floats(n * a.heads * a.dim)
+	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
+		return err
+	}
+	tensor.Sigmoid(gate, gate)
+	tensor.Mul(o, o, gate)
+	return a.o.matmul(out, o)
+}
+
+func bindGatedAttention(c *Config, b *binder, il int) (*gatedAttention, error) {
+	a, err := bindProjections(c, b, il, 2)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.bindQKNorms(b, il, true); err != nil {
+		return nil, err
+	}
+	return &gatedAttention{*a}, nil
+}
+
+func bindDeltaNet(c *Config, b *binder, il int) (*deltaNet, error) {
+	cfg := c.DeltaNet
+	d := &deltaNet{cfg: cfg, eps: c.Eps}
+	var err error
+	for _, p := range []struct {
+		w          *weight
+		name       string
+		cols, rows int
+	}{
+		{&d.qkv, "attn_qkv.weight", c.Embd, cfg.convDim()}, {&d.gate, "attn_gate.weight", c.Embd, cfg.Inner},
+		{&d.beta, "ssm_beta.weight", c.Embd, cfg.VHeads}, {&d.alpha, "ssm_alpha.weight", c.Embd, cfg.VHeads},
+		{&d.out, "ssm_out.weight", cfg.Inner, c.Embd},
+	} {
+		if *p.w, err = b.matrix(blk(il, p.name), p.cols, p.rows); err != nil {
+			return nil, err
+		}
+	}
+	if d.conv, err = b.vector(blk(il, "ssm_conv1d.weight"), cfg.ConvKernel, cfg.convDim()); err != nil {
+		return nil, err
+	}
+	for _, p := range []struct {
+		dst  *[]float32
+		name string
+		n    int
+	}{{&d.dtBias, "ssm_dt.bias", cfg.VHeads}, {&d.a, "ssm_a", cfg.VHeads}, {&d.norm, "ssm_norm.weight", cfg.HeadDim}} {
+		if *p.dst, err = b.vector(blk(il, p.name), p.n); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,262 @@
+package moe
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
+)
+
+const qwen35Model = "../testdata/models/tiny-qwen35moe.gguf"
+
+// TestQwen35PrefillMatchesDecode feeds golden prompts once in one batch and once token by
+// token (the decode path: one-token conv windows and delta-rule steps), and compares every
+// position's logits. They must be identical, bit for bit: the recurrent layers run token by
+// token in both; the CPU backend's matmuls compute each row independently of the others in
+// the batch; and attention computes each query row over the same cached keys. The one
+// deliberate difference is Context.attend's switch to float32 arithmetic for batches of 64
+// tokens or more, where a single token uses ggml's F16-rounding kernel (0.04 apart in the
+// logits at 169 tokens): the long prompt therefore runs with AttnPrecise in both, the short
+// ones with the defaults.
+func TestQwen35PrefillMatchesDecode(t *testing.T) {
+	m := openModel(t, qwen35Model, 2)
+	vocab := m.Config.Vocab
+	for _, p := range loadGolden(t, "tiny-qwen35moe").Prompts {
+		o := DefaultContextOptions()
+		if len(p.Tokens) >= ggmlTiledRows {
+			o.Attention = tensor.AttnPrecise
+		}
+		batch, err := m.context(t, o).Eval(p.Tokens, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append([]float32(nil), batch...)
+		c := m.context(t, o)
+		for i := range p.Tokens {
+			step, err := c.Eval(p.Tokens[i:i+1], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, v := range step {
+				if w := batch[i*vocab+j]; v != w {
+					t.Fatalf("%s: position %d logit %d: %g token by token, %g in one batch", p.Name, i, j, v, w)
+				}
+			}
+		}
+	}
+}
+
+// TestQwen35ResetClearsState checks that Reset forgets the recurrent state: a prompt gives
+// the same logits in a fresh context and in a reset one that had evaluated another prompt.
+func TestQwen35ResetClearsState(t *testing.T) {
+	m := openModel(t, qwen35Model, 2)
+	prompts := loadGolden(t, "tiny-qwen35moe").Prompts
+	first, second := prompts[0].Tokens, prompts[1].Tokens
+	fresh, err := m.context(t, DefaultContextOptions()).Eval(second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh = append([]float32(nil), fresh...)
+	c := m.context(t, DefaultContextOptions())
+	if _, err := c.Eval(first, false); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset()
+	again, err := c.Eval(second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fresh {
+		if again[i] != fresh[i] {
+			t.Fatalf("logit %d after Reset: %g, in a fresh context %g", i, again[i], fresh[i])
+		}
+	}
+}
+
+// TestDeltaRuleMatchesDefinition checks the convolution and the gated delta rule against
+// a direct float64 transcription of their definitions (S as a k×v matrix, not ggml's
+// transposed layout), on random inputs with two value heads per key head, fed in two
+// batches so that the carried conv and recurrent states are exercised.
+func TestDeltaRuleMatchesDefinition(t *testing.T) {
+	cfg := DeltaNetConfig{ConvKernel: 4, HeadDim: 8, KHeads: 2, VHeads: 4, Inner: 32}
+	d := &deltaNet{cfg: cfg, eps: 1e-6}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rnd := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	const n = 7
+	conv, dim := cfg.convDim(), cfg.HeadDim
+	d.conv = rnd(conv * cfg.ConvKernel)
+	mixed, beta, decay := rnd(n*conv), make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
+	for i := range beta {
+		beta[i] = float32(rng.Float64())
+		decay[i] = -float32(rng.Float64())
+	}
+
+	// Ours, in batches of 3 and 4 tokens.
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	state := make([]float32, cfg.stateSize())
+	got := make([]float32, n*cfg.Inner)
+	for _, r := range [][2]int{{0, 3}, {3, n}} {
+		t0, t1 := r[0], r[1]
+		qkv := make([]float32, (t1-t0)*conv)
+		causalConv(qkv, mixed[t0*conv:t1*conv], state[:cfg.convState()], d.conv, make([]float32, cfg.ConvKernel-1+t1-t0), cfg.ConvKernel, conv)
+		for i, v := range qkv {
+			qkv[i] = v / (1 + float32(math.Exp(float64(-v)))) // SiLU, as forward applies it
+		}
+		if err := d.deltaRule(pool, got[t0*cfg.Inner:t1*cfg.Inner], qkv, beta[t0*cfg.VHeads:t1*cfg.VHeads], decay[t0*cfg.VHeads:t1*cfg.VHeads],
+			state[cfg.convState():], t1-t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The definition.
+	x := func(p, ch int) float64 {
+		if p < 0 {
+			return 0
+		}
+		return float64(mixed[p*conv+ch])
+	}
+	feat := make([][]float64, n) // conv + SiLU output
+	for p := range n {
+		feat[p] = make([]float64, conv)
+		for ch := range conv {
+			var s float64
+			for i := range cfg.ConvKernel {
+				s += x(p-cfg.ConvKernel+1+i, ch) * float64(d.conv[ch*cfg.ConvKernel+i])
+			}
+			feat[p][ch] = s / (1 + math.Exp(-s))
+		}
+	}
+	unit := func(v []float64) []float64 {
+		var ss float64
+		for _, e := range v {
+			ss += e * e
+		}
+		out := make([]float64, len(v))
+		for i, e := range v {
+			out[i] = e / math.Sqrt(ss)
+		}
+		return out
+	}
+	kd := cfg.keyDim()
+	for h := range cfg.VHeads {
+		kh := h % cfg.KHeads
+		S := make([][]float64, dim) // S[i][j]: key dimension i, value dimension j
+		for i := range S {
+			S[i] = make([]float64, dim)
+		}
+		for p := range n {
+			q := unit(feat[p][kh*dim : (kh+1)*dim])
+			k := unit(feat[p][kd+kh*dim : kd+(kh+1)*dim])
+			v := feat[p][2*kd+h*dim : 2*kd+(h+1)*dim]
+			g, b := math.Exp(float64(decay[p*cfg.VHeads+h])), float64(beta[p*cfg.VHeads+h])
+			for i := range dim {
+				for j := range dim {
+					S[i][j] *= g
+				}
+			}
+			for j := range dim {
+				var sk float64
+				for i := range dim {
+					sk += S[i][j] * k[i]
+				}
+				dj := b * (v[j] - sk)
+				for i := range dim {
+					S[i][j] += k[i] * dj
+				}
+			}
+			for j := range dim {
+				var o float64
+				for i := range dim {
+					o += S[i][j] * q[i]
+				}
+				o /= math.Sqrt(float64(dim))
+				if w := got[(p*cfg.VHeads+h)*dim+j]; math.Abs(float64(w)-o) > 1e-5 {
+					t.Fatalf("head %d token %d output %d: %g, the definition gives %g", h, p, j, w, o)
+				}
+			}
+		}
+	}
+}
+
+// TestQwen35BadMetadata checks that metadata the forward pass cannot honour is refused
+// with an error naming what is wrong.
+func TestQwen35BadMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		key   string
+		value gguf.Value
+		want  string
+	}{
+		{"{arch}.ssm.inner_size", gguf.NewValue(uint32(100)), "inner size"},
+		{"{arch}.ssm.time_step_rank", gguf.NewValue(uint32(3)), "value heads"},
+		{"{arch}.rope.dimension_sections", gguf.NewArray([]int32{1, 1, 2, 0}), "fourth section"},
+	} {
+		path := rewriteModel(t, qwen35Model, modelEdit{set: map[string]gguf.Value{tc.key: tc.value}})
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = readConfig(placement.Model{Name: "bad", Metadata: f.Metadata, Tensors: f.Tensors})
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v: error %v, want one about %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkDeltaRule times one Gated DeltaNet layer's convolution and delta rule at
+// Qwen3.5-35B-A3B's sizes, for a decode step and a 128-token prompt.
+func BenchmarkDeltaRule(b *testing.B) {
+	cfg := DeltaNetConfig{ConvKernel: 4, HeadDim: 128, KHeads: 16, VHeads: 32, Inner: 4096}
+	d := &deltaNet{cfg: cfg, eps: 1e-6, conv: make([]float32, cfg.ConvKernel*cfg.convDim())}
+	for _, n := range []int{1, 128} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			mixed := make([]float32, n*cfg.convDim())
+			for i := range mixed {
+				mixed[i] = float32(rng.NormFloat64())
+			}
+			qkv, o := make([]float32, len(mixed)), make([]float32, n*cfg.Inner)
+			beta, decay := make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
+			state := make([]float32, cfg.stateSize())
+			window := make([]float32, cfg.ConvKernel-1+n)
+			pool := tensor.NewPool(2)
+			defer pool.Close()
+			for b.Loop() {
+				causalConv(qkv, mixed, state[:cfg.convState()], d.conv, window, cfg.ConvKernel, cfg.convDim())
+				if err := d.deltaRule(pool, o, qkv, beta, decay, state[cfg.convState():], n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzQwen35Metadata gives the qwen35moe fixture arbitrary Gated DeltaNet and layer-pattern
+// metadata: a mismatch with the tensors must be refused with an error, never a panic.
+func FuzzQwen35Metadata(f *testing.F) {
+	f.Add(uint32(4), uint32(32), uint32(2), uint32(4), uint32(128), uint32(4))
+	f.Add(uint32(4), uint32(32), uint32(2), uint32(4), uint32(128), uint32(2))
+	f.Add(uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0))
+	f.Add(uint32(1), uint32(64), uint32(4), uint32(2), uint32(128), uint32(1))
+	orig := readFuzzSource(f, qwen35Model)
+	keys := []string{"ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval"}
+	f.Fuzz(func(t *testing.T, conv, state, groups, rank, inner, interval uint32) {
+		set := map[string]uint32{}
+		for i, v := range []uint32{conv, state, groups, rank, inner, interval} {
+			set[keys[i]] = v
+		}
+		loadAndRun(t, orig, set)
+	})
+}
