@@ -10,7 +10,7 @@ SIMD     ?= GOEXPERIMENT=simd
 # asynchronous preemption, which under the SIMD experiment makes scalar float code ~80x slower.
 export GODEBUG := asyncpreemptoff=1
 
-.PHONY: build test bench lint fuzz demo clean
+.PHONY: build test bench lint fuzz demo examples clean
 
 build:
 	$(SIMD) $(GO) build -o $(BIN) ./cmd/moerun
@@ -38,6 +38,12 @@ fuzz:
 			$(SIMD) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+# The examples and the documentation's tested sessions: the Go examples' Example tests,
+# every console block in docs/ and examples/, the flag reference, the help examples and the
+# JSON schemas (also part of make test).
+examples:
+	$(SIMD) $(GO) test ./examples/... ./docs
 
 demo: build
 	$(BIN) place --preset deepseek-v3:q4_k_m --gpu 24GiB --cpu-moe

@@ -30,16 +30,25 @@ import (
 // --from-run instead fills the same figure from a real run's tokens/s (llama-bench's tg of a
 // model run on the CPU alone), which is what predictions of llama.cpp want.
 type calibCmd struct {
-	Preset  string       `name:"preset" default:"qwen3-30b-a3b:q4_k_m" placeholder:"NAME[:MIX]" help:"The model whose expert shapes and weight types are measured (or, with --from-run, that was run)."`
-	Model   string       `short:"m" name:"model" placeholder:"FILE" help:"With --from-run: the GGUF file that was run (instead of --preset)."`
-	FromRun float64      `name:"from-run" placeholder:"TOKENS/S" help:"Calibrate from a real CPU-only run of the model instead of measuring: its decode tokens/s (llama-bench tg)."`
+	Preset  string       `name:"preset" default:"qwen3-30b-a3b:q4_k_m" placeholder:"NAME[:MIX]" help:"The model whose expert shapes and weight types are measured (or, with --from-run, that was run)." group:"model"`
+	Model   string       `short:"m" name:"model" placeholder:"FILE" help:"With --from-run: the GGUF file that was run (instead of --preset)." group:"model"`
+	FromRun float64      `name:"from-run" placeholder:"TOKENS/S" help:"Calibrate from a real CPU-only run of the model instead of measuring: its decode tokens/s (llama-bench tg)." group:"model"`
 	Threads int          `short:"t" name:"threads" placeholder:"N" help:"Threads (default: this machine's physical cores)."`
 	Size    string       `name:"size" placeholder:"SIZE" help:"Size of the weight set (default: 4 × the last-level cache, at least 1 GiB)."`
 	Seconds float64      `name:"seconds" default:"3" help:"How long to time the mat-vecs."`
-	Output  string       `short:"o" name:"output" placeholder:"FILE" type:"path" help:"Where to save the profile (default: the default profile, $XDG_CONFIG_HOME/moerun/profile.json)."`
-	DryRun  bool         `name:"dry-run" help:"Measure and print, but save nothing."`
-	JSON    bool         `name:"json" help:"Print the profile as JSON."`
-	Machine machineFlags `embed:""`
+	Output  string       `short:"o" name:"output" placeholder:"FILE" type:"path" help:"Where to save the profile (default: the default profile, $XDG_CONFIG_HOME/moerun/profile.json)." group:"output"`
+	DryRun  bool         `name:"dry-run" help:"Measure and print, but save nothing." group:"output"`
+	JSON    bool         `name:"json" help:"Print the profile as JSON." group:"output"`
+	Machine machineFlags `embed:"" group:"prediction"`
+}
+
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*calibCmd) Help() string {
+	return "Without --from-run it measures this machine for a few seconds (--seconds) on a weight set larger than the caches.\n" +
+		"\n" +
+		"Example (derive the CPU's effective bandwidth from a llama-bench CPU run of Qwen3-30B-A3B at 20 tokens/s; print, do not save):\n" +
+		"\n" +
+		"    moerun calibrate --from-run 20 --preset qwen3-30b-a3b --dry-run"
 }
 
 // Calibration limits.

@@ -18,19 +18,28 @@ import (
 // fix what fit would otherwise try.
 type fitCmd struct {
 	Gguf   string `arg:"" optional:"" name:"model-file" help:"GGUF model (any part of a split model); or give it with -m."`
-	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)."`
-	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Fit a built-in model layout instead of a file (list: moerun synth --list)."`
+	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)." group:"model"`
+	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Fit a built-in model layout instead of a file (list: moerun synth --list)." group:"model"`
 
 	placementFlags `embed:""`
-	Hardware       hardwareFlags `embed:""`
+	Hardware       hardwareFlags `embed:"" group:"prediction"`
 
-	Objective string `name:"objective" default:"tg" enum:"tg,pp,balanced" help:"What to maximise: tg (decode tokens/s), pp (prompt tokens/s) or balanced (requests/s, see --request)."`
-	Request   string `name:"request" default:"4096:512" placeholder:"PROMPT:GENERATED" help:"The request the balanced objective times: prompt and generated tokens."`
-	KVTypes   string `name:"kv-types" default:"f16,q8_0" placeholder:"TYPE,..." help:"KV cache types to try (-ctk/-ctv fix one instead)."`
-	UBatches  string `name:"ubatches" default:"512,1024,2048,4096" placeholder:"N,..." help:"ubatch sizes to try (-ub fixes one instead)."`
-	RunnerUps int    `name:"runner-ups" default:"4" help:"Alternatives to show besides the best."`
-	JSON      bool   `name:"json" help:"Write JSON (schema moerun.fit/v1, see docs/schemas.md) instead of text."`
-	SVG       string `name:"svg" placeholder:"FILE" type:"path" help:"Also plot predicted tg and pp against the number of expert layers in RAM as SVG."`
+	Objective string `name:"objective" default:"tg" enum:"tg,pp,balanced" help:"What to maximise: tg (decode tokens/s), pp (prompt tokens/s) or balanced (requests/s, see --request)." group:"search"`
+	Request   string `name:"request" default:"4096:512" placeholder:"PROMPT:GENERATED" help:"The request the balanced objective times: prompt and generated tokens." group:"search"`
+	KVTypes   string `name:"kv-types" default:"f16,q8_0" placeholder:"TYPE,..." help:"KV cache types to try (-ctk/-ctv fix one instead)." group:"search"`
+	UBatches  string `name:"ubatches" default:"512,1024,2048,4096" placeholder:"N,..." help:"ubatch sizes to try (-ub fixes one instead)." group:"search"`
+	RunnerUps int    `name:"runner-ups" default:"4" help:"Alternatives to show besides the best." group:"search"`
+	JSON      bool   `name:"json" help:"Write JSON (schema moerun.fit/v1, see docs/schemas.md) instead of text." group:"output"`
+	SVG       string `name:"svg" placeholder:"FILE" type:"path" help:"Also plot predicted tg and pp against the number of expert layers in RAM as SVG." group:"output"`
+}
+
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*fitCmd) Help() string {
+	return "Searches -ngl, --n-cpu-moe/-ot, the KV cache type and the ubatch for the fastest placement that fits, and prints it as llama-server and moerun command lines. Describe the machine with a profile (moerun calibrate) or flags. Guide: docs/guide.md, docs/predict.md.\n" +
+		"\n" +
+		"Example (a laptop RTX 4060 with dual-channel DDR5-5600):\n" +
+		"\n" +
+		"    moerun fit --preset qwen3-30b-a3b --gpu-model rtx4060-laptop --ram 64GiB --ram-channels 2 --ram-speed 5600 -c 32768"
 }
 
 // defaultFitCtx is the context fit plans for when -c is not given: llama.cpp's --fit-ctx.

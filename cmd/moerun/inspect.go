@@ -22,6 +22,15 @@ type inspectCmd struct {
 	Filter string `help:"Only list and total the tensors whose name matches this regex, searched like llama.cpp's -ot patterns (ECMAScript syntax, matches anywhere in the name)." placeholder:"REGEX"`
 }
 
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*inspectCmd) Help() string {
+	return "Only the header is read, so it is instant on a 400 GB file.\n" +
+		"\n" +
+		"Example (the routed experts of block 0, with -ot's regex semantics):\n" +
+		"\n" +
+		"    moerun inspect testdata/models/tiny-qwen3moe.gguf --filter 'blk\\.0\\.ffn_.*_exps'"
+}
+
 // arraySummaryItems is how many leading elements a summarised array shows.
 const arraySummaryItems = 8
 

@@ -26,6 +26,35 @@ type cli struct {
 	Fit      fitCmd      `cmd:"" help:"Find the fastest placement that fits a machine, as llama.cpp and moerun flags (predicted speed, alternatives, plot)."`
 	Calib    calibCmd    `cmd:"" name:"calibrate" help:"Measure this machine's RAM and decode bandwidth for predictions and save a hardware profile."`
 	Run      runCmd      `cmd:"" help:"Generate text from a prompt with llama.cpp's placement and sampling flags, streaming it and reporting prompt and generation speed."`
+	Serve    serveCmd    `cmd:"" help:"Serve an OpenAI-compatible HTTP API (chat and text completions with streaming, models, health, metrics, tokenize) with llama-server's flags."`
+	Bench    benchCmd    `cmd:"" help:"Measure prompt (pp) and generation (tg) speed as llama-bench does: mean ± stddev over repetitions, lists of threads and batch sizes, markdown or JSON."`
+}
+
+// flagGroups are the headings that --help sorts flags under (a field's group:"key" tag).
+var flagGroups = []kong.Group{
+	{Key: "model", Title: "Model:"},
+	{Key: "generation", Title: "Generation:"},
+	{Key: "sampling", Title: "Sampling:"},
+	{Key: "server", Title: "Server:"},
+	{Key: "placement", Title: "Placement (llama.cpp's rules):"},
+	{Key: "memory", Title: "Memory (context, KV cache, batches, loading):"},
+	{Key: "devices", Title: "Devices (real ones, or a dry run's):"},
+	{Key: "prediction", Title: "Machine and prediction:"},
+	{Key: "search", Title: "Search:"},
+	{Key: "bench", Title: "Benchmark:"},
+	{Key: "weights", Title: "Weights:"},
+	{Key: "shape", Title: "Model shape (overrides the preset's):"},
+	{Key: "output", Title: "Output:"},
+}
+
+// Help is the detailed help of `moerun --help`: where to start, and an example that
+// docs/docs_test.go runs.
+func (*cli) Help() string {
+	return "Start with docs/guide.md; every command has its own --help.\n" +
+		"\n" +
+		"Example (where llama.cpp puts DeepSeek-V3 on a 24 GB GPU, no model file needed):\n" +
+		"\n" +
+		"    moerun place --preset deepseek-v3:q4_k_m --gpu 24GiB --cpu-moe"
 }
 
 // Exit codes, as documented: 0 ok, 1 runtime failure, 2 bad usage or input.
@@ -63,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.Description("moerun runs Mixture-of-Experts LLMs with llama.cpp-compatible tensor placement across GPU and CPU."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ExplicitGroups(flagGroups),
 		kong.Vars{"version": version()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),

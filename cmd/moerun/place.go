@@ -22,19 +22,28 @@ import (
 // llama.cpp's order (environment first, then the command line left to right).
 type placeCmd struct {
 	Gguf   string `arg:"" optional:"" name:"model-file" help:"GGUF model (any part of a split model); or give it with -m."`
-	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)."`
-	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Plan a built-in model layout instead of a file, e.g. deepseek-v3:q4_k_m (list: moerun synth --list)."`
+	Model  string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model, as llama-server takes it (-m)." group:"model"`
+	Preset string `name:"preset" placeholder:"NAME[:MIX]" help:"Plan a built-in model layout instead of a file, e.g. deepseek-v3:q4_k_m (list: moerun synth --list)." group:"model"`
 
 	placementFlags `embed:""`
 
-	JSON    bool   `name:"json" help:"Write JSON (schema moerun.place/v1, see docs/schemas.md) instead of text."`
-	Tensors bool   `name:"tensors" help:"List every tensor with its device and the rule that placed it."`
-	HTML    string `name:"html" placeholder:"FILE" type:"path" help:"Also write a self-contained HTML report with the coloured layer map."`
-	SVG     string `name:"svg" placeholder:"FILE" type:"path" help:"Also write the coloured layer map as SVG."`
+	JSON    bool   `name:"json" help:"Write JSON (schema moerun.place/v1, see docs/schemas.md) instead of text." group:"output"`
+	Tensors bool   `name:"tensors" help:"List every tensor with its device and the rule that placed it." group:"output"`
+	HTML    string `name:"html" placeholder:"FILE" type:"path" help:"Also write a self-contained HTML report with the coloured layer map." group:"output"`
+	SVG     string `name:"svg" placeholder:"FILE" type:"path" help:"Also write the coloured layer map as SVG." group:"output"`
 
 	// Prediction (hardware.go).
-	Predict  bool          `name:"predict" help:"Predict decode and prompt speed on the machine the hardware profile and flags describe."`
-	Hardware hardwareFlags `embed:""`
+	Predict  bool          `name:"predict" help:"Predict decode and prompt speed on the machine the hardware profile and flags describe." group:"output"`
+	Hardware hardwareFlags `embed:"" group:"prediction"`
+}
+
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*placeCmd) Help() string {
+	return "Give llama-server's flags, or paste a whole llama-server command line; describe the devices with --gpu, --gpus or --device-mem and --ram. Guide: docs/guide.md; flags: docs/flags.md.\n" +
+		"\n" +
+		"Example (an 8 GB GPU, 64 GB of RAM, the experts of the first 37 blocks in RAM):\n" +
+		"\n" +
+		"    moerun place --preset qwen3-30b-a3b --gpu 8GiB --ram 64GiB -ngl 99 --n-cpu-moe 37 -ctk q8_0 -ctv q8_0 -c 32768"
 }
 
 // placeLlamaOptions are the llama.cpp options place reads (by key, see llamaargs.go); the

@@ -5,40 +5,40 @@ package main
 // model: place now, run, serve and bench as they come. Their values are read with
 // llama.cpp's own rules and order by rules() and devices() in place.go.
 type placementFlags struct {
-	GPULayers   string   `name:"n-gpu-layers" placeholder:"N|auto|all" help:"-ngl, --gpu-layers: layers to offload, counting the output layer first (default auto)."`
-	Override    []string `name:"override-tensor" sep:"none" placeholder:"PATTERN=BUFFER,..." help:"-ot: put tensors whose name matches the regex on a buffer type (CPU, CUDA0, …); repeatable, first match wins."`
-	CPUMoE      bool     `name:"cpu-moe" help:"-cmoe: keep every layer's routed experts on the CPU."`
-	NCPUMoE     []string `name:"n-cpu-moe" sep:"none" placeholder:"N" help:"-ncmoe: keep the routed experts of the first N blocks on the CPU."`
-	TensorSplit string   `name:"tensor-split" placeholder:"N0,N1,..." help:"-ts: share of the layers per GPU."`
-	SplitMode   string   `name:"split-mode" placeholder:"none|layer|row" help:"-sm: how to split across GPUs (default layer)."`
-	MainGPU     string   `name:"main-gpu" placeholder:"INDEX" help:"-mg: the GPU for -sm none."`
-	Device      string   `name:"device" placeholder:"DEV,..." help:"-dev: the GPUs to use, or none."`
-	CtxSize     string   `short:"c" name:"ctx-size" placeholder:"N" help:"-c: context size (default: the model's)."`
-	BatchSize   string   `short:"b" name:"batch-size" placeholder:"N" help:"-b: logical batch (default 2048)."`
-	UBatchSize  string   `name:"ubatch-size" placeholder:"N" help:"-ub: physical batch, which sizes the compute buffers (default 512)."`
-	Parallel    string   `name:"parallel" placeholder:"N" help:"-np: server slots (default auto: 4 sharing one cache)."`
-	CacheTypeK  string   `name:"cache-type-k" placeholder:"TYPE" help:"-ctk: K cache type (f16, q8_0, …)."`
-	CacheTypeV  string   `name:"cache-type-v" placeholder:"TYPE" help:"-ctv: V cache type."`
-	FlashAttn   string   `name:"flash-attn" placeholder:"on|off|auto" help:"-fa: flash attention (default auto)."`
-	KVOffload   bool     `name:"kv-offload" negatable:"" default:"true" help:"-kvo/-nkvo: KV cache on the layers' devices (default) or all on the CPU."`
-	KVUnified   bool     `name:"kv-unified" negatable:"" help:"-kvu/-no-kvu: one KV cache for all slots."`
-	SWAFull     bool     `name:"swa-full" help:"Full-size sliding-window cache."`
-	Mmap        bool     `name:"mmap" negatable:"" default:"true" help:"--no-mmap: read weights into memory instead of mapping the file."`
-	Mlock       bool     `name:"mlock" help:"Lock weights in RAM (llama.cpp: no mmap)."`
-	DirectIO    bool     `name:"direct-io" negatable:"" help:"-dio: direct I/O (no mmap)."`
-	LoadMode    string   `name:"load-mode" placeholder:"MODE" help:"-lm: auto, none, mmap, mlock, mmap+mlock or dio."`
-	NoHost      bool     `name:"no-host" help:"Skip the pinned host buffer (lets the CPU repack weights)."`
-	Repack      bool     `name:"repack" negatable:"" default:"true" help:"-nr: --no-repack disables the CPU's repacked layouts."`
-	OpOffload   bool     `name:"op-offload" negatable:"" default:"true" help:"--no-op-offload: never run CPU-held weights on the GPU."`
-	Fit         string   `name:"fit" placeholder:"on|off" help:"-fit: adjust unset -c, -ngl and overrides to the free memory (default on)."`
-	FitTarget   string   `name:"fit-target" placeholder:"MiB,..." help:"-fitt: free memory --fit keeps per device (default 1024)."`
-	FitCtx      string   `name:"fit-ctx" placeholder:"N" help:"-fitc: smallest context --fit may choose (default 4096)."`
+	GPULayers   string   `name:"n-gpu-layers" placeholder:"N|auto|all" group:"placement" help:"-ngl, --gpu-layers: layers to offload, counting the output layer first (default auto)."`
+	Override    []string `name:"override-tensor" sep:"none" placeholder:"PATTERN=BUFFER,..." group:"placement" help:"-ot: put tensors whose name matches the regex on a buffer type (CPU, CUDA0, …); repeatable, first match wins."`
+	CPUMoE      bool     `name:"cpu-moe" group:"placement" help:"-cmoe: keep every layer's routed experts on the CPU."`
+	NCPUMoE     []string `name:"n-cpu-moe" sep:"none" placeholder:"N" group:"placement" help:"-ncmoe: keep the routed experts of the first N blocks on the CPU."`
+	TensorSplit string   `name:"tensor-split" placeholder:"N0,N1,..." group:"devices" help:"-ts: share of the layers per GPU."`
+	SplitMode   string   `name:"split-mode" placeholder:"none|layer|row" group:"devices" help:"-sm: how to split across GPUs (default layer)."`
+	MainGPU     string   `name:"main-gpu" placeholder:"INDEX" group:"devices" help:"-mg: the GPU for -sm none."`
+	Device      string   `name:"device" placeholder:"DEV,..." group:"devices" help:"-dev: the GPUs to use, or none."`
+	CtxSize     string   `short:"c" name:"ctx-size" placeholder:"N" group:"memory" help:"-c: context size (default: the model's)."`
+	BatchSize   string   `short:"b" name:"batch-size" placeholder:"N" group:"memory" help:"-b: logical batch (default 2048)."`
+	UBatchSize  string   `name:"ubatch-size" placeholder:"N" group:"memory" help:"-ub: physical batch, which sizes the compute buffers (default 512)."`
+	Parallel    string   `name:"parallel" placeholder:"N" group:"memory" help:"-np: server slots (default auto: 4 sharing one cache)."`
+	CacheTypeK  string   `name:"cache-type-k" placeholder:"TYPE" group:"memory" help:"-ctk: K cache type (f16, q8_0, …)."`
+	CacheTypeV  string   `name:"cache-type-v" placeholder:"TYPE" group:"memory" help:"-ctv: V cache type."`
+	FlashAttn   string   `name:"flash-attn" placeholder:"on|off|auto" group:"memory" help:"-fa: flash attention (default auto)."`
+	KVOffload   bool     `name:"kv-offload" negatable:"" default:"true" group:"memory" help:"-kvo/-nkvo: KV cache on the layers' devices (default) or all on the CPU."`
+	KVUnified   bool     `name:"kv-unified" negatable:"" group:"memory" help:"-kvu/-no-kvu: one KV cache for all slots."`
+	SWAFull     bool     `name:"swa-full" group:"memory" help:"Full-size sliding-window cache."`
+	Mmap        bool     `name:"mmap" negatable:"" default:"true" group:"memory" help:"--no-mmap: read weights into memory instead of mapping the file."`
+	Mlock       bool     `name:"mlock" group:"memory" help:"Lock weights in RAM (llama.cpp: no mmap)."`
+	DirectIO    bool     `name:"direct-io" negatable:"" group:"memory" help:"-dio: direct I/O (no mmap)."`
+	LoadMode    string   `name:"load-mode" placeholder:"MODE" group:"memory" help:"-lm: auto, none, mmap, mlock, mmap+mlock or dio."`
+	NoHost      bool     `name:"no-host" group:"memory" help:"Skip the pinned host buffer (lets the CPU repack weights)."`
+	Repack      bool     `name:"repack" negatable:"" default:"true" group:"memory" help:"-nr: --no-repack disables the CPU's repacked layouts."`
+	OpOffload   bool     `name:"op-offload" negatable:"" default:"true" group:"memory" help:"--no-op-offload: never run CPU-held weights on the GPU."`
+	Fit         string   `name:"fit" placeholder:"on|off" group:"placement" help:"-fit: adjust unset -c, -ngl and overrides to the free memory (default on)."`
+	FitTarget   string   `name:"fit-target" placeholder:"MiB,..." group:"placement" help:"-fitt: free memory --fit keeps per device (default 1024)."`
+	FitCtx      string   `name:"fit-ctx" placeholder:"N" group:"placement" help:"-fitc: smallest context --fit may choose (default 4096)."`
 
-	GPU       string `name:"gpu" placeholder:"SIZE" help:"Dry run with one GPU (CUDA0) with this much free memory: 8GiB, 8G, 8192MiB."`
-	GPUs      string `name:"gpus" placeholder:"SIZE,..." help:"Dry run with several GPUs: 24GiB,24GiB."`
-	DeviceMem string `name:"device-mem" placeholder:"NAME=SIZE,..." help:"Dry run with named devices: CUDA0=8GiB,CUDA1=12GiB."`
-	RAM       string `name:"ram" placeholder:"SIZE" help:"The host's RAM, to check it (default: not checked)."`
-	Semantics string `name:"semantics" default:"llama.cpp" enum:"llama.cpp,ik_llama.cpp" help:"Whose rules to apply: llama.cpp or ik_llama.cpp."`
+	GPU       string `name:"gpu" placeholder:"SIZE" group:"devices" help:"Dry run with one GPU (CUDA0) with this much free memory: 8GiB, 8G, 8192MiB."`
+	GPUs      string `name:"gpus" placeholder:"SIZE,..." group:"devices" help:"Dry run with several GPUs: 24GiB,24GiB."`
+	DeviceMem string `name:"device-mem" placeholder:"NAME=SIZE,..." group:"devices" help:"Dry run with named devices: CUDA0=8GiB,CUDA1=12GiB."`
+	RAM       string `name:"ram" placeholder:"SIZE" group:"devices" help:"The host's RAM, to check it (default: not checked)."`
+	Semantics string `name:"semantics" default:"llama.cpp" enum:"llama.cpp,ik_llama.cpp" group:"placement" help:"Whose rules to apply: llama.cpp or ik_llama.cpp."`
 
 	LlamaIgnored []string `name:"llama-ignored" hidden:"" sep:"none"`
 

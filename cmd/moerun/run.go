@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/moerun/moerun/backend"
-	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/moe"
 	"github.com/moerun/moerun/placement"
@@ -26,45 +24,47 @@ import (
 // llama.cpp's placement and sampling flags (a pasted command line means the same; options
 // run does not use are reported as ignored).
 type runCmd struct {
-	Model     string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)."`
-	Prompt    string `short:"p" name:"prompt" placeholder:"TEXT" help:"Prompt text (escapes such as \\n are processed unless --no-escape)."`
-	File      string `short:"f" name:"file" placeholder:"FILE" type:"path" help:"Read the prompt from a file."`
-	PromptIDs string `name:"prompt-ids" placeholder:"ID,..." help:"Token ids instead of a text prompt: 1,2,3 (no BOS is added)."`
+	Model     string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
+	Prompt    string `short:"p" name:"prompt" placeholder:"TEXT" help:"Prompt text (escapes such as \\n are processed unless --no-escape)." group:"generation"`
+	File      string `short:"f" name:"file" placeholder:"FILE" type:"path" help:"Read the prompt from a file." group:"generation"`
+	PromptIDs string `name:"prompt-ids" placeholder:"ID,..." help:"Token ids instead of a text prompt: 1,2,3 (no BOS is added)." group:"generation"`
 
-	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens to generate; -1 until an end-of-generation token or a full context."`
-	Threads          int     `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)."`
-	Seed             int64   `short:"s" name:"seed" default:"-1" help:"-s: sampling seed; -1 for a random one."`
-	Temperature      float32 `name:"temperature" default:"0.8" help:"--temp: sampling temperature; 0 or less is greedy."`
-	TopK             int     `name:"top-k" default:"40" env:"LLAMA_ARG_TOP_K" help:"Keep the k most likely tokens (0: all)."`
-	TopP             float32 `name:"top-p" default:"0.95" help:"Keep the most likely tokens up to this probability mass (1: off)."`
-	MinP             float32 `name:"min-p" default:"0.05" help:"Drop tokens less likely than this fraction of the best (0: off)."`
-	RepeatPenalty    float32 `name:"repeat-penalty" default:"1" help:"Penalize repeated tokens (1: off)."`
-	RepeatLastN      int     `name:"repeat-last-n" default:"64" help:"How many recent tokens the penalties consider (-1: the context)."`
-	PresencePenalty  float32 `name:"presence-penalty" default:"0" help:"Presence penalty (0: off)."`
-	FrequencyPenalty float32 `name:"frequency-penalty" default:"0" help:"Frequency penalty (0: off)."`
-	IgnoreEOS        bool    `name:"ignore-eos" help:"Do not stop at end-of-generation tokens."`
-	SER              string  `name:"smart-expert-reduction" placeholder:"KMIN,T" help:"-ser: smart expert reduction (ik_llama.cpp): beyond the KMIN best experts, drop those scored below T times the best."`
-	Escape           bool    `name:"escape" negatable:"" default:"true" help:"-e: process escapes in the prompt (--no-escape: take it literally)."`
-	Special          bool    `name:"special" help:"-sp: print special tokens."`
+	NPredict int `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens to generate; -1 until an end-of-generation token or a full context." group:"generation"`
+	Threads  int `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
+	samplingFlags
+	IgnoreEOS bool   `name:"ignore-eos" help:"Do not stop at end-of-generation tokens." group:"generation"`
+	SER       string `name:"smart-expert-reduction" placeholder:"KMIN,T" help:"-ser: smart expert reduction (ik_llama.cpp): beyond the KMIN best experts, drop those scored below T times the best." group:"generation"`
+	Escape    bool   `name:"escape" negatable:"" default:"true" help:"-e: process escapes in the prompt (--no-escape: take it literally)." group:"generation"`
+	Special   bool   `name:"special" help:"-sp: print special tokens." group:"generation"`
 
-	Attention   string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention (F16 queries and accumulator); precise computes in float32, faster on long contexts."`
-	ExpertStats string `name:"expert-stats" placeholder:"FILE" type:"path" help:"Write routing statistics (per layer and expert: selections and summed weight) as JSON."`
-	PrintIDs    bool   `name:"print-ids" help:"Print the generated token ids on one line, space-separated, instead of text."`
-	LogitsOut   string `name:"logits-out" placeholder:"FILE" type:"path" help:"Write the logits after the prompt as a JSON array."`
+	Attention   string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention (F16 queries and accumulator); precise computes in float32, faster on long contexts." group:"generation"`
+	ExpertStats string `name:"expert-stats" placeholder:"FILE" type:"path" help:"Write routing statistics (per layer and expert: selections and summed weight) as JSON." group:"output"`
+	PrintIDs    bool   `name:"print-ids" help:"Print the generated token ids on one line, space-separated, instead of text." group:"output"`
+	LogitsOut   string `name:"logits-out" placeholder:"FILE" type:"path" help:"Write the logits after the prompt as a JSON array." group:"output"`
 
 	placementFlags `embed:""`
+}
+
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*runCmd) Help() string {
+	return "Computes on this machine's CPU (the CUDA backend is not written yet). Takes llama-cli's sampling flags and llama-server's placement flags. Guide: docs/guide.md.\n" +
+		"\n" +
+		"Example (the tiny test model, greedy):\n" +
+		"\n" +
+		"    moerun run -m testdata/models/tiny-qwen3moe.gguf -p \"Hello\" -n 8 --temp 0"
 }
 
 // runLlamaOptions are the llama.cpp options run reads (by key, see llamaargs.go); others in
 // a pasted command line are accepted and reported as ignored.
 var runLlamaOptions = map[string]bool{
-	"model": true, "n-predict": true, "threads": true, "seed": true, "temperature": true, "top-k": true,
-	"top-p": true, "min-p": true, "repeat-penalty": true, "repeat-last-n": true, "presence-penalty": true,
-	"frequency-penalty": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
+	"model": true, "n-predict": true, "threads": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
 }
 
 func init() {
 	for key := range placeHandlers {
+		runLlamaOptions[key] = true
+	}
+	for _, key := range samplingOptions {
 		runLlamaOptions[key] = true
 	}
 }
@@ -80,7 +80,7 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	sp, err := c.samplerParams()
+	sp, err := c.params()
 	if err != nil {
 		return err
 	}
@@ -90,18 +90,11 @@ func (c *runCmd) Run(e *env) error {
 	}
 	rules.Parallel = 1 // one sequence, as llama-completion
 
-	f, err := gguf.Open(c.Model)
+	f, vocab, err := openRunnable(c.Model)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := moe.CheckArchitecture(f.Metadata.Arch()); err != nil {
-		return badInput("%s: %v", c.Model, err)
-	}
-	vocab, err := tokenizer.Load(f.Metadata)
-	if err != nil {
-		return badInput("%s: %v", c.Model, err)
-	}
 	prompt, err := c.promptTokens(vocab)
 	if err != nil {
 		return err
@@ -141,16 +134,8 @@ func (c *runCmd) Run(e *env) error {
 // newContext places the model on this machine's CPU with llama.cpp's rules, loads it and
 // makes a context with the flags' cache, SER and statistics settings.
 func (c *runCmd) newContext(f *gguf.File, rules placement.Rules, pool *tensor.Pool, ser moe.SER) (*moe.Context, error) {
-	host := cpu.New(cpu.Options{Pool: pool})
-	plan, err := placement.Place(placement.Model{Name: c.Model, Metadata: f.Metadata, Tensors: f.Tensors}, rules, []backend.Device{host.Device()})
+	model, plan, err := loadOnCPU(c.Model, f, rules, pool)
 	if err != nil {
-		return nil, placeError(err)
-	}
-	model, err := moe.Load(f, plan, []backend.Backend{host}, moe.Options{Host: pool})
-	if err != nil {
-		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
-			return nil, usageError{err}
-		}
 		return nil, err
 	}
 	opts := moe.DefaultContextOptions()
@@ -252,26 +237,6 @@ func (c *runCmd) promptTokens(v *tokenizer.Vocab) ([]int32, error) {
 		return nil, badInput("the prompt is empty")
 	}
 	return ids, nil
-}
-
-// samplerParams reads the sampling flags with llama.cpp's meanings.
-func (c *runCmd) samplerParams() (moe.SamplerParams, error) {
-	p := moe.DefaultSampler()
-	p.Temperature, p.TopK, p.TopP, p.MinP = c.Temperature, c.TopK, c.TopP, c.MinP
-	p.RepeatPenalty, p.PenaltyLastN = c.RepeatPenalty, c.RepeatLastN
-	p.PresencePenalty, p.FrequencyPenalty = c.PresencePenalty, c.FrequencyPenalty
-	switch {
-	case c.Seed == -1:
-		p.Seed = moe.RandomSeed
-	case c.Seed < 0 || c.Seed > math.MaxUint32:
-		return p, badInput("-s %d: the seed is -1 (random) or 0..%d", c.Seed, uint32(math.MaxUint32))
-	default:
-		p.Seed = uint32(c.Seed)
-	}
-	if err := p.Validate(); err != nil {
-		return p, badInput("%v", err)
-	}
-	return p, nil
 }
 
 // randomSeed draws a seed from the system, as llama.cpp does for seed -1.

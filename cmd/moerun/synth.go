@@ -15,40 +15,47 @@ import (
 
 type synthCmd struct {
 	Spec   string `arg:"" optional:"" help:"Model to build: PRESET[:MIX], e.g. deepseek-v3:q4_k_m (see --list). The mix defaults to q4_k_m (mxfp4 for gpt-oss)." placeholder:"PRESET[:MIX]"`
-	Output string `short:"o" help:"File to write." placeholder:"FILE"`
-	List   bool   `help:"List the presets with their parameter counts and file size per mix."`
-	JSON   bool   `name:"json" help:"With --list: write JSON instead of a table."`
+	Output string `short:"o" help:"File to write." placeholder:"FILE" group:"output"`
+	List   bool   `help:"List the presets with their parameter counts and file size per mix." group:"output"`
+	JSON   bool   `name:"json" help:"With --list: write JSON instead of a table." group:"output"`
 
-	Sparse bool   `help:"Write the header and extend the file to its full size without writing data (the default): free on disk, the weights read as zeros." xor:"mode"`
-	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers." xor:"mode"`
-	Seed   uint64 `help:"Seed of --random; the same seed gives the same bytes." default:"1"`
+	Sparse bool   `help:"Write the header and extend the file to its full size without writing data (the default): free on disk, the weights read as zeros." xor:"mode" group:"weights"`
+	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers." xor:"mode" group:"weights"`
+	Seed   uint64 `help:"Seed of --random; the same seed gives the same bytes." default:"1" group:"weights"`
 
-	Vocab   string `help:"Copy the tokenizer (the tokenizer.* keys) from this GGUF, e.g. testdata/vocab/ggml-vocab-qwen3.gguf. Default: a small built-in byte-level BPE vocabulary." placeholder:"FILE.gguf"`
-	Imatrix bool   `help:"Choose tensor types as llama-quantize does with an importance matrix (changes ffn_down in q4_0 and iq4_xs)."`
+	Vocab   string `help:"Copy the tokenizer (the tokenizer.* keys) from this GGUF, e.g. testdata/vocab/ggml-vocab-qwen3.gguf. Default: a small built-in byte-level BPE vocabulary." placeholder:"FILE.gguf" group:"weights"`
+	Imatrix bool   `help:"Choose tensor types as llama-quantize does with an importance matrix (changes ffn_down in q4_0 and iq4_xs)." group:"weights"`
 
-	Layers           int  `help:"Keep the first N blocks (multi-token-prediction blocks stay after them)." placeholder:"N"`
-	NoMTP            bool `name:"no-mtp" help:"Leave out multi-token-prediction blocks, like the converter's --no-mtp."`
-	NEmbd            int  `name:"n-embd" help:"Embedding length (hidden size)." placeholder:"N"`
-	NFF              int  `name:"n-ff" help:"Dense feed-forward length." placeholder:"N"`
-	Experts          int  `help:"Routed experts per MoE layer." placeholder:"N"`
-	ExpertsUsed      int  `help:"Experts used per token." placeholder:"N"`
-	ExpertFF         int  `name:"expert-ff" help:"Feed-forward length of one expert." placeholder:"N"`
-	SharedFF         int  `name:"shared-ff" help:"Feed-forward length of the shared expert (qwen2moe, qwen35moe)." placeholder:"N"`
-	LeadingDense     int  `help:"Leading blocks with a dense FFN (deepseek2, glm4moe)." placeholder:"N"`
-	ExpertGroups     int  `help:"Expert groups (deepseek2)." placeholder:"N"`
-	ExpertGroupsUsed int  `help:"Expert groups used per token." placeholder:"N"`
-	Heads            int  `help:"Attention heads." placeholder:"N"`
-	HeadsKV          int  `name:"heads-kv" help:"Key/value heads." placeholder:"N"`
-	HeadDim          int  `help:"Head dimension (MLA: qk_nope + qk_rope)." placeholder:"N"`
-	VHeadDim         int  `name:"v-head-dim" help:"MLA value head dimension." placeholder:"N"`
-	RopeDim          int  `help:"Rotary dimensions (where the model has partial rotary or MLA)." placeholder:"N"`
-	QLoraRank        int  `name:"q-lora-rank" help:"MLA query LoRA rank." placeholder:"N"`
-	KVLoraRank       int  `name:"kv-lora-rank" help:"MLA key/value LoRA rank." placeholder:"N"`
-	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe)." placeholder:"N"`
-	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe)." placeholder:"N"`
-	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe)." placeholder:"N"`
-	VocabSize        int  `help:"Vocabulary size (rows of token_embd and output)." placeholder:"N"`
-	Context          int  `help:"Training context length." placeholder:"N"`
+	Layers           int  `help:"Keep the first N blocks (multi-token-prediction blocks stay after them)." placeholder:"N" group:"shape"`
+	NoMTP            bool `name:"no-mtp" help:"Leave out multi-token-prediction blocks, like the converter's --no-mtp." group:"shape"`
+	NEmbd            int  `name:"n-embd" help:"Embedding length (hidden size)." placeholder:"N" group:"shape"`
+	NFF              int  `name:"n-ff" help:"Dense feed-forward length." placeholder:"N" group:"shape"`
+	Experts          int  `help:"Routed experts per MoE layer." placeholder:"N" group:"shape"`
+	ExpertsUsed      int  `help:"Experts used per token." placeholder:"N" group:"shape"`
+	ExpertFF         int  `name:"expert-ff" help:"Feed-forward length of one expert." placeholder:"N" group:"shape"`
+	SharedFF         int  `name:"shared-ff" help:"Feed-forward length of the shared expert (qwen2moe, qwen35moe)." placeholder:"N" group:"shape"`
+	LeadingDense     int  `help:"Leading blocks with a dense FFN (deepseek2, glm4moe)." placeholder:"N" group:"shape"`
+	ExpertGroups     int  `help:"Expert groups (deepseek2)." placeholder:"N" group:"shape"`
+	ExpertGroupsUsed int  `help:"Expert groups used per token." placeholder:"N" group:"shape"`
+	Heads            int  `help:"Attention heads." placeholder:"N" group:"shape"`
+	HeadsKV          int  `name:"heads-kv" help:"Key/value heads." placeholder:"N" group:"shape"`
+	HeadDim          int  `help:"Head dimension (MLA: qk_nope + qk_rope)." placeholder:"N" group:"shape"`
+	VHeadDim         int  `name:"v-head-dim" help:"MLA value head dimension." placeholder:"N" group:"shape"`
+	RopeDim          int  `help:"Rotary dimensions (where the model has partial rotary or MLA)." placeholder:"N" group:"shape"`
+	QLoraRank        int  `name:"q-lora-rank" help:"MLA query LoRA rank." placeholder:"N" group:"shape"`
+	KVLoraRank       int  `name:"kv-lora-rank" help:"MLA key/value LoRA rank." placeholder:"N" group:"shape"`
+	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe)." placeholder:"N" group:"shape"`
+	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe)." placeholder:"N" group:"shape"`
+	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe)." placeholder:"N" group:"shape"`
+	VocabSize        int  `help:"Vocabulary size (rows of token_embd and output)." placeholder:"N" group:"shape"`
+	Context          int  `help:"Training context length." placeholder:"N" group:"shape"`
+}
+
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*synthCmd) Help() string {
+	return "Example (DeepSeek-V3's 404 GB layout in about 3 MB of disk, readable by llama.cpp):\n" +
+		"\n" +
+		"    moerun synth deepseek-v3:q4_k_m -o deepseek-v3.gguf"
 }
 
 func (c *synthCmd) Run(e *env) error {

@@ -17,6 +17,14 @@ type templateCmd struct {
 	Var                []string `help:"Extra template variable name=value; the value is read as JSON when it is JSON (true, 3, \"x\", {...}), else as a string. Repeatable." placeholder:"NAME=VALUE"`
 }
 
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*templateCmd) Help() string {
+	return "Example (a one-message conversation):\n" +
+		"\n" +
+		"    echo '[{\"role\": \"user\", \"content\": \"Hi\"}]' > chat.json\n" +
+		"    moerun template -m testdata/models/tiny-qwen3moe.gguf --messages chat.json"
+}
+
 func (c *templateCmd) Run(e *env) error {
 	v, err := loadVocab(c.Model)
 	if err != nil {

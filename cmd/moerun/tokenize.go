@@ -24,6 +24,13 @@ type tokenizeCmd struct {
 	ShowCount      bool   `name:"show-count" help:"Print the number of tokens at the end."`
 }
 
+// Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
+func (*tokenizeCmd) Help() string {
+	return "Example:\n" +
+		"\n" +
+		"    moerun tokenize -m testdata/models/tiny-qwen3moe.gguf -p \"Hello world\" --ids"
+}
+
 func (c *tokenizeCmd) Run(e *env) error {
 	v, err := loadVocab(c.Model)
 	if err != nil {

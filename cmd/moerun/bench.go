@@ -1,0 +1,652 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
+	"github.com/moerun/moerun/tokenizer"
+)
+
+// benchCmd is `moerun bench`: prompt-processing (pp) and text-generation (tg) speed as
+// llama-bench measures it (tools/llama-bench/llama-bench.cpp): every test runs once to warm
+// up, then -r times from an empty cache; each repetition's tokens/s is one sample, and the
+// table shows their mean ± sample standard deviation. Lists (-p 128,512, -t 1,2,4) run every
+// combination, one row each, in llama-bench's order.
+type benchCmd struct {
+	Model       string   `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
+	NPrompt     []string `short:"p" name:"n-prompt" sep:"none" default:"512" placeholder:"N,..." help:"Prompt lengths to test (pp); llama-bench's lists and ranges: 128,512 or 128-512*2; 0 skips." group:"bench"`
+	NGen        []string `short:"n" name:"n-gen" sep:"none" default:"128" placeholder:"N,..." help:"Generation lengths to test (tg); 0 skips." group:"bench"`
+	Threads     []string `short:"t" name:"threads" sep:"none" placeholder:"N,..." help:"Thread counts to test: 1,2,4 (default: the physical cores)." group:"bench"`
+	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
+	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
+	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
+
+	placementFlags `embed:""`
+}
+
+// Help is the command's detailed help, with an example docs/docs_test.go runs.
+func (*benchCmd) Help() string {
+	return "Example (the tiny test model, one repetition):\n" +
+		"\n" +
+		"    moerun bench -m testdata/models/tiny-qwen3moe.gguf -p 16 -n 8 -r 1"
+}
+
+// benchConfig is one combination of the listed settings; each runs every pp and tg test.
+type benchConfig struct {
+	flags   placementFlags // with single -b, -ub, -ctk, -ctv values
+	rules   placement.Rules
+	threads int
+}
+
+func (c *benchCmd) Run(e *env) error {
+	if c.GPU != "" || c.GPUs != "" || c.DeviceMem != "" {
+		return badInput("--gpu, --gpus and --device-mem describe devices for a dry run (moerun place); bench computes on the devices this machine has")
+	}
+	if c.CtxSize != "" {
+		return badInput("-c: bench sizes each test's context to its tokens, as llama-bench does")
+	}
+	if c.Model == "" {
+		return badInput("no model: give a GGUF file with -m")
+	}
+	if c.Repetitions < 1 {
+		return badInput("-r %d: give at least one repetition", c.Repetitions)
+	}
+	prompts, err := intList("-p", c.NPrompt, 0)
+	if err != nil {
+		return err
+	}
+	gens, err := intList("-n", c.NGen, 0)
+	if err != nil {
+		return err
+	}
+	tests := benchTests(prompts, gens)
+	if len(tests) == 0 {
+		return badInput("nothing to run: every -p and -n length is 0")
+	}
+	configs, err := c.configs()
+	if err != nil {
+		return err
+	}
+
+	f, vocab, err := openRunnable(c.Model)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := benchRunner{cmd: c, f: f, vocab: vocab, info: describeModel(c.Model, f),
+		rng: rand.New(rand.NewPCG(1, 1))} // a fixed sequence, as llama-bench's unseeded std::rand
+	p := newBenchPrinter(c.Output, e.stdout, configs)
+	p.header()
+	for _, cfg := range configs {
+		for _, t := range tests {
+			res, err := r.run(cfg, t)
+			if err != nil {
+				return err
+			}
+			if err := p.row(res); err != nil {
+				return err
+			}
+		}
+	}
+	return p.footer()
+}
+
+// benchTest is a pp test (nPrompt tokens in batches) or a tg test (nGen single tokens).
+type benchTest struct{ nPrompt, nGen int }
+
+// benchTests lists the pp tests, then the tg tests, skipping lengths of 0, as llama-bench.
+func benchTests(prompts, gens []int) []benchTest {
+	var tests []benchTest
+	for _, n := range prompts {
+		if n > 0 {
+			tests = append(tests, benchTest{nPrompt: n})
+		}
+	}
+	for _, n := range gens {
+		if n > 0 {
+			tests = append(tests, benchTest{nGen: n})
+		}
+	}
+	return tests
+}
+
+// configs expands the lists of -b, -ub, -ctk, -ctv and -t in llama-bench's nesting order
+// (threads innermost) and reads each combination's placement rules, so that a bad value is
+// reported before anything runs.
+func (c *benchCmd) configs() ([]benchConfig, error) {
+	batches, err := rangeValues("-b", c.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	ubatches, err := rangeValues("-ub", c.UBatchSize)
+	if err != nil {
+		return nil, err
+	}
+	threads, err := intList("-t", c.Threads, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(threads) == 0 {
+		threads = []int{tensor.DefaultThreads()}
+	}
+	var configs []benchConfig
+	for _, b := range batches {
+		for _, ub := range ubatches {
+			for _, tk := range listValues(c.CacheTypeK) {
+				for _, tv := range listValues(c.CacheTypeV) {
+					flags := c.placementFlags
+					flags.BatchSize, flags.UBatchSize, flags.CacheTypeK, flags.CacheTypeV = b, ub, tk, tv
+					rules, err := flags.rules(os.LookupEnv)
+					if err != nil {
+						return nil, err
+					}
+					rules.Parallel = 1 // one sequence, as llama-bench
+					for _, t := range threads {
+						configs = append(configs, benchConfig{flags: flags, rules: rules, threads: t})
+					}
+				}
+			}
+		}
+	}
+	return configs, nil
+}
+
+// listValues splits a comma list; an unset flag is one empty value, which rules() ignores.
+func listValues(s string) []string { return strings.Split(s, ",") }
+
+// rangeValues expands a flag's llama-bench integer list back into single values for rules().
+func rangeValues(flag, s string) ([]string, error) {
+	if s == "" {
+		return []string{""}, nil
+	}
+	ns, err := intList(flag, []string{s}, 1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = strconv.Itoa(n)
+	}
+	return out, nil
+}
+
+// intRange is one item of llama-bench's integer lists: FIRST[-LAST[(+|*)STEP]].
+var intRange = regexp.MustCompile(`^(\d+)(?:-(\d+)(?:([+*])(\d+))?)?$`)
+
+// maxListLen bounds an expanded list, so that a range such as 1-1000000000 is refused
+// rather than run.
+const maxListLen = 4096
+
+// intList reads every occurrence of a list flag (repeats append, as in llama-bench) into
+// integers, expanding ranges: 1-4 is 1,2,3,4; 1-16*2 is 1,2,4,8,16; 0-512+128 steps by 128.
+// Values below least, and lists that expand to nothing (8-2), are refused.
+func intList(flag string, occurrences []string, least int) ([]int, error) {
+	var out []int
+	for _, occ := range occurrences {
+		for item := range strings.SplitSeq(occ, ",") {
+			m := intRange.FindStringSubmatch(strings.TrimSpace(item))
+			if m == nil {
+				return nil, badInput("%s %q: want numbers or ranges FIRST-LAST[+STEP|*STEP], comma-separated (such as 128,512 or 1-8*2)", flag, occ)
+			}
+			first, err1 := strconv.Atoi(m[1])
+			last, err2 := first, error(nil)
+			if m[2] != "" {
+				last, err2 = strconv.Atoi(m[2])
+			}
+			op, step, err3 := "+", 1, error(nil)
+			if m[3] != "" {
+				op = m[3]
+				step, err3 = strconv.Atoi(m[4])
+			}
+			if err1 != nil || err2 != nil || err3 != nil || max(first, last, step) > math.MaxInt32 {
+				return nil, badInput("%s %q: a number is too large", flag, item)
+			}
+			if first < least {
+				return nil, badInput("%s %q: values start at %d", flag, item, least)
+			}
+			for i := first; i <= last; {
+				if len(out) == maxListLen {
+					return nil, badInput("%s %q: more than %d values", flag, occ, maxListLen)
+				}
+				out = append(out, i)
+				next := i + step
+				if op == "*" {
+					next = i * step
+				}
+				if next <= i {
+					return nil, badInput("%s %q: the range does not advance", flag, item)
+				}
+				i = next
+			}
+		}
+	}
+	if len(occurrences) > 0 && len(out) == 0 {
+		return nil, badInput("%s %q: the ranges are empty (LAST is below FIRST)", flag, strings.Join(occurrences, ","))
+	}
+	return out, nil
+}
+
+// benchRunner runs tests on an open model.
+type benchRunner struct {
+	cmd   *benchCmd
+	f     *gguf.File
+	vocab *tokenizer.Vocab
+	rng   *rand.Rand
+	info  benchModelInfo
+}
+
+// run runs one test with a configuration as llama-bench does: the model placed with the
+// configuration's rules and threads, a context sized to the test's tokens, a warm-up (the
+// whole prompt for pp, one token for tg), then the timed repetitions, each from an empty
+// cache.
+func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
+	rules := cfg.rules
+	rules.CtxSize = t.nPrompt + t.nGen
+	pool := tensor.NewPool(cfg.threads)
+	defer pool.Close()
+	place := runCmd{Model: r.cmd.Model, placementFlags: cfg.flags}
+	ctx, err := place.newContext(r.f, rules, pool, moe.SER{})
+	if err != nil {
+		return benchResult{}, err
+	}
+	w := benchWorkload{ctx: ctx, vocab: r.vocab, rng: r.rng, batch: max(1, min(rules.Batch, ctx.Size()))}
+	res := benchResult{
+		BuildCommit: version(), CPUInfo: cpuName(), Backends: "CPU",
+		ModelFilename: r.cmd.Model, ModelType: r.info.desc, ModelSize: r.info.size, ModelNParams: r.info.params,
+		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
+		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
+		NPrompt: t.nPrompt, NGen: t.nGen, TestTime: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+	}
+	if r.cmd.Warmup {
+		if err := w.run(benchTest{nPrompt: t.nPrompt, nGen: min(t.nGen, 1)}); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for range r.cmd.Repetitions {
+		ctx.Reset()
+		start := time.Now()
+		if err := w.run(t); err != nil {
+			return res, err
+		}
+		res.SamplesNS = append(res.SamplesNS, uint64(max(1, time.Since(start).Nanoseconds())))
+	}
+	res.summarize()
+	return res, nil
+}
+
+// benchWorkload feeds a context llama-bench's tokens: random ones, after the BOS token
+// where the model adds one.
+type benchWorkload struct {
+	ctx   *moe.Context
+	vocab *tokenizer.Vocab
+	rng   *rand.Rand
+	batch int // -b: tokens per Eval call, which splits them into ubatches
+}
+
+func (w *benchWorkload) randomToken() int32 { return int32(w.rng.IntN(w.vocab.Len())) }
+
+func (w *benchWorkload) firstToken() int32 {
+	if w.vocab.AddBOS && w.vocab.BOS >= 0 {
+		return w.vocab.BOS
+	}
+	return w.randomToken()
+}
+
+// run evaluates a test's prompt, then its generated tokens.
+func (w *benchWorkload) run(t benchTest) error {
+	if t.nPrompt > 0 {
+		if err := w.prompt(t.nPrompt); err != nil {
+			return err
+		}
+	}
+	if t.nGen > 0 {
+		return w.generate(t.nGen)
+	}
+	return nil
+}
+
+// prompt evaluates n tokens in batches of w.batch, as llama-bench's test_prompt.
+func (w *benchWorkload) prompt(n int) error {
+	tokens := make([]int32, 0, w.batch)
+	for done := 0; done < n; {
+		tokens = tokens[:min(n-done, w.batch)]
+		for i := range tokens {
+			tokens[i] = w.randomToken()
+		}
+		if done == 0 {
+			tokens[0] = w.firstToken()
+		}
+		if _, err := w.ctx.Eval(tokens, false); err != nil {
+			return err
+		}
+		done += len(tokens)
+	}
+	return nil
+}
+
+// generate evaluates n single tokens, as llama-bench's test_gen (which ignores the logits).
+func (w *benchWorkload) generate(n int) error {
+	token := []int32{w.firstToken()}
+	for range n {
+		if _, err := w.ctx.Eval(token, false); err != nil {
+			return err
+		}
+		token[0] = w.randomToken()
+	}
+	return nil
+}
+
+// benchResult is one test's row, with llama-bench's JSON field names for the fields moerun
+// has (see docs/benchmarks.md).
+type benchResult struct {
+	BuildCommit   string    `json:"build_commit"`
+	CPUInfo       string    `json:"cpu_info"`
+	Backends      string    `json:"backends"`
+	ModelFilename string    `json:"model_filename"`
+	ModelType     string    `json:"model_type"`
+	ModelSize     uint64    `json:"model_size"`
+	ModelNParams  uint64    `json:"model_n_params"`
+	NBatch        int       `json:"n_batch"`
+	NUBatch       int       `json:"n_ubatch"`
+	NThreads      int       `json:"n_threads"`
+	TypeK         string    `json:"type_k"`
+	TypeV         string    `json:"type_v"`
+	NPrompt       int       `json:"n_prompt"`
+	NGen          int       `json:"n_gen"`
+	NDepth        int       `json:"n_depth"`
+	TestTime      string    `json:"test_time"`
+	AvgNS         uint64    `json:"avg_ns"`
+	StddevNS      uint64    `json:"stddev_ns"`
+	AvgTS         float64   `json:"avg_ts"`
+	StddevTS      float64   `json:"stddev_ts"`
+	SamplesNS     []uint64  `json:"samples_ns"`
+	SamplesTS     []float64 `json:"samples_ts"`
+}
+
+// summarize computes the samples' tokens/s and the means and standard deviations, as
+// llama-bench: each repetition's speed is a sample, and t/s is the mean of those speeds
+// (not the tokens over the summed time).
+func (r *benchResult) summarize() {
+	tokens := float64(r.NPrompt + r.NGen)
+	ns := make([]float64, len(r.SamplesNS))
+	r.SamplesTS = make([]float64, len(r.SamplesNS))
+	for i, t := range r.SamplesNS {
+		ns[i] = float64(t)
+		r.SamplesTS[i] = 1e9 * tokens / float64(t)
+	}
+	avgNS, sdNS := meanStddev(ns)
+	r.AvgNS, r.StddevNS = uint64(avgNS), uint64(sdNS)
+	r.AvgTS, r.StddevTS = meanStddev(r.SamplesTS)
+}
+
+// meanStddev is the mean and the sample standard deviation (n−1 in the denominator, as
+// llama-bench); the deviation of fewer than two samples is 0.
+func meanStddev(xs []float64) (mean, stddev float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var sq float64
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sq / float64(len(xs)-1))
+}
+
+// testName is llama-bench's test column: pp512, tg128.
+func (r *benchResult) testName() string {
+	if r.NGen == 0 {
+		return fmt.Sprintf("pp%d", r.NPrompt)
+	}
+	return fmt.Sprintf("tg%d", r.NGen)
+}
+
+// benchModelInfo is what llama-bench shows of a model: its description, and the bytes and
+// elements of all its tensors.
+type benchModelInfo struct {
+	desc         string
+	size, params uint64
+}
+
+// describeModel builds llama.cpp's model description "ARCH TYPE FTYPE". llama.cpp derives
+// TYPE (30B.A3B) from per-architecture layer counts; moerun uses the file's
+// general.size_label when it has one, and llama.cpp's "?B" for an unknown size otherwise.
+func describeModel(path string, f *gguf.File) benchModelInfo {
+	var info benchModelInfo
+	counts := map[tensor.Type]int{}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		info.size += uint64(t.Size)
+		info.params += uint64(t.Elements())
+		counts[t.Type]++
+	}
+	arch := f.Metadata.Arch()
+	if arch == "" {
+		arch = filepath.Base(path)
+	}
+	size, err := f.Metadata.StringOr("general.size_label", "?B")
+	if err != nil || size == "" {
+		size = "?B" // a label of another type is no label
+	}
+	info.desc = arch + " " + size + " " + fileTypeName(f.Metadata, counts)
+	return info
+}
+
+// ftypeNames are llama.cpp's names of its file types (llama_ftype_name), by llama_ftype.
+var ftypeNames = map[uint32]string{
+	0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+	10: "Q2_K - Medium", 11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large",
+	14: "Q4_K - Small", 15: "Q4_K - Medium", 16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K",
+	19: "IQ2_XXS - 2.0625 bpw", 20: "IQ2_XS - 2.3125 bpw", 21: "Q2_K - Small", 22: "IQ3_XS - 3.3 bpw",
+	23: "IQ3_XXS - 3.0625 bpw", 24: "IQ1_S - 1.5625 bpw", 25: "IQ4_NL - 4.5 bpw", 26: "IQ3_S - 3.4375 bpw",
+	27: "IQ3_S mix - 3.66 bpw", 28: "IQ2_S - 2.5 bpw", 29: "IQ2_M - 2.7 bpw", 30: "IQ4_XS - 4.25 bpw",
+	31: "IQ1_M - 1.75 bpw", 32: "BF16", 36: "TQ1_0 - 1.69 bpw ternary", 37: "TQ2_0 - 2.06 bpw ternary",
+	38: "MXFP4 MoE", 39: "NVFP4", 40: "Q1_0", 41: "Q2_0",
+}
+
+// guessedFileTypes is the file type llama.cpp guesses from a file's most common tensor type
+// when general.file_type is missing.
+var guessedFileTypes = map[tensor.Type]uint32{
+	tensor.F32: 0, tensor.F16: 1, tensor.BF16: 32, tensor.Q4_0: 2, tensor.Q4_1: 3, tensor.Q5_0: 8,
+	tensor.Q5_1: 9, tensor.Q8_0: 7, tensor.Q2_K: 10, tensor.Q3_K: 12, tensor.Q4_K: 15, tensor.Q5_K: 17,
+	tensor.Q6_K: 18, tensor.TQ1_0: 36, tensor.TQ2_0: 37, tensor.IQ2_XXS: 19, tensor.IQ2_XS: 20,
+	tensor.IQ2_S: 28, tensor.IQ3_XXS: 23, tensor.IQ1_S: 24, tensor.IQ1_M: 31, tensor.IQ4_NL: 25,
+	tensor.IQ4_XS: 30, tensor.IQ3_S: 26, tensor.NVFP4: 39, tensor.Q1_0: 40, tensor.Q2_0: 41,
+}
+
+func fileTypeName(md gguf.Metadata, counts map[tensor.Type]int) string {
+	if ft, err := md.Uint("general.file_type"); err == nil {
+		if name, ok := ftypeNames[uint32(ft)]; ok && ft <= math.MaxUint32 {
+			return name
+		}
+		return "unknown, may not work"
+	}
+	best, bestCount := tensor.F32, -1
+	for t, n := range counts {
+		if n > bestCount || n == bestCount && t < best { // lowest id on ties, for a stable answer
+			best, bestCount = t, n
+		}
+	}
+	name := "unknown, may not work"
+	if ft, known := guessedFileTypes[best]; known {
+		name = ftypeNames[ft]
+	}
+	return "(guessed) " + name
+}
+
+// benchPrinter writes results as they come.
+type benchPrinter interface {
+	header()
+	row(r benchResult) error
+	footer() error
+}
+
+func newBenchPrinter(format string, w io.Writer, configs []benchConfig) benchPrinter {
+	switch format {
+	case "json":
+		return &jsonBenchPrinter{w: w}
+	case "jsonl":
+		return &jsonBenchPrinter{w: w, lines: true}
+	}
+	return &markdownBenchPrinter{w: w, columns: markdownColumns(configs)}
+}
+
+// jsonBenchPrinter writes one object per test: an indented JSON array, as llama-bench -o
+// json, or with lines one compact object a line, as -o jsonl.
+type jsonBenchPrinter struct {
+	w     io.Writer
+	lines bool
+	count int
+}
+
+func (p *jsonBenchPrinter) header() {
+	if !p.lines {
+		fmt.Fprint(p.w, "[\n")
+	}
+}
+
+func (p *jsonBenchPrinter) row(r benchResult) error {
+	if p.lines {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		return err
+	}
+	b, err := json.MarshalIndent(r, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ""
+	if p.count > 0 {
+		sep = ",\n"
+	}
+	p.count++
+	_, err = fmt.Fprintf(p.w, "%s  %s", sep, b)
+	return err
+}
+
+func (p *jsonBenchPrinter) footer() error {
+	if p.lines {
+		return nil
+	}
+	_, err := fmt.Fprint(p.w, "\n]\n")
+	return err
+}
+
+// markdownColumn is one column of llama-bench's markdown table: its title, its width
+// (negative: left-aligned) and its value.
+type markdownColumn struct {
+	title string
+	width int
+	value func(r *benchResult) string
+}
+
+// markdownColumns are llama-bench's columns for a CPU backend: model, size, params,
+// backend, threads, then each setting given other than its default or with several values,
+// then test and t/s.
+func markdownColumns(configs []benchConfig) []markdownColumn {
+	cols := []markdownColumn{
+		{"model", -30, func(r *benchResult) string { return r.ModelType }},
+		{"size", 10, func(r *benchResult) string { return formatSize(r.ModelSize) }},
+		{"params", 10, func(r *benchResult) string { return formatParams(r.ModelNParams) }},
+		{"backend", -10, func(r *benchResult) string { return r.Backends }},
+		{"threads", 7, func(r *benchResult) string { return strconv.Itoa(r.NThreads) }},
+	}
+	def := placement.DefaultRules()
+	varies := func(value func(placement.Rules) string) bool {
+		for _, c := range configs {
+			if value(c.rules) != value(def) || value(c.rules) != value(configs[0].rules) {
+				return true
+			}
+		}
+		return false
+	}
+	if varies(func(r placement.Rules) string { return strconv.Itoa(r.Batch) }) {
+		cols = append(cols, markdownColumn{"n_batch", 7, func(r *benchResult) string { return strconv.Itoa(r.NBatch) }})
+	}
+	if varies(func(r placement.Rules) string { return strconv.Itoa(r.UBatch) }) {
+		cols = append(cols, markdownColumn{"n_ubatch", 8, func(r *benchResult) string { return strconv.Itoa(r.NUBatch) }})
+	}
+	if varies(func(r placement.Rules) string { return r.CacheK.Info().Name }) {
+		cols = append(cols, markdownColumn{"type_k", 6, func(r *benchResult) string { return r.TypeK }})
+	}
+	if varies(func(r placement.Rules) string { return r.CacheV.Info().Name }) {
+		cols = append(cols, markdownColumn{"type_v", 6, func(r *benchResult) string { return r.TypeV }})
+	}
+	return append(cols,
+		markdownColumn{"test", 15, func(r *benchResult) string { return r.testName() }},
+		markdownColumn{"t/s", 20, func(r *benchResult) string { return fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS) }},
+	)
+}
+
+// formatSize and formatParams are llama-bench's: MiB below 1 GiB, M below a billion.
+func formatSize(b uint64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+}
+
+func formatParams(n uint64) string {
+	if n < 1e9 {
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f B", float64(n)/1e9)
+}
+
+type markdownBenchPrinter struct {
+	w       io.Writer
+	columns []markdownColumn
+}
+
+// header writes the titles and the alignment row (":" marks right-aligned columns). Go's
+// widths count characters, so "±" needs none of llama-bench's byte-width adjustment.
+func (p *markdownBenchPrinter) header() {
+	var titles, rule strings.Builder
+	for _, c := range p.columns {
+		fmt.Fprintf(&titles, "| %*s ", c.width, c.title)
+		end := "-"
+		if c.width > 0 {
+			end = ":"
+		}
+		fmt.Fprintf(&rule, "| %s%s ", strings.Repeat("-", abs(c.width)-1), end)
+	}
+	fmt.Fprintf(p.w, "%s|\n%s|\n", titles.String(), rule.String())
+}
+
+func (p *markdownBenchPrinter) row(r benchResult) error {
+	var line strings.Builder
+	for _, c := range p.columns {
+		fmt.Fprintf(&line, "| %*s ", c.width, c.value(&r))
+	}
+	_, err := fmt.Fprintf(p.w, "%s|\n", line.String())
+	return err
+}
+
+func (p *markdownBenchPrinter) footer() error {
+	_, err := fmt.Fprintf(p.w, "\nbuild: moerun %s\n", version())
+	return err
+}
+
+func abs(n int) int { return max(n, -n) }

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/tensor"
+)
+
+// markdownTable splits bench's markdown output into its header titles and rows of cells,
+// checking the alignment row and the build footer on the way.
+func markdownTable(t *testing.T, out string) (titles []string, rows [][]string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-1], "build: moerun ") || lines[len(lines)-2] != "" {
+		t.Fatalf("want a table, a blank line and a build line:\n%s", out)
+	}
+	cells := func(line string) []string {
+		if !strings.HasPrefix(line, "| ") || !strings.HasSuffix(line, " |") {
+			t.Fatalf("not a table row: %q", line)
+		}
+		parts := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "| "), " |"), " | ")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return parts
+	}
+	titles = cells(lines[0])
+	rule := regexp.MustCompile(`^-+[-:]$`)
+	for _, c := range cells(lines[1]) {
+		if !rule.MatchString(c) {
+			t.Fatalf("alignment row cell %q", c)
+		}
+	}
+	for _, l := range lines[2 : len(lines)-2] {
+		row := cells(l)
+		if len(row) != len(titles) {
+			t.Fatalf("row %q has %d cells, the header %d", l, len(row), len(titles))
+		}
+		rows = append(rows, row)
+	}
+	return titles, rows
+}
+
+// column returns one column of the rows by title.
+func column(t *testing.T, titles []string, rows [][]string, title string) []string {
+	t.Helper()
+	i := slices.Index(titles, title)
+	if i < 0 {
+		t.Fatalf("no column %q in %v", title, titles)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r[i])
+	}
+	return out
+}
+
+var speedCell = regexp.MustCompile(`^\d+\.\d\d ± \d+\.\d\d$`)
+
+// TestBenchMarkdownThreadsSweep: llama-bench's columns, one row per thread count and test,
+// in llama-bench's order (threads outer, pp before tg).
+func TestBenchMarkdownThreadsSweep(t *testing.T) {
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "8", "-n", "4", "-r", "2", "-t", "1,2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	titles, rows := markdownTable(t, out)
+	if diff := cmp.Diff([]string{"model", "size", "params", "backend", "threads", "test", "t/s"}, titles); diff != "" {
+		t.Fatalf("columns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"1", "1", "2", "2"}, column(t, titles, rows, "threads")); diff != "" {
+		t.Errorf("threads (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"pp8", "tg4", "pp8", "tg4"}, column(t, titles, rows, "test")); diff != "" {
+		t.Errorf("tests (-want +got):\n%s", diff)
+	}
+	for _, s := range column(t, titles, rows, "t/s") {
+		if !speedCell.MatchString(s) {
+			t.Errorf("t/s cell %q is not MEAN ± STDDEV", s)
+		}
+	}
+	// The header of llama-bench's table, byte for byte (its widths, with "±" counted as one).
+	wantHeader := "| model                          |       size |     params | backend    | threads |            test |                  t/s |\n" +
+		"| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |\n"
+	if !strings.HasPrefix(out, wantHeader) {
+		t.Errorf("header:\n%s\nwant:\n%s", out[:len(wantHeader)], wantHeader)
+	}
+}
+
+// TestBenchModelColumns compares the model, size and params cells with llama-bench's
+// output for the same files (llama-bench -p 8 -n 0 -r 1 -t 1 at 3f545bec).
+func TestBenchModelColumns(t *testing.T) {
+	for model, want := range map[string][]string{
+		"tiny-qwen3moe":  {"qwen3moe ?B Q4_0", "5.45 MiB", "7.36 M"},
+		"tiny-deepseek2": {"deepseek2 ?B Q8_0", "5.05 MiB", "4.39 M"},
+		"tiny-glm4moe":   {"glm4moe ?B Q4_0", "6.45 MiB", "7.03 M"},
+		"tiny-gpt-oss":   {"gpt-oss ?B MXFP4 MoE", "4.06 MiB", "5.55 M"},
+		"tiny-qwen2moe":  {"qwen2moe ?B Q8_0", "1.75 MiB", "1.46 M"},
+		"tiny-qwen35moe": {"qwen35moe ?B Q4_0", "3.94 MiB", "4.49 M"},
+	} {
+		t.Run(model, func(t *testing.T) {
+			code, out, errOut := moerun(t, "bench", "-m", "../../testdata/models/"+model+".gguf", "-p", "2", "-n", "0", "-r", "1", "-t", "1", "--no-warmup")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			titles, rows := markdownTable(t, out)
+			if len(rows) != 1 {
+				t.Fatalf("%d rows, want 1", len(rows))
+			}
+			got := []string{rows[0][0], rows[0][1], rows[0][2]}
+			if diff := cmp.Diff(want, got); diff != "" || titles[3] != "backend" || rows[0][3] != "CPU" {
+				t.Errorf("model, size, params (-want +got):\n%s; backend %q", diff, rows[0][3])
+			}
+		})
+	}
+}
+
+// benchJSON runs bench with JSON output and decodes it.
+func benchJSON(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	code, out, errOut := moerun(t, append([]string{"bench", "-m", tinyQwen, "-t", "1"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var results []map[string]any
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out)
+	}
+	return results
+}
+
+// TestBenchJSON: llama-bench's field names and types, the repetition count, and the summary
+// statistics recomputed from the samples.
+func TestBenchJSON(t *testing.T) {
+	results := benchJSON(t, "-p", "8", "-n", "4", "-r", "3", "-o", "json")
+	if len(results) != 2 {
+		t.Fatalf("%d results, want pp and tg", len(results))
+	}
+	strs := []string{"build_commit", "cpu_info", "backends", "model_filename", "model_type", "type_k", "type_v", "test_time"}
+	nums := []string{"model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"}
+	for i, r := range results {
+		for _, k := range strs {
+			if _, ok := r[k].(string); !ok {
+				t.Errorf("result %d: %s = %#v, want a string", i, k, r[k])
+			}
+		}
+		for _, k := range nums {
+			if _, ok := r[k].(float64); !ok {
+				t.Errorf("result %d: %s = %#v, want a number", i, k, r[k])
+			}
+		}
+		ns, _ := r["samples_ns"].([]any)
+		ts, _ := r["samples_ts"].([]any)
+		if len(ns) != 3 || len(ts) != 3 {
+			t.Fatalf("result %d: %d and %d samples, want -r 3", i, len(ns), len(ts))
+		}
+		tokens := r["n_prompt"].(float64) + r["n_gen"].(float64)
+		var speeds []float64
+		for j := range ns {
+			want := 1e9 * tokens / ns[j].(float64)
+			if got := ts[j].(float64); math.Abs(got-want) > 1e-9*want {
+				t.Errorf("result %d sample %d: %v t/s from %v ns, want %v", i, j, got, ns[j], want)
+			}
+			speeds = append(speeds, want)
+		}
+		mean, sd := meanStddev(speeds)
+		if math.Abs(r["avg_ts"].(float64)-mean) > 1e-9*mean || math.Abs(r["stddev_ts"].(float64)-sd) > 1e-9*mean {
+			t.Errorf("result %d: avg_ts %v stddev_ts %v, want %v %v", i, r["avg_ts"], r["stddev_ts"], mean, sd)
+		}
+	}
+	first := results[0]
+	for k, want := range map[string]any{
+		"model_type": "qwen3moe ?B Q4_0", "model_size": 5712896.0, "model_n_params": 7359232.0, // llama-bench's values
+		"backends": "CPU", "n_batch": 2048.0, "n_ubatch": 512.0, "type_k": "f16", "type_v": "f16",
+		"n_threads": 1.0, "n_prompt": 8.0, "n_gen": 0.0, "n_depth": 0.0,
+	} {
+		if first[k] != want {
+			t.Errorf("%s = %#v, want %#v", k, first[k], want)
+		}
+	}
+	if results[1]["n_prompt"] != 0.0 || results[1]["n_gen"] != 4.0 {
+		t.Errorf("second test: n_prompt %v n_gen %v, want the tg4 test", results[1]["n_prompt"], results[1]["n_gen"])
+	}
+}
+
+// TestBenchSingleRepetition: one sample has no deviation.
+func TestBenchSingleRepetition(t *testing.T) {
+	results := benchJSON(t, "--n-prompt", "4", "--n-gen", "0", "--repetitions", "1", "--output", "json", "--no-warmup")
+	if len(results) != 1 || len(results[0]["samples_ns"].([]any)) != 1 || results[0]["stddev_ts"] != 0.0 {
+		t.Errorf("want one pp4 result with one sample and stddev 0: %v", results)
+	}
+}
+
+// TestBenchJSONLines: -o jsonl writes one object a line, one per test and thread count.
+func TestBenchJSONLines(t *testing.T) {
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "4", "-n", "2", "-r", "1", "--threads", "1,2", "-o", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var threads []float64
+	for _, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		threads = append(threads, r["n_threads"].(float64))
+	}
+	if diff := cmp.Diff([]float64{1, 1, 2, 2}, threads); diff != "" {
+		t.Errorf("n_threads of the lines (-want +got):\n%s", diff)
+	}
+}
+
+// TestBenchSettingLists: -ub and -ctk lists (llama-bench spellings) run every combination,
+// threads innermost, and add their columns to the table.
+func TestBenchSettingLists(t *testing.T) {
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "8", "-n", "0", "-r", "1", "-t", "1",
+		"-ub", "4,8", "-ctk", "f16,q8_0", "-b", "2048")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	titles, rows := markdownTable(t, out)
+	if diff := cmp.Diff([]string{"model", "size", "params", "backend", "threads", "n_ubatch", "type_k", "test", "t/s"}, titles); diff != "" {
+		t.Fatalf("columns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"4", "4", "8", "8"}, column(t, titles, rows, "n_ubatch")); diff != "" {
+		t.Errorf("n_ubatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"f16", "q8_0", "f16", "q8_0"}, column(t, titles, rows, "type_k")); diff != "" {
+		t.Errorf("type_k (-want +got):\n%s", diff)
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-r", "0"}, "-r 0: give at least one repetition"},
+		{[]string{"-p", "abc"}, `-p "abc": want numbers or ranges`},
+		{[]string{"-p", "1-8*1"}, "the range does not advance"},
+		{[]string{"-t", "0"}, `-t "0": values start at 1`},
+		{[]string{"-t", "1,x"}, `-t "1,x": want numbers`},
+		{[]string{"-p", "0", "-n", "0"}, "nothing to run"},
+		{[]string{"-o", "csv"}, "--output"},
+		{[]string{"-c", "512"}, "-c: bench sizes each test's context"},
+		{[]string{"-ctk", "q9_9"}, "-ctk"},
+		{[]string{"-ub", "4,x"}, `-ub "4,x"`},
+		{[]string{"--gpu", "8GiB"}, "dry run"},
+		{[]string{"-p", "1-100000000"}, "more than 4096 values"},
+	} {
+		args := append([]string{"bench", "-m", tinyQwen}, tc.args...)
+		code, _, errOut := moerun(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "-m", "no-such-model.gguf"},
+		{"bench", "-m", "../../testdata/vocab/ggml-vocab-gpt-2.gguf"}, // an architecture moerun does not run
+		{"bench", "-m", "../../testdata/vocab/ggml-vocab-qwen3.gguf"}, // a vocabulary without weights
+		{"bench", "-m", "bench_test.go"},                              // not a GGUF file
+	} {
+		if code, _, errOut := moerun(t, args...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 with a message", args, code, errOut)
+		}
+	}
+}
+
+// TestIntList checks llama-bench's list syntax, expanded by hand.
+func TestIntList(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []int
+	}{
+		{[]string{"512"}, []int{512}},
+		{[]string{"128,512"}, []int{128, 512}},
+		{[]string{"1-4"}, []int{1, 2, 3, 4}},
+		{[]string{"1-16*2"}, []int{1, 2, 4, 8, 16}},
+		{[]string{"0-512+128"}, []int{0, 128, 256, 384, 512}},
+		{[]string{"1-10+4,32"}, []int{1, 5, 9, 32}},
+		{[]string{"1", "2,3"}, []int{1, 2, 3}}, // repeated flags append
+	} {
+		got, err := intList("-p", tc.in, 0)
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.in, diff)
+		}
+	}
+	for _, bad := range []string{"", "1,", "-1", "1-", "1-4/2", "1-4+0", "0-4*3", "99999999999", "8-2"} {
+		if _, err := intList("-p", []string{bad}, 0); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestMeanStddev against hand-computed values: {2,4,4,4,5,5,7,9} has mean 5 and squared
+// deviations summing to 32, so the sample standard deviation is √(32/7).
+func TestMeanStddev(t *testing.T) {
+	for _, tc := range []struct {
+		xs       []float64
+		mean, sd float64
+	}{
+		{[]float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, math.Sqrt(32.0 / 7)},
+		{[]float64{10, 20}, 15, math.Sqrt(50)},
+		{[]float64{3}, 3, 0},
+		{nil, 0, 0},
+	} {
+		mean, sd := meanStddev(tc.xs)
+		if math.Abs(mean-tc.mean) > 1e-12 || math.Abs(sd-tc.sd) > 1e-12 {
+			t.Errorf("%v: %v ± %v, want %v ± %v", tc.xs, mean, sd, tc.mean, tc.sd)
+		}
+	}
+}
+
+// TestFileTypeName: general.file_type is named as llama.cpp names it; without it the most
+// common tensor type gives a guessed one.
+func TestFileTypeName(t *testing.T) {
+	md := func(kvs ...gguf.KV) gguf.Metadata {
+		m, err := gguf.NewMetadata(kvs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	counts := map[tensor.Type]int{tensor.F32: 3, tensor.Q6_K: 2, tensor.Q4_K: 5}
+	for _, tc := range []struct {
+		md   gguf.Metadata
+		want string
+	}{
+		{md(gguf.KV{Key: "general.file_type", Value: gguf.NewValue(uint32(15))}), "Q4_K - Medium"},
+		{md(gguf.KV{Key: "general.file_type", Value: gguf.NewValue(uint32(38))}), "MXFP4 MoE"},
+		{md(gguf.KV{Key: "general.file_type", Value: gguf.NewValue(uint32(999))}), "unknown, may not work"},
+		{md(), "(guessed) Q4_K - Medium"},
+	} {
+		if got := fileTypeName(tc.md, counts); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.md, got, tc.want)
+		}
+	}
+}
+
+// FuzzIntList: any list either fails cleanly or expands to at most maxListLen values, each at
+// least the minimum and within the range items it came from.
+func FuzzIntList(f *testing.F) {
+	for _, s := range []string{"512", "1-16*2", "0-512+128,7", "1-", "99999999999", "2147483647-2147483647*2", "1-4096"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, err := intList("-p", []string{s}, 1)
+		if err != nil {
+			return
+		}
+		if len(ns) > maxListLen {
+			t.Fatalf("%q: %d values", s, len(ns))
+		}
+		for _, n := range ns {
+			if n < 1 || n > math.MaxInt32 {
+				t.Fatalf("%q: value %d", s, n)
+			}
+		}
+	})
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/server"
+	"github.com/moerun/moerun/tensor"
+)
+
+// serveCmd is `moerun serve`: an OpenAI-compatible HTTP server, started as llama-server is
+// (a pasted llama-server command line means the same; options serve does not use are
+// reported as ignored).
+type serveCmd struct {
+	Model      string `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
+	Alias      string `name:"alias" placeholder:"NAME" env:"LLAMA_ARG_ALIAS" help:"-a: the model's id in the API (default: the file name without .gguf)." group:"server"`
+	Host       string `name:"host" default:"127.0.0.1" env:"LLAMA_ARG_HOST" help:"Address to listen on." group:"server"`
+	Port       int    `name:"port" default:"8080" env:"LLAMA_ARG_PORT" help:"Port to listen on (0: any free port)." group:"server"`
+	APIKey     string `name:"api-key" placeholder:"KEY,..." env:"LLAMA_API_KEY" help:"Require Authorization: Bearer KEY on every route but /health; several keys separated by commas." group:"server"`
+	APIKeyFile string `name:"api-key-file" placeholder:"FILE" type:"path" env:"LLAMA_ARG_API_KEY_FILE" help:"Read API keys from a file, one per line (lines starting with # are comments)." group:"server"`
+	Threads    int    `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
+	QueueSize  int    `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
+	NPredict   int    `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
+	Attention  string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32, faster on long contexts." group:"generation"`
+
+	samplingFlags
+	placementFlags `embed:""`
+}
+
+// Help is the command's detailed help, with an example docs/docs_test.go checks.
+func (*serveCmd) Help() string {
+	return "Example (the tiny test model; stop it with Ctrl-C; the HTTP API is in docs/api.md):\n" +
+		"\n" +
+		"    moerun serve -m testdata/models/tiny-qwen3moe.gguf --port 8080"
+}
+
+// serveLlamaOptions are the llama.cpp options serve reads (by key, see llamaargs.go).
+var serveLlamaOptions = map[string]bool{"model": true, "alias": true, "host": true, "port": true, "api-key": true, "api-key-file": true, "threads": true,
+	"n-predict": true}
+
+func init() {
+	for key := range placeHandlers {
+		serveLlamaOptions[key] = true
+	}
+	for _, key := range samplingOptions {
+		serveLlamaOptions[key] = true
+	}
+	llamaPassthrough["serve"] = serveLlamaOptions
+}
+
+// serveStarted, when set (by tests), is told the address served and how to stop serving.
+var serveStarted func(addr net.Addr, stop context.CancelFunc)
+
+func (c *serveCmd) Run(e *env) error {
+	if c.GPU != "" || c.GPUs != "" || c.DeviceMem != "" {
+		return badInput("--gpu, --gpus and --device-mem describe devices for a dry run (moerun place); serve computes on the devices this machine has")
+	}
+	if c.Model == "" {
+		return badInput("no model: give a GGUF file with -m")
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return badInput("--port %d: want 0..65535", c.Port)
+	}
+	if c.QueueSize < 0 {
+		return badInput("--queue-size %d is negative", c.QueueSize)
+	}
+	if c.NPredict < -1 || c.NPredict == 0 {
+		return badInput("-n %d: want a positive count, or -1 for no limit", c.NPredict)
+	}
+	sampling, err := c.params()
+	if err != nil {
+		return err
+	}
+	keys, err := c.apiKeys()
+	if err != nil {
+		return err
+	}
+	rules, err := c.rules(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if len(c.LlamaIgnored) > 0 {
+		fmt.Fprintln(e.stderr, "moerun: note: accepted but ignored: "+strings.Join(c.LlamaIgnored, ", "))
+	}
+	threads := c.Threads
+	if threads <= 0 {
+		threads = tensor.DefaultThreads()
+	}
+	pool := tensor.NewPool(threads)
+	defer pool.Close()
+
+	// Listen first, as llama-server does: a taken port fails at once, not after the load,
+	// and clients polling /health get 503 "loading" until the model is ready.
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
+	if err != nil {
+		return usageError{fmt.Errorf("listening: %w", err)}
+	}
+	var handler atomic.Pointer[http.Handler]
+	loading := server.Loading()
+	handler.Store(&loading)
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	defer hs.Close()
+	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
+
+	srv, f, err := c.load(e, rules, pool, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize})
+	if err != nil {
+		return err
+	}
+	defer f.Close() // after the server: CPU-held weights are views of the file
+	var ready http.Handler = srv
+	handler.Store(&ready)
+	return c.serve(e, hs, ln.Addr(), served)
+}
+
+// load opens, places and loads the model and makes the server's slots, reporting each
+// step on stderr.
+// cfg holds the request-level settings; load fills in the model and slots.
+func (c *serveCmd) load(e *env, rules placement.Rules, pool *tensor.Pool, threads int, cfg server.Config) (_ *server.Server, _ *gguf.File, err error) {
+	start := time.Now()
+	fmt.Fprintf(e.stderr, "moerun: loading %s\n", c.Model)
+	f, vocab, err := openRunnable(c.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	fmt.Fprintf(e.stderr, "moerun: %s: %d tensors, %.2f MiB; vocabulary of %d tokens\n", f.Metadata.Arch(), len(f.Tensors), float64(tensorBytes(f))/(1<<20), vocab.Len())
+	model, plan, err := loadOnCPU(c.Model, f, rules, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(e.stderr, "moerun: weights bound in %.2f s\n", time.Since(start).Seconds())
+
+	opts := moe.DefaultContextOptions()
+	opts.Size, opts.UBatch = slotContext(plan.Context), plan.Context.NUBatch
+	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
+	if c.Attention == "precise" {
+		opts.Attention = tensor.AttnPrecise
+	}
+	name := c.Alias
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(c.Model), ".gguf")
+	}
+	cfg.Model, cfg.Vocab, cfg.Name, cfg.Slots, cfg.Context, cfg.AccessLog = model, vocab, name, plan.Context.NSeq, opts, e.stderr
+	srv, err := server.New(cfg)
+	if err != nil {
+		return nil, nil, badInput("%v", err)
+	}
+	fmt.Fprintf(e.stderr, "moerun: %d slots of %d tokens (-c %d split as llama-server splits it), queue of %d; %d threads; ready in %.2f s\n",
+		plan.Context.NSeq, srv.SlotSize(), plan.Context.NCtx, c.QueueSize, threads, time.Since(start).Seconds())
+	return srv, f, nil
+}
+
+// apiKeys collects the keys of --api-key (comma-separated) and --api-key-file (one per
+// line, # comments), as llama-server reads them.
+func (c *serveCmd) apiKeys() ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(c.APIKey, ",") {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if c.APIKeyFile == "" {
+		return keys, nil
+	}
+	b, err := os.ReadFile(c.APIKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimRight(line, "\r"); line != "" && line[0] != '#' {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, badInput("--api-key-file %s holds no keys", c.APIKeyFile)
+	}
+	return keys, nil
+}
+
+func tensorBytes(f *gguf.File) int64 {
+	var n int64
+	for _, t := range f.Tensors {
+		n += int64(t.Size)
+	}
+	return n
+}
+
+// slotContext is each slot's context: -c divided among the sequences, rounded up to 256
+// cells, as llama.cpp sizes one stream of a split cache. moerun gives every slot its own
+// cache, so with a unified cache (llama-server's default) a request is also limited to its
+// share rather than to whatever the other slots leave free.
+func slotContext(c placement.Context) int {
+	if !c.Unified {
+		return c.NCtxSeq
+	}
+	return (c.NCtx/c.NSeq + 255) / 256 * 256
+}
+
+// serve runs until SIGINT or SIGTERM, then lets running requests finish (up to 10 s).
+func (c *serveCmd) serve(e *env, hs *http.Server, addr net.Addr, served <-chan error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(e.stderr, "moerun: serving http://%s\n", addr)
+	if serveStarted != nil {
+		serveStarted(addr, stop)
+	}
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(e.stderr, "moerun: shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil {
+		fmt.Fprintln(e.stderr, "moerun: requests still running after 10 s were cut off")
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer the server's goroutines may write while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs `moerun serve args…` in-process and returns its base URL, a function that
+// stops it and returns the exit code, and its stderr.
+func startServe(t *testing.T, args ...string) (url string, stop func() int, stderr *syncBuffer) {
+	t.Helper()
+	type started struct {
+		addr net.Addr
+		stop context.CancelFunc
+	}
+	ready := make(chan started, 1)
+	serveStarted = func(addr net.Addr, stop context.CancelFunc) { ready <- started{addr, stop} }
+	t.Cleanup(func() { serveStarted = nil })
+	stderr = &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() { exit <- run(append([]string{"serve"}, args...), io.Discard, stderr) }()
+	select {
+	case s := <-ready:
+		return "http://" + s.addr.String(), func() int { s.stop(); return <-exit }, stderr
+	case code := <-exit:
+		t.Fatalf("serve exited with %d before listening: %s", code, stderr)
+	}
+	return "", nil, nil
+}
+
+// TestServeCommand starts the server with llama-server's spellings and environment, and
+// checks the slots it made, the key, the access log and a clean shutdown.
+func TestServeCommand(t *testing.T) {
+	t.Setenv("LLAMA_API_KEY", "k3y")
+	t.Setenv("LLAMA_ARG_CTX_SIZE", "1000")
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte("# team keys\nfile-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, stop, stderr := startServe(t, "-m", tinyQwen, "--host", "127.0.0.1", "--port", "0", "-np", "2", "-t", "1", "--jinja", "--api-key-file", keyFile, "-a", "tiny")
+	get := func(path string, key string) (int, []byte) {
+		req, _ := http.NewRequest("GET", url+path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if status, b := get("/health", ""); status != 200 {
+		t.Errorf("/health: %d %s", status, b)
+	}
+	if status, _ := get("/v1/models", ""); status != 401 {
+		t.Errorf("/v1/models without the key from LLAMA_API_KEY: %d", status)
+	}
+	if status, _ := get("/v1/models", "file-key"); status != 200 {
+		t.Errorf("/v1/models with the key from --api-key-file: %d", status)
+	}
+	status, b := get("/v1/models", "k3y")
+	var models struct {
+		Data []struct {
+			ID   string
+			Meta struct {
+				NCtxSlot int `json:"n_ctx_slot"`
+				NSlots   int `json:"n_slots"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &models); err != nil || status != 200 || len(models.Data) != 1 {
+		t.Fatalf("/v1/models: %d %s (%v)", status, b, err)
+	}
+	// -c 1000 over 2 slots: 500 rounded up to 512, as llama.cpp splits a cache.
+	if m := models.Data[0]; m.ID != "tiny" || m.Meta.NSlots != 2 || m.Meta.NCtxSlot != 512 {
+		t.Errorf("model %+v, want tiny (-a) with 2 slots of 512", m)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d after SIGINT-like stop: %s", code, stderr)
+	}
+	log := stderr.String()
+	for _, want := range []string{"loading " + tinyQwen, "2 slots of 512 tokens", "listening on http://127.0.0.1:", "serving http://127.0.0.1:", "GET /v1/models 401", "GET /v1/models 200", "accepted but ignored: --jinja"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestServeBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "no model"},
+		{[]string{"serve", "-m", tinyQwen, "--port", "70000"}, "--port 70000"},
+		{[]string{"serve", "-m", tinyQwen, "-np", "0"}, "n_parallel"},
+		{[]string{"serve", "-m", tinyQwen, "--queue-size", "-1"}, "--queue-size"},
+		{[]string{"serve", "-m", "/nonexistent.gguf"}, "nonexistent"},
+		{[]string{"serve", "-m", tinyQwen, "--gpu", "8GiB"}, "dry run"},
+		{[]string{"serve", "-m", tinyQwen, "--api-key-file", "/nonexistent-keys"}, "nonexistent-keys"},
+		{[]string{"serve", "-m", tinyQwen, "-n", "0"}, "-n 0"},
+		{[]string{"serve", "-m", tinyQwen, "--seed", "4294967295"}, "-s 4294967295"},
+		{[]string{"serve", "-m", tinyQwen, "--temp", "0.5", "--min-p", "2"}, "min-p"},
+	} {
+		code, _, stderr := moerun(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d mentioning %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}

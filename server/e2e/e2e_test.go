@@ -1,0 +1,99 @@
+// Package e2e drives `moerun serve` with the official openai npm client (client.mjs).
+// It needs Node.js and npm: without them the test is skipped, except under CI=true, where
+// it fails.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const model = "../../testdata/models/tiny-qwen3moe.gguf"
+
+// need returns the path of a program the test cannot run without.
+func need(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		unavailable(t, "%s is not installed: %v", name, err)
+	}
+	return path
+}
+
+// unavailable skips the test, or fails it in CI, where the tools must be present.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format+" (the test fails instead when CI=true)", args...)
+}
+
+func TestServeOpenAIClient(t *testing.T) {
+	node, npm := need(t, "node"), need(t, "npm")
+	if _, err := os.Stat("node_modules/openai/package.json"); err != nil {
+		out, err := exec.Command(npm, "ci", "--no-audit", "--no-fund").CombinedOutput()
+		if err != nil {
+			unavailable(t, "npm ci (installs the pinned openai client): %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "moerun")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/moerun/moerun/cmd/moerun").CombinedOutput(); err != nil {
+		t.Fatalf("building moerun: %v\n%s", err, out)
+	}
+
+	srv := exec.CommandContext(ctx, bin, "serve", "-m", model, "--port", "0", "-np", "2", "-c", "1024", "-t", "2", "--api-key", "e2e-key")
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	accessLog := make(chan string, 1) // the server's stderr, once it has closed it
+	defer func() {
+		srv.Process.Signal(syscall.SIGINT)
+		log := <-accessLog // all reads from the pipe end before Wait
+		if err := srv.Wait(); err != nil {
+			t.Errorf("moerun serve after SIGINT: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", log)
+		}
+	}()
+	lines := bufio.NewScanner(stderr)
+	var base string
+	var log strings.Builder
+	for base == "" && lines.Scan() {
+		log.WriteString(lines.Text() + "\n")
+		if _, url, ok := strings.Cut(lines.Text(), "moerun: serving "); ok {
+			base = url
+		}
+	}
+	go func() { // keep reading, so the server never blocks on a full pipe
+		for lines.Scan() {
+			log.WriteString(lines.Text() + "\n")
+		}
+		accessLog <- log.String()
+	}()
+	if base == "" {
+		t.Fatal("moerun serve did not start")
+	}
+
+	client := exec.CommandContext(ctx, node, "client.mjs")
+	client.Env = append(os.Environ(), "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=e2e-key")
+	out, err := client.CombinedOutput()
+	if err != nil {
+		t.Fatalf("client.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

@@ -1,0 +1,397 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/tokenizer"
+)
+
+// Limits on what one request may ask for.
+const (
+	maxStops       = 16 // OpenAI allows 4; llama-server any number
+	maxTopLogprobs = 20 // OpenAI's limit for chat
+)
+
+// commonFields are the generation fields the chat and completions requests share: OpenAI's
+// names, and llama-server's extensions (top_k, min_p, repeat_penalty, …). Pointers tell
+// "absent" from zero.
+type commonFields struct {
+	Model               string          `json:"model"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	NPredict            *int            `json:"n_predict"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	MinP                *float64        `json:"min_p"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	RepeatPenalty       *float64        `json:"repeat_penalty"`
+	RepeatLastN         *int            `json:"repeat_last_n"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	IgnoreEOS bool `json:"ignore_eos"`
+}
+
+type chatRequest struct {
+	commonFields
+	Messages    []json.RawMessage `json:"messages"`
+	Logprobs    bool              `json:"logprobs"`
+	TopLogprobs *int              `json:"top_logprobs"`
+}
+
+type completionRequest struct {
+	commonFields
+	Prompt   json.RawMessage `json:"prompt"`
+	Logprobs *int            `json:"logprobs"`
+	Echo     bool            `json:"echo"`
+	Suffix   *string         `json:"suffix"`
+	BestOf   *int            `json:"best_of"`
+}
+
+// job is a validated request, ready for a slot.
+type job struct {
+	prompt       []int32
+	sampler      moe.SamplerParams
+	maxTokens    int // -1: until an end-of-generation token or a full context
+	stops        []string
+	logprobs     bool
+	topLogprobs  int
+	ignoreEOS    bool
+	stream       bool
+	includeUsage bool
+}
+
+// decodeBody reads a JSON request body into v. A body over the limit is 413, anything
+// that is not a JSON object of the right field types is 400 naming the field.
+func decodeBody(r io.Reader, v any) *apiError {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
+				Message: fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit)}
+		}
+		return badRequest("", "reading the request body: %v", err)
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return badRequest("", "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "commonFields.") // the embedded struct is not the client's
+			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
+		}
+		return badRequest("", "the request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return badRequest("", "the request body has data after the JSON object")
+	}
+	return nil
+}
+
+// decodeJob decodes a request with the shared fields and validates them.
+func (s *Server) decodeJob(body io.Reader, req interface {
+	common(j *job, defaults moe.SamplerParams, maxTokens int) *apiError
+}) (*job, *apiError) {
+	if err := decodeBody(body, req); err != nil {
+		return nil, err
+	}
+	j := &job{}
+	if err := req.common(j, s.sampling, s.maxTokens); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// common validates the shared fields into j; the server's defaults fill what the request
+// leaves out.
+func (c *commonFields) common(j *job, defaults moe.SamplerParams, maxTokens int) *apiError {
+	p := defaults
+	setF := func(dst *float32, v *float64, name string, lo, hi float64) *apiError {
+		if v == nil {
+			return nil
+		}
+		if *v < lo || *v > hi || math.IsNaN(*v) {
+			return badRequest(name, "%s %g is outside [%g, %g]", name, *v, lo, hi)
+		}
+		*dst = float32(*v)
+		return nil
+	}
+	for _, f := range []struct {
+		dst    *float32
+		v      *float64
+		name   string
+		lo, hi float64
+	}{
+		{&p.Temperature, c.Temperature, "temperature", 0, 100},
+		{&p.TopP, c.TopP, "top_p", 0, 1},
+		{&p.MinP, c.MinP, "min_p", 0, 1},
+		{&p.PresencePenalty, c.PresencePenalty, "presence_penalty", -2, 2},
+		{&p.FrequencyPenalty, c.FrequencyPenalty, "frequency_penalty", -2, 2},
+		{&p.RepeatPenalty, c.RepeatPenalty, "repeat_penalty", math.SmallestNonzeroFloat32, 100},
+	} {
+		if err := setF(f.dst, f.v, f.name, f.lo, f.hi); err != nil {
+			return err
+		}
+	}
+	if c.TopK != nil {
+		if *c.TopK < 0 {
+			return badRequest("top_k", "top_k %d is negative (0 keeps every token)", *c.TopK)
+		}
+		p.TopK = *c.TopK
+	}
+	if c.RepeatLastN != nil {
+		if *c.RepeatLastN < -1 {
+			return badRequest("repeat_last_n", "repeat_last_n %d: use -1 for the whole context or a count >= 0", *c.RepeatLastN)
+		}
+		p.PenaltyLastN = *c.RepeatLastN
+	}
+	if c.Seed != nil {
+		switch s := *c.Seed; {
+		case s == -1:
+			p.Seed = moe.RandomSeed
+		case s < 0 || s >= moe.RandomSeed:
+			return badRequest("seed", "seed %d: use -1 (random) or 0..%d", s, uint32(moe.RandomSeed-1))
+		default:
+			p.Seed = uint32(s)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return badRequest("", "%v", err)
+	}
+	j.sampler = p
+
+	j.maxTokens = maxTokens
+	for _, m := range []struct {
+		v    *int
+		name string
+	}{{c.MaxTokens, "max_tokens"}, {c.MaxCompletionTokens, "max_completion_tokens"}, {c.NPredict, "n_predict"}} {
+		if m.v == nil {
+			continue
+		}
+		if *m.v < -1 || *m.v == 0 && m.name != "n_predict" {
+			return badRequest(m.name, "%s %d: want a positive count (or omit it to stop at the end of the text or context)", m.name, *m.v)
+		}
+		j.maxTokens = *m.v
+	}
+	if c.N != nil && *c.N != 1 {
+		return badRequest("n", "n %d: only one choice per request is supported", *c.N)
+	}
+	stops, err := decodeStops(c.Stop)
+	if err != nil {
+		return err
+	}
+	j.stops = stops
+	j.ignoreEOS = c.IgnoreEOS
+	j.stream = c.Stream
+	if c.StreamOptions != nil {
+		if !c.Stream {
+			return badRequest("stream_options", "stream_options is only allowed with stream: true")
+		}
+		j.includeUsage = c.StreamOptions.IncludeUsage
+	}
+	return nil
+}
+
+// checkTopLogprobs checks how many alternatives per token a request asks for.
+func checkTopLogprobs(param string, n int) *apiError {
+	if n < 0 || n > maxTopLogprobs {
+		return badRequest(param, "%s %d is outside [0, %d]", param, n, maxTopLogprobs)
+	}
+	return nil
+}
+
+// decodeStops reads stop: null, a string, or an array of strings.
+func decodeStops(raw json.RawMessage) ([]string, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		raw = json.RawMessage(`[` + string(raw) + `]`)
+	}
+	var stops []string
+	if err := json.Unmarshal(raw, &stops); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(stops) > maxStops {
+		return nil, badRequest("stop", "stop has %d sequences; at most %d are allowed", len(stops), maxStops)
+	}
+	for _, s := range stops {
+		if s == "" {
+			return nil, badRequest("stop", "stop sequences must not be empty")
+		}
+	}
+	return stops, nil
+}
+
+// decodeChat validates a chat request and renders its messages with the model's chat
+// template.
+func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
+	var req chatRequest
+	j, err := s.decodeJob(body, &req)
+	if err != nil {
+		return nil, err
+	}
+	if req.TopLogprobs != nil {
+		if err := checkTopLogprobs("top_logprobs", *req.TopLogprobs); err != nil {
+			return nil, err
+		}
+		if !req.Logprobs {
+			return nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		j.topLogprobs = *req.TopLogprobs
+	}
+	j.logprobs = req.Logprobs
+	if s.template == nil {
+		return nil, badRequest("messages", "%s", s.templateErr)
+	}
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	msgs := make([]any, len(req.Messages))
+	for i, raw := range req.Messages {
+		m, err := decodeMessage(raw)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("messages[%d]", i), "messages[%d]: %v", i, err)
+		}
+		msgs[i] = m
+	}
+	text, rerr := s.template.Render(tokenizer.ChatInput{
+		Messages:            msgs,
+		AddGenerationPrompt: true,
+		BOSToken:            s.vocab.Piece(s.vocab.BOS, true),
+		EOSToken:            s.vocab.Piece(s.vocab.EOS, true),
+	})
+	if rerr != nil { // templates raise_exception on conversations they do not accept
+		return nil, badRequest("messages", "%v", rerr)
+	}
+	// A template that writes the BOS token itself must not get a second one.
+	addSpecial := s.vocab.BOS < 0 || !strings.HasPrefix(text, s.vocab.Piece(s.vocab.BOS, true))
+	j.prompt = s.vocab.Encode(text, addSpecial, true)
+	return j, s.checkPrompt(j.prompt)
+}
+
+// decodeMessage checks one chat message and flattens content given as an array of text
+// parts into a string, which is what chat templates expect.
+func decodeMessage(raw json.RawMessage) (*tokenizer.Object, error) {
+	v, err := tokenizer.DecodeJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(*tokenizer.Object)
+	if !ok {
+		return nil, errors.New("a message must be an object")
+	}
+	role, ok := m.Values["role"].(string)
+	if !ok || role == "" {
+		return nil, errors.New(`a message needs a "role" string`)
+	}
+	switch content := m.Values["content"].(type) {
+	case string, nil:
+	case []any:
+		var b strings.Builder
+		for k, part := range content {
+			p, ok := part.(*tokenizer.Object)
+			if !ok || p.Values["type"] != "text" {
+				return nil, fmt.Errorf("content[%d]: only text parts ({\"type\": \"text\", \"text\": …}) are supported", k)
+			}
+			text, ok := p.Values["text"].(string)
+			if !ok {
+				return nil, fmt.Errorf("content[%d]: a text part needs a \"text\" string", k)
+			}
+			b.WriteString(text)
+		}
+		m.Values["content"] = b.String()
+	default:
+		return nil, errors.New(`"content" must be a string, an array of text parts, or null`)
+	}
+	return m, nil
+}
+
+// decodeCompletion validates a completions request and tokenizes its prompt: a string, or
+// an array of token ids (a one-element array of either is accepted too).
+func (s *Server) decodeCompletion(body io.Reader) (*job, *apiError) {
+	var req completionRequest
+	j, err := s.decodeJob(body, &req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Echo:
+		return nil, badRequest("echo", "echo is not supported")
+	case req.Suffix != nil && *req.Suffix != "":
+		return nil, badRequest("suffix", "suffix is not supported")
+	case req.BestOf != nil && *req.BestOf != 1:
+		return nil, badRequest("best_of", "best_of %d: only 1 is supported", *req.BestOf)
+	}
+	if req.Logprobs != nil {
+		if err := checkTopLogprobs("logprobs", *req.Logprobs); err != nil {
+			return nil, err
+		}
+		j.logprobs, j.topLogprobs = true, *req.Logprobs
+	}
+	prompt, err := s.decodePrompt(req.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	j.prompt = prompt
+	return j, s.checkPrompt(j.prompt)
+}
+
+func (s *Server) decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return s.vocab.Encode(text, true, true), nil
+	}
+	var ids []int32
+	if json.Unmarshal(raw, &ids) == nil {
+		return ids, s.checkTokens("prompt", ids)
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil && len(list) == 1 {
+		return s.decodePrompt(list[0])
+	}
+	if len(list) > 1 {
+		return nil, badRequest("prompt", "prompt has %d entries: one prompt per request is supported", len(list))
+	}
+	return nil, badRequest("prompt", "prompt must be a string or an array of token ids")
+}
+
+// checkTokens rejects ids outside the vocabulary.
+func (s *Server) checkTokens(param string, ids []int32) *apiError {
+	for i, id := range ids {
+		if id < 0 || int(id) >= s.vocab.Len() {
+			return badRequest(param, "%s[%d]: %d is not a token id of this model (0..%d)", param, i, id, s.vocab.Len()-1)
+		}
+	}
+	return nil
+}
+
+// checkPrompt refuses empty prompts and prompts a slot cannot hold, rather than truncating
+// them.
+func (s *Server) checkPrompt(prompt []int32) *apiError {
+	if len(prompt) == 0 {
+		return badRequest("prompt", "the prompt is empty")
+	}
+	if len(prompt) >= s.slotSize {
+		return &apiError{Status: http.StatusBadRequest, Type: typeContextSize, Param: "prompt",
+			Message: fmt.Sprintf("the request exceeds the available context size: the prompt is %d tokens and a slot holds %d; shorten it or raise -c (or lower -np)", len(prompt), s.slotSize)}
+	}
+	return nil
+}

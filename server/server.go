@@ -1,0 +1,472 @@
+// Package server is moerun's OpenAI-compatible HTTP API: chat and text completions with
+// server-sent-event streaming, models, health, Prometheus metrics, and llama-server's
+// tokenize/detokenize, over a fixed set of slots (one sequence each) and a bounded queue.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/tokenizer"
+)
+
+// Config is what New needs.
+type Config struct {
+	Model *moe.Model
+	Vocab *tokenizer.Vocab
+	// Name is the model's id in /v1/models and in responses.
+	Name string
+	// Slots is how many requests are decoded at once (-np), each in its own context.
+	Slots int
+	// Context sizes each slot's context: Size is the slot's share of -c. Stats is set by
+	// New (one recorder shared by the slots, read by /metrics).
+	Context moe.ContextOptions
+	// Sampling are the sampling parameters where a request gives none (llama-server's
+	// --temp, --top-k, … ); the zero value means moe.DefaultSampler.
+	Sampling moe.SamplerParams
+	// MaxTokens is how many tokens a request generates when it does not say (-n); 0 means
+	// -1, until an end-of-generation token or a full slot.
+	MaxTokens int
+	// QueueSize is how many requests may wait for a slot; more are refused with 503.
+	QueueSize int
+	// APIKeys, when any are set, protect every route but /health: a request must send
+	// one as "Authorization: Bearer KEY" (or, as llama-server also accepts, "X-Api-Key: KEY").
+	APIKeys []string
+	// MaxBodyBytes limits request bodies (413 beyond); 0 means 16 MiB.
+	MaxBodyBytes int64
+	// AccessLog receives one line per request; nil discards them.
+	AccessLog io.Writer
+	// Entropy draws seeds for requests without one; nil means crypto/rand.
+	Entropy func() uint32
+}
+
+// Server serves the API. It is an http.Handler.
+type Server struct {
+	vocab       *tokenizer.Vocab
+	template    *tokenizer.Template // nil: the model has none (or it does not parse)
+	templateErr string              // why template is nil
+	name        string
+	created     int64
+	apiKeys     [][]byte
+	maxBody     int64
+	ubatch      int
+	slotSize    int
+	entropy     func() uint32
+	sampling    moe.SamplerParams
+	maxTokens   int
+
+	slots     int
+	free      chan *slot
+	queueSize int
+	queued    atomic.Int64
+
+	forward sync.Mutex // serializes forward passes; see eval
+	stats   *moe.ExpertStats
+
+	logMu     sync.Mutex
+	accessLog io.Writer
+	metrics   metrics
+	routes    map[string]route
+}
+
+type route struct {
+	method string
+	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
+}
+
+// New allocates the slots' contexts and returns the server.
+func New(c Config) (*Server, error) {
+	if c.Model == nil || c.Vocab == nil {
+		return nil, errors.New("server: a model and its vocabulary are required")
+	}
+	if c.Slots < 1 {
+		return nil, fmt.Errorf("server: %d slots: need at least one", c.Slots)
+	}
+	if c.QueueSize < 0 {
+		return nil, fmt.Errorf("server: queue size %d is negative", c.QueueSize)
+	}
+	s := &Server{
+		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
+		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
+		slots: c.Slots, free: make(chan *slot, c.Slots), queueSize: c.QueueSize,
+		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
+	}
+	if s.sampling == (moe.SamplerParams{}) {
+		s.sampling = moe.DefaultSampler()
+	}
+	if err := s.sampling.Validate(); err != nil {
+		return nil, fmt.Errorf("server: default sampling: %w", err)
+	}
+	if s.maxTokens == 0 {
+		s.maxTokens = -1
+	}
+	for _, k := range c.APIKeys {
+		s.apiKeys = append(s.apiKeys, []byte(k))
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 16 << 20
+	}
+	if s.ubatch <= 0 {
+		s.ubatch = 512
+	}
+	if s.entropy == nil {
+		s.entropy = randomSeed
+	}
+	if s.accessLog == nil {
+		s.accessLog = io.Discard
+	}
+	switch tpl := c.Vocab.ChatTemplate; {
+	case tpl == "":
+		s.templateErr = "the model has no chat template (tokenizer.chat_template); use /v1/completions"
+	default:
+		t, err := tokenizer.ParseTemplate(tpl)
+		if err != nil {
+			s.templateErr = fmt.Sprintf("the model's chat template cannot be used (%v); use /v1/completions", err)
+		}
+		s.template = t
+	}
+	opts := c.Context
+	opts.Stats = s.stats
+	for range c.Slots {
+		ctx, err := c.Model.NewContext(opts)
+		if err != nil {
+			return nil, err
+		}
+		s.slotSize = ctx.Size()
+		s.free <- &slot{ctx: ctx}
+	}
+	s.routes = map[string]route{
+		"/health":              {http.MethodGet, s.health},
+		"/v1/health":           {http.MethodGet, s.health},
+		"/v1/models":           {http.MethodGet, s.models},
+		"/v1/chat/completions": {http.MethodPost, s.chat},
+		"/v1/completions":      {http.MethodPost, s.completions},
+		"/tokenize":            {http.MethodPost, s.tokenize},
+		"/detokenize":          {http.MethodPost, s.detokenize},
+		"/metrics":             {http.MethodGet, s.serveMetrics},
+	}
+	// llama-server's spellings without the version prefix.
+	for _, p := range []string{"/models", "/chat/completions", "/completions"} {
+		s.routes[p] = s.routes["/v1"+p]
+	}
+	return s, nil
+}
+
+// SlotSize is the context each slot holds, in tokens.
+func (s *Server) SlotSize() int { return s.slotSize }
+
+func randomSeed() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// requestLog collects what the access log line and the metrics report about a request.
+type requestLog struct {
+	res *result
+}
+
+// statusWriter remembers the status and passes Flush through for streaming.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ServeHTTP routes a request, checks the API key, and logs and counts it.
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	w := &statusWriter{ResponseWriter: rw}
+	log := &requestLog{}
+	path := r.URL.Path
+	rt, found := s.routes[path]
+	var aerr *apiError
+	switch {
+	case !found:
+		path = "other" // keep the metrics' label set bounded
+		aerr = &apiError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}
+	case r.Method != rt.method:
+		w.Header().Set("Allow", rt.method)
+		aerr = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s wants %s, not %s", r.URL.Path, rt.method, r.Method)}
+	case path != "/health" && path != "/v1/health" && !s.authorized(r):
+		aerr = &apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "invalid or missing API key: send Authorization: Bearer KEY"}
+	default:
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		aerr = rt.handle(w, r, log)
+	}
+	if aerr != nil {
+		if w.status == 0 {
+			writeError(w, aerr)
+		} else { // the stream is under way: say so in it
+			writeEvent(w, aerr.body())
+		}
+	}
+	s.logRequest(r, path, w.status, time.Since(start), log)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if len(s.apiKeys) == 0 {
+		return true
+	}
+	key := r.Header.Get("Authorization")
+	if key == "" {
+		key = r.Header.Get("X-Api-Key")
+	}
+	key = strings.TrimPrefix(key, "Bearer ")
+	ok := false
+	for _, k := range s.apiKeys { // compare with every key, in constant time
+		ok = subtle.ConstantTimeCompare([]byte(key), k) == 1 || ok
+	}
+	return ok
+}
+
+// logRequest writes the access-log line and counts the request.
+func (s *Server) logRequest(r *http.Request, path string, status int, d time.Duration, log *requestLog) {
+	if status == 0 { // the handler wrote nothing: the client went away first
+		status = 499
+	}
+	s.metrics.request(path, status, log.res)
+	line := fmt.Sprintf("%s %s %s %s %d %.1fms", time.Now().UTC().Format(time.RFC3339), r.RemoteAddr, r.Method, r.URL.Path, status, ms(d.Seconds()))
+	if res := log.res; res != nil {
+		t := timingsOf(*res)
+		line += fmt.Sprintf(" prompt=%d (%.1fms, %.1f t/s) completion=%d (%.1fms, %.1f t/s) ttft=%.1fms finish=%s",
+			res.promptTokens, t.PromptMS, t.PromptPerSecond, res.completionTokens, t.PredictedMS, t.PredictedPerSecond, ms(res.firstToken.Seconds()), res.finishReason)
+	}
+	s.logMu.Lock()
+	fmt.Fprintln(s.accessLog, line)
+	s.logMu.Unlock()
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ *requestLog) *apiError {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": len(s.free), "slots_processing": s.slots - len(s.free)})
+	return nil
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ *requestLog) *apiError {
+	type model struct {
+		ID      string         `json:"id"`
+		Object  string         `json:"object"`
+		Created int64          `json:"created"`
+		OwnedBy string         `json:"owned_by"`
+		Meta    map[string]any `json:"meta"`
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []model{{
+		ID: s.name, Object: "model", Created: s.created, OwnedBy: "moerun",
+		Meta: map[string]any{"n_vocab": s.vocab.Len(), "n_ctx_slot": s.slotSize, "n_slots": s.slots},
+	}}})
+	return nil
+}
+
+// run acquires a slot for a job and generates; emit may be nil (no streaming).
+func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc) (result, *apiError) {
+	sl, err := s.acquire(ctx)
+	if errors.Is(err, errQueueFull) {
+		return result{}, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
+			Message: fmt.Sprintf("all %d slots are busy and %d requests are already queued; retry later", s.slots, s.queueSize)}
+	}
+	if err != nil {
+		return result{}, nil // the client left while queued: nobody to answer
+	}
+	defer s.release(sl)
+	s.metrics.processing.Add(1)
+	defer s.metrics.processing.Add(-1)
+	clientGone := false // writing to the client failed: it left
+	res, err := s.generate(ctx, sl, j, func(text string, lps []tokenLogprob) error {
+		if emit == nil {
+			return nil
+		}
+		err := emit(text, lps)
+		clientGone = err != nil
+		return err
+	})
+	log.res = &res
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() != nil || clientGone:
+		return res, nil // the slot is free again, and there is nobody to answer
+	}
+	return res, internalError(err)
+}
+
+// newID is a response id: a prefix and 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {
+	j, aerr := s.decodeChat(r.Body)
+	if aerr != nil {
+		return aerr
+	}
+	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true})
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {
+	j, aerr := s.decodeCompletion(r.Body)
+	if aerr != nil {
+		return aerr
+	}
+	return s.respond(w, r, log, j, &completionFormat{s: s, j: j, base: completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name}})
+}
+
+// format shapes a generation's results as one API's responses.
+type format interface {
+	whole(res result) any                      // the non-streamed response
+	delta(text string, lps []tokenLogprob) any // a streamed chunk of text
+	finish(res result) any                     // the streamed chunk with the finish reason
+	usage(res result) any                      // the streamed usage chunk
+}
+
+// respond runs a job and answers with one response or, for stream, server-sent events.
+// The stream starts with the first chunk, so errors before it (a full queue) get their
+// status code.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, log *requestLog, j *job, f format) *apiError {
+	if !j.stream {
+		res, aerr := s.run(r.Context(), j, log, nil)
+		if aerr != nil || r.Context().Err() != nil {
+			return aerr
+		}
+		writeJSON(w, http.StatusOK, f.whole(res))
+		return nil
+	}
+	started := false
+	send := func(v any) error {
+		if !started {
+			startStream(w)
+			started = true
+		}
+		return writeEvent(w, v)
+	}
+	res, aerr := s.run(r.Context(), j, log, func(text string, lps []tokenLogprob) error { return send(f.delta(text, lps)) })
+	if aerr != nil || r.Context().Err() != nil {
+		return aerr
+	}
+	send(f.finish(res))
+	if j.includeUsage {
+		send(f.usage(res))
+	}
+	endStream(w)
+	return nil
+}
+
+func startStream(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies must not hold events back
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeEvent sends one server-sent event with a JSON payload and flushes it.
+func writeEvent(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+func endStream(w http.ResponseWriter) {
+	io.WriteString(w, "data: [DONE]\n\n")
+	http.NewResponseController(w).Flush()
+}
+
+// tokenize is llama-server's POST /tokenize: {"content", "add_special", "parse_special",
+// "with_pieces"} → {"tokens": [id, …]} or, with pieces, [{"id", "piece"}, …] where a piece
+// that is not valid UTF-8 is given as its bytes.
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
+	var req struct {
+		Content      *string `json:"content"`
+		AddSpecial   bool    `json:"add_special"`
+		ParseSpecial *bool   `json:"parse_special"`
+		WithPieces   bool    `json:"with_pieces"`
+	}
+	if err := decodeBody(r.Body, &req); err != nil {
+		return err
+	}
+	if req.Content == nil {
+		return badRequest("content", `"content" (a string) is required`)
+	}
+	parse := req.ParseSpecial == nil || *req.ParseSpecial
+	ids := s.vocab.Encode(*req.Content, req.AddSpecial, parse)
+	if !req.WithPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		return nil
+	}
+	type piece struct {
+		ID    int32 `json:"id"`
+		Piece any   `json:"piece"`
+	}
+	pieces := make([]piece, len(ids))
+	for i, id := range ids {
+		p := s.vocab.Piece(id, true)
+		pieces[i] = piece{ID: id, Piece: p}
+		if !utf8.ValidString(p) {
+			pieces[i].Piece = pieceBytes(p)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": pieces})
+	return nil
+}
+
+// detokenize is llama-server's POST /detokenize: {"tokens": [id, …]} → {"content"}.
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
+	var req struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if err := decodeBody(r.Body, &req); err != nil {
+		return err
+	}
+	if err := s.checkTokens("tokens", req.Tokens); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"content": s.vocab.Decode(req.Tokens, false, true)})
+	return nil
+}
+
+// Loading answers every request with 503 "loading model", as llama-server does while its
+// model loads; serve switches to the Server when it is ready.
+func Loading() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Message: "loading model"})
+	})
+}
