@@ -138,8 +138,10 @@ func TestTeacherForced(t *testing.T) {
 }
 
 // greedyFox are the models whose fox continuation teacher forcing showed free of near ties
-// (TestTeacherForced logs every divergence).
-var greedyFox = map[string]bool{"tiny-qwen3moe": true, "tiny-deepseek2": true, "tiny-qwen2moe": true, "tiny-glm4moe": true}
+// with both the scalar and the SIMD kernels (TestTeacherForced logs every divergence;
+// tiny-glm4moe's fox has one at step 6, a top-2 gap of 0.012, that the SIMD kernels' own
+// rounding flips).
+var greedyFox = map[string]bool{"tiny-qwen3moe": true, "tiny-deepseek2": true, "tiny-qwen2moe": true}
 
 // TestGenerateGreedy checks the generation loop itself: free-running greedy generation
 // reproduces llama.cpp's continuation where teacher forcing showed no near tie (fox).
