@@ -96,4 +96,40 @@ func TestServeOpenAIClient(t *testing.T) {
 		t.Fatalf("client.mjs: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	runExample(ctx, t, node, base)
+}
+
+// runExample runs examples/openai-node/chat.mjs, the Node example of the docs, against the
+// server with the client installed here: a copy of the script in a temporary directory
+// whose node_modules links to this one's (Node resolves packages from the script's
+// directory up).
+func runExample(ctx context.Context, t *testing.T, node, base string) {
+	t.Helper()
+	script, err := os.ReadFile("../../examples/openai-node/chat.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules, err := filepath.Abs("node_modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "chat.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	example := exec.CommandContext(ctx, node, "chat.mjs")
+	example.Dir = dir
+	example.Env = append(os.Environ(), "MOERUN_URL="+base+"/v1", "MOERUN_API_KEY=e2e-key")
+	out, err := example.CombinedOutput()
+	if err != nil {
+		t.Fatalf("examples/openai-node/chat.mjs: %v\n%s", err, out)
+	}
+	// The reply of a random-weight model is noise; the last line is the usage the stream
+	// reported: 16 tokens generated, as the script asks.
+	if !strings.Contains(string(out), "[tiny-qwen3moe: ") || !strings.Contains(string(out), " prompt tokens, 16 generated]") {
+		t.Errorf("examples/openai-node/chat.mjs printed %q", out)
+	}
 }
