@@ -80,6 +80,8 @@ type Candidate struct {
 func (c *Candidate) Summary() string {
 	var parts []string
 	switch {
+	case c.GPULayers != NGLAll && c.MoELayers == 0: // a dense model: only -ngl to choose
+		parts = append(parts, fmt.Sprintf("%d layers on the GPUs", c.GPULayers))
 	case c.GPULayers != NGLAll:
 		parts = append(parts, fmt.Sprintf("%d layers on the GPUs, every expert in RAM", c.GPULayers))
 	case c.CPUExperts == 0:

@@ -415,7 +415,7 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 // roundIf rounds x to F16 precision when half is set (an F16 accumulator).
 func roundIf(half bool, x float32) float32 {
 	if half {
-		return F16ToF32(F32ToF16(x))
+		return roundToF16(x)
 	}
 	return x
 }

@@ -58,6 +58,30 @@ func F32ToF16(f float32) uint16 {
 	return sign | uint16(roundShift(uint32(e)<<23|mant, 13))
 }
 
+// roundToF16 is F16ToF32(F32ToF16(x)), x rounded to the nearest binary16 value (ties to
+// even), computed on float32's own bits so that the hot loops that keep an F16 accumulator
+// (attention's) take no data-dependent branches: for binary16's normal range the 13
+// dropped mantissa bits are rounded away with an integer add, and below it (binary16
+// subnormals, multiples of 2^-24) adding and subtracting 0.75 makes the float32 adder do
+// the rounding, as the sum's last bit then weighs 2^-24 and 0.75 is an even multiple of it.
+func roundToF16(x float32) float32 {
+	b := math.Float32bits(x)
+	sign, abs := b&0x80000000, b&0x7FFFFFFF
+	var r uint32
+	switch {
+	case abs >= 0x7F800000: // infinity, or a NaN made quiet keeping its top payload bits
+		r = abs | (min(abs&0x7FFFFF, 1) << 22)
+		r &^= 0x1FFF
+	case abs >= 0x477FF000: // rounds beyond 65504, binary16's largest finite value
+		r = 0x7F800000
+	case abs >= 0x38800000: // 2^-14 and up: binary16 normals
+		r = (abs + 0xFFF + (abs>>13)&1) &^ 0x1FFF
+	default:
+		r = math.Float32bits((math.Float32frombits(abs) + 0.75) - 0.75)
+	}
+	return math.Float32frombits(sign | r)
+}
+
 // roundShift shifts v right by s bits rounding to nearest, ties to even.
 func roundShift(v, s uint32) uint32 {
 	half := uint32(1) << (s - 1)
