@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/moerun/moerun/moe"
@@ -270,6 +271,9 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		if err != nil {
 			return nil, badRequest(fmt.Sprintf("messages[%d]", i), "messages[%d]: %v", i, err)
 		}
+		if s.harmony {
+			harmonyMessage(m)
+		}
 		msgs[i] = m
 	}
 	text, rerr := s.template.Render(tokenizer.ChatInput{
@@ -285,6 +289,26 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	addSpecial := s.vocab.BOS < 0 || !strings.HasPrefix(text, s.vocab.Piece(s.vocab.BOS, true))
 	j.prompt = s.vocab.Encode(text, addSpecial, true)
 	return j, s.checkPrompt(j.prompt)
+}
+
+// harmonyMessage hands an assistant turn's reasoning_content to gpt-oss's template as the
+// "thinking" it reads, and drops the content of a turn that has both reasoning and tool
+// calls, as llama.cpp's chat code prepares messages for this format.
+func harmonyMessage(m *tokenizer.Object) {
+	reasoning, ok := m.Values["reasoning_content"].(string)
+	if !ok {
+		return
+	}
+	if _, has := m.Values["thinking"]; !has {
+		m.Keys = append(m.Keys, "thinking")
+	}
+	m.Values["thinking"] = reasoning
+	if calls, ok := m.Values["tool_calls"].([]any); ok && len(calls) > 0 {
+		if _, has := m.Values["content"]; has {
+			delete(m.Values, "content")
+			m.Keys = slices.DeleteFunc(m.Keys, func(k string) bool { return k == "content" })
+		}
+	}
 }
 
 // decodeMessage checks one chat message and flattens content given as an array of text

@@ -59,15 +59,18 @@ type Server struct {
 	vocab       *tokenizer.Vocab
 	template    *tokenizer.Template // nil: the model has none (or it does not parse)
 	templateErr string              // why template is nil
-	name        string
-	created     int64
-	apiKeys     [][]byte
-	maxBody     int64
-	ubatch      int
-	slotSize    int
-	entropy     func() uint32
-	sampling    moe.SamplerParams
-	maxTokens   int
+	// harmony marks gpt-oss's template, which reads an assistant turn's reasoning from
+	// "thinking" (see harmonyMessage).
+	harmony   bool
+	name      string
+	created   int64
+	apiKeys   [][]byte
+	maxBody   int64
+	ubatch    int
+	slotSize  int
+	entropy   func() uint32
+	sampling  moe.SamplerParams
+	maxTokens int
 
 	slots     int
 	free      chan *slot
@@ -86,6 +89,23 @@ type Server struct {
 type route struct {
 	method string
 	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
+}
+
+// useTemplate parses the model's chat template, or records why chat requests cannot be
+// served.
+func (s *Server) useTemplate(tpl string) {
+	if tpl == "" {
+		s.templateErr = "the model has no chat template (tokenizer.chat_template); use /v1/completions"
+		return
+	}
+	t, err := tokenizer.ParseTemplate(tpl)
+	if err != nil {
+		s.templateErr = fmt.Sprintf("the model's chat template cannot be used (%v); use /v1/completions", err)
+		return
+	}
+	s.template = t
+	// gpt-oss's harmony format, recognised by its channel marker as llama.cpp does.
+	s.harmony = strings.Contains(tpl, "<|channel|>")
 }
 
 // New allocates the slots' contexts and returns the server.
@@ -129,16 +149,7 @@ func New(c Config) (*Server, error) {
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
 	}
-	switch tpl := c.Vocab.ChatTemplate; {
-	case tpl == "":
-		s.templateErr = "the model has no chat template (tokenizer.chat_template); use /v1/completions"
-	default:
-		t, err := tokenizer.ParseTemplate(tpl)
-		if err != nil {
-			s.templateErr = fmt.Sprintf("the model's chat template cannot be used (%v); use /v1/completions", err)
-		}
-		s.template = t
-	}
+	s.useTemplate(c.Vocab.ChatTemplate)
 	opts := c.Context
 	opts.Stats = s.stats
 	for range c.Slots {
