@@ -153,6 +153,9 @@ var environment = func() *exec.Environment {
 	if err := filters.Replace("tojson", tojsonFilter); err != nil {
 		panic(err)
 	}
+	if err := filters.Replace("items", itemsFilter); err != nil {
+		panic(err)
+	}
 	dict := map[string]exec.Method[map[string]any]{
 		"keys": func(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
 			return anySlice(orderedKeys(original(self, selfValue))), noArgs("keys", args)
@@ -165,11 +168,7 @@ var environment = func() *exec.Environment {
 			return vals, noArgs("values", args)
 		},
 		"items": func(self map[string]any, selfValue *exec.Value, args *exec.VarArgs) (any, error) {
-			var items []any
-			for _, k := range orderedKeys(original(self, selfValue)) {
-				items = append(items, []any{k, self[k]})
-			}
-			return items, noArgs("items", args)
+			return orderedItems(original(self, selfValue)), noArgs("items", args)
 		},
 	}
 	for _, name := range []string{"get", "copy"} {

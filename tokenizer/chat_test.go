@@ -167,7 +167,7 @@ func TestChatErrors(t *testing.T) {
 
 // FuzzChatTemplate: parsing and rendering any template text never panics.
 func FuzzChatTemplate(f *testing.F) {
-	for _, name := range []string{"qwen3", "deepseek_v3"} {
+	for _, name := range []string{"qwen3", "deepseek_v3", "glm46", "glm47_flash"} {
 		src, err := os.ReadFile("testdata/chat/" + name + ".chat_template.jinja")
 		if err != nil {
 			f.Fatal(err)

@@ -219,15 +219,7 @@ func (o jsonOpts) write(b *strings.Builder, v any, level int) error {
 }
 
 func (o jsonOpts) writeDict(b *strings.Builder, d *exec.Dict, level int) error {
-	vals := map[string]any{}
-	var keys []string
-	for _, p := range d.Pairs {
-		k := p.Key.String()
-		if _, dup := vals[k]; !dup {
-			keys = append(keys, k)
-		}
-		vals[k] = p.Value
-	}
+	keys, vals := dictEntries(d)
 	if o.sortKeys {
 		slices.Sort(keys)
 	}
