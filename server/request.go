@@ -312,7 +312,7 @@ func harmonyMessage(m *tokenizer.Object) {
 }
 
 // decodeMessage checks one chat message and flattens content given as an array of text
-// parts into a string, which is what chat templates expect.
+// parts into one string, the parts joined by newlines as llama.cpp joins them.
 func decodeMessage(raw json.RawMessage) (*tokenizer.Object, error) {
 	v, err := tokenizer.DecodeJSON(raw)
 	if err != nil {
@@ -338,6 +338,9 @@ func decodeMessage(raw json.RawMessage) (*tokenizer.Object, error) {
 			text, ok := p.Values["text"].(string)
 			if !ok {
 				return nil, fmt.Errorf("content[%d]: a text part needs a \"text\" string", k)
+			}
+			if b.Len() > 0 { // llama.cpp joins text parts with newlines
+				b.WriteByte('\n')
 			}
 			b.WriteString(text)
 		}

@@ -49,3 +49,22 @@ func TestHarmonyDetected(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeMessageParts: content given as text parts reaches the template as one string,
+// the parts joined by newlines as llama.cpp joins them (none before the first non-empty
+// text), and other part types are refused.
+func TestDecodeMessageParts(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, "a\nb"},
+		{`{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"b"}]}`, "b"},
+		{`{"role":"user","content":[]}`, ""},
+	} {
+		m, err := decodeMessage([]byte(c.in))
+		if err != nil || m.Values["content"] != c.want {
+			t.Errorf("%s: content %q, %v; want %q", c.in, m.Values["content"], err, c.want)
+		}
+	}
+	if _, err := decodeMessage([]byte(`{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}`)); err == nil {
+		t.Error("an image part was accepted")
+	}
+}
