@@ -353,14 +353,48 @@ func (j *attnJob) precise(s *attnScratch, qs []float32, g, first, last int) {
 		j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.keys)
 		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
 		for i := range group {
-			var dot float64
-			for d, x := range qs[i*dk : (i+1)*dk] {
-				dot += float64(x) * float64(s.keys[d])
-			}
-			s.step(i, dv, float32(dot)*j.params.Scale, false, false)
+			s.step(i, dv, float32(dotFloat64(qs[i*dk:(i+1)*dk], s.keys))*j.params.Scale, false, false)
 		}
 	}
 }
+
+// The inner loops of the plain kernel, as variables: the SIMD build installs vector
+// versions (simd_attn_amd64.go).
+var (
+	// dotFloat64 is q·k summed in float64, in four interleaved partial sums: a single
+	// chain waits for each addition before the next. The order differs from a plain loop's
+	// only below float64's precision, far under the float32 rounding of the score.
+	dotFloat64 = func(q, k []float32) float64 {
+		k = k[:len(q)]
+		var s0, s1, s2, s3 float64
+		d := 0
+		for ; d+4 <= len(q); d += 4 {
+			s0 += float64(q[d]) * float64(k[d])
+			s1 += float64(q[d+1]) * float64(k[d+1])
+			s2 += float64(q[d+2]) * float64(k[d+2])
+			s3 += float64(q[d+3]) * float64(k[d+3])
+		}
+		for ; d < len(q); d++ {
+			s0 += float64(q[d]) * float64(k[d])
+		}
+		return (s0 + s1) + (s2 + s3)
+	}
+	// madHalf is acc = x·s + acc fused, rounded to F16 precision: ggml's update of an F16
+	// accumulator (ggml_vec_mad_f16).
+	madHalf = func(acc, x []float32, s float32) {
+		acc = acc[:len(x)]
+		for d, v := range x {
+			acc[d] = roundToF16(fma32(v, s, acc[d]))
+		}
+	}
+	// addScaled is acc += x·s, multiplied and added separately (each rounded).
+	addScaled = func(acc, x []float32, s float32) {
+		acc = acc[:len(x)]
+		for d, v := range x {
+			acc[d] += v * s
+		}
+	}
+)
 
 // step adds one position (its score and the values in s.values) to head i's online softmax:
 // a new maximum rescales the sum and the accumulator by e^(old−new), otherwise the position
@@ -379,15 +413,17 @@ func (s *attnScratch) step(i, dv int, score float32, fused, half bool) {
 		vs = exp32(score - s.max[i])
 	}
 	if fused {
-		for d, x := range s.values {
-			acc[d] = roundIf(half, fma32(x, vs, acc[d]))
+		if half {
+			madHalf(acc, s.values, vs)
+		} else {
+			for d, x := range s.values {
+				acc[d] = fma32(x, vs, acc[d])
+			}
 		}
 		s.sum[i] = fma32(s.sum[i], ms, vs)
 		return
 	}
-	for d, x := range s.values {
-		acc[d] += x * vs
-	}
+	addScaled(acc, s.values, vs)
 	s.sum[i] = s.sum[i]*ms + vs
 }
 

@@ -317,3 +317,56 @@ func BenchmarkAttentionDecode(b *testing.B) {
 		}
 	}
 }
+
+// TestAddScaled holds the installed acc += x·s (a vector kernel in the SIMD build) to the
+// plain loop bit for bit, at lengths around its step of eight.
+func TestAddScaled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 23, 64, 131} {
+		x, acc := randomFloats(rng, n), randomFloats(rng, n)
+		s := float32(rng.NormFloat64())
+		want := make([]float32, n)
+		for d := range want {
+			want[d] = acc[d] + x[d]*s
+		}
+		addScaled(acc, x, s)
+		for d := range want {
+			if math.Float32bits(acc[d]) != math.Float32bits(want[d]) {
+				t.Fatalf("n=%d [%d]: %g, want %g", n, d, acc[d], want[d])
+			}
+		}
+	}
+}
+
+// TestMadHalf holds the installed F16-accumulator update (a vector kernel in the SIMD
+// build) to roundToF16(fma32(x, s, acc)) bit for bit: accumulators from binary16 subnormals
+// to beyond its range (where the vector kernel hands over to the scalar code), with signs,
+// zeros and ties, at lengths around its step of eight.
+func TestMadHalf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{0, 5, 8, 13, 64, 131} {
+		for round := range 200 {
+			x, acc := randomFloats(rng, n), randomFloats(rng, n)
+			for d := range acc {
+				acc[d] *= float32(math.Ldexp(1, rng.IntN(44)-28)) // 2^-28 .. 2^15
+				if rng.IntN(16) == 0 {
+					acc[d] = F16ToF32(uint16(rng.IntN(1 << 16))) // any binary16, Inf and NaN too
+				}
+			}
+			s := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.IntN(8)-4))
+			if round%50 == 0 {
+				s = 0
+			}
+			want := make([]float32, n)
+			for d := range want {
+				want[d] = roundToF16(fma32(x[d], s, acc[d]))
+			}
+			madHalf(acc, x, s)
+			for d := range want {
+				if math.Float32bits(acc[d]) != math.Float32bits(want[d]) && !(acc[d] != acc[d] && want[d] != want[d]) {
+					t.Fatalf("n=%d [%d]: %g (%#08x), want %g (%#08x)", n, d, acc[d], math.Float32bits(acc[d]), want[d], math.Float32bits(want[d]))
+				}
+			}
+		}
+	}
+}

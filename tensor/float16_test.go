@@ -175,3 +175,25 @@ func TestRoundToF16(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeF16 holds F16's row decoders (the scalar one, which widens normal values
+// itself, and the installed one, a vector kernel in the SIMD build) to F16ToF32 on every
+// binary16 bit pattern.
+func TestDecodeF16(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for h := range 1 << 16 {
+		binary.LittleEndian.PutUint16(src[2*h:], uint16(h))
+	}
+	for _, decode := range []func(src []byte, dst []float32){decodeF16, traits[F16].ToFloat} {
+		for _, n := range []int{1 << 16, 1<<16 - 3} { // with a remainder after the vector steps
+			dst := make([]float32, n)
+			decode(src[2*(1<<16-n):], dst)
+			for i, got := range dst {
+				h := uint16(1<<16 - n + i)
+				if want := F16ToF32(h); math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%#04x: %g (%#08x), want %g (%#08x)", h, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		}
+	}
+}

@@ -108,15 +108,11 @@ func softmaxRow(y []float32) {
 // SiLU is x·sigmoid(x) over rows (ggml_silu).
 func SiLU(dst, x []float32, cols int) {
 	checkRows("SiLU", cols, dst, x)
+	vec := cols / vecWidth * vecWidth
 	for r := 0; r < len(x); r += cols {
 		out, in := dst[r:r+cols], x[r:r+cols]
-		i := 0
-		for ; i+vecWidth <= cols; i += vecWidth {
-			for l := i; l < i+vecWidth; l++ {
-				out[l] = vsilu32(in[l])
-			}
-		}
-		for ; i < cols; i++ {
+		vsiluRun(out[:vec], in[:vec])
+		for i := vec; i < cols; i++ {
 			out[i] = silu32(in[i])
 		}
 	}
@@ -126,15 +122,14 @@ func SiLU(dst, x []float32, cols int) {
 // DeepSeek's feed-forward networks.
 func SwiGLU(dst, gate, up []float32, cols int) {
 	checkRows("SwiGLU", cols, dst, gate, up)
+	vec := cols / vecWidth * vecWidth
 	for r := 0; r < len(dst); r += cols {
 		out, g, u := dst[r:r+cols], gate[r:r+cols], up[r:r+cols]
-		i := 0
-		for ; i+vecWidth <= cols; i += vecWidth {
-			for l := i; l < i+vecWidth; l++ {
-				out[l] = vsilu32(g[l]) * u[l]
-			}
+		vsiluRun(out[:vec], g[:vec])
+		for i := range vec {
+			out[i] *= u[i]
 		}
-		for ; i < cols; i++ {
+		for i := vec; i < cols; i++ {
 			out[i] = silu32(g[i]) * u[i]
 		}
 	}

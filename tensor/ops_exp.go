@@ -52,6 +52,15 @@ func silu32(x float32) float32 { return x / (1 + exp32(-x)) }
 // vsilu32 is one lane of ggml_v_silu: x/(1+ggml_v_expf(0−x)).
 func vsilu32(x float32) float32 { return x / (1 + vexp32(0-x)) }
 
+// vsiluRun is vsilu32 over a run of whole vectors (len(x) a multiple of vecWidth; dst may
+// be x). The SIMD build installs a vector kernel (simd_ops_amd64.go).
+var vsiluRun = func(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = vsilu32(v)
+	}
+}
+
 // sum16 adds 16 lanes in the order of _mm512_reduce_add_ps (GCC's avx512fintrin.h): the
 // high half onto the low half, then again on 8 and 4 lanes, then the last two.
 func sum16(v *[vecWidth]float32) float32 {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -192,4 +193,29 @@ func FuzzArgsortDesc(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestVSiLURun holds the installed run of ggml_v_silu lanes (a vector kernel in the SIMD
+// build) to vsilu32 lane by lane, over magnitudes that reach its scalar finish (|x| > 87),
+// infinities and NaN, and run lengths around its step of eight.
+func TestVSiLURun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{0, 3, 8, 16, 21, 64} {
+		for range 100 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * math.Exp(rng.Float64()*6-2)) // |x| up to ~1e3
+				if rng.IntN(64) == 0 {
+					x[i] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0}[rng.IntN(4)]
+				}
+			}
+			got := make([]float32, n)
+			vsiluRun(got, x)
+			for i, v := range x {
+				if want := vsilu32(v); math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
+					t.Fatalf("n=%d x=%g: %g (%#08x), want %g (%#08x)", n, v, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+				}
+			}
+		}
+	}
 }

@@ -38,8 +38,11 @@ import (
 //     re-slicing (w = w[144:]) costs six instructions per pointer per block.
 //
 // Audit for SSE after a change: the legitimate hits are the tables' setup in the package
-// initialisation, return 0 for an empty row, code after sumLanes, and dotF16AVX2's scalar
-// float64 sum (which runs with the upper halves clean):
+// initialisation, return 0 for an empty row, code after sumLanes, the scalar float64 sums
+// of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves clean), in
+// simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar code after
+// ClearAVXUpperBits, and vsiluAVX2's scalar finish of a step with |x| above ~87 (rare
+// enough to pay for it):
 //
 //	GOEXPERIMENT=simd go build -gcflags=-S ./tensor 2>&1 | grep -P '\(.*simd_\w+_amd64.go:\d+\)\s+(MOVS[SD]|MULS[SD]|ADDS[SD]|SUBS[SD]|MOVQ\s+\w+, X|MOVUPS|XORPS|CVT\w+)\s'
 
@@ -56,6 +59,8 @@ func init() {
 	// The formats registered their scalar kernels in the init functions of files named
 	// before this one (Go runs them in file-name order), F32/F16/BF16 in traits' literal;
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
+	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
+	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q4_K:   dotQ4_KAVX2,
 		Q5_K:   dotQ5_KAVX2,

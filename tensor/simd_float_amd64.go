@@ -62,6 +62,25 @@ func dotF16AVX2(n int, w, a []byte) float32 {
 	return float32(sum)
 }
 
+// dotF16Rows4AVX2 is dotF16AVX2 for four weight rows against one activation vector (see
+// dotRows4), in scalar code: widened through f16Table (the products are exact in float32),
+// each row's float64 sum adds them in the single-row kernel's order. On the build
+// machine 16 rows of 256 values took about 4 µs against 5.5 µs row by row; a float64
+// table (no conversions) and 64-bit reads of four values ran no faster.
+func dotF16Rows4AVX2(n int, w0, w1, w2, w3, a []byte) [4]float32 {
+	w0, w1, w2, w3, a = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n], a[:2*n]
+	archsimd.ClearAVXUpperBits()
+	var s0, s1, s2, s3 float64
+	for i := 0; i < 2*n; i += 2 {
+		y := f16Table[binary.LittleEndian.Uint16(a[i:])]
+		s0 += float64(f16Table[binary.LittleEndian.Uint16(w0[i:])] * y)
+		s1 += float64(f16Table[binary.LittleEndian.Uint16(w1[i:])] * y)
+		s2 += float64(f16Table[binary.LittleEndian.Uint16(w2[i:])] * y)
+		s3 += float64(f16Table[binary.LittleEndian.Uint16(w3[i:])] * y)
+	}
+	return [4]float32{float32(s0), float32(s1), float32(s2), float32(s3)}
+}
+
 // dotBF16AVX2 is BF16 × BF16. A 32-bit lane holding two bfloat16 values has the even one
 // in its low half and the odd one in its high half: shifted up, the even one is a float32,
 // and masked, the odd one is; so no widening is needed.

@@ -328,3 +328,69 @@ func TestSIMDHalfSpecials(t *testing.T) {
 		}
 	}
 }
+
+// TestDotRows4 holds each four-row kernel to its type's VecDot on every row, bit for bit,
+// at lengths with and without a remainder after the vector steps, and through MatMul (rows
+// not a multiple of four finish one by one).
+func TestDotRows4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for typ, dot4 := range dotRows4 {
+		tr := traits[typ]
+		for _, n := range []int{1, 4, 7, 64, 130, 256} {
+			rowBytes := int(must(typ.RowBytes(int64(n))))
+			w := make([]byte, 4*rowBytes)
+			a := make([]byte, int(must(tr.VecDotType.RowBytes(int64(n)))))
+			tr.FromFloat(wideFloats(rng, 4*n), w)
+			traits[tr.VecDotType].FromFloat(wideFloats(rng, n), a)
+			got := dot4(n, w[:rowBytes], w[rowBytes:2*rowBytes], w[2*rowBytes:3*rowBytes], w[3*rowBytes:], a)
+			for r := range 4 {
+				if want := tr.VecDot(n, w[r*rowBytes:(r+1)*rowBytes], a); math.Float32bits(got[r]) != math.Float32bits(want) {
+					t.Errorf("%s n=%d row %d: %g, VecDot %g", typ, n, r, got[r], want)
+				}
+			}
+		}
+		const cols, rows, tokens = 96, 10, 3
+		rowBytes := int(must(typ.RowBytes(cols)))
+		data := make([]byte, rows*rowBytes)
+		tr.FromFloat(wideFloats(rng, rows*cols), data)
+		m, err := NewMatrix(typ, []int64{cols, rows}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := wideFloats(rng, tokens*cols)
+		p := NewPool(2)
+		got := make([]float32, tokens*rows)
+		if err := p.MatMul(got, m, x); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		a := make([]byte, int(must(tr.VecDotType.RowBytes(cols))))
+		for tok := range tokens {
+			if err := QuantizeActivations(tr.VecDotType, x[tok*cols:(tok+1)*cols], a); err != nil {
+				t.Fatal(err)
+			}
+			for r := range rows {
+				if want := tr.VecDot(cols, data[r*rowBytes:(r+1)*rowBytes], a); math.Float32bits(got[tok*rows+r]) != math.Float32bits(want) {
+					t.Errorf("%s MatMul token %d row %d: %g, VecDot %g", typ, tok, r, got[tok*rows+r], want)
+				}
+			}
+		}
+	}
+}
+
+// wideFloats are Gaussian values scaled by 2^-14 .. 2^14, so that float64 sums of their
+// products round, and a kernel that adds them in another order gives other bits.
+func wideFloats(rng *rand.Rand, n int) []float32 {
+	x := randomFloats(rng, n)
+	for i := range x {
+		x[i] *= float32(math.Ldexp(1, rng.IntN(29)-14))
+	}
+	return x
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
