@@ -198,6 +198,13 @@ func dotF16Rows4(n int, w0, w1, w2, w3, a []byte) [4]float32 {
 	return [4]float32{float32(s0), float32(s1), float32(s2), float32(s3)}
 }
 
+// dotTokens2 holds, for a type whose kernel spends much of its time unpacking weights
+// (nibbles to bytes, packed sub-block scales), a kernel that takes one weight row against
+// two activation vectors and unpacks each block once for both; each result is the bits
+// VecDot gives for its vector. Prefill tiles use it for pairs of tokens. The vector
+// kernels register theirs (simd_amd64.go).
+var dotTokens2 = map[Type]func(n int, w, a0, a1 []byte) [2]float32{}
+
 type matmulJob struct {
 	w          Matrix
 	act        []byte
@@ -223,9 +230,17 @@ func (j *matmulJob) unit(_, u int) {
 			}
 		}
 	}
+	dot2 := dotTokens2[w.typ]
 	for r := r0; r < r1; r++ {
 		row := w.data[r*rb : (r+1)*rb]
-		for t := t0; t < t1; t++ {
+		t := t0
+		if dot2 != nil {
+			for ; t+2 <= t1; t += 2 {
+				out := dot2(n, row, j.act[t*ab:(t+1)*ab], j.act[(t+1)*ab:(t+2)*ab])
+				j.dst[t*w.rows+r], j.dst[(t+1)*w.rows+r] = out[0], out[1]
+			}
+		}
+		for ; t < t1; t++ {
 			j.dst[t*w.rows+r] = dot(n, row, j.act[t*ab:(t+1)*ab])
 		}
 	}
@@ -342,16 +357,31 @@ func (j *mulMatIDJob) unit(_, u int) {
 	dot, n, rb, ab := w.tr.VecDot, w.cols, w.rowBytes, j.actBytes
 	expert := w.data[int(tile.expert)*w.rows*rb:]
 	pairs := j.order[tile.pair : tile.pair+tile.pairs]
+	dot2 := dotTokens2[w.typ]
 	for r := r0; r < r1; r++ {
 		row := expert[r*rb : (r+1)*rb]
-		for _, pair := range pairs {
-			v := int(pair)
-			if j.shared {
-				v /= j.k
+		i := 0
+		if dot2 != nil {
+			for ; i+2 <= len(pairs); i += 2 {
+				v0, v1 := j.vector(pairs[i]), j.vector(pairs[i+1])
+				out := dot2(n, row, j.act[v0*ab:(v0+1)*ab], j.act[v1*ab:(v1+1)*ab])
+				j.dst[int(pairs[i])*w.rows+r], j.dst[int(pairs[i+1])*w.rows+r] = out[0], out[1]
 			}
+		}
+		for _, pair := range pairs[i:] {
+			v := j.vector(pair)
 			j.dst[int(pair)*w.rows+r] = dot(n, row, j.act[v*ab:(v+1)*ab])
 		}
 	}
+}
+
+// vector is the activation vector of a (token, slot) pair: its token's when the k slots
+// share one.
+func (j *mulMatIDJob) vector(pair int32) int {
+	if j.shared {
+		return int(pair) / j.k
+	}
+	return int(pair)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -38,8 +38,8 @@ import (
 //     re-slicing (w = w[144:]) costs six instructions per pointer per block.
 //
 // Audit for SSE after a change: the legitimate hits are the tables' setup in the package
-// initialisation, return 0 for an empty row, code after sumLanes, the scalar float64 sums
-// of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves clean), in
+// initialisation, return 0 for an empty row, code after sumLanes and firstLanes2, the scalar
+// float64 sums of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves clean), in
 // simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar code after
 // ClearAVXUpperBits, and vsiluAVX2's scalar finish of a step with |x| above ~87 (rare
 // enough to pay for it):
@@ -61,6 +61,7 @@ func init() {
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
+	dotTokens2[Q4_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ6_KTokens2AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q4_K:   dotQ4_KAVX2,
 		Q5_K:   dotQ5_KAVX2,

@@ -1,0 +1,185 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+)
+
+// dotQ4_KTokens2AVX2 is dotQ4_KAVX2 for one weight row against two activation rows (see
+// dotTokens2): each block's scales are unpacked and its nibbles split once for both tokens,
+// and each token's integer sums and float accumulation are the single-row kernel's, step
+// for step, so each result has its bits. Two tokens, not four: the per-token accumulators
+// and sums of four would not fit the 15 vector registers.
+func dotQ4_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[144]byte)(w[:nb*144]), (*[292]byte)(a0[:nb*292]), (*[292]byte)(a1[:nb*292])
+	var acc0, accMin0, acc1, accMin1 archsimd.Float32x8
+	for i := 0; ; {
+		// Scales and mins as bytes [sc0..7, m0..7] in both 128-bit halves.
+		v := archsimd.LoadUint8x16((*[16]uint8)(x[4:20])).AsInt8x16()
+		lo := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickLo)).AsInt32x4().ShiftRight(archsimd.LoadInt32x4(&q4KShift)).And(archsimd.LoadInt32x4(&q4KMaskLo))
+		packed := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		sc := m4.AsInt8x32().SetLo(packed).SetHi(packed)
+		dmin := archsimd.LoadFloat32x4((*[4]float32)(f16Table[binary.LittleEndian.Uint16(x[2:4]):])).Broadcast1To8()
+		mins := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q4KMinPairs)).AsInt16x16()
+		yd := archsimd.LoadUint8x16((*[16]uint8)(y[0:16])).AsFloat32x4().Broadcast1To8()
+		minSum := mins.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(y[260:292])).AsInt16x16())
+		accMin0 = yd.Mul(dmin).MulAdd(minSum.ConvertToFloat32(), accMin0)
+		zd := archsimd.LoadUint8x16((*[16]uint8)(z[0:16])).AsFloat32x4().Broadcast1To8()
+		minSum = mins.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(z[260:292])).AsInt16x16())
+		accMin1 = zd.Mul(dmin).MulAdd(minSum.ConvertToFloat32(), accMin1)
+
+		bits := archsimd.LoadUint8x32((*[32]uint8)(x[16:48]))
+		nib := bits.And(m4)
+		s := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16()
+		sum0 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32()).DotProductPairs(s)
+		sum1 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[4:36])).AsInt8x32()).DotProductPairs(s)
+		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[36:68])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[36:68])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[48:80]))
+		nib = bits.And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[68:100])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[68:100])).AsInt8x32()).DotProductPairs(s))
+		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[100:132])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[100:132])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[80:112]))
+		nib = bits.And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[132:164])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[132:164])).AsInt8x32()).DotProductPairs(s))
+		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[164:196])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[164:196])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[112:144]))
+		nib = bits.And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[196:228])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[196:228])).AsInt8x32()).DotProductPairs(s))
+		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
+		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[228:260])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[228:260])).AsInt8x32()).DotProductPairs(s))
+
+		d := f16Lanes(x[0:2])
+		acc0 = yd.Mul(d).MulAdd(sum0.ConvertToFloat32(), acc0)
+		acc1 = zd.Mul(d).MulAdd(sum1.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return sumLanes2(acc0.Sub(accMin0), acc1.Sub(accMin1))
+}
+
+// dotQ6_KTokens2AVX2 is dotQ6_KAVX2 for one weight row against two activation rows (see
+// dotTokens2): each group of 6-bit codes is assembled from its low and high bits, and each
+// sub-block scale spread, once for both tokens; per token the integer sums, the offset and
+// the float accumulation are the single-row kernel's.
+func dotQ6_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[210]byte)(w[:nb*210]), (*[292]byte)(a0[:nb*292]), (*[292]byte)(a1[:nb*292])
+	var acc0, acc1 archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		m6 := archsimd.LoadUint8x32(&bits45Mask)
+		scales := archsimd.LoadUint8x16((*[16]uint8)(x[192:208])).AsInt8x16()
+
+		sc := scales.PermuteOrZero(archsimd.LoadInt8x16(&q6KHalf[0])).ExtendToInt16().AsInt8x32()
+		ql0, ql1 := archsimd.LoadUint8x32((*[32]uint8)(x[0:32])), archsimd.LoadUint8x32((*[32]uint8)(x[32:64]))
+		qh := archsimd.LoadUint8x32((*[32]uint8)(x[128:160])).AsInt16x16()
+		code := ql0.And(m4).Or(qh.ShiftAllLeft(4).AsUint8x32().And(m6))
+		s := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[0])).AsInt16x16()
+		sum0 := code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32()).DotProductPairs(s)
+		sum1 := code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[4:36])).AsInt8x32()).DotProductPairs(s)
+		code = ql1.And(m4).Or(qh.ShiftAllLeft(2).AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[1])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[36:68])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[36:68])).AsInt8x32()).DotProductPairs(s))
+		code = ql0.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[2])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[68:100])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[68:100])).AsInt8x32()).DotProductPairs(s))
+		code = ql1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllRight(2).AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[3])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[100:132])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[100:132])).AsInt8x32()).DotProductPairs(s))
+
+		sc = scales.PermuteOrZero(archsimd.LoadInt8x16(&q6KHalf[1])).ExtendToInt16().AsInt8x32()
+		ql0, ql1 = archsimd.LoadUint8x32((*[32]uint8)(x[64:96])), archsimd.LoadUint8x32((*[32]uint8)(x[96:128]))
+		qh = archsimd.LoadUint8x32((*[32]uint8)(x[160:192])).AsInt16x16()
+		code = ql0.And(m4).Or(qh.ShiftAllLeft(4).AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[0])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[132:164])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[132:164])).AsInt8x32()).DotProductPairs(s))
+		code = ql1.And(m4).Or(qh.ShiftAllLeft(2).AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[1])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[164:196])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[164:196])).AsInt8x32()).DotProductPairs(s))
+		code = ql0.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[2])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[196:228])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[196:228])).AsInt8x32()).DotProductPairs(s))
+		code = ql1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllRight(2).AsUint8x32().And(m6))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[3])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[228:260])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[228:260])).AsInt8x32()).DotProductPairs(s))
+
+		// The offsets and the sums of the lanes as in dotQ6_KAVX2.
+		wide := scales.ExtendToInt16()
+		d := f16Lanes(x[208:210])
+		sum0 = sum0.Sub(wide.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(y[260:292])).AsInt16x16()).ShiftAllLeft(5))
+		total := sum0.Add(sum0.Select128FromPair(1, 0, sum0))
+		total = total.AddPairsGrouped(total)
+		total = total.AddPairsGrouped(total)
+		acc0 = f32Lanes(y[0:16]).Mul(d).MulAdd(total.ConvertToFloat32(), acc0)
+		sum1 = sum1.Sub(wide.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(z[260:292])).AsInt16x16()).ShiftAllLeft(5))
+		total = sum1.Add(sum1.Select128FromPair(1, 0, sum1))
+		total = total.AddPairsGrouped(total)
+		total = total.AddPairsGrouped(total)
+		acc1 = f32Lanes(z[0:16]).Mul(d).MulAdd(total.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return firstLanes2(acc0.GetLo(), acc1.GetLo())
+}
+
+// sumLanes2 is sumLanes of v0 and of v1, the same additions in the same order for each.
+func sumLanes2(v0, v1 archsimd.Float32x8) [2]float32 {
+	h0 := v0.GetLo().Add(v0.GetHi())
+	h1 := v1.GetLo().Add(v1.GetHi())
+	h0 = h0.AddPairs(h0)
+	h1 = h1.AddPairs(h1)
+	return firstLanes2(h0.AddPairs(h0), h1.AddPairs(h1))
+}
+
+// firstLanes2 is firstLane of v0 and of v1, with the upper halves cleared once after both
+// are stored.
+func firstLanes2(v0, v1 archsimd.Float32x4) [2]float32 {
+	var s0, s1 [4]float32
+	v0.Store(&s0)
+	v1.Store(&s1)
+	archsimd.ClearAVXUpperBits()
+	return [2]float32{s0[0], s1[0]}
+}

@@ -1,0 +1,160 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotTokens2 holds each two-token kernel to its type's VecDot, bit for bit, on each of
+// the two activation vectors: on arbitrary block bytes (every nibble and packed-scale
+// pattern, only the float scales kept finite), on quantized wide-range values, and through
+// MatMul and MulMatID with odd token counts, where the last token of a tile goes alone.
+// The activations are quantized wide-range values and, for the largest sums the integer
+// steps see, constant ones (every quant ±127).
+func TestDotTokens2(t *testing.T) {
+	if len(dotTokens2) == 0 {
+		t.Skip("no two-token kernels in this build")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for typ, dot2 := range dotTokens2 {
+		tr := traits[typ]
+		vt := tr.VecDotType
+		check := func(what string, n int, w, a0, a1 []byte) {
+			t.Helper()
+			got := dot2(n, w, a0, a1)
+			for i, a := range [][]byte{a0, a1} {
+				if want := tr.VecDot(n, w, a); math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Errorf("%s %s n=%d token %d: %g, VecDot %g", typ, what, n, i, got[i], want)
+				}
+			}
+		}
+		quantize := func(x []float32) []byte {
+			a := make([]byte, mustRowBytes(t, vt, len(x)))
+			if err := QuantizeActivations(vt, x, a); err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		for _, blocks := range []int{1, 3, 11} {
+			n := blocks * int(typ.BlockSize())
+			w := make([]byte, mustRowBytes(t, typ, n))
+			constant := func(v float32) []float32 {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = v
+				}
+				return x
+			}
+			for rep := range 20 {
+				randomBlocks(rng, typ, w)
+				check("random weights", n, w, quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)))
+				if rep == 0 {
+					check("random weights, activations ±127", n, w, quantize(constant(3)), quantize(constant(-3)))
+				}
+			}
+			tr.FromFloat(wideFloats(rng, n), w)
+			check("quantized weights", n, w, quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)))
+		}
+
+		cols := 3 * int(typ.BlockSize())
+		const rows, experts, k = 7, 3, 2
+		rowBytes := mustRowBytes(t, typ, cols)
+		data := make([]byte, experts*rows*rowBytes)
+		tr.FromFloat(wideFloats(rng, experts*rows*cols), data)
+		stack := must(NewMatrix(typ, []int64{int64(cols), rows, experts}, data))
+		p := NewPool(2)
+		defer p.Close()
+		// want is VecDot of row r of expert e against activation vector x[v].
+		want := func(x []float32, v, e, r int) float32 {
+			return tr.VecDot(cols, data[(e*rows+r)*rowBytes:][:rowBytes], quantize(x[v*cols:(v+1)*cols]))
+		}
+		for _, tokens := range []int{1, 3, 35} {
+			x := wideFloats(rng, tokens*cols)
+			m := stack.Expert(1)
+			got := make([]float32, tokens*rows)
+			if err := p.MatMul(got, &m, x); err != nil {
+				t.Fatal(err)
+			}
+			for tok := range tokens {
+				for r := range rows {
+					if w := want(x, tok, 1, r); math.Float32bits(got[tok*rows+r]) != math.Float32bits(w) {
+						t.Errorf("%s MatMul %d tokens, token %d row %d: %g, VecDot %g", typ, tokens, tok, r, got[tok*rows+r], w)
+					}
+				}
+			}
+			ids := routeTokens(rng, tokens, k, experts)
+			for _, perSlot := range []bool{false, true} {
+				vectors := tokens
+				if perSlot {
+					vectors = tokens * k
+				}
+				x := wideFloats(rng, vectors*cols)
+				got := make([]float32, tokens*k*rows)
+				if err := p.MulMatID(got, stack, x, ids, k); err != nil {
+					t.Fatal(err)
+				}
+				for i, e := range ids {
+					if e < 0 {
+						continue
+					}
+					v := i / k
+					if perSlot {
+						v = i
+					}
+					for r := range rows {
+						if w := want(x, v, int(e), r); math.Float32bits(got[i*rows+r]) != math.Float32bits(w) {
+							t.Errorf("%s MulMatID %d tokens per-slot %v, pair %d row %d: %g, VecDot %g", typ, tokens, perSlot, i, r, got[i*rows+r], w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkDotTokens2 is a prefill tile's inner work: matRowTile weight rows of 2048 values
+// (in L1) against 32 tokens, by the two-token kernel and by VecDot token by token.
+//
+//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench DotTokens2 ./tensor
+func BenchmarkDotTokens2(b *testing.B) {
+	const cols, tokens = 2048, 32
+	rng := rand.New(rand.NewPCG(17, 18))
+	for typ, dot2 := range dotTokens2 {
+		tr := traits[typ]
+		rowBytes, actBytes := mustRowBytes(b, typ, cols), mustRowBytes(b, tr.VecDotType, cols)
+		w := make([]byte, matRowTile*rowBytes)
+		tr.FromFloat(randomFloats(rng, matRowTile*cols), w)
+		a := make([]byte, tokens*actBytes)
+		for t := range tokens {
+			if err := QuantizeActivations(tr.VecDotType, randomFloats(rng, cols), a[t*actBytes:(t+1)*actBytes]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		out := make([]float32, tokens)
+		b.Run(fmt.Sprintf("type=%s/kernel=tokens2", typ), func(b *testing.B) {
+			for b.Loop() {
+				for r := range matRowTile {
+					row := w[r*rowBytes : (r+1)*rowBytes]
+					for t := 0; t < tokens; t += 2 {
+						o := dot2(cols, row, a[t*actBytes:(t+1)*actBytes], a[(t+1)*actBytes:(t+2)*actBytes])
+						out[t], out[t+1] = o[0], o[1]
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
+		})
+		b.Run(fmt.Sprintf("type=%s/kernel=VecDot", typ), func(b *testing.B) {
+			for b.Loop() {
+				for r := range matRowTile {
+					row := w[r*rowBytes : (r+1)*rowBytes]
+					for t := range tokens {
+						out[t] = tr.VecDot(cols, row, a[t*actBytes:(t+1)*actBytes])
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
+		})
+	}
+}
