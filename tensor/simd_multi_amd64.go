@@ -87,6 +87,86 @@ func dotQ4_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
 	return sumLanes2(acc0.Sub(accMin0), acc1.Sub(accMin1))
 }
 
+// dotQ5_KTokens2AVX2 is dotQ5_KAVX2 for one weight row against two activation rows (see
+// dotTokens2): as dotQ4_KTokens2AVX2, with each group's fifth bits joined to its nibbles
+// once for both tokens.
+func dotQ5_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[176]byte)(w[:nb*176]), (*[292]byte)(a0[:nb*292]), (*[292]byte)(a1[:nb*292])
+	var acc0, accMin0, acc1, accMin1 archsimd.Float32x8
+	for i := 0; ; {
+		// Scales and mins as bytes [sc0..7, m0..7] in both 128-bit halves.
+		v := archsimd.LoadUint8x16((*[16]uint8)(x[4:20])).AsInt8x16()
+		lo := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickLo)).AsInt32x4().ShiftRight(archsimd.LoadInt32x4(&q4KShift)).And(archsimd.LoadInt32x4(&q4KMaskLo))
+		packed := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		sc := m4.AsInt8x32().SetLo(packed).SetHi(packed)
+		dmin := archsimd.LoadFloat32x4((*[4]float32)(f16Table[binary.LittleEndian.Uint16(x[2:4]):])).Broadcast1To8()
+		mins := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q4KMinPairs)).AsInt16x16()
+		yd := archsimd.LoadUint8x16((*[16]uint8)(y[0:16])).AsFloat32x4().Broadcast1To8()
+		minSum := mins.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(y[260:292])).AsInt16x16())
+		accMin0 = yd.Mul(dmin).MulAdd(minSum.ConvertToFloat32(), accMin0)
+		zd := archsimd.LoadUint8x16((*[16]uint8)(z[0:16])).AsFloat32x4().Broadcast1To8()
+		minSum = mins.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(z[260:292])).AsInt16x16())
+		accMin1 = zd.Mul(dmin).MulAdd(minSum.ConvertToFloat32(), accMin1)
+
+		m5 := archsimd.LoadUint8x32(&bit4Mask)
+		qh := archsimd.LoadUint8x32((*[32]uint8)(x[16:48])).AsInt16x16()
+		bits := archsimd.LoadUint8x32((*[32]uint8)(x[48:80]))
+		code := bits.And(m4).Or(qh.ShiftAllLeft(4).AsUint8x32().And(m5))
+		s := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16()
+		sum0 := code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32()).DotProductPairs(s)
+		sum1 := code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[4:36])).AsInt8x32()).DotProductPairs(s)
+		code = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllLeft(3).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[36:68])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[36:68])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[80:112]))
+		code = bits.And(m4).Or(qh.ShiftAllLeft(2).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[68:100])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[68:100])).AsInt8x32()).DotProductPairs(s))
+		code = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllLeft(1).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[100:132])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[100:132])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[112:144]))
+		code = bits.And(m4).Or(qh.AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[132:164])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[132:164])).AsInt8x32()).DotProductPairs(s))
+		code = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllRight(1).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[164:196])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[164:196])).AsInt8x32()).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[144:176]))
+		code = bits.And(m4).Or(qh.ShiftAllRight(2).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[196:228])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[196:228])).AsInt8x32()).DotProductPairs(s))
+		code = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).Or(qh.ShiftAllRight(3).AsUint8x32().And(m5))
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
+		sum0 = sum0.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[228:260])).AsInt8x32()).DotProductPairs(s))
+		sum1 = sum1.Add(code.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[228:260])).AsInt8x32()).DotProductPairs(s))
+
+		d := f16Lanes(x[0:2])
+		acc0 = yd.Mul(d).MulAdd(sum0.ConvertToFloat32(), acc0)
+		acc1 = zd.Mul(d).MulAdd(sum1.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return sumLanes2(acc0.Sub(accMin0), acc1.Sub(accMin1))
+}
+
 // dotQ6_KTokens2AVX2 is dotQ6_KAVX2 for one weight row against two activation rows (see
 // dotTokens2): each group of 6-bit codes is assembled from its low and high bits, and each
 // sub-block scale spread, once for both tokens; per token the integer sums, the offset and
@@ -163,6 +243,163 @@ func dotQ6_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
 		x, y, z = next(x), next(y), next(z)
 	}
 	return firstLanes2(acc0.GetLo(), acc1.GetLo())
+}
+
+// dotMXFP4Tokens2AVX2 is dotMXFP4AVX2 for one weight row against two activation rows (see
+// dotTokens2): each block's nibbles are looked up in the FP4 table, and its exponent
+// widened, once for both tokens; per token the integer sums and the float accumulation are
+// the single-row kernel's.
+func dotMXFP4Tokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[17]byte)(w[:nb*17]), (*[34]byte)(a0[:nb*34]), (*[34]byte)(a1[:nb*34])
+	var acc0, acc1 archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[1:17]))
+		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		q := archsimd.LoadInt8x32(&fp4Shifted).PermuteOrZeroGrouped(idx.AsInt8x32()).AsUint8x32()
+		twelve := archsimd.LoadUint8x32(&twelves)
+		one := archsimd.LoadInt16x16(&ones16)
+		e := archsimd.LoadFloat32x4((*[4]float32)(e8m0Table[x[0]:])).Broadcast1To8()
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := q.DotProductPairsSaturated(qy).Sub(twelve.DotProductPairsSaturated(qy))
+		p32 := p.DotProductPairs(one)
+		acc0 = f16Lanes(y[0:2]).Mul(e).MulAdd(p32.ConvertToFloat32(), acc0)
+		qz := archsimd.LoadUint8x32((*[32]uint8)(z[2:34])).AsInt8x32()
+		p = q.DotProductPairsSaturated(qz).Sub(twelve.DotProductPairsSaturated(qz))
+		p32 = p.DotProductPairs(one)
+		acc1 = f16Lanes(z[0:2]).Mul(e).MulAdd(p32.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return sumLanes2(acc0, acc1)
+}
+
+// dotQ8_0Tokens2AVX2 is dotQ8_0AVX2 for one weight row against two activation rows (see
+// dotTokens2): each block's weight magnitudes and scale are taken once for both tokens,
+// and per token the signs move onto the activations and the sums and float accumulation
+// run as in the single-row kernel.
+func dotQ8_0Tokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[34]byte)(w[:nb*34]), (*[34]byte)(a0[:nb*34]), (*[34]byte)(a1[:nb*34])
+	var acc0, acc1 archsimd.Float32x8
+	for i := 0; ; {
+		qx := archsimd.LoadUint8x32((*[32]uint8)(x[2:34])).AsInt8x32()
+		mag := qx.Abs().AsUint8x32()
+		one := archsimd.LoadInt16x16(&ones16)
+		d := f16Lanes(x[0:2])
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := mag.DotProductPairsSaturated(qy.CopySign(qx)).DotProductPairs(one)
+		acc0 = d.Mul(f16Lanes(y[0:2])).MulAdd(p.ConvertToFloat32(), acc0)
+		qz := archsimd.LoadUint8x32((*[32]uint8)(z[2:34])).AsInt8x32()
+		p = mag.DotProductPairsSaturated(qz.CopySign(qx)).DotProductPairs(one)
+		acc1 = d.Mul(f16Lanes(z[0:2])).MulAdd(p.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return sumLanes2(acc0, acc1)
+}
+
+// dotIQ4_XSTokens2AVX2 is dotIQ4_XSAVX2 for one weight row against two activation rows
+// (see dotTokens2): each block's scales are assembled, and each sub-block's nibbles looked
+// up in the level table and regrouped, once for both tokens; per token the signs move onto
+// the activations and the sums and float accumulation are the single-row kernel's.
+func dotIQ4_XSTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return [2]float32{}
+	}
+	prefetchNext(w)
+	x, y, z := (*[136]byte)(w[:nb*136]), (*[292]byte)(a0[:nb*292]), (*[292]byte)(a1[:nb*292])
+	var acc0, acc1 archsimd.Float32x8
+	for i := 0; ; {
+		// The scales as in dotIQ4_XSAVX2.
+		lo := uint64(x[4]) | uint64(x[5])<<16 | uint64(x[6])<<32 | uint64(x[7])<<48
+		lo = (lo | lo<<4) & 0x0F0F0F0F0F0F0F0F
+		hi := uint64(x[2]) | uint64(x[3])<<32
+		hi = (hi | hi<<12) & 0x000F000F000F000F
+		hi = (hi | hi<<6) & 0x0303030303030303
+		sc := archsimd.BroadcastUint64x2(lo | hi<<4).AsInt8x16().Sub(archsimd.LoadInt8x16(&thirtyTwos)).ExtendToInt16().AsInt8x32()
+		levels := archsimd.LoadInt8x32(&iq4Levels)
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+
+		bits := archsimd.LoadUint8x32((*[32]uint8)(x[8:40]))
+		l0 := levels.PermuteOrZeroGrouped(bits.And(m4).AsInt8x32())
+		l1 := levels.PermuteOrZeroGrouped(bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).AsInt8x32())
+		v := l0.Select128FromPair(0, 2, l1)
+		mag := v.Abs().AsUint8x32()
+		s := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[0])).AsInt16x16()
+		sum0 := mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32().CopySign(v)).DotProductPairs(s)
+		sum1 := mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[4:36])).AsInt8x32().CopySign(v)).DotProductPairs(s)
+		v = l0.Select128FromPair(1, 3, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[1])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[36:68])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[36:68])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[40:72]))
+		l0 = levels.PermuteOrZeroGrouped(bits.And(m4).AsInt8x32())
+		l1 = levels.PermuteOrZeroGrouped(bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).AsInt8x32())
+		v = l0.Select128FromPair(0, 2, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[2])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[68:100])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[68:100])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		v = l0.Select128FromPair(1, 3, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[3])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[100:132])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[100:132])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[72:104]))
+		l0 = levels.PermuteOrZeroGrouped(bits.And(m4).AsInt8x32())
+		l1 = levels.PermuteOrZeroGrouped(bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).AsInt8x32())
+		v = l0.Select128FromPair(0, 2, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[4])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[132:164])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[132:164])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		v = l0.Select128FromPair(1, 3, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[5])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[164:196])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[164:196])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+
+		bits = archsimd.LoadUint8x32((*[32]uint8)(x[104:136]))
+		l0 = levels.PermuteOrZeroGrouped(bits.And(m4).AsInt8x32())
+		l1 = levels.PermuteOrZeroGrouped(bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4).AsInt8x32())
+		v = l0.Select128FromPair(0, 2, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[6])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[196:228])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[196:228])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		v = l0.Select128FromPair(1, 3, l1)
+		mag = v.Abs().AsUint8x32()
+		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadWord[7])).AsInt16x16()
+		sum0 = sum0.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[228:260])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+		sum1 = sum1.Add(mag.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(z[228:260])).AsInt8x32().CopySign(v)).DotProductPairs(s))
+
+		d := f16Lanes(x[0:2])
+		acc0 = f32Lanes(y[0:16]).Mul(d).MulAdd(sum0.ConvertToFloat32(), acc0)
+		acc1 = f32Lanes(z[0:16]).Mul(d).MulAdd(sum1.ConvertToFloat32(), acc1)
+		if i++; i == nb {
+			break
+		}
+		x, y, z = next(x), next(y), next(z)
+	}
+	return sumLanes2(acc0, acc1)
 }
 
 // sumLanes2 is sumLanes of v0 and of v1, the same additions in the same order for each.
