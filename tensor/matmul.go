@@ -17,6 +17,10 @@ type Matrix struct {
 	rowBytes int
 	data     []byte
 	tr       *Traits
+	// dot4 and dot2 are the type's multi-row and two-token kernels (dotRows4, dotTokens2),
+	// nil where it has none: looked up once here, not in every work unit.
+	dot4 func(n int, w0, w1, w2, w3, a []byte) [4]float32
+	dot2 func(n int, w, a0, a1 []byte) [2]float32
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -57,7 +61,8 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 		return nil, fmt.Errorf("matrix of %s, shape %v: dimension too large", t, shape)
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
-	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr}
+	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
+		dot4: dotRows4[t], dot2: dotTokens2[t]}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -221,7 +226,7 @@ func (j *matmulJob) unit(_, u int) {
 	r0, t0 := u/j.tokenTiles*matRowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+matRowTile, w.rows), min(t0+matTokenTile, j.tokens)
 	dot, n, rb, ab := w.tr.VecDot, w.cols, w.rowBytes, j.actBytes
-	if dot4 := dotRows4[w.typ]; dot4 != nil {
+	if dot4 := w.dot4; dot4 != nil {
 		for ; r0+4 <= r1; r0 += 4 {
 			rows := w.data[r0*rb : (r0+4)*rb]
 			for t := t0; t < t1; t++ {
@@ -230,7 +235,7 @@ func (j *matmulJob) unit(_, u int) {
 			}
 		}
 	}
-	dot2 := dotTokens2[w.typ]
+	dot2 := w.dot2
 	for r := r0; r < r1; r++ {
 		row := w.data[r*rb : (r+1)*rb]
 		t := t0
@@ -357,7 +362,7 @@ func (j *mulMatIDJob) unit(_, u int) {
 	dot, n, rb, ab := w.tr.VecDot, w.cols, w.rowBytes, j.actBytes
 	expert := w.data[int(tile.expert)*w.rows*rb:]
 	pairs := j.order[tile.pair : tile.pair+tile.pairs]
-	dot2 := dotTokens2[w.typ]
+	dot2 := w.dot2
 	for r := r0; r < r1; r++ {
 		row := expert[r*rb : (r+1)*rb]
 		i := 0
