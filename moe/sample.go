@@ -2,6 +2,8 @@ package moe
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -68,6 +70,14 @@ type Sampler struct {
 	next   int             // write position in recent once it is full
 	counts map[int32]int32 // occurrences of each token in recent
 	cands  []candidate     // reused between calls
+}
+
+// SystemSeed draws a seed from the operating system's random source, as llama.cpp does
+// for seed -1: the entropy to give NewSampler outside tests.
+func SystemSeed() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
 }
 
 // NewSampler makes a sampler. entropy supplies the seed when params.Seed is RandomSeed.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -50,7 +49,7 @@ type Config struct {
 	MaxBodyBytes int64
 	// AccessLog receives one line per request; nil discards them.
 	AccessLog io.Writer
-	// Entropy draws seeds for requests without one; nil means crypto/rand.
+	// Entropy draws seeds for requests without one; nil means moe.SystemSeed.
 	Entropy func() uint32
 }
 
@@ -144,7 +143,7 @@ func New(c Config) (*Server, error) {
 		s.ubatch = 512
 	}
 	if s.entropy == nil {
-		s.entropy = randomSeed
+		s.entropy = moe.SystemSeed
 	}
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
@@ -179,12 +178,6 @@ func New(c Config) (*Server, error) {
 
 // SlotSize is the context each slot holds, in tokens.
 func (s *Server) SlotSize() int { return s.slotSize }
-
-func randomSeed() uint32 {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint32(b[:])
-}
 
 // requestLog collects what the access log line and the metrics report about a request.
 type requestLog struct {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,7 +107,7 @@ func (c *runCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	sampler, err := moe.NewSampler(sp, randomSeed)
+	sampler, err := moe.NewSampler(sp, moe.SystemSeed)
 	if err != nil {
 		return badInput("%v", err)
 	}
@@ -237,13 +235,6 @@ func (c *runCmd) promptTokens(v *tokenizer.Vocab) ([]int32, error) {
 		return nil, badInput("the prompt is empty")
 	}
 	return ids, nil
-}
-
-// randomSeed draws a seed from the system, as llama.cpp does for seed -1.
-func randomSeed() uint32 {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint32(b[:])
 }
 
 // parseSER reads -ser KMIN,T (ik_llama.cpp's one pair); "" is off.
