@@ -135,15 +135,9 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 	if err := w.checkDot("matmul"); err != nil {
 		return err
 	}
-	if w.experts != 1 {
-		return fmt.Errorf("matmul: the matrix stacks %d experts; use MulMatID or Expert", w.experts)
-	}
-	if len(x)%w.cols != 0 {
-		return fmt.Errorf("matmul: %d activations are not whole vectors of %d", len(x), w.cols)
-	}
-	tokens := len(x) / w.cols
-	if len(dst) != tokens*w.rows {
-		return fmt.Errorf("matmul: %d tokens × %d rows need %d outputs, dst has %d", tokens, w.rows, tokens*w.rows, len(dst))
+	tokens, err := w.CheckMatMul(len(dst), len(x))
+	if err != nil {
+		return err
 	}
 	if err := p.lock(); err != nil {
 		return err
@@ -265,25 +259,9 @@ func (p *Pool) MulMatID(dst []float32, w *Matrix, x []float32, ids []int32, k in
 	if err := w.checkDot("mul_mat_id"); err != nil {
 		return err
 	}
-	if k <= 0 || len(ids)%k != 0 {
-		return fmt.Errorf("mul_mat_id: %d ids are not whole groups of k=%d", len(ids), k)
-	}
-	tokens := len(ids) / k
-	pairs := len(ids)
-	if len(x)%w.cols != 0 {
-		return fmt.Errorf("mul_mat_id: %d activations are not whole vectors of %d", len(x), w.cols)
-	}
-	shared := len(x)/w.cols == tokens
-	if !shared && len(x)/w.cols != pairs {
-		return fmt.Errorf("mul_mat_id: %d activation vectors for %d tokens × %d slots; need one per token or one per slot", len(x)/w.cols, tokens, k)
-	}
-	if len(dst) != pairs*w.rows {
-		return fmt.Errorf("mul_mat_id: %d tokens × %d slots × %d rows need %d outputs, dst has %d", tokens, k, w.rows, pairs*w.rows, len(dst))
-	}
-	for i, e := range ids {
-		if e < -1 || int(e) >= w.experts {
-			return fmt.Errorf("mul_mat_id: token %d slot %d: expert id %d outside [0, %d)", i/k, i%k, e, w.experts)
-		}
+	shared, err := w.CheckMulMatID(len(dst), len(x), ids, k)
+	if err != nil {
+		return err
 	}
 	if err := p.lock(); err != nil {
 		return err
@@ -325,9 +303,9 @@ func (p *Pool) MulMatID(dst []float32, w *Matrix, x []float32, ids []int32, k in
 		start = end
 	}
 
-	vectors := tokens
+	vectors := len(ids) / k // one per token
 	if !shared {
-		vectors = pairs
+		vectors = len(ids) // one per (token, slot)
 	}
 	act, actBytes, err := p.convert(w, x, vectors)
 	if err != nil {
@@ -390,3 +368,46 @@ func (j *mulMatIDJob) vector(pair int32) int {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// CheckMatMul checks the sizes of a MatMul by this matrix — ndst outputs for nx activations
+// — and returns the number of tokens. Every backend checks its operands the same way.
+func (w *Matrix) CheckMatMul(ndst, nx int) (tokens int, err error) {
+	if w.experts != 1 {
+		return 0, fmt.Errorf("matmul: the matrix stacks %d experts; use MulMatID or Expert", w.experts)
+	}
+	if nx%w.cols != 0 {
+		return 0, fmt.Errorf("matmul: %d activations are not whole vectors of %d", nx, w.cols)
+	}
+	tokens = nx / w.cols
+	if ndst != tokens*w.rows {
+		return 0, fmt.Errorf("matmul: %d tokens × %d rows need %d outputs, dst has %d", tokens, w.rows, tokens*w.rows, ndst)
+	}
+	return tokens, nil
+}
+
+// CheckMulMatID checks the operands of a MulMatID by this stack of experts (ndst outputs,
+// nx activations, the ids and k) and reports whether x holds one vector per token, shared
+// by its slots, rather than one per slot.
+func (w *Matrix) CheckMulMatID(ndst, nx int, ids []int32, k int) (shared bool, err error) {
+	if k <= 0 || len(ids)%k != 0 {
+		return false, fmt.Errorf("mul_mat_id: %d ids are not whole groups of k=%d", len(ids), k)
+	}
+	tokens := len(ids) / k
+	pairs := len(ids)
+	if nx%w.cols != 0 {
+		return false, fmt.Errorf("mul_mat_id: %d activations are not whole vectors of %d", nx, w.cols)
+	}
+	shared = nx/w.cols == tokens
+	if !shared && nx/w.cols != pairs {
+		return false, fmt.Errorf("mul_mat_id: %d activation vectors for %d tokens × %d slots; need one per token or one per slot", nx/w.cols, tokens, k)
+	}
+	if ndst != pairs*w.rows {
+		return false, fmt.Errorf("mul_mat_id: %d tokens × %d slots × %d rows need %d outputs, dst has %d", tokens, k, w.rows, pairs*w.rows, ndst)
+	}
+	for i, e := range ids {
+		if e < -1 || int(e) >= w.experts {
+			return false, fmt.Errorf("mul_mat_id: token %d slot %d: expert id %d outside [0, %d)", i/k, i%k, e, w.experts)
+		}
+	}
+	return shared, nil
+}

@@ -197,20 +197,28 @@ func Scale(dst, x []float32, s float32) {
 // come from a tokenizer or a file, so one outside the matrix is an error. w may be mapped
 // memory; a fault reading it is returned as an error.
 func GetRows(dst []float32, w *Matrix, ids []int32) error {
-	if w.experts != 1 {
-		return fmt.Errorf("get_rows: the matrix stacks %d experts", w.experts)
-	}
-	if len(dst) != len(ids)*w.cols {
-		return fmt.Errorf("get_rows: %d rows of %d need %d outputs, dst has %d", len(ids), w.cols, len(ids)*w.cols, len(dst))
-	}
-	for i, id := range ids {
-		if id < 0 || int(id) >= w.rows {
-			return fmt.Errorf("get_rows: id %d (position %d) outside [0, %d)", id, i, w.rows)
-		}
+	if err := w.CheckGetRows(len(dst), ids); err != nil {
+		return err
 	}
 	return mmap.Guard(func() {
 		for i, id := range ids {
 			w.Row(0, int(id), dst[i*w.cols:(i+1)*w.cols])
 		}
 	})
+}
+
+// CheckGetRows checks the operands of a GetRows from this matrix: ndst outputs for the ids.
+func (w *Matrix) CheckGetRows(ndst int, ids []int32) error {
+	if w.experts != 1 {
+		return fmt.Errorf("get_rows: the matrix stacks %d experts", w.experts)
+	}
+	if ndst != len(ids)*w.cols {
+		return fmt.Errorf("get_rows: %d rows of %d need %d outputs, dst has %d", len(ids), w.cols, len(ids)*w.cols, ndst)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= w.rows {
+			return fmt.Errorf("get_rows: id %d (position %d) outside [0, %d)", id, i, w.rows)
+		}
+	}
+	return nil
 }
