@@ -10,7 +10,7 @@ SIMD     ?= GOEXPERIMENT=simd
 # asynchronous preemption, which under the SIMD experiment makes scalar float code ~80x slower.
 export GODEBUG := asyncpreemptoff=1
 
-.PHONY: build test bench lint fuzz demo examples clean
+.PHONY: build test bench lint fuzz demo examples clean cuda cuda-check kernels
 
 build:
 	$(SIMD) $(GO) build -o $(BIN) ./cmd/moerun
@@ -44,6 +44,30 @@ fuzz:
 # JSON schemas (also part of make test).
 examples:
 	$(SIMD) $(GO) test ./examples/... ./docs
+
+# The CUDA build (the cuda build tag; see README "GPU build"). It needs the CUDA driver API
+# header cuda.h and libcuda (the NVIDIA driver) — not nvcc: the kernels are embedded PTX.
+# CUDA 11.x and 12.x headers work as they are; CUDA 13 headers also need
+# backend/cuda/cuda13 first on the include path (CUDA_COMPAT=cuda13), because gorgonia.org/cu
+# calls the pre-13 cuCtxCreate.
+CUDA_HOME   ?= /usr/local/cuda
+CUDA_COMPAT ?=
+CUDA_ENV    = CGO_CFLAGS="$(if $(CUDA_COMPAT),-I$(CURDIR)/backend/cuda/$(CUDA_COMPAT)) -I$(CUDA_HOME)/include" \
+	CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs"
+
+cuda:
+	$(CUDA_ENV) $(SIMD) $(GO) build -tags cuda -o $(BIN) ./cmd/moerun
+
+# Compiles and vets everything the cuda tag adds and runs its tests; on a machine without a
+# GPU the GPU tests skip and the rest (routing, the no-GPU fallback) runs.
+cuda-check:
+	$(CUDA_ENV) $(SIMD) $(GO) vet -tags cuda ./backend/cuda/... ./cmd/moerun ./moe
+	$(CUDA_ENV) $(SIMD) $(GO) test -tags cuda ./backend/cuda/...
+	$(CUDA_ENV) $(SIMD) $(GO) test -tags cuda -run 'CUDA|TwoDevices' ./moe
+
+# Regenerates the embedded PTX from backend/cuda/kernels/*.cu (needs nvcc).
+kernels:
+	$(GO) generate ./backend/cuda/kernels
 
 demo: build
 	$(BIN) place --preset deepseek-v3:q4_k_m --gpu 24GiB --cpu-moe

@@ -1,0 +1,106 @@
+//go:build cuda
+
+// Package cuda is the NVIDIA GPU backend, built only with the build tag cuda (it needs the
+// CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Weights live in
+// device memory; the matmul kernels (package kernels, embedded PTX) dequantize them on the
+// fly. Activations arrive in host memory, as the backend.Backend contract says, and are
+// copied in and out around each operation.
+//
+// gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
+// init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build
+// runs on a machine without a GPU and reports it through Available), and its managed
+// context runs every call through a channel to a locked goroutine (the backend instead
+// makes the device's primary context current on the calling thread, once per operation).
+package cuda
+
+/*
+#cgo LDFLAGS: -ldl
+#cgo linux CFLAGS: -I/usr/local/cuda/include
+#include <cuda.h>
+int moerun_cuinit_result(void);
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/moerun/moerun/backend"
+	"gorgonia.org/cu"
+)
+
+// Available reports whether the CUDA driver initialised: nil when it did, else the
+// driver's error (no GPU, no kernel module, driver too old).
+func Available() error {
+	r := C.moerun_cuinit_result()
+	if r == C.CUDA_SUCCESS {
+		return nil
+	}
+	// cuGetErrorName needs no initialised driver.
+	var p *C.char
+	if C.cuGetErrorName(C.CUresult(r), &p) == C.CUDA_SUCCESS {
+		return fmt.Errorf("CUDA driver: cuInit: %s (%d)", C.GoString(p), int(r))
+	}
+	return fmt.Errorf("CUDA driver: cuInit: error %d", int(r))
+}
+
+// Devices lists the GPUs the driver sees, named as llama.cpp names them (CUDA0, CUDA1, …)
+// with their memory. Free memory is read through each device's primary context, which this
+// retains (and the backend later reuses).
+func Devices() ([]backend.Device, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("CUDA driver: counting devices: %w", err)
+	}
+	devs := make([]backend.Device, 0, n)
+	for i := range n {
+		d, err := describe(i)
+		if err != nil {
+			return nil, err
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// describe reads device i's name and memory.
+func describe(i int) (backend.Device, error) {
+	dev, err := cu.GetDevice(i)
+	if err != nil {
+		return backend.Device{}, fmt.Errorf("CUDA%d: %w", i, err)
+	}
+	name, err := dev.Name()
+	if err != nil {
+		return backend.Device{}, fmt.Errorf("CUDA%d: name: %w", i, err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return backend.Device{}, fmt.Errorf("CUDA%d (%s): primary context: %w", i, name, err)
+	}
+	var free, total int64
+	err = onContext(ctx, func() error {
+		var err error
+		free, total, err = cu.MemInfo()
+		return err
+	})
+	if err != nil {
+		return backend.Device{}, fmt.Errorf("CUDA%d (%s): memory info: %w", i, name, err)
+	}
+	d := backend.GPU(i, total)
+	d.Description, d.FreeBytes = name, free
+	return d, nil
+}
+
+// onContext runs fn on this goroutine's OS thread with ctx current. The driver keeps the
+// current context per thread, so the goroutine must not move while fn runs.
+func onContext(ctx cu.CUContext, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(ctx); err != nil {
+		return err
+	}
+	return fn()
+}

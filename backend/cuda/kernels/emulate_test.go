@@ -1,0 +1,298 @@
+package kernels
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/tensor"
+)
+
+// TestEmulated runs the kernels' CUDA source on the CPU: testdata/emulate builds matvec.cu
+// with the host C++ compiler (host versions of the few CUDA intrinsics it uses, a warp's
+// lanes run as fibers) and executes launches of the shapes matvec.cu documents. The results
+// are compared with package tensor, the reference: getrows bit for bit on random bytes
+// (every bit of every block matters), mmv on quantized Gaussian weights against a float64
+// dot product of tensor's dequantized rows, for plain and grouped launches, with grids
+// smaller than the work and rows that leave a block part empty. It skips where no C++
+// compiler is installed; a GPU run of the same kernels is package cuda's conformance test.
+func TestEmulated(t *testing.T) {
+	cxx := ""
+	for _, name := range []string{"g++-11", "g++", "c++", "clang++"} {
+		if path, err := exec.LookPath(name); err == nil {
+			cxx = path
+			break
+		}
+	}
+	if cxx == "" {
+		t.Skip("no C++ compiler to build testdata/emulate")
+	}
+	// The compiler reads the sources, not this process: reading them here puts them in the
+	// go test cache's key, so editing one reruns the test.
+	for _, src := range []string{"matvec.cu", "quants.cuh", "testdata/emulate/emulate.cc", "testdata/emulate/cuda_fp16.h"} {
+		if _, err := os.ReadFile(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	emulator := filepath.Join(dir, "emulate")
+	build := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-Itestdata/emulate", "-o", emulator, "testdata/emulate/emulate.cc")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the emulator: %v\n%s", err, out)
+	}
+
+	s := &script{dir: dir}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range types {
+		cols := []int{512}
+		switch typ.BlockSize() {
+		case 1:
+			cols = []int{520, 517, 37} // a partial last chunk; rows not 16-byte aligned
+		case 32:
+			// 96: rows of an odd number of blocks, so rows start at every alignment; 64: the
+			// buffer ends with an odd-numbered block, whose quants (Q4_0, Q8_0, IQ4_NL) end at
+			// the buffer's end on a 4-byte boundary.
+			cols = []int{64, 96}
+		}
+		for _, c := range cols {
+			addCases(t, s, rng, typ, c)
+		}
+	}
+	run := exec.Command(emulator)
+	run.Stdin = strings.NewReader(s.text.String())
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("emulator: %v\n%s", err, out)
+	}
+	for _, c := range s.launches {
+		c.check(t, readFloats(t, c.output))
+	}
+}
+
+// script collects the emulator's launches and the files they read.
+type script struct {
+	dir      string
+	text     strings.Builder
+	files    int
+	launches []*launch
+}
+
+type launch struct {
+	name   string
+	output string
+	want   []float32
+	// tolerance[i] bounds |got - want| for mmv: 1e-5·Σ|w·x|, several times the float32
+	// rounding of a lane's ≤ 33 fused multiply-adds and the 5 shuffle additions. nil:
+	// bit-exact.
+	tolerance []float64
+}
+
+// file writes data (a slice of fixed-size values) for the emulator and returns its path.
+func (s *script) file(t *testing.T, data any) string {
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, data); err != nil {
+		t.Fatal(err)
+	}
+	s.files++
+	path := filepath.Join(s.dir, fmt.Sprint(s.files))
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// add queues a launch; args are the kernel's parameters in emulate.cc's script syntax, the
+// output buffer written as "out".
+func (s *script) add(l *launch, kernel string, grid, block [2]int, args ...string) {
+	l.output = filepath.Join(s.dir, fmt.Sprintf("out%d", len(s.launches)))
+	fmt.Fprintf(&s.text, "launch %s %d %d %d %d %s %d\n%s\nend\n", kernel, grid[0], grid[1], block[0], block[1],
+		l.output, len(l.want), strings.Join(args, "\n"))
+	s.launches = append(s.launches, l)
+}
+
+func (l *launch) check(t *testing.T, got []float32) {
+	t.Helper()
+	bad := 0
+	for i, w := range l.want {
+		g := got[i]
+		var ok bool
+		switch {
+		case math.IsNaN(float64(w)) || math.IsNaN(float64(g)):
+			ok = math.IsNaN(float64(w)) && math.IsNaN(float64(g)) // NaN: an output that must stay untouched
+		case l.tolerance == nil:
+			ok = math.Float32bits(g) == math.Float32bits(w)
+		default:
+			ok = math.Abs(float64(g)-float64(w)) <= l.tolerance[i]
+		}
+		if !ok {
+			if bad < 5 {
+				t.Errorf("%s: element %d = %g, want %g", l.name, i, g, w)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d elements wrong", l.name, bad, len(l.want))
+	}
+}
+
+func readFloats(t *testing.T, path string) []float32 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(data)/4)
+	if err := binary.Read(bytes.NewReader(data), binary.LittleEndian, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func i64(v int) string { return fmt.Sprint("i64 ", v) }
+
+// decodeRows dequantizes rows of cols values with package tensor.
+func decodeRows(t *testing.T, typ tensor.Type, data []byte, cols int) []float32 {
+	rowBytes := int(must(typ.RowBytes(int64(cols))))
+	out := make([]float32, len(data)/rowBytes*cols)
+	for r := range len(data) / rowBytes {
+		if err := tensor.Dequantize(typ, data[r*rowBytes:][:rowBytes], out[r*cols:][:cols]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// addCases queues typ's launches for rows of cols values.
+func addCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int) {
+	const rows, experts = 9, 3 // 9 rows: the last block of 4 has one
+	rowBytes := int(must(typ.RowBytes(int64(cols))))
+	tag := fmt.Sprintf("%s/%d", typ, cols)
+
+	// getrows of random bytes, all three experts' rows as one matrix. A quarter of the bytes
+	// are edge values, so that zero and subnormal scales (E8M0 0 and 1, f16 exponent 0),
+	// all-ones fields and sign bits all occur.
+	raw := make([]byte, experts*rows*rowBytes)
+	edges := []byte{0x00, 0x01, 0x7F, 0x80, 0xFF}
+	for i := range raw {
+		raw[i] = byte(rng.Uint32())
+		if rng.IntN(4) == 0 {
+			raw[i] = edges[rng.IntN(len(edges))]
+		}
+	}
+	all := decodeRows(t, typ, raw, cols)
+	ids := []int32{0, experts*rows - 1, 5, 13, 1, 20, 7}
+	var want []float32
+	for _, id := range ids {
+		want = append(want, all[int(id)*cols:][:cols]...)
+	}
+	rawFile, idsFile := s.file(t, raw), s.file(t, ids)
+	for _, grid := range []int{len(ids), 3} {
+		s.add(&launch{name: fmt.Sprintf("getrows %s grid %d", tag, grid), want: want}, GetRows(typ), [2]int{grid, 1},
+			[2]int{GetRowsBlockX, 1}, "buf "+rawFile, "buf "+idsFile, "out", i64(cols), i64(len(ids)), i64(rowBytes))
+	}
+
+	// mmv on quantized Gaussian weights and activations.
+	src := make([]float32, experts*rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	w := make([]byte, len(raw))
+	for r := range experts * rows {
+		if err := tensor.Quantize(typ, src[r*cols:][:cols], w[r*rowBytes:][:rowBytes]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wf := decodeRows(t, typ, w, cols)
+	const tokens, k = 13, 3
+	x := make([]float32, tokens*k*cols) // one row per (token, slot) for the grouped launches
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	wFile, xFile := s.file(t, w), s.file(t, x)
+	// expect sets output row yRow, weight row wRow (of all experts) times activation row xRow.
+	expect := func(l *launch, yRow, wRow, xRow int) {
+		for r := range rows {
+			var sum, abs float64
+			for c := range cols {
+				p := float64(wf[(wRow+r)*cols+c]) * float64(x[xRow*cols+c])
+				sum, abs = sum+p, abs+math.Abs(p)
+			}
+			l.want[yRow*rows+r] = float32(sum)
+			l.tolerance[yRow*rows+r] = 1e-5*abs + 1e-30
+		}
+	}
+	newLaunch := func(name string, outRows int) *launch {
+		l := &launch{name: name, want: make([]float32, outRows*rows), tolerance: make([]float64, outRows*rows)}
+		for i := range l.want {
+			l.want[i] = float32(math.NaN())
+		}
+		return l
+	}
+	mmvBlock := [2]int{MatVecBlockX, MatVecBlockY}
+	gridX := (rows + MatVecBlockY - 1) / MatVecBlockY
+	for _, shape := range [][2]int{{1, 1}, {tokens, 2}, {tokens, 1}} { // tokens, grid.y
+		n, gridY := shape[0], shape[1]
+		l := newLaunch(fmt.Sprintf("mmv %s: %d tokens, grid.y %d", tag, n, gridY), n)
+		for tok := range n {
+			expect(l, tok, 0, tok)
+		}
+		s.add(l, MatVec(typ), [2]int{gridX, gridY}, mmvBlock, "buf "+wFile, "buf "+xFile, "out", "null", "null",
+			"null", i64(cols), i64(rows), i64(n), i64(0), i64(0), i64(rowBytes), i64(0))
+	}
+
+	// Grouped: each (token, slot) pair picks an expert or none (-1, left untouched). Pairs
+	// are grouped by expert, at most GroupSize to a group as package cuda does, or all of
+	// an expert's pairs in one group, which the kernel serves in several passes.
+	byExpert := make([][]int32, experts)
+	for p := range tokens * k {
+		if e := rng.IntN(experts+1) - 1; e >= 0 {
+			byExpert[e] = append(byExpert[e], int32(p))
+		}
+	}
+	for _, maxGroup := range []int{GroupSize, tokens * k} {
+		var sel, gstart, gexpert []int32
+		for e, pairs := range byExpert {
+			for chunk := range slices.Chunk(pairs, maxGroup) {
+				gstart, gexpert = append(gstart, int32(len(sel))), append(gexpert, int32(e))
+				sel = append(sel, chunk...)
+			}
+		}
+		gstart = append(gstart, int32(len(sel)))
+		selFile, gstartFile, gexpertFile := s.file(t, sel), s.file(t, gstart), s.file(t, gexpert)
+		for xPerSlot := range 2 {
+			gridYs := []int{len(gexpert)}
+			if xPerSlot == 0 && maxGroup == GroupSize {
+				gridYs = append(gridYs, 2) // fewer blocks than groups
+			}
+			for _, gridY := range gridYs {
+				l := newLaunch(fmt.Sprintf("mmv %s: groups of up to %d, xPerSlot %d, grid.y %d", tag, maxGroup, xPerSlot, gridY), tokens*k)
+				for g, e := range gexpert {
+					for _, p := range sel[gstart[g]:gstart[g+1]] {
+						xRow := int(p) / k
+						if xPerSlot == 1 {
+							xRow = int(p)
+						}
+						expect(l, int(p), int(e)*rows, xRow)
+					}
+				}
+				s.add(l, MatVec(typ), [2]int{gridX, gridY}, mmvBlock, "buf "+wFile, "buf "+xFile, "out", "buf "+selFile,
+					"buf "+gstartFile, "buf "+gexpertFile, i64(cols), i64(rows), i64(len(gexpert)), i64(k), i64(xPerSlot),
+					i64(rowBytes), i64(rows*rowBytes))
+			}
+		}
+	}
+}

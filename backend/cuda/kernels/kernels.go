@@ -1,0 +1,79 @@
+// Package kernels holds moerun's CUDA kernels: CUDA C sources (matvec.cu, quants.cuh)
+// compiled ahead of time to PTX, which is embedded here so that building moerun needs no
+// CUDA toolkit; the driver compiles the PTX for the GPU at hand when package cuda loads it.
+// This package is plain Go (no cgo, no build tag), so CI builds and tests it everywhere;
+// its test checks that the embedded PTX defines every entry point and was built from the
+// current sources.
+//
+// Each supported weight type has two entry points, whose exact parameters and launch shapes
+// matvec.cu's header documents:
+//
+//	mmv_<type>: Y = W·X for up to GroupSize activation rows per pass over the weights,
+//	  plain or grouped by expert (MulMatID);
+//	getrows_<type>: dequantized rows of W (embedding lookup).
+//
+// <type> is the type's ggml name as tensor.Type's String() gives it ("q4_K", "iq4_xs").
+// Every dequantizer is bit-exact with package tensor's (NaN payloads aside), so GetRows
+// matches the CPU's values exactly and MatVec up to float32 summation order. The test runs
+// the CUDA source itself on the CPU (testdata/emulate) against package tensor.
+package kernels
+
+//go:generate sh gen.sh
+
+import (
+	_ "embed"
+	"slices"
+
+	"github.com/moerun/moerun/tensor"
+)
+
+// PTX is the module holding every kernel: PTX ISA 7.8 for compute_70 (Volta and later).
+//
+//go:embed moerun.ptx
+var PTX string
+
+// Launch geometry the kernels are written for (matvec.cu's constants).
+const (
+	// MatVecBlockX and MatVecBlockY are mmv's blockDim: a warp per output row, MatVecBlockY
+	// rows per block, so grid.x = ceil(rows / MatVecBlockY).
+	MatVecBlockX = 32
+	MatVecBlockY = 4
+	// GroupSize is how many activation rows one pass over a weight row serves: a plain
+	// matmul's grid.y is ceil(tokens / GroupSize); a grouped one's is the number of groups,
+	// which may hold any number of pairs. A block serves its group in passes of GroupSize
+	// pairs; splitting a large group into groups of GroupSize spreads those passes over
+	// more blocks.
+	GroupSize = 8
+	// MaxGridY caps grid.y; the kernels stride over groups beyond it.
+	MaxGridY = 65535
+	// GetRowsBlockX is getrows' blockDim.x; grid.x is the number of rows.
+	GetRowsBlockX = 128
+)
+
+// types are the weight types with kernels, in ggml's id order.
+var types = []tensor.Type{
+	tensor.F32, tensor.F16, tensor.Q4_0, tensor.Q4_1, tensor.Q5_0, tensor.Q5_1, tensor.Q8_0,
+	tensor.Q2_K, tensor.Q3_K, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K, tensor.IQ4_NL, tensor.IQ4_XS,
+	tensor.BF16, tensor.MXFP4,
+}
+
+// Types lists the weight types PTX has kernels for.
+func Types() []tensor.Type { return slices.Clone(types) }
+
+// Supported reports whether PTX has kernels for weights of type t.
+func Supported(t tensor.Type) bool { return slices.Contains(types, t) }
+
+// MatVec names t's matrix-vector kernel; PTX defines it only when Supported(t).
+func MatVec(t tensor.Type) string { return "mmv_" + t.String() }
+
+// GetRows names t's row-dequantizing kernel; PTX defines it only when Supported(t).
+func GetRows(t tensor.Type) string { return "getrows_" + t.String() }
+
+// Entries lists every kernel PTX defines.
+func Entries() []string {
+	var names []string
+	for _, t := range types {
+		names = append(names, MatVec(t), GetRows(t))
+	}
+	return names
+}

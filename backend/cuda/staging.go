@@ -1,0 +1,137 @@
+//go:build cuda
+
+package cuda
+
+/*
+#cgo linux CFLAGS: -I/usr/local/cuda/include
+#include <cuda.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/moerun/moerun/internal/mmap"
+	"gorgonia.org/cu"
+)
+
+// The memory the GPU copies from and to. Every function here needs the backend's context
+// current. Weights go through page-locked ("pinned") host memory, which the GPU reads by
+// DMA at full speed; cu has no wrapper for cuMemAllocHost, hence this file's cgo.
+
+// pinned is a grow-only page-locked host buffer.
+type pinned struct{ mem []byte }
+
+// reserve makes the buffer hold at least n bytes, dropping its contents if it grows.
+func (p *pinned) reserve(n int64) error {
+	if n <= int64(len(p.mem)) {
+		return nil
+	}
+	if err := p.free(); err != nil {
+		return err
+	}
+	var ptr unsafe.Pointer
+	if r := C.cuMemAllocHost(&ptr, C.size_t(n)); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("allocating %d KiB of pinned host memory: CUDA error %d", n>>10, int(r))
+	}
+	p.mem = unsafe.Slice((*byte)(ptr), n)
+	return nil
+}
+
+func (p *pinned) free() error {
+	if p.mem == nil {
+		return nil
+	}
+	r := C.cuMemFreeHost(unsafe.Pointer(&p.mem[0]))
+	p.mem = nil
+	if r != C.CUDA_SUCCESS {
+		return fmt.Errorf("freeing pinned host memory: CUDA error %d", int(r))
+	}
+	return nil
+}
+
+// deviceBuffer is a grow-only device allocation.
+type deviceBuffer struct {
+	ptr  cu.DevicePtr
+	size int64
+}
+
+// reserve makes the buffer hold at least n bytes (with headroom, so that growing token
+// counts do not reallocate every time).
+func (d *deviceBuffer) reserve(n int64) error {
+	if n <= d.size {
+		return nil
+	}
+	size := max(n, d.size+d.size/2, 1<<16)
+	if err := d.free(); err != nil {
+		return err
+	}
+	ptr, err := cu.MemAlloc(size)
+	if err != nil {
+		return fmt.Errorf("allocating a %d KiB activation buffer: %w", size>>10, err)
+	}
+	d.ptr, d.size = ptr, size
+	return nil
+}
+
+func (d *deviceBuffer) free() error {
+	if d.ptr == 0 {
+		return nil
+	}
+	err := cu.MemFree(d.ptr)
+	d.ptr, d.size = 0, 0
+	return err
+}
+
+// copyIn copies host values into a device buffer, growing it first. The copy from Go
+// memory is synchronous on the default stream, which also orders it before the kernel.
+// (Copies through pinned mirrors queued on a stream, with one wait per operation, are the
+// next step; they are not measured yet.)
+func copyIn[T float32 | int32](b *Backend, buf *deviceBuffer, src []T) error {
+	n := int64(len(src)) * 4
+	if err := buf.reserve(n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	b.stats.CopyInBytes += n
+	return cu.MemcpyHtoD(buf.ptr, unsafe.Pointer(&src[0]), n)
+}
+
+// copyOut copies len(dst) floats back from a device buffer; the copy waits for the kernel
+// before it on the default stream.
+func (b *Backend) copyOut(dst []float32, buf *deviceBuffer) error {
+	n := int64(len(dst)) * 4
+	if n == 0 {
+		return nil
+	}
+	b.stats.CopyOutBytes += n
+	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), buf.ptr, n)
+}
+
+// stagingBytes is the size of the pinned buffer weights pass through on their way to the
+// device: big enough that the per-copy overhead vanishes, small next to any GPU's memory.
+const stagingBytes = 64 << 20
+
+// upload copies a weight's bytes into device memory at dst. The bytes are usually a view
+// of the memory-mapped model file, and the driver cannot be handed them directly: a page
+// that faults (the file shrank under its mapping) would kill the process inside C code,
+// where Go cannot recover. So Go copies them, under mmap.Guard, into the pinned staging
+// buffer, and the driver copies that to the device at full PCIe speed.
+func (b *Backend) upload(dst cu.DevicePtr, data []byte) error {
+	if err := b.staging.reserve(stagingBytes); err != nil {
+		return err
+	}
+	for off := 0; off < len(data); off += stagingBytes {
+		chunk := b.staging.mem[:min(stagingBytes, len(data)-off)]
+		if err := mmap.Guard(func() { copy(chunk, data[off:]) }); err != nil {
+			return err
+		}
+		if err := cu.MemcpyHtoD(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
