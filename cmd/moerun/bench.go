@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ type benchCmd struct {
 	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
 	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
+	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
 
 	placementFlags `embed:""`
 }
@@ -86,7 +88,14 @@ func (c *benchCmd) Run(e *env) error {
 		return err
 	}
 	defer f.Close()
-	r := benchRunner{cmd: c, f: f, vocab: vocab, info: describeModel(c.Model, f),
+	if c.CPUProfile != "" {
+		stop, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	r := benchRunner{cmd: c, f: f, vocab: vocab, info: describeModel(c.Model, f), stderr: e.stderr,
 		rng: rand.New(rand.NewPCG(1, 1))} // a fixed sequence, as llama-bench's unseeded std::rand
 	p := newBenchPrinter(c.Output, e.stdout, configs)
 	p.header()
@@ -241,11 +250,12 @@ func intList(flag string, occurrences []string, least int) ([]int, error) {
 
 // benchRunner runs tests on an open model.
 type benchRunner struct {
-	cmd   *benchCmd
-	f     *gguf.File
-	vocab *tokenizer.Vocab
-	rng   *rand.Rand
-	info  benchModelInfo
+	cmd    *benchCmd
+	f      *gguf.File
+	vocab  *tokenizer.Vocab
+	rng    *rand.Rand
+	info   benchModelInfo
+	stderr io.Writer // where each test's per-device account goes
 }
 
 // run runs one test with a configuration as llama-bench does: the model placed with the
@@ -255,16 +265,16 @@ type benchRunner struct {
 func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	rules := cfg.rules
 	rules.CtxSize = t.nPrompt + t.nGen
-	pool := tensor.NewPool(cfg.threads)
-	defer pool.Close()
+	m := openMachine(r.stderr, cfg.threads, rules)
+	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, placementFlags: cfg.flags}
-	ctx, err := place.newContext(r.f, rules, pool, moe.SER{})
+	ctx, err := place.newContext(m, r.f, rules, moe.SER{})
 	if err != nil {
 		return benchResult{}, err
 	}
 	w := benchWorkload{ctx: ctx, vocab: r.vocab, rng: r.rng, batch: max(1, min(rules.Batch, ctx.Size()))}
 	res := benchResult{
-		BuildCommit: version(), CPUInfo: cpuName(), Backends: "CPU",
+		BuildCommit: version(), CPUInfo: cpuName(), Backends: m.names(),
 		ModelFilename: r.cmd.Model, ModelType: r.info.desc, ModelSize: r.info.size, ModelNParams: r.info.params,
 		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
 		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
@@ -284,6 +294,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		res.SamplesNS = append(res.SamplesNS, uint64(max(1, time.Since(start).Nanoseconds())))
 	}
 	res.summarize()
+	m.report(r.stderr)
 	return res, nil
 }
 
@@ -650,3 +661,19 @@ func (p *markdownBenchPrinter) footer() error {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// startCPUProfile starts Go's CPU profiler writing to path; the returned function stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--cpuprofile: %w", err)}
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
+}

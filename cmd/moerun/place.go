@@ -182,7 +182,8 @@ func presetModel(spec string) (placement.Model, func(), error) {
 	return placement.Model{Name: "preset " + spec, Metadata: m.Metadata, Tensors: layout.Tensors}, func() {}, nil
 }
 
-// devices builds the dry run's inventory from --gpu, --gpus, --device-mem and --ram.
+// devices builds the dry run's inventory from --gpu, --gpus, --device-mem and --ram; without
+// GPU flags it takes the GPUs this machine has.
 func (c *placementFlags) devices() ([]backend.Device, error) {
 	ram := int64(0)
 	if c.RAM != "" {
@@ -230,6 +231,12 @@ func (c *placementFlags) devices() ([]backend.Device, error) {
 	}
 	if given > 1 {
 		return nil, badInput("give the GPUs once: --gpu, --gpus or --device-mem")
+	}
+	if given == 0 {
+		// No GPU flags: the GPUs this machine has, with their free memory, as a CUDA
+		// build finds them (a build or machine without one has none).
+		gpus, _ := gpuInventory()
+		devs = append(devs, gpus...)
 	}
 	devs = append(devs, backend.CPU(ram))
 	if err := backend.Validate(devs); err != nil {

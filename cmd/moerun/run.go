@@ -101,9 +101,9 @@ func (c *runCmd) Run(e *env) error {
 	if threads <= 0 {
 		threads = tensor.DefaultThreads()
 	}
-	pool := tensor.NewPool(threads)
-	defer pool.Close()
-	ctx, err := c.newContext(f, rules, pool, ser)
+	m := openMachine(e.stderr, threads, rules)
+	defer m.Close()
+	ctx, err := c.newContext(m, f, rules, ser)
 	if err != nil {
 		return err
 	}
@@ -129,10 +129,10 @@ func (c *runCmd) Run(e *env) error {
 	return nil
 }
 
-// newContext places the model on this machine's CPU with llama.cpp's rules, loads it and
-// makes a context with the flags' cache, SER and statistics settings.
-func (c *runCmd) newContext(f *gguf.File, rules placement.Rules, pool *tensor.Pool, ser moe.SER) (*moe.Context, error) {
-	model, plan, err := loadOnCPU(c.Model, f, rules, pool)
+// newContext places the model on the machine with llama.cpp's rules, loads it and makes a
+// context with the flags' cache, SER and statistics settings.
+func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser moe.SER) (*moe.Context, error) {
+	model, plan, err := m.load(c.Model, f, rules)
 	if err != nil {
 		return nil, err
 	}

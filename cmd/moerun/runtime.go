@@ -1,14 +1,8 @@
 package main
 
 import (
-	"errors"
-
-	"github.com/moerun/moerun/backend"
-	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/moe"
-	"github.com/moerun/moerun/placement"
-	"github.com/moerun/moerun/tensor"
 	"github.com/moerun/moerun/tokenizer"
 )
 
@@ -71,22 +65,4 @@ func openRunnable(path string) (*gguf.File, *tokenizer.Vocab, error) {
 		return nil, nil, badInput("%s: %v", path, err)
 	}
 	return f, vocab, nil
-}
-
-// loadOnCPU places a model on this machine's CPU with llama.cpp's rules and loads it; a
-// model moe cannot run is bad input.
-func loadOnCPU(name string, f *gguf.File, rules placement.Rules, pool *tensor.Pool) (*moe.Model, *placement.Plan, error) {
-	host := cpu.New(cpu.Options{Pool: pool})
-	plan, err := placement.Place(placement.Model{Name: name, Metadata: f.Metadata, Tensors: f.Tensors}, rules, []backend.Device{host.Device()})
-	if err != nil {
-		return nil, nil, placeError(err)
-	}
-	model, err := moe.Load(f, plan, []backend.Backend{host}, moe.Options{Host: pool})
-	if err != nil {
-		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
-			return nil, nil, usageError{err}
-		}
-		return nil, nil, err
-	}
-	return model, plan, nil
 }

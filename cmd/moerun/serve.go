@@ -99,8 +99,8 @@ func (c *serveCmd) Run(e *env) error {
 	if threads <= 0 {
 		threads = tensor.DefaultThreads()
 	}
-	pool := tensor.NewPool(threads)
-	defer pool.Close()
+	m := openMachine(e.stderr, threads, rules)
+	defer m.Close()
 
 	// Listen first, as llama-server does: a taken port fails at once, not after the load,
 	// and clients polling /health get 503 "loading" until the model is ready.
@@ -121,7 +121,7 @@ func (c *serveCmd) Run(e *env) error {
 	defer hs.Close()
 	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
 
-	srv, f, err := c.load(e, rules, pool, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize})
+	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize})
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (c *serveCmd) Run(e *env) error {
 // load opens, places and loads the model and makes the server's slots, reporting each
 // step on stderr.
 // cfg holds the request-level settings; load fills in the model and slots.
-func (c *serveCmd) load(e *env, rules placement.Rules, pool *tensor.Pool, threads int, cfg server.Config) (_ *server.Server, _ *gguf.File, err error) {
+func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, cfg server.Config) (_ *server.Server, _ *gguf.File, err error) {
 	start := time.Now()
 	fmt.Fprintf(e.stderr, "moerun: loading %s\n", c.Model)
 	f, vocab, err := openRunnable(c.Model)
@@ -147,7 +147,7 @@ func (c *serveCmd) load(e *env, rules placement.Rules, pool *tensor.Pool, thread
 		}
 	}()
 	fmt.Fprintf(e.stderr, "moerun: %s: %d tensors, %.2f MiB; vocabulary of %d tokens\n", f.Metadata.Arch(), len(f.Tensors), float64(tensorBytes(f))/(1<<20), vocab.Len())
-	model, plan, err := loadOnCPU(c.Model, f, rules, pool)
+	model, plan, err := m.load(c.Model, f, rules)
 	if err != nil {
 		return nil, nil, err
 	}

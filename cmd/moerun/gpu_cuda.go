@@ -1,0 +1,50 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cuda"
+	"github.com/moerun/moerun/tensor"
+)
+
+// gpuAPI names the GPU API of this build, as llama-bench's backends field does.
+const gpuAPI = "CUDA"
+
+// cudaBackend adds the summary the commands print.
+type cudaBackend struct{ *cuda.Backend }
+
+func (b cudaBackend) Summary() string {
+	s := b.Stats()
+	return fmt.Sprintf("%.0f MiB of weights; %d GPU ops in %.1f ms (%.1f MiB in, %.1f MiB out), %d ops on the CPU for types without a CUDA kernel",
+		float64(b.Resident())/(1<<20), s.Ops, float64(s.Time.Microseconds())/1e3, float64(s.CopyInBytes)/(1<<20), float64(s.CopyOutBytes)/(1<<20), s.HostOps)
+}
+
+// openGPUs opens every GPU the driver sees; weights of types without a CUDA kernel are
+// computed on the pool.
+func openGPUs(pool *tensor.Pool) ([]gpuBackend, error) {
+	devs, err := cuda.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var gpus []gpuBackend
+	for i := range devs {
+		b, err := cuda.New(i, cuda.Options{Host: pool})
+		if err != nil {
+			for _, g := range gpus {
+				g.Close()
+			}
+			return nil, err
+		}
+		gpus = append(gpus, cudaBackend{b})
+	}
+	if len(gpus) == 0 {
+		return nil, fmt.Errorf("the CUDA driver sees no GPU")
+	}
+	return gpus, nil
+}
+
+// gpuInventory lists the GPUs for place and fit.
+func gpuInventory() ([]backend.Device, error) { return cuda.Devices() }

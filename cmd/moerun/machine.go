@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cpu"
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
+)
+
+// machine is what run, serve and bench compute on: a worker pool for the host and the
+// GPUs this build can drive (none without the cuda build tag, see gpu_cuda.go).
+type machine struct {
+	pool *tensor.Pool
+	host *cpu.Backend
+	gpus []gpuBackend
+}
+
+// gpuBackend is a GPU backend as the commands see it: it also reports what it did.
+type gpuBackend interface {
+	backend.Backend
+	// Summary is a one-line account of the work done so far (operations, time, copies).
+	Summary() string
+}
+
+// openMachine starts the pool and opens the GPUs. Without one, a command that asked for
+// GPU layers gets llama.cpp's one-line warning and runs on the CPU.
+func openMachine(stderr io.Writer, threads int, rules placement.Rules) *machine {
+	m := &machine{pool: tensor.NewPool(threads)}
+	m.host = cpu.New(cpu.Options{Pool: m.pool})
+	gpus, err := openGPUs(m.pool)
+	m.gpus = gpus
+	if len(gpus) == 0 && rules.GPULayers != placement.NGLAuto && rules.GPULayers != 0 {
+		fmt.Fprintf(stderr, "moerun: warning: no usable GPU found (%v); -ngl is ignored and everything runs on the CPU\n", err)
+	}
+	return m
+}
+
+// devices lists the host and the GPUs as placement sees them.
+func (m *machine) devices() []backend.Device {
+	devs := []backend.Device{m.host.Device()}
+	for _, g := range m.gpus {
+		devs = append(devs, g.Device())
+	}
+	return devs
+}
+
+// backends lists the host and the GPUs as the runtime uses them.
+func (m *machine) backends() []backend.Backend {
+	bs := []backend.Backend{m.host}
+	for _, g := range m.gpus {
+		bs = append(bs, g)
+	}
+	return bs
+}
+
+// names is llama-bench's "backends" field: the GPU API when a GPU is in use, else CPU.
+func (m *machine) names() string {
+	if len(m.gpus) > 0 {
+		return gpuAPI
+	}
+	return "CPU"
+}
+
+// report writes each GPU's summary.
+func (m *machine) report(w io.Writer) {
+	for _, g := range m.gpus {
+		fmt.Fprintf(w, "moerun: %s (%s): %s\n", g.Device().Name, g.Device().Description, g.Summary())
+	}
+}
+
+// Close releases the GPUs and stops the pool.
+func (m *machine) Close() error {
+	var errs []error
+	for _, g := range m.gpus {
+		errs = append(errs, g.Close())
+	}
+	errs = append(errs, m.host.Close())
+	m.pool.Close()
+	return errors.Join(errs...)
+}
+
+// load places a model on the machine with llama.cpp's rules and loads it; a model moe
+// cannot run is bad input.
+func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.Model, *placement.Plan, error) {
+	plan, err := placement.Place(placement.Model{Name: name, Metadata: f.Metadata, Tensors: f.Tensors}, rules, m.devices())
+	if err != nil {
+		return nil, nil, placeError(err)
+	}
+	model, err := moe.Load(f, plan, m.backends(), moe.Options{Host: m.pool})
+	if err != nil {
+		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
+			return nil, nil, usageError{err}
+		}
+		return nil, nil, err
+	}
+	return model, plan, nil
+}
+
+// describeDevices is the load line naming where the model runs.
+func (m *machine) describeDevices() string {
+	names := []string{fmt.Sprintf("CPU (%d threads)", m.pool.Threads())}
+	for _, g := range m.gpus {
+		names = append(names, g.Device().Name+" "+g.Device().Description)
+	}
+	return strings.Join(names, ", ")
+}
