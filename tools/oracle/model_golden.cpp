@@ -8,6 +8,10 @@
 //
 //   model_golden MODEL.gguf NAME=TEXT [NAME=TEXT ...] > golden.json
 //
+// A TEXT of the form ids:1,2,3 gives the prompt as token ids (to replay another golden's
+// prompts exactly). MODEL_GOLDEN_NGL=N sets n_gpu_layers (default 0: the CPU), so that a
+// GPU build of llama.cpp gives the same outputs for comparison with its CPU build.
+//
 // Build line (LLAMA = a llama.cpp checkout with a CPU build in LLAMA/build):
 //   g++ -O2 -std=c++17 model_golden.cpp -I$LLAMA/include -I$LLAMA/ggml/include \
 //       -L$LLAMA/build/bin -lllama -Wl,-rpath,$LLAMA/build/bin -o model_golden
@@ -85,7 +89,8 @@ int main(int argc, char ** argv) {
     }
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    const char * ngl = getenv("MODEL_GOLDEN_NGL");
+    mp.n_gpu_layers = ngl ? atoi(ngl) : 0;
     llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "model_golden: llama.cpp refused to load %s\n", argv[1]);
@@ -117,11 +122,24 @@ int main(int argc, char ** argv) {
             return 1;
         }
 
-        int n = -llama_tokenize(vocab, text, strlen(text), nullptr, 0, true, true);
-        std::vector<llama_token> prompt(n);
-        if (llama_tokenize(vocab, text, strlen(text), prompt.data(), n, true, true) != n) {
-            fprintf(stderr, "model_golden: tokenize failed\n");
-            return 1;
+        std::vector<llama_token> prompt;
+        if (strncmp(text, "ids:", 4) == 0) {
+            for (const char * p = text + 4; *p;) {
+                char * end;
+                prompt.push_back((llama_token) strtol(p, &end, 10));
+                if (end == p) {
+                    fprintf(stderr, "model_golden: bad token id list %s\n", text);
+                    return 2;
+                }
+                p = *end == ',' ? end + 1 : end;
+            }
+        } else {
+            int n = -llama_tokenize(vocab, text, strlen(text), nullptr, 0, true, true);
+            prompt.resize(n);
+            if (llama_tokenize(vocab, text, strlen(text), prompt.data(), n, true, true) != n) {
+                fprintf(stderr, "model_golden: tokenize failed\n");
+                return 1;
+            }
         }
 
         std::vector<std::vector<float>> rows;
