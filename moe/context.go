@@ -241,11 +241,12 @@ func rmsNorm(dst, x, w []float32, cols int, eps float32) {
 // over the cache padded to 256 positions (the padding is masked), which fixes how ggml
 // splits a long context across threads.
 //
-// For batches of 64 tokens or more ggml switches to its tiled kernel, which keeps queries,
-// scores and the accumulator in float32: what AttnPrecise computes, up to summation order.
-// tensor's AttnGGML reproduces that kernel's order too, but in scalar code about 30 times
-// slower (75 s for 128 tokens of the benchmark model, docs/benchmarks.md), so such batches
-// use AttnPrecise; the agreement with llama.cpp's outputs does not change measurably.
+// For batches of 64 tokens or more ggml switches to its tiled kernel (F16 or F32 caches),
+// which keeps queries, scores and the accumulator in float32; tensor's AttnGGML runs it
+// with ggml's order and bits, vectorized. With a quantized cache ggml keeps its per-row
+// kernel, which tensor runs in scalar code much slower, so such batches use AttnPrecise
+// (float32 with float64 dot products); the agreement with llama.cpp's outputs does not
+// change measurably.
 //
 // p carries the layer's own parameters (scale, window, sinks); attend sets p.Numerics.
 func (c *Context) attend(il int, dst, q []float32, heads int, p tensor.AttnParams) error {
@@ -253,7 +254,8 @@ func (c *Context) attend(il int, dst, q []float32, heads int, p tensor.AttnParam
 	end := c.n + len(c.pos)
 	kvLen := min(c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
 	p.Numerics = c.numerics
-	if p.Numerics == tensor.AttnGGML && len(c.pos) >= ggmlTiledRows {
+	floatCache := (kv.k.Type == tensor.F16 || kv.k.Type == tensor.F32) && kv.v.Type == kv.k.Type
+	if p.Numerics == tensor.AttnGGML && len(c.pos) >= ggmlTiledRows && !floatCache {
 		p.Numerics = tensor.AttnPrecise
 	}
 	return c.m.host.Attention(dst, q, heads, c.pos, kv.k, kv.v, kvLen, p)

@@ -77,6 +77,11 @@ const (
 	ggmlSplitKV = 512
 )
 
+// tiledTokens is how many query tokens one unit of the tiled kernel takes: their rows share
+// each decoded tile of K and V (a row's arithmetic does not depend on its neighbours, so
+// the grouping changes no bit), and a batch still cuts into enough units for the workers.
+const tiledTokens = 32
+
 // Attention is causal multi-head attention over a KV cache (llama.cpp's build_attn with
 // flash attention): for query token t at position pos[t] and head h,
 //
@@ -106,13 +111,17 @@ func (p *Pool) Attention(dst, q []float32, heads int, pos []int32, k, v KV, kvLe
 	}
 	j.kvHeads = k.Heads
 	j.group = heads / k.Heads
+	j.block = 1
+	if j.kernel == attnTiled {
+		j.block = tiledTokens
+	}
 	p.scratch.attn = grow(p.scratch.attn, p.threads)
 	j.scratch = p.scratch.attn
 	if j.chunks > 1 {
 		p.scratch.partials = grow(p.scratch.partials, heads*j.chunks*(v.Dim+2))
 		j.partials = p.scratch.partials
 	}
-	if err := p.run(j, len(pos)*j.kvHeads*j.chunks); err != nil || j.chunks == 1 {
+	if err := p.run(j, ceilDiv(len(pos), j.block)*j.kvHeads*j.chunks); err != nil || j.chunks == 1 {
 		return err
 	}
 	j.merging = true
@@ -220,6 +229,7 @@ type attnJob struct {
 	kernel    int
 	kvHeads   int
 	group     int // query heads per KV head
+	block     int // query tokens per unit: 1, or tiledTokens for the tiled kernel
 	chunks    int // chunks of positions per (token, KV head)
 	chunkLen  int
 	partials  []float32 // per (head, chunk): M, S, then Dim(V) accumulators
@@ -230,12 +240,13 @@ type attnJob struct {
 // attnScratch is one worker's working memory.
 type attnScratch struct {
 	q      []byte    // the group's queries converted for K's VecDot
-	keys   []float32 // decoded K rows
+	keys   []float32 // decoded K rows (the tiled kernel: a tile, transposed)
 	values []float32 // decoded V rows
-	acc    []float32 // per head of the group: the weighted sum of V
-	max    []float32 // per head: the running maximum score (M)
-	sum    []float32 // per head: the running sum of exponentials (S)
-	scores []float32 // per head: a tile of scores
+	krow   []float32 // the tiled kernel: one K row before it is transposed
+	acc    []float32 // per row (query token and head of the group): the weighted sum of V
+	max    []float32 // per row: the running maximum score (M)
+	sum    []float32 // per row: the running sum of exponentials (S)
+	scores []float32 // a tile of scores
 }
 
 func (j *attnJob) unit(w, u int) {
@@ -245,37 +256,36 @@ func (j *attnJob) unit(w, u int) {
 	}
 	chunk := u % j.chunks
 	g := u / j.chunks % j.kvHeads
-	t := u / (j.chunks * j.kvHeads)
+	t0 := u / (j.chunks * j.kvHeads) * j.block
+	t1 := min(t0+j.block, len(j.pos))
 	s := &j.scratch[w]
 	dk, dv, group := j.k.Dim, j.v.Dim, j.group
-	s.acc = grow(s.acc, group*dv)
-	s.max = grow(s.max, group)
-	s.sum = grow(s.sum, group)
+	rows := (t1 - t0) * group
+	s.acc = grow(s.acc, rows*dv)
+	s.max = grow(s.max, rows)
+	s.sum = grow(s.sum, rows)
 	clear(s.acc)
 	clear(s.sum)
-	for h := range s.max {
-		s.max[h] = float32(math.Inf(-1))
+	for r := range s.max {
+		s.max[r] = float32(math.Inf(-1))
 	}
-	// The visible positions form one range: causal, and inside the window if any.
-	first, last := 0, min(int(j.pos[t]), j.kvLen-1)
-	if j.params.Window > 0 {
-		first = max(first, int(j.pos[t])-j.params.Window+1)
+	if j.kernel == attnTiled {
+		j.tiled(s, g, t0, t1)
+	} else {
+		first, last := j.visible(t0)
+		c0 := chunk * j.chunkLen
+		c1 := min(c0+j.chunkLen, j.kvLen)
+		qs := j.q[(t0*j.heads+g*group)*dk : (t0*j.heads+(g+1)*group)*dk]
+		if j.kernel == attnPrecise {
+			j.precise(s, qs, g, max(first, c0), min(last, c1-1))
+		} else {
+			j.perRow(s, qs, g, max(first, c0), min(last, c1-1))
+		}
 	}
-	c0 := chunk * j.chunkLen
-	c1 := min(c0+j.chunkLen, j.kvLen)
-	qs := j.q[(t*j.heads+g*group)*dk : (t*j.heads+(g+1)*group)*dk]
-	switch j.kernel {
-	case attnTiled:
-		j.tiled(s, qs, g, first, last)
-	case attnPrecise:
-		j.precise(s, qs, g, max(first, c0), min(last, c1-1))
-	default:
-		j.perRow(s, qs, g, max(first, c0), min(last, c1-1))
-	}
-	for i := range group {
-		h := g*group + i
-		acc := s.acc[i*dv : (i+1)*dv]
-		m, sum := s.max[i], s.sum[i]
+	for r := range rows {
+		t, h := t0+r/group, g*group+r%group
+		acc := s.acc[r*dv : (r+1)*dv]
+		m, sum := s.max[r], s.sum[r]
 		if j.params.Sinks != nil && chunk == 0 {
 			m, sum = addSink(acc, m, sum, j.params.Sinks[h])
 		}
@@ -287,6 +297,16 @@ func (j *attnJob) unit(w, u int) {
 		}
 		finish(j.dst[(t*j.heads+h)*dv:][:dv], acc, sum)
 	}
+}
+
+// visible is the range of positions query token t sees: causal, and inside the window if
+// any.
+func (j *attnJob) visible(t int) (first, last int) {
+	first, last = 0, min(int(j.pos[t]), j.kvLen-1)
+	if j.params.Window > 0 {
+		first = max(first, int(j.pos[t])-j.params.Window+1)
+	}
+	return first, last
 }
 
 // addSink lets a sink logit join the softmax (ggml applies it after the positions).
@@ -460,64 +480,103 @@ func roundIf(half bool, x float32) float32 {
 // in tiles of 64 from 0, each tile's scores are float32 FMA chains over float32 queries and
 // keys, the running maximum advances once per tile, and the tile's exponentials (ggml_v_expf,
 // summed 16 at a time) weight float32 values.
-func (j *attnJob) tiled(s *attnScratch, qs []float32, g, first, last int) {
+func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 	dk, dv, group := j.k.Dim, j.v.Dim, j.group
 	s.keys = grow(s.keys, ggmlTile*dk)
 	s.values = grow(s.values, ggmlTile*dv)
-	s.scores = grow(s.scores, group*ggmlTile)
+	s.krow = grow(s.krow, dk)
+	s.scores = grow(s.scores, ggmlTile)
+	scores := (*[ggmlTile]float32)(s.scores)
+	first, last := j.visible(t0)
+	for t := t0 + 1; t < t1; t++ {
+		f, l := j.visible(t)
+		first, last = min(first, f), max(last, l)
+	}
 	for tile := first / ggmlTile * ggmlTile; tile <= last; tile += ggmlTile {
-		lo, hi := max(first, tile), min(last, tile+ggmlTile-1) // visible positions of the tile
-		for pos := lo; pos <= hi; pos++ {
+		// Decode the positions any row of the block sees, K transposed ([d][position]) so
+		// that a row's scores are computed eight positions at a time.
+		for pos := max(first, tile); pos <= min(last, tile+ggmlTile-1); pos++ {
 			r := pos - tile
-			j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.keys[r*dk:(r+1)*dk])
+			j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.krow)
+			for d, k := range s.krow {
+				s.keys[d*ggmlTile+r] = k
+			}
 			j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values[r*dv:(r+1)*dv])
 		}
-		for i := range group {
-			q := qs[i*dk : (i+1)*dk]
-			scores := (*[ggmlTile]float32)(s.scores[i*ggmlTile:])
-			tileMax := float32(math.Inf(-1))
-			for r := range scores {
-				pos := tile + r
-				if pos < lo || pos > hi {
-					scores[r] = float32(math.Inf(-1))
-					continue
-				}
-				var dot float32
-				for d, k := range s.keys[r*dk : (r+1)*dk] {
-					dot = fma32(q[d], k, dot)
-				}
-				scores[r] = dot * j.params.Scale
-				if !(tileMax > scores[r]) {
-					tileMax = scores[r]
-				}
+		for t := t0; t < t1; t++ {
+			f, l := j.visible(t)
+			lo, hi := max(f, tile)-tile, min(l, tile+ggmlTile-1)-tile // the row's positions in the tile
+			if lo > hi {
+				continue // nothing visible in this tile for this token
 			}
-			if tileMax == float32(math.Inf(-1)) {
-				continue // nothing visible in this tile for this row
-			}
-			acc := s.acc[i*dv : (i+1)*dv]
-			if newMax := max(s.max[i], tileMax); newMax > s.max[i] {
-				ms := exp32(s.max[i] - newMax)
-				for d := range acc {
-					acc[d] *= ms
+			for i := range group {
+				row := (t-t0)*group + i
+				q := j.q[(t*j.heads+g*group+i)*dk:][:dk]
+				tileScores(scores, q, s.keys, lo, hi, j.params.Scale)
+				tileMax := float32(math.Inf(-1))
+				for _, sc := range scores {
+					if !(tileMax > sc) {
+						tileMax = sc
+					}
 				}
-				s.sum[i] *= ms
-				s.max[i] = newMax
-			}
-			var sum float64
-			for c := 0; c < ggmlTile; c += vecWidth {
-				lanes := (*[vecWidth]float32)(scores[c : c+vecWidth])
-				for l := range lanes {
-					lanes[l] = vexp32(lanes[l] - s.max[i])
+				if tileMax == float32(math.Inf(-1)) {
+					continue // every score −Inf: nothing to add
 				}
-				sum += float64(sum16(lanes))
-			}
-			s.sum[i] = float32(float64(s.sum[i]) + sum)
-			for r := lo - tile; r <= hi-tile; r++ {
-				weight, vals := scores[r], s.values[r*dv:(r+1)*dv]
-				for d, x := range vals {
-					acc[d] = fma32(x, weight, acc[d])
+				acc := s.acc[row*dv : (row+1)*dv]
+				if newMax := max(s.max[row], tileMax); newMax > s.max[row] {
+					ms := exp32(s.max[row] - newMax)
+					for d := range acc {
+						acc[d] *= ms
+					}
+					s.sum[row] *= ms
+					s.max[row] = newMax
 				}
+				tileExp(scores, s.max[row])
+				var sum float64
+				for c := 0; c < ggmlTile; c += vecWidth {
+					sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
+				}
+				s.sum[row] = float32(float64(s.sum[row]) + sum)
+				tileAccumulate(acc, s.values, scores, lo, hi)
 			}
 		}
 	}
 }
+
+// The inner loops of the tiled kernel, as variables: the SIMD build installs vector
+// versions with the same bits (simd_attn_amd64.go).
+var (
+	// tileScores sets scores[r] = (q·K[r])·scale for the tile's positions lo..hi, each dot
+	// one chain of fused multiply-adds over the dimensions in order (ggml's tiled kernel),
+	// and −Inf for the others. keys is the tile transposed: keys[d*ggmlTile+r].
+	tileScores = func(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
+		for r := range scores {
+			if r < lo || r > hi {
+				scores[r] = float32(math.Inf(-1))
+				continue
+			}
+			var dot float32
+			for d, qd := range q {
+				dot = fma32(qd, keys[d*ggmlTile+r], dot)
+			}
+			scores[r] = dot * scale
+		}
+	}
+	// tileExp replaces each score by ggml_v_expf(score − max) (0 for −Inf).
+	tileExp = func(scores *[ggmlTile]float32, max float32) {
+		for r, sc := range scores {
+			scores[r] = vexp32(sc - max)
+		}
+	}
+	// tileAccumulate adds weights[r]·V[r] to acc for the positions lo..hi in order, one
+	// fused multiply-add per value.
+	tileAccumulate = func(acc, values []float32, weights *[ggmlTile]float32, lo, hi int) {
+		dv := len(acc)
+		for r := lo; r <= hi; r++ {
+			w, vals := weights[r], values[r*dv:(r+1)*dv]
+			for d, x := range vals {
+				acc[d] = fma32(x, w, acc[d])
+			}
+		}
+	}
+)

@@ -61,6 +61,7 @@ func init() {
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
+	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
 	dotTokens2[MXFP4], dotTokens2[Q8_0], dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{

@@ -4,6 +4,7 @@ package tensor
 
 import (
 	"encoding/binary"
+	"math"
 	"simd/archsimd"
 	"unsafe"
 )
@@ -126,3 +127,114 @@ var (
 	f32Exponent8 = [8]uint32{0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000}
 	f32Sign8     = [8]uint32{0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000}
 )
+
+// tileScoresAVX2 is tileScores eight positions at a time: for each dimension d, q[d] times
+// row d of the transposed tile is added to eight running dot products with one fused
+// multiply-add each, so every lane is the scalar chain over d in the same order. Half the
+// tile (four vectors) runs per pass over the dimensions, so that the accumulators, the
+// loaded keys and the broadcast query value fit the sixteen registers; the scale is applied
+// after ClearAVXUpperBits, in scalar float32 (the same rounding), and positions outside
+// lo..hi get −Inf.
+func tileScoresAVX2(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
+	keys = keys[:len(q)*ggmlTile]
+	for half := 0; half < ggmlTile; half += ggmlTile / 2 {
+		var a0, a1, a2, a3 archsimd.Float32x8
+		for d, qd := range q {
+			k := (*[ggmlTile / 2]float32)(keys[d*ggmlTile+half : d*ggmlTile+half+ggmlTile/2])
+			qv := archsimd.BroadcastFloat32x8(qd)
+			a0 = qv.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(k[0:8])), a0)
+			a1 = qv.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(k[8:16])), a1)
+			a2 = qv.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(k[16:24])), a2)
+			a3 = qv.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(k[24:32])), a3)
+		}
+		out := (*[ggmlTile / 2]float32)(scores[half : half+ggmlTile/2])
+		a0.Store((*[8]float32)(out[0:8]))
+		a1.Store((*[8]float32)(out[8:16]))
+		a2.Store((*[8]float32)(out[16:24]))
+		a3.Store((*[8]float32)(out[24:32]))
+	}
+	archsimd.ClearAVXUpperBits()
+	for r := range scores {
+		if r < lo || r > hi {
+			scores[r] = float32(math.Inf(-1))
+		} else {
+			scores[r] *= scale
+		}
+	}
+}
+
+// tileExpAVX2 is tileExp eight lanes at a time, with vsiluAVX2's arithmetic for
+// ggml_v_expf; a step with a lane beyond |n| ≤ 126 other than a masked −Inf (a score far
+// below the maximum, or a NaN: rare) is finished by vexp32.
+func tileExpAVX2(scores *[ggmlTile]float32, max float32) {
+	log2e, shift := archsimd.BroadcastFloat32x8(0x1.715476p+0), archsimd.BroadcastFloat32x8(0x1.8p23)
+	ln2hi, ln2lo := archsimd.BroadcastFloat32x8(0x1.62e4p-1), archsimd.BroadcastFloat32x8(0x1.7f7d1cp-20)
+	limit, one := archsimd.BroadcastFloat32x8(126), archsimd.BroadcastFloat32x8(1)
+	mv, negInf := archsimd.BroadcastFloat32x8(max), archsimd.BroadcastFloat32x8(float32(math.Inf(-1)))
+	var zero archsimd.Float32x8
+	for i := 0; i < ggmlTile; i += 8 {
+		lanes := (*[8]float32)(scores[i : i+8])
+		x := archsimd.LoadFloat32x8(lanes).Sub(mv)
+		n := x.MulAdd(log2e, shift).Sub(shift)
+		// Masked positions (−Inf) give 0, as vexp32 does; they are common at the edges
+		// of the causal triangle, so they stay on the vector path.
+		masked := x.Equal(negInf)
+		if n.Greater(limit).Or(n.IsNaN()).ToBits()|(zero.Sub(n).Greater(limit).ToBits()&^masked.ToBits()) != 0 {
+			archsimd.ClearAVXUpperBits()
+			for l := range lanes {
+				lanes[l] = vexp32(lanes[l] - max)
+			}
+			continue
+		}
+		negN := zero.Sub(n)
+		b := negN.MulAdd(ln2lo, negN.MulAdd(ln2hi, x))
+		u := b.Mul(b)
+		c5, c4 := archsimd.BroadcastFloat32x8(0x1.0e4020p-7), archsimd.BroadcastFloat32x8(0x1.573e2ep-5)
+		c3, c2 := archsimd.BroadcastFloat32x8(0x1.555e66p-3), archsimd.BroadcastFloat32x8(0x1.fffdb6p-2)
+		c1 := archsimd.BroadcastFloat32x8(0x1.ffffecp-1)
+		j := c5.MulAdd(b, c4).MulAdd(u, c3.MulAdd(b, c2)).MulAdd(u, c1.MulAdd(b, one))
+		pow := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
+		zero.Merge(j.Mul(pow), masked).Store(lanes)
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// tileAccumulateAVX2 is tileAccumulate 32 values of acc at a time (four vectors held in
+// registers across the positions): each lane is the scalar chain of fused multiply-adds
+// over the positions in order. len(acc) is a multiple of 16 (the tiled kernel's
+// condition); a last group of 16 takes two vectors.
+func tileAccumulateAVX2(acc, values []float32, weights *[ggmlTile]float32, lo, hi int) {
+	dv := len(acc)
+	values = values[:ggmlTile*dv]
+	d := 0
+	for ; d+32 <= dv; d += 32 {
+		a := (*[32]float32)(acc[d : d+32])
+		a0, a1 := archsimd.LoadFloat32x8((*[8]float32)(a[0:8])), archsimd.LoadFloat32x8((*[8]float32)(a[8:16]))
+		a2, a3 := archsimd.LoadFloat32x8((*[8]float32)(a[16:24])), archsimd.LoadFloat32x8((*[8]float32)(a[24:32]))
+		for r := lo; r <= hi; r++ {
+			w := archsimd.BroadcastFloat32x8(weights[r])
+			v := (*[32]float32)(values[r*dv+d : r*dv+d+32])
+			a0 = archsimd.LoadFloat32x8((*[8]float32)(v[0:8])).MulAdd(w, a0)
+			a1 = archsimd.LoadFloat32x8((*[8]float32)(v[8:16])).MulAdd(w, a1)
+			a2 = archsimd.LoadFloat32x8((*[8]float32)(v[16:24])).MulAdd(w, a2)
+			a3 = archsimd.LoadFloat32x8((*[8]float32)(v[24:32])).MulAdd(w, a3)
+		}
+		a0.Store((*[8]float32)(a[0:8]))
+		a1.Store((*[8]float32)(a[8:16]))
+		a2.Store((*[8]float32)(a[16:24]))
+		a3.Store((*[8]float32)(a[24:32]))
+	}
+	for ; d+16 <= dv; d += 16 {
+		a := (*[16]float32)(acc[d : d+16])
+		a0, a1 := archsimd.LoadFloat32x8((*[8]float32)(a[0:8])), archsimd.LoadFloat32x8((*[8]float32)(a[8:16]))
+		for r := lo; r <= hi; r++ {
+			w := archsimd.BroadcastFloat32x8(weights[r])
+			v := (*[16]float32)(values[r*dv+d : r*dv+d+16])
+			a0 = archsimd.LoadFloat32x8((*[8]float32)(v[0:8])).MulAdd(w, a0)
+			a1 = archsimd.LoadFloat32x8((*[8]float32)(v[8:16])).MulAdd(w, a1)
+		}
+		a0.Store((*[8]float32)(a[0:8]))
+		a1.Store((*[8]float32)(a[8:16]))
+	}
+	archsimd.ClearAVXUpperBits()
+}
