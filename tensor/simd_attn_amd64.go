@@ -180,9 +180,12 @@ func tileExpAVX2(scores *[ggmlTile]float32, max float32) {
 		// of the causal triangle, so they stay on the vector path.
 		masked := x.Equal(negInf)
 		if n.Greater(limit).Or(n.IsNaN()).ToBits()|(zero.Sub(n).Greater(limit).ToBits()&^masked.ToBits()) != 0 {
+			// The differences go through memory: reading max here would put a scalar
+			// (legacy SSE) load of it into every iteration, under dirty upper AVX state.
+			x.Store(lanes)
 			archsimd.ClearAVXUpperBits()
-			for l := range lanes {
-				lanes[l] = vexp32(lanes[l] - max)
+			for l, v := range lanes {
+				lanes[l] = vexp32(v)
 			}
 			continue
 		}
