@@ -163,13 +163,12 @@ func tileScoresAVX2(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, sc
 	}
 }
 
-// tileExpAVX2 is tileExp eight lanes at a time, with vsiluAVX2's arithmetic for
-// ggml_v_expf; a step with a lane beyond |n| ≤ 126 other than a masked −Inf (a score far
+// tileExpAVX2 is tileExp eight lanes at a time, with expfAVX2 (vsiluAVX2's arithmetic for
+// ggml_v_expf); a step with a lane beyond |n| ≤ 126 other than a masked −Inf (a score far
 // below the maximum, or a NaN: rare) is finished by vexp32.
 func tileExpAVX2(scores *[ggmlTile]float32, max float32) {
 	log2e, shift := archsimd.BroadcastFloat32x8(0x1.715476p+0), archsimd.BroadcastFloat32x8(0x1.8p23)
-	ln2hi, ln2lo := archsimd.BroadcastFloat32x8(0x1.62e4p-1), archsimd.BroadcastFloat32x8(0x1.7f7d1cp-20)
-	limit, one := archsimd.BroadcastFloat32x8(126), archsimd.BroadcastFloat32x8(1)
+	limit := archsimd.BroadcastFloat32x8(126)
 	mv, negInf := archsimd.BroadcastFloat32x8(max), archsimd.BroadcastFloat32x8(float32(math.Inf(-1)))
 	var zero archsimd.Float32x8
 	for i := 0; i < ggmlTile; i += 8 {
@@ -189,15 +188,7 @@ func tileExpAVX2(scores *[ggmlTile]float32, max float32) {
 			}
 			continue
 		}
-		negN := zero.Sub(n)
-		b := negN.MulAdd(ln2lo, negN.MulAdd(ln2hi, x))
-		u := b.Mul(b)
-		c5, c4 := archsimd.BroadcastFloat32x8(0x1.0e4020p-7), archsimd.BroadcastFloat32x8(0x1.573e2ep-5)
-		c3, c2 := archsimd.BroadcastFloat32x8(0x1.555e66p-3), archsimd.BroadcastFloat32x8(0x1.fffdb6p-2)
-		c1 := archsimd.BroadcastFloat32x8(0x1.ffffecp-1)
-		j := c5.MulAdd(b, c4).MulAdd(u, c3.MulAdd(b, c2)).MulAdd(u, c1.MulAdd(b, one))
-		pow := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
-		zero.Merge(j.Mul(pow), masked).Store(lanes)
+		zero.Merge(expfAVX2(x, n), masked).Store(lanes)
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -19,7 +19,6 @@ func vsiluAVX2(dst, x []float32) {
 		return
 	}
 	log2e, shift := archsimd.BroadcastFloat32x8(0x1.715476p+0), archsimd.BroadcastFloat32x8(0x1.8p23)
-	ln2hi, ln2lo := archsimd.BroadcastFloat32x8(0x1.62e4p-1), archsimd.BroadcastFloat32x8(0x1.7f7d1cp-20)
 	limit, one := archsimd.BroadcastFloat32x8(126), archsimd.BroadcastFloat32x8(1)
 	var zero archsimd.Float32x8
 	i := 0
@@ -33,18 +32,26 @@ func vsiluAVX2(dst, x []float32) {
 			}
 			continue
 		}
-		negN := zero.Sub(n)
-		b := negN.MulAdd(ln2lo, negN.MulAdd(ln2hi, nx))
-		u := b.Mul(b)
-		c5, c4 := archsimd.BroadcastFloat32x8(0x1.0e4020p-7), archsimd.BroadcastFloat32x8(0x1.573e2ep-5)
-		c3, c2 := archsimd.BroadcastFloat32x8(0x1.555e66p-3), archsimd.BroadcastFloat32x8(0x1.fffdb6p-2)
-		c1 := archsimd.BroadcastFloat32x8(0x1.ffffecp-1)
-		j := c5.MulAdd(b, c4).MulAdd(u, c3.MulAdd(b, c2)).MulAdd(u, c1.MulAdd(b, one))
-		pow := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
-		v.Div(one.Add(j.Mul(pow))).Store((*[8]float32)(dst[i : i+8]))
+		v.Div(one.Add(expfAVX2(nx, n))).Store((*[8]float32)(dst[i : i+8]))
 	}
 	archsimd.ClearAVXUpperBits()
 	for ; i < len(x); i++ {
 		dst[i] = vsilu32(x[i])
 	}
+}
+
+// expfAVX2 is ggml_v_expf's core for eight lanes: e^x = 2^n · p(b), where n = round(x·log2 e)
+// (the caller computes it, to check |n| ≤ 126 first) and b = x − n·ln 2 in two parts; p is
+// the degree-5 polynomial, and the scale by 2^n one multiplication by a float32 power of two.
+func expfAVX2(x, n archsimd.Float32x8) archsimd.Float32x8 {
+	var zero archsimd.Float32x8
+	negN := zero.Sub(n)
+	b := negN.MulAdd(archsimd.BroadcastFloat32x8(0x1.7f7d1cp-20), negN.MulAdd(archsimd.BroadcastFloat32x8(0x1.62e4p-1), x))
+	u := b.Mul(b)
+	c5, c4 := archsimd.BroadcastFloat32x8(0x1.0e4020p-7), archsimd.BroadcastFloat32x8(0x1.573e2ep-5)
+	c3, c2 := archsimd.BroadcastFloat32x8(0x1.555e66p-3), archsimd.BroadcastFloat32x8(0x1.fffdb6p-2)
+	c1, one := archsimd.BroadcastFloat32x8(0x1.ffffecp-1), archsimd.BroadcastFloat32x8(1)
+	j := c5.MulAdd(b, c4).MulAdd(u, c3.MulAdd(b, c2)).MulAdd(u, c1.MulAdd(b, one))
+	pow := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
+	return j.Mul(pow)
 }
