@@ -216,6 +216,9 @@ func (b *Backend) MatMul(dst []float32, w backend.Weight, x []float32) error {
 	if err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
 	}
+	if tokens == 0 {
+		return nil // a launch needs a grid of at least one block
+	}
 	x = b.rounded(cw, x)
 	return b.run(cw, func() error {
 		if err := copyIn(b, &b.x, x); err != nil {

@@ -354,6 +354,13 @@ func TestErrors(t *testing.T) {
 	if err := g.GetRows(make([]float32, 64), p.gpu, []int32{3}); err == nil {
 		t.Error("GetRows past the last row succeeded")
 	}
+	// Empty batches are no work, not a launch with an empty grid.
+	if err := g.MatMul(nil, p.gpu, nil); err != nil {
+		t.Errorf("MatMul of no tokens: %v", err)
+	}
+	if err := g.GetRows(nil, p.gpu, nil); err != nil {
+		t.Errorf("GetRows of no rows: %v", err)
+	}
 }
 
 func TestRouting(t *testing.T) {
