@@ -272,6 +272,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
+	started := time.Now() // the warm-up and the repetitions, for the per-device account
 	w := benchWorkload{ctx: ctx, vocab: r.vocab, rng: r.rng, batch: max(1, min(rules.Batch, ctx.Size()))}
 	res := benchResult{
 		BuildCommit: version(), CPUInfo: cpuName(), Backends: m.names(),
@@ -294,7 +295,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		res.SamplesNS = append(res.SamplesNS, uint64(max(1, time.Since(start).Nanoseconds())))
 	}
 	res.summarize()
-	m.report(r.stderr)
+	m.report(r.stderr, time.Since(started))
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/cuda"
@@ -15,6 +16,8 @@ const gpuAPI = "CUDA"
 
 // cudaBackend adds the summary the commands print.
 type cudaBackend struct{ *cuda.Backend }
+
+func (b cudaBackend) Busy() time.Duration { return b.Stats().Time }
 
 func (b cudaBackend) Summary() string {
 	s := b.Stats()

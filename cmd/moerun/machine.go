@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/cpu"
@@ -27,6 +28,8 @@ type gpuBackend interface {
 	backend.Backend
 	// Summary is a one-line account of the work done so far (operations, time, copies).
 	Summary() string
+	// Busy is the wall time its operations took so far, copies and waits included.
+	Busy() time.Duration
 }
 
 // openMachine starts the pool and opens the GPUs. Without one, a command that asked for
@@ -68,10 +71,13 @@ func (m *machine) names() string {
 	return "CPU"
 }
 
-// report writes each GPU's summary.
-func (m *machine) report(w io.Writer) {
+// report writes each GPU's account of a run that took wall: what it did and the share of
+// the time its operations (copies and waits included) took; the rest is the CPU's.
+func (m *machine) report(w io.Writer, wall time.Duration) {
 	for _, g := range m.gpus {
-		fmt.Fprintf(w, "moerun: %s (%s): %s\n", g.Device().Name, g.Device().Description, g.Summary())
+		busy := g.Busy()
+		fmt.Fprintf(w, "moerun: %s (%s): %s; %.0f%% of the %.2f s on GPU operations, the rest on the CPU\n",
+			g.Device().Name, g.Device().Description, g.Summary(), 100*busy.Seconds()/max(wall.Seconds(), 1e-9), wall.Seconds())
 	}
 }
 
