@@ -38,11 +38,11 @@ import (
 //     re-slicing (w = w[144:]) costs six instructions per pointer per block.
 //
 // Audit for SSE after a change: the legitimate hits are the tables' setup in the package
-// initialisation, return 0 for an empty row, code after sumLanes and firstLanes2, the scalar
-// float64 sums of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves clean), in
-// simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar code after
-// ClearAVXUpperBits, and vsiluAVX2's scalar finish of a step with |x| above ~87 (rare
-// enough to pay for it):
+// initialisation, return 0 for an empty row, code after sumLanes and storeLanes4, the
+// scalar float64 sums of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves
+// clean), in simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar
+// code after ClearAVXUpperBits, and vsiluAVX2's scalar finish of a step with |x| above ~87
+// (rare enough to pay for it):
 //
 //	GOEXPERIMENT=simd go build -gcflags=-S ./tensor 2>&1 | grep -P '\(.*simd_\w+_amd64.go:\d+\)\s+(MOVS[SD]|MULS[SD]|ADDS[SD]|SUBS[SD]|MOVQ\s+\w+, X|MOVUPS|XORPS|CVT\w+)\s'
 
@@ -64,6 +64,7 @@ func init() {
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
 	dotTokens2[MXFP4], dotTokens2[Q8_0], dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
+	dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q4_K:   dotQ4_KAVX2,
 		Q5_K:   dotQ5_KAVX2,

@@ -7,27 +7,48 @@ import (
 	"testing"
 )
 
-// TestDotTokens2 holds each two-token kernel to its type's VecDot, bit for bit, on each of
-// the two activation vectors: on arbitrary block bytes (every nibble and packed-scale
-// pattern, only the float scales kept finite), on quantized wide-range values, and through
-// MatMul and MulMatID with odd token counts, where the last token of a tile goes alone.
-// The activations are quantized wide-range values and, for the largest sums the integer
-// steps see, constant ones (every quant ±127).
-func TestDotTokens2(t *testing.T) {
+// TestDotTokens holds each two- and four-token kernel to its type's VecDot, bit for bit,
+// on each of the activation vectors: on arbitrary block bytes (every nibble and
+// packed-scale pattern, only the float scales kept finite), on quantized wide-range
+// values, and through MatMul and MulMatID with token counts that leave a tile's last
+// tokens to go as a pair and alone. The activations are quantized wide-range values and,
+// for the largest sums the integer steps see, constant ones (every quant ±127).
+func TestDotTokens(t *testing.T) {
 	if len(dotTokens2) == 0 {
 		t.Skip("no two-token kernels in this build")
+	}
+	for typ := range dotTokens4 {
+		if dotTokens2[typ] == nil {
+			t.Errorf("%s has a four-token kernel but no two-token one for the tokens left over", typ)
+		}
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	for typ, dot2 := range dotTokens2 {
 		tr := traits[typ]
 		vt := tr.VecDotType
-		check := func(what string, n int, w, a0, a1 []byte) {
+		dot4 := dotTokens4[typ]
+		// check runs dot2 on the pairs a[0:2] and a[2:4], and dot4 on all four.
+		check := func(what string, n int, w []byte, a [4][]byte) {
 			t.Helper()
-			got := dot2(n, w, a0, a1)
-			for i, a := range [][]byte{a0, a1} {
-				if want := tr.VecDot(n, w, a); math.Float32bits(got[i]) != math.Float32bits(want) {
-					t.Errorf("%s %s n=%d token %d: %g, VecDot %g", typ, what, n, i, got[i], want)
+			var want [4]float32
+			for i := range a {
+				want[i] = tr.VecDot(n, w, a[i])
+			}
+			compare := func(kernel string, first int, got []float32) {
+				t.Helper()
+				for i, g := range got {
+					if math.Float32bits(g) != math.Float32bits(want[first+i]) {
+						t.Errorf("%s %s %s n=%d token %d: %g, VecDot %g", typ, kernel, what, n, first+i, g, want[first+i])
+					}
 				}
+			}
+			got2 := dot2(n, w, a[0], a[1])
+			compare("tokens2", 0, got2[:])
+			got2 = dot2(n, w, a[2], a[3])
+			compare("tokens2", 2, got2[:])
+			if dot4 != nil {
+				got4 := dot4(n, w, a[0], a[1], a[2], a[3])
+				compare("tokens4", 0, got4[:])
 			}
 		}
 		quantize := func(x []float32) []byte {
@@ -49,13 +70,16 @@ func TestDotTokens2(t *testing.T) {
 			}
 			for rep := range 20 {
 				randomBlocks(rng, typ, w)
-				check("random weights", n, w, quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)))
+				check("random weights", n, w, [4][]byte{quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)),
+					quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n))})
 				if rep == 0 {
-					check("random weights, activations ±127", n, w, quantize(constant(3)), quantize(constant(-3)))
+					check("random weights, activations ±127", n, w, [4][]byte{quantize(constant(3)), quantize(constant(-3)),
+						quantize(constant(-3)), quantize(constant(3))})
 				}
 			}
 			tr.FromFloat(wideFloats(rng, n), w)
-			check("quantized weights", n, w, quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)))
+			check("quantized weights", n, w, [4][]byte{quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n)),
+				quantize(wideFloats(rng, n)), quantize(wideFloats(rng, n))})
 		}
 
 		cols := 3 * int(typ.BlockSize())
@@ -70,7 +94,8 @@ func TestDotTokens2(t *testing.T) {
 		want := func(x []float32, v, e, r int) float32 {
 			return tr.VecDot(cols, data[(e*rows+r)*rowBytes:][:rowBytes], quantize(x[v*cols:(v+1)*cols]))
 		}
-		for _, tokens := range []int{1, 3, 35} {
+		// 39 tokens: a full tile and one of seven (four, a pair, one alone).
+		for _, tokens := range []int{1, 3, 39} {
 			x := wideFloats(rng, tokens*cols)
 			m := stack.Expert(1)
 			got := make([]float32, tokens*rows)
@@ -114,11 +139,12 @@ func TestDotTokens2(t *testing.T) {
 	}
 }
 
-// BenchmarkDotTokens2 is a prefill tile's inner work: matRowTile weight rows of 2048 values
-// (in L1) against 32 tokens, by the two-token kernel and by VecDot token by token.
+// BenchmarkDotTokens is a prefill tile's inner work: matRowTile weight rows of 2048 values
+// (in L1) against 32 tokens, by the four-token kernel where the type has one, by the
+// two-token kernel and by VecDot token by token.
 //
-//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench DotTokens2 ./tensor
-func BenchmarkDotTokens2(b *testing.B) {
+//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench DotTokens ./tensor
+func BenchmarkDotTokens(b *testing.B) {
 	const cols, tokens = 2048, 32
 	rng := rand.New(rand.NewPCG(17, 18))
 	for typ, dot2 := range dotTokens2 {
@@ -133,6 +159,21 @@ func BenchmarkDotTokens2(b *testing.B) {
 			}
 		}
 		out := make([]float32, tokens)
+		if dot4 := dotTokens4[typ]; dot4 != nil {
+			b.Run(fmt.Sprintf("type=%s/kernel=tokens4", typ), func(b *testing.B) {
+				for b.Loop() {
+					for r := range matRowTile {
+						row := w[r*rowBytes : (r+1)*rowBytes]
+						for t := 0; t < tokens; t += 4 {
+							o := dot4(cols, row, a[t*actBytes:(t+1)*actBytes], a[(t+1)*actBytes:(t+2)*actBytes],
+								a[(t+2)*actBytes:(t+3)*actBytes], a[(t+3)*actBytes:(t+4)*actBytes])
+							copy(out[t:t+4], o[:])
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
+			})
+		}
 		b.Run(fmt.Sprintf("type=%s/kernel=tokens2", typ), func(b *testing.B) {
 			for b.Loop() {
 				for r := range matRowTile {
