@@ -4,7 +4,10 @@ package tensor
 
 import (
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"simd/archsimd"
+	"unsafe"
 )
 
 // Vector dot products of the float formats (activations in the same format). F32 and BF16
@@ -42,6 +45,9 @@ func dotF32AVX2(n int, w, a []byte) float32 {
 // 128-bit registers; the upper halves stay clean, so the scalar float64 additions that
 // follow cost no transitions.
 func dotF16AVX2(n int, w, a []byte) float32 {
+	if sum, ok := dotF16ExactAVX2(n, w, a); ok {
+		return sum
+	}
 	w, a = w[:2*n], a[:2*n]
 	archsimd.ClearAVXUpperBits()
 	var sum float64
@@ -61,6 +67,86 @@ func dotF16AVX2(n int, w, a []byte) float32 {
 	}
 	return float32(sum)
 }
+
+// dotF16ExactAVX2 is dotF16AVX2's result without its chain of float64 additions, when it
+// can prove the chain never rounds. Each product x·y of two binary16 values is a multiple
+// of 2^g, g the sum of their last-bit exponents (max(E,1)−25 for an exponent field E), and
+// so is every partial sum, in any order; while n·max|x·y| < 2^(g+53), every such sum is
+// an integer multiple of 2^g below 2^53 of them, exact in float64. Then the sequential sum
+// and the vector one (eight products a step, two float64 accumulators) are both the exact
+// sum, bit for bit. g is the smallest over the nonzero products; a step holding an
+// infinity or a NaN, a vector that fails the bound (values spanning more than about 2^24
+// in magnitude), or n not a multiple of eight returns ok false for the sequential kernel.
+func dotF16ExactAVX2(n int, w, a []byte) (sum float32, ok bool) {
+	steps := n / 8
+	if steps == 0 || n%8 != 0 {
+		return 0, false
+	}
+	x, y := (*[16]byte)(w[:steps*16]), (*[16]byte)(a[:steps*16])
+	expMant, rebias := archsimd.LoadUint32x8(&f16ExpMant8), archsimd.LoadFloat32x8(&f16Rebias8)
+	var acc0, acc1 archsimd.Float64x4
+	var maxAbs archsimd.Float32x8
+	var maxField archsimd.Int32x8
+	minLSB := archsimd.LoadInt32x8(&int32Big8)
+	for i := 0; ; {
+		hx := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Pointer(&x[0]))).ExtendToUint32()
+		hy := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Pointer(&y[0]))).ExtendToUint32()
+		fx := hx.ShiftAllLeft(13).And(expMant).AsFloat32x8().Mul(rebias).AsUint32x8().Or(hx.ShiftAllLeft(16).And(archsimd.LoadUint32x8(&f32Sign8))).AsFloat32x8()
+		fy := hy.ShiftAllLeft(13).And(expMant).AsFloat32x8().Mul(rebias).AsUint32x8().Or(hy.ShiftAllLeft(16).And(archsimd.LoadUint32x8(&f32Sign8))).AsFloat32x8()
+		// The exponent fields stay in place (times 2^10): a right shift by a constant
+		// compiles to a legacy-SSE MOVQ of the count, which would cost a transition per
+		// step under the dirty upper state.
+		ex := hx.And(archsimd.LoadUint32x8(&f16Field8)).AsInt32x8()
+		ey := hy.And(archsimd.LoadUint32x8(&f16Field8)).AsInt32x8()
+		maxField = maxField.Max(ex).Max(ey)
+		one := archsimd.LoadInt32x8(&f16FieldOne8)
+		lsb := ex.Max(one).Add(ey.Max(one))
+		zero := archsimd.Int32x8{}
+		nonzero := hx.And(archsimd.LoadUint32x8(&f16Magnitude8)).AsInt32x8().Greater(zero).And(hy.And(archsimd.LoadUint32x8(&f16Magnitude8)).AsInt32x8().Greater(zero))
+		minLSB = minLSB.Min(lsb.Merge(archsimd.LoadInt32x8(&int32Big8), nonzero))
+		p := fx.Mul(fy)
+		maxAbs = maxAbs.Max(p.AsInt32x8().And(archsimd.LoadInt32x8(&f32AbsMask8)).AsFloat32x8())
+		acc0 = acc0.Add(p.GetLo().ConvertToFloat64())
+		acc1 = acc1.Add(p.GetHi().ConvertToFloat64())
+		if i++; i == steps {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	var fields, lsbs [8]int32
+	var peaks [8]float32
+	var lanes0, lanes1 [4]float64
+	maxField.Store(&fields)
+	minLSB.Store(&lsbs)
+	maxAbs.Store(&peaks)
+	acc0.Store(&lanes0)
+	acc1.Store(&lanes1)
+	archsimd.ClearAVXUpperBits()
+	g, peak := int32(1<<20), float32(0) // 1<<30>>10 for lanes of zero products only
+	for l := range fields {
+		if fields[l] == 31<<10 {
+			return 0, false // an infinity or a NaN: the sequential kernel decides
+		}
+		g, peak = min(g, lsbs[l]>>10), max(peak, peaks[l])
+	}
+	if peak == 0 {
+		return 0, true // every product ±0: the sequential sum from +0 is +0
+	}
+	// peak < 2^(e+1); the bound on Σ|x·y| is n·2^(e+1) ≤ 2^(e+1+⌈log2 n⌉). g counts the
+	// exponent fields' 2×25 offset.
+	e := int32(math.Float32bits(peak)>>23&0xFF) - 127
+	if e+1+int32(bits.Len(uint(n-1))) > g-50+53 {
+		return 0, false
+	}
+	return float32((lanes0[0] + lanes0[1] + lanes0[2] + lanes0[3]) + (lanes1[0] + lanes1[1] + lanes1[2] + lanes1[3])), true
+}
+
+var (
+	int32Big8     = [8]int32{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30, 1 << 30}
+	f16Field8     = [8]uint32{0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00}
+	f16FieldOne8  = [8]int32{0x400, 0x400, 0x400, 0x400, 0x400, 0x400, 0x400, 0x400}
+	f16Magnitude8 = [8]uint32{0x7FFF, 0x7FFF, 0x7FFF, 0x7FFF, 0x7FFF, 0x7FFF, 0x7FFF, 0x7FFF}
+)
 
 // dotF16Rows4AVX2 is dotF16AVX2 for four weight rows against one activation vector (see
 // dotRows4), in scalar code: widened through f16Table (the products are exact in float32),

@@ -1,0 +1,91 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"simd/archsimd"
+	"testing"
+)
+
+// TestDotF16Exact holds dotF16AVX2 to the sequential float64 kernel (dotHalf) bit for bit
+// on inputs that take the exact vector path (Gaussian values, zeros, signed zeros) and on
+// inputs that must leave it (a product of two subnormals, products spanning 2^-30 to 2^30,
+// infinities, NaNs, lengths not a multiple of eight), and checks that the vector path is
+// taken where its bound holds, so the comparison is not vacuous.
+func TestDotF16Exact(t *testing.T) {
+	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
+		t.Skip("CPU without AVX2 and FMA")
+	}
+	rng := rand.New(rand.NewPCG(16, 16))
+	encode := func(v []float32) []byte {
+		b := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(b[2*i:], F32ToF16(x))
+		}
+		return b
+	}
+	gauss := func(n int, scale float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * scale)
+		}
+		return v
+	}
+	type input struct {
+		name       string
+		w, a       []float32
+		wantVector bool
+	}
+	var inputs []input
+	for _, n := range []int{8, 64, 128, 1000} {
+		inputs = append(inputs, input{"gauss", gauss(n, 1), gauss(n, 1), true})
+		w, a := gauss(n, 3), gauss(n, 0.1)
+		w[0], a[1] = 0, float32(math.Copysign(0, -1)) // zero products do not count
+		inputs = append(inputs, input{"zeros", w, a, true})
+		w, a = gauss(n, 1), gauss(n, 1)
+		w[2], a[2] = 1e-5, 3e-5 // a product of two subnormals: its last bit is 2^-48
+		// With eight values the bound still holds (eight products below 4 are fewer than
+		// 2^53 units of 2^-48); from 64 on it does not.
+		inputs = append(inputs, input{"subnormal pair", w, a, n == 8})
+		w, a = gauss(n, 1), gauss(n, 1)
+		w[n/2], a[n/2], w[n/3] = 30000, 30000, 6e-8 // products from ~2^-30 to ~2^30
+		inputs = append(inputs, input{"wide", w, a, false})
+		inf := gauss(n, 1)
+		inf[n-1] = float32(math.Inf(1))
+		inputs = append(inputs, input{"infinity", inf, gauss(n, 1), false})
+		nan := gauss(n, 1)
+		nan[0] = float32(math.NaN())
+		inputs = append(inputs, input{"NaN", gauss(n, 1), nan, false})
+		inputs = append(inputs, input{"all zero", make([]float32, n), gauss(n, 1), true})
+	}
+	inputs = append(inputs, input{"odd length", gauss(131, 1), gauss(131, 1), false})
+	for _, in := range inputs {
+		n := len(in.w)
+		w, a := encode(in.w), encode(in.a)
+		want := dotHalf(n, w, a, F16ToF32)
+		got := dotF16AVX2(n, w, a)
+		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Errorf("%s, n=%d: %v (%#x), sequential kernel %v (%#x)", in.name, n, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+		if _, ok := dotF16ExactAVX2(n, w, a); ok != in.wantVector {
+			t.Errorf("%s, n=%d: vector path taken: %v, want %v", in.name, n, ok, in.wantVector)
+		}
+	}
+	// Many random vectors whose magnitudes vary by up to 2^12 within a row: every result the
+	// vector path gives must be the sequential one's.
+	for range 2000 {
+		n := 8 * (1 + rng.IntN(32))
+		wv, av := make([]float32, n), make([]float32, n)
+		for i := range wv {
+			wv[i] = float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(13)-6)))
+			av[i] = float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(13)-6)))
+		}
+		w, a := encode(wv), encode(av)
+		if got, want := dotF16AVX2(n, w, a), dotHalf(n, w, a, F16ToF32); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("n=%d: %v, sequential kernel %v", n, got, want)
+		}
+	}
+}
