@@ -45,8 +45,7 @@ func Available() error {
 }
 
 // Devices lists the GPUs the driver sees, named as llama.cpp names them (CUDA0, CUDA1, …)
-// with their memory. Free memory is read through each device's primary context, which this
-// retains (and the backend later reuses).
+// with their memory. Free memory is read through each device's primary context.
 func Devices() ([]backend.Device, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -80,6 +79,9 @@ func describe(i int) (backend.Device, error) {
 	if err != nil {
 		return backend.Device{}, fmt.Errorf("CUDA%d (%s): primary context: %w", i, name, err)
 	}
+	// Released again at once: a backend retains the context for as long as it lives, and
+	// a dry run's inventory should not keep one alive.
+	defer dev.ReleasePrimaryCtx()
 	var free, total int64
 	err = onContext(ctx, func() error {
 		var err error
