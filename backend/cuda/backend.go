@@ -61,15 +61,25 @@ type Stats struct {
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context and loads the kernels,
 // which the driver compiles from PTX for this GPU (once; it caches the result).
 func New(ordinal int, opts Options) (*Backend, error) {
-	desc, err := describe0(ordinal)
+	n, err := Count()
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: desc, ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
-		getRows: map[tensor.Type]cu.Function{}}
-	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
-		return nil, fmt.Errorf("%s: primary context: %w", desc.Name, err)
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
+	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
+		getRows: map[tensor.Type]cu.Function{}}
+	// The context first: describe's own retain then finds it alive instead of creating
+	// and destroying one (a context costs tens to hundreds of milliseconds).
+	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
+		return nil, fmt.Errorf("CUDA%d: primary context: %w", ordinal, err)
+	}
+	if b.dev, err = describe(ordinal); err != nil {
+		b.ordinal.ReleasePrimaryCtx()
+		return nil, err
+	}
+	desc := b.dev
 	err = b.do(func() error {
 		if b.mod, err = cu.LoadData(kernels.PTX); err != nil {
 			return fmt.Errorf("loading the kernels: %w", err)
@@ -95,21 +105,6 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		b.host = cpu.New(cpu.Options{Device: desc, Pool: opts.Host})
 	}
 	return b, nil
-}
-
-// describe0 describes GPU ordinal after checking the driver and the ordinal.
-func describe0(ordinal int) (backend.Device, error) {
-	if err := Available(); err != nil {
-		return backend.Device{}, err
-	}
-	n, err := cu.NumDevices()
-	if err != nil {
-		return backend.Device{}, fmt.Errorf("CUDA driver: counting devices: %w", err)
-	}
-	if ordinal < 0 || ordinal >= n {
-		return backend.Device{}, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
-	}
-	return describe(ordinal)
 }
 
 // Device describes the GPU.

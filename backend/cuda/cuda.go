@@ -47,12 +47,9 @@ func Available() error {
 // Devices lists the GPUs the driver sees, named as llama.cpp names them (CUDA0, CUDA1, …)
 // with their memory. Free memory is read through each device's primary context.
 func Devices() ([]backend.Device, error) {
-	if err := Available(); err != nil {
-		return nil, err
-	}
-	n, err := cu.NumDevices()
+	n, err := Count()
 	if err != nil {
-		return nil, fmt.Errorf("CUDA driver: counting devices: %w", err)
+		return nil, err
 	}
 	devs := make([]backend.Device, 0, n)
 	for i := range n {
@@ -63,6 +60,18 @@ func Devices() ([]backend.Device, error) {
 		devs = append(devs, d)
 	}
 	return devs, nil
+}
+
+// Count is the number of GPUs the driver sees.
+func Count() (int, error) {
+	if err := Available(); err != nil {
+		return 0, err
+	}
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, fmt.Errorf("CUDA driver: counting devices: %w", err)
+	}
+	return n, nil
 }
 
 // describe reads device i's name and memory.

@@ -28,12 +28,12 @@ func (b cudaBackend) Summary() string {
 // openGPUs opens every GPU the driver sees; weights of types without a CUDA kernel are
 // computed on the pool.
 func openGPUs(pool *tensor.Pool) ([]gpuBackend, error) {
-	devs, err := cuda.Devices()
+	n, err := cuda.Count()
 	if err != nil {
 		return nil, err
 	}
 	var gpus []gpuBackend
-	for i := range devs {
+	for i := range n {
 		b, err := cuda.New(i, cuda.Options{Host: pool})
 		if err != nil {
 			for _, g := range gpus {
