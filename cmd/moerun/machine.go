@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/moerun/moerun/backend"
@@ -107,13 +106,4 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 		return nil, nil, err
 	}
 	return model, plan, nil
-}
-
-// describeDevices is the load line naming where the model runs.
-func (m *machine) describeDevices() string {
-	names := []string{fmt.Sprintf("CPU (%d threads)", m.pool.Threads())}
-	for _, g := range m.gpus {
-		names = append(names, g.Device().Name+" "+g.Device().Description)
-	}
-	return strings.Join(names, ", ")
 }
