@@ -254,16 +254,11 @@ func (c *Context) attend(il int, dst, q []float32, heads int, p tensor.AttnParam
 	end := c.n + len(c.pos)
 	kvLen := min(c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
 	p.Numerics = c.numerics
-	floatCache := (kv.k.Type == tensor.F16 || kv.k.Type == tensor.F32) && kv.v.Type == kv.k.Type
-	if p.Numerics == tensor.AttnGGML && len(c.pos) >= ggmlTiledRows && !floatCache {
+	if p.Numerics == tensor.AttnGGML && len(c.pos) >= tensor.AttnTileTokens && !tensor.TiledAttention(len(c.pos), kv.k, kv.v) {
 		p.Numerics = tensor.AttnPrecise
 	}
 	return c.m.host.Attention(dst, q, heads, c.pos, kv.k, kv.v, kvLen, p)
 }
-
-// ggmlTiledRows is the batch size from which ggml's flash attention runs its tiled kernel
-// (GGML_FA_TILE_Q).
-const ggmlTiledRows = 64
 
 // arena hands out float32 and int32 working memory for one layer from buffers that grow to
 // the largest layer's needs and are then reused, so a steady state allocates nothing.

@@ -28,7 +28,7 @@ func TestQwen35PrefillMatchesDecode(t *testing.T) {
 	vocab := m.Config.Vocab
 	for _, p := range loadGolden(t, "tiny-qwen35moe").Prompts {
 		o := DefaultContextOptions()
-		if len(p.Tokens) >= ggmlTiledRows {
+		if len(p.Tokens) >= tensor.AttnTileTokens {
 			o.Attention = tensor.AttnPrecise
 		}
 		batch, err := m.context(t, o).Eval(p.Tokens, true)

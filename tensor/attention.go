@@ -201,18 +201,31 @@ const (
 )
 
 func (j *attnJob) chooseKernel() int {
-	if j.params.Numerics != AttnGGML {
-		return attnPrecise
-	}
-	floatKV := (j.k.Type == F16 || j.k.Type == F32) && j.k.Type == j.v.Type
 	switch {
-	case floatKV && len(j.pos) >= ggmlTile && j.v.Dim%vecWidth == 0:
+	case j.params.Numerics != AttnGGML:
+		return attnPrecise
+	case TiledAttention(len(j.pos), j.k, j.v):
 		return attnTiled
-	case floatKV:
+	case floatKV(j.k, j.v):
 		return attnRowFloatKV
 	}
 	return attnRow
 }
+
+// AttnTileTokens is the batch size from which ggml's flash attention may run its tiled
+// kernel (GGML_FA_TILE_Q).
+const AttnTileTokens = ggmlTile
+
+// TiledAttention reports whether Attention with AttnGGML runs ggml's tiled kernel for a
+// batch of tokens query tokens over the caches k and v — vectorized here, as in ggml —
+// rather than its per-row kernel: batches of AttnTileTokens or more over F16 or F32
+// caches of one type.
+func TiledAttention(tokens int, k, v KV) bool {
+	return floatKV(k, v) && tokens >= AttnTileTokens && v.Dim%vecWidth == 0
+}
+
+// floatKV reports whether K and V are both F16 or both F32.
+func floatKV(k, v KV) bool { return (k.Type == F16 || k.Type == F32) && k.Type == v.Type }
 
 type attnJob struct {
 	q, dst    []float32
