@@ -82,6 +82,9 @@ func init() {
 			tr.VecDot = fast
 		}
 	}
+	if useVNNI {
+		traits[Q4_K].VecDot, traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
+	}
 }
 
 // f16Table maps every binary16 bit pattern to its float32 value (the CPU has F16C, archsimd

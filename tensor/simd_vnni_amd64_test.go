@@ -1,0 +1,118 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestVNNIMatchesAVX2 holds the AVX-512 VNNI kernels to the AVX2 kernels' bits, on rows
+// quantized from stressing floats and on random bytes (any codes, scales and bsums), over
+// every row length a block loop can meet.
+func TestVNNIMatchesAVX2(t *testing.T) {
+	if !useVNNI {
+		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
+	}
+	kernels := []struct {
+		typ        Type
+		vnni, avx2 func(n int, w, a []byte) float32
+	}{
+		{Q4_K, dotQ4_KVNNI, dotQ4_KAVX2},
+		{Q6_K, dotQ6_KVNNI, dotQ6_KAVX2},
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, k := range kernels {
+		if got := traits[k.typ].VecDot; got == nil {
+			t.Fatalf("%s: no kernel", k.typ)
+		}
+		compare := func(n int, w, a []byte, what string) {
+			got, want := k.vnni(n, w, a), k.avx2(n, w, a)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("%s n=%d %s: VNNI %g, AVX2 %g", k.typ, n, what, got, want)
+			}
+		}
+		for _, n := range simdLengths(k.typ) {
+			for trial := range 20 {
+				w, a := quantizedOperands(t, rng, k.typ, n)
+				compare(n, w, a, "quantized")
+				randomBlocks(rng, k.typ, w)
+				randomQ8K(rng, a)
+				compare(n, w, a, "random bytes")
+				if trial == 0 {
+					extremeBlocks(k.typ, w, a)
+					compare(n, w, a, "extreme codes")
+				}
+			}
+		}
+	}
+}
+
+// randomQ8K fills Q8_K activations with random quants and bsums (the kernels take the
+// bsums as given) and a finite scale.
+func randomQ8K(rng *rand.Rand, a []byte) {
+	for i := range a {
+		a[i] = byte(rng.Uint32())
+	}
+	for off := 0; off < len(a); off += 292 {
+		binary.LittleEndian.PutUint32(a[off:], math.Float32bits(float32(math.Ldexp(rng.Float64()+0.5, rng.IntN(20)-10))))
+	}
+}
+
+// extremeBlocks sets every code, scale and activation to the largest magnitude the
+// formats allow (the -128 activation against the largest weight), where a 16-bit
+// intermediate would saturate first.
+func extremeBlocks(typ Type, w, a []byte) {
+	bs := int(typ.BlockBytes())
+	for off := 0; off < len(w); off += bs {
+		b := w[off : off+bs]
+		switch typ {
+		case Q4_K:
+			for i := 4; i < bs; i++ {
+				b[i] = 0xFF
+			}
+		case Q6_K:
+			for i := 0; i < 192; i++ {
+				b[i] = 0xFF
+			}
+			for i := 192; i < 208; i++ {
+				b[i] = 0x80 // scale -128
+			}
+		}
+	}
+	for off := 0; off < len(a); off += 292 {
+		for i := 4; i < 260; i++ {
+			a[off+i] = 0x80
+		}
+	}
+}
+
+// BenchmarkVNNI times the VNNI kernels next to the AVX2 ones on one cache-hot 4096-value
+// row (MB/s counts the weight row's bytes).
+//
+//	GOEXPERIMENT=simd go test -run '^$' -bench VNNI ./tensor
+func BenchmarkVNNI(b *testing.B) {
+	if !useVNNI {
+		b.Skip("CPU without AVX-512 VNNI")
+	}
+	for _, k := range []struct {
+		name string
+		typ  Type
+		dot  func(n int, w, a []byte) float32
+	}{
+		{"Q4_K/avx2", Q4_K, dotQ4_KAVX2}, {"Q4_K/vnni", Q4_K, dotQ4_KVNNI},
+		{"Q6_K/avx2", Q6_K, dotQ6_KAVX2}, {"Q6_K/vnni", Q6_K, dotQ6_KVNNI},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			w, a := benchOperands(b, k.typ)
+			b.SetBytes(int64(len(w)))
+			var sink float32
+			for b.Loop() {
+				sink += k.dot(benchRow, w, a)
+			}
+			_ = sink
+		})
+	}
+}
