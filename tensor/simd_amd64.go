@@ -10,7 +10,9 @@ import (
 
 // The vector kernels need AVX2 and FMA (x86-64-v3, every x86 CPU since 2013-2015) and use
 // 256-bit vectors only: Go 1.26's register allocator gives 512-bit code no more registers
-// (15 either way), and VNNI, which would make AVX-512 pay, is not exposed by archsimd.
+// (15 either way), and VNNI, which would make AVX-512 pay, is not exposed by archsimd. The
+// hottest kernels (Q4_K and Q6_K, one and four tokens) have AVX-512 VNNI versions in
+// assembly instead (simd_vnni_amd64.s), installed over these where the CPU has it.
 //
 // The integer kernels follow one plan: the weights' small integers are widened to bytes,
 // multiplied with the int8 activations by VPMADDUBSW (unsigned × signed byte pairs summed
@@ -84,6 +86,7 @@ func init() {
 	}
 	if useVNNI {
 		traits[Q4_K].VecDot, traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
+		dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
 	}
 }
 

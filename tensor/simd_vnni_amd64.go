@@ -75,6 +75,12 @@ func dotQ4_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
 //go:noescape
 func dotQ6_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
 
+//go:noescape
+func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+
 // dotQ4_KVNNI is Q4_K × Q8_K (see dotQ4_KAVX2 for the formats).
 func dotQ4_KVNNI(n int, w, a []byte) float32 {
 	nb := n / qkK
@@ -91,4 +97,27 @@ func dotQ6_KVNNI(n int, w, a []byte) float32 {
 		return 0
 	}
 	return dotQ6_KBlocksVNNI(unsafe.Pointer(&w[:nb*210][0]), unsafe.Pointer(&a[:nb*292][0]), nb)
+}
+
+// dotQ4_KTokens4VNNI is dotQ4_KVNNI against four activation vectors (each result the bits
+// of dotQ4_KVNNI for its vector).
+func dotQ4_KTokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
+	nb := n / qkK
+	if nb == 0 {
+		return out
+	}
+	dotQ4_KTokens4BlocksVNNI(unsafe.Pointer(&w[:nb*144][0]), unsafe.Pointer(&a0[:nb*292][0]), unsafe.Pointer(&a1[:nb*292][0]),
+		unsafe.Pointer(&a2[:nb*292][0]), unsafe.Pointer(&a3[:nb*292][0]), nb, &out)
+	return out
+}
+
+// dotQ6_KTokens4VNNI is dotQ6_KVNNI against four activation vectors.
+func dotQ6_KTokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
+	nb := n / qkK
+	if nb == 0 {
+		return out
+	}
+	dotQ6_KTokens4BlocksVNNI(unsafe.Pointer(&w[:nb*210][0]), unsafe.Pointer(&a0[:nb*292][0]), unsafe.Pointer(&a1[:nb*292][0]),
+		unsafe.Pointer(&a2[:nb*292][0]), unsafe.Pointer(&a3[:nb*292][0]), nb, &out)
+	return out
 }

@@ -50,6 +50,48 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	}
 }
 
+// TestVNNITokens4MatchesAVX2 holds the four-token VNNI kernels to the four-token AVX2
+// kernels' bits (which are the one-token kernels' for each vector).
+func TestVNNITokens4MatchesAVX2(t *testing.T) {
+	if !useVNNI {
+		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
+	}
+	rng := rand.New(rand.NewPCG(13, 17))
+	for _, k := range []struct {
+		typ        Type
+		vnni, avx2 func(n int, w, a0, a1, a2, a3 []byte) [4]float32
+	}{
+		{Q4_K, dotQ4_KTokens4VNNI, dotQ4_KTokens4AVX2},
+		{Q6_K, dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2},
+	} {
+		for _, n := range simdLengths(k.typ) {
+			for trial := range 10 {
+				w, a0 := quantizedOperands(t, rng, k.typ, n)
+				a := [4][]byte{a0}
+				for i := 1; i < 4; i++ {
+					_, a[i] = quantizedOperands(t, rng, k.typ, n)
+				}
+				if trial%2 == 1 {
+					randomBlocks(rng, k.typ, w)
+					for i := range a {
+						randomQ8K(rng, a[i])
+					}
+				}
+				if trial == 9 {
+					extremeBlocks(k.typ, w, a[2])
+				}
+				got := k.vnni(n, w, a[0], a[1], a[2], a[3])
+				want := k.avx2(n, w, a[0], a[1], a[2], a[3])
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Errorf("%s n=%d trial %d token %d: VNNI %g, AVX2 %g", k.typ, n, trial, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // randomQ8K fills Q8_K activations with random quants and bsums (the kernels take the
 // bsums as given) and a finite scale.
 func randomQ8K(rng *rand.Rand, a []byte) {
