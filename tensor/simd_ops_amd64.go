@@ -27,6 +27,10 @@ func vsiluAVX2(dst, x []float32) {
 		nx := zero.Sub(v)
 		n := nx.MulAdd(log2e, shift).Sub(shift)
 		if n.Greater(limit).Or(zero.Sub(n).Greater(limit)).Or(n.IsNaN()).ToBits() != 0 {
+			// vsilu32 is scalar (legacy-SSE) code: with the upper halves dirty each of its
+			// instructions paid the transition, ~650 ns an element (random-weight models
+			// have many such gate values).
+			archsimd.ClearAVXUpperBits()
 			for l := i; l < i+8; l++ {
 				dst[l] = vsilu32(x[l])
 			}
