@@ -98,6 +98,9 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 	if err != nil {
 		return nil, nil, placeError(err)
 	}
+	if err := m.checkHostMemory(plan, totalRAM()); err != nil {
+		return nil, nil, err
+	}
 	model, err := moe.Load(f, plan, m.backends(), moe.Options{Host: m.pool})
 	if err != nil {
 		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
@@ -106,4 +109,25 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 		return nil, nil, err
 	}
 	return model, plan, nil
+}
+
+// checkHostMemory refuses a plan whose host side cannot fit in ram bytes (0: unknown, no
+// check): the KV cache, the compute buffers and copied weights are allocated rather than
+// mapped, and an allocation beyond the machine's memory ends a Go process with a fatal
+// error instead of an error (a -c of 100 million cells did).
+func (m *machine) checkHostMemory(plan *placement.Plan, ram int64) error {
+	if ram <= 0 {
+		return nil
+	}
+	for _, d := range plan.Devices {
+		if d.Device.Name != m.host.Device().Name {
+			continue
+		}
+		copied := d.Weights - d.WeightsMapped
+		if need := d.KV + d.Compute + copied; need > ram {
+			return badInput("this machine's %s of RAM cannot hold the host's %s: KV cache %s for a context of %d cells, compute buffers %s, copied weights %s; lower -c",
+				humanBytes(ram), humanBytes(need), humanBytes(d.KV), plan.Context.NCtx, humanBytes(d.Compute), humanBytes(copied))
+		}
+	}
+	return nil
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/placement"
+)
+
+// TestCheckHostMemory: a plan whose host side (KV cache, compute buffers, copied weights)
+// is larger than the RAM is refused with the sizes named, before anything is allocated;
+// enough RAM, or RAM unknown, passes.
+func TestCheckHostMemory(t *testing.T) {
+	f, err := gguf.Open(tinyQwen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rules := placement.DefaultRules()
+	rules.CtxSize = 1 << 20
+	m := openMachine(io.Discard, 1, rules)
+	defer m.Close()
+	plan, err := placement.Place(placement.Model{Name: tinyQwen, Metadata: f.Metadata, Tensors: f.Tensors}, rules, m.devices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var host *placement.DeviceUse
+	for i := range plan.Devices {
+		if plan.Devices[i].Device.Name == m.host.Device().Name {
+			host = &plan.Devices[i]
+		}
+	}
+	if host == nil || host.KV <= 0 {
+		t.Fatalf("no host KV cache in the plan: %+v", plan.Devices)
+	}
+	need := host.KV + host.Compute + host.Weights - host.WeightsMapped
+	err = m.checkHostMemory(plan, need-1)
+	if err == nil || !strings.Contains(err.Error(), "KV cache") || !strings.Contains(err.Error(), "lower -c") {
+		t.Errorf("RAM one byte short: %v, want a refusal naming the KV cache", err)
+	}
+	if err := m.checkHostMemory(plan, need); err != nil {
+		t.Errorf("RAM just enough: %v", err)
+	}
+	if err := m.checkHostMemory(plan, 0); err != nil {
+		t.Errorf("RAM unknown: %v", err)
+	}
+}
