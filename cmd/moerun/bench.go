@@ -30,6 +30,7 @@ type benchCmd struct {
 	Model       string   `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
 	NPrompt     []string `short:"p" name:"n-prompt" sep:"none" default:"512" placeholder:"N,..." help:"Prompt lengths to test (pp); llama-bench's lists and ranges: 128,512 or 128-512*2; 0 skips." group:"bench"`
 	NGen        []string `short:"n" name:"n-gen" sep:"none" default:"128" placeholder:"N,..." help:"Generation lengths to test (tg); 0 skips." group:"bench"`
+	NDepth      []string `short:"d" name:"n-depth" sep:"none" default:"0" placeholder:"N,..." help:"Context depths to test at: before each timed run, N untimed prompt tokens fill the cache (the test column says tg128 @ d4096)." group:"bench"`
 	Threads     []string `short:"t" name:"threads" sep:"none" placeholder:"N,..." help:"Thread counts to test: 1,2,4 (default: the physical cores)." group:"bench"`
 	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
 	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
@@ -74,7 +75,11 @@ func (c *benchCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	tests := benchTests(prompts, gens)
+	depths, err := intList("-d", c.NDepth, 0)
+	if err != nil {
+		return err
+	}
+	tests := benchTests(prompts, gens, depths)
 	if len(tests) == 0 {
 		return badInput("nothing to run: every -p and -n length is 0")
 	}
@@ -113,20 +118,24 @@ func (c *benchCmd) Run(e *env) error {
 	return p.footer()
 }
 
-// benchTest is a pp test (nPrompt tokens in batches) or a tg test (nGen single tokens).
-type benchTest struct{ nPrompt, nGen int }
+// benchTest is a pp test (nPrompt tokens in batches) or a tg test (nGen single tokens),
+// timed after nDepth tokens already in the cache.
+type benchTest struct{ nPrompt, nGen, nDepth int }
 
-// benchTests lists the pp tests, then the tg tests, skipping lengths of 0, as llama-bench.
-func benchTests(prompts, gens []int) []benchTest {
+// benchTests lists, for each depth, the pp tests, then the tg tests, skipping lengths of
+// 0, as llama-bench (whose depth loop is inside its thread loop, as here inside configs).
+func benchTests(prompts, gens, depths []int) []benchTest {
 	var tests []benchTest
-	for _, n := range prompts {
-		if n > 0 {
-			tests = append(tests, benchTest{nPrompt: n})
+	for _, d := range depths {
+		for _, n := range prompts {
+			if n > 0 {
+				tests = append(tests, benchTest{nPrompt: n, nDepth: d})
+			}
 		}
-	}
-	for _, n := range gens {
-		if n > 0 {
-			tests = append(tests, benchTest{nGen: n})
+		for _, n := range gens {
+			if n > 0 {
+				tests = append(tests, benchTest{nGen: n, nDepth: d})
+			}
 		}
 	}
 	return tests
@@ -259,12 +268,14 @@ type benchRunner struct {
 }
 
 // run runs one test with a configuration as llama-bench does: the model placed with the
-// configuration's rules and threads, a context sized to the test's tokens, a warm-up (the
-// whole prompt for pp, one token for tg), then the timed repetitions, each from an empty
-// cache.
+// configuration's rules and threads, a context sized to the test's tokens and depth, a
+// warm-up (the whole prompt for pp, one token for tg), then the timed repetitions, each
+// from an empty cache that the depth's tokens fill first, untimed (llama-bench saves the
+// filled cache once and restores it; moerun evaluates the depth again, which gives the
+// same cache and costs only wall time).
 func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	rules := cfg.rules
-	rules.CtxSize = t.nPrompt + t.nGen
+	rules.CtxSize = t.nDepth + t.nPrompt + t.nGen
 	m := openMachine(r.stderr, cfg.threads, rules)
 	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, placementFlags: cfg.flags}
@@ -279,7 +290,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		ModelFilename: r.cmd.Model, ModelType: r.info.desc, ModelSize: r.info.size, ModelNParams: r.info.params,
 		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
 		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
-		NPrompt: t.nPrompt, NGen: t.nGen, TestTime: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		NPrompt: t.nPrompt, NGen: t.nGen, NDepth: t.nDepth, TestTime: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	}
 	if r.cmd.Warmup {
 		if err := w.run(benchTest{nPrompt: t.nPrompt, nGen: min(t.nGen, 1)}); err != nil {
@@ -288,6 +299,11 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	}
 	for range r.cmd.Repetitions {
 		ctx.Reset()
+		if t.nDepth > 0 {
+			if err := w.prompt(t.nDepth); err != nil {
+				return res, fmt.Errorf("filling the context to depth %d: %w", t.nDepth, err)
+			}
+		}
 		start := time.Now()
 		if err := w.run(t); err != nil {
 			return res, err
@@ -424,12 +440,16 @@ func meanStddev(xs []float64) (mean, stddev float64) {
 	return mean, math.Sqrt(sq / float64(len(xs)-1))
 }
 
-// testName is llama-bench's test column: pp512, tg128.
+// testName is llama-bench's test column: pp512, tg128, tg128 @ d4096.
 func (r *benchResult) testName() string {
+	name := fmt.Sprintf("tg%d", r.NGen)
 	if r.NGen == 0 {
-		return fmt.Sprintf("pp%d", r.NPrompt)
+		name = fmt.Sprintf("pp%d", r.NPrompt)
 	}
-	return fmt.Sprintf("tg%d", r.NGen)
+	if r.NDepth > 0 {
+		name += fmt.Sprintf(" @ d%d", r.NDepth)
+	}
+	return name
 }
 
 // benchModelInfo is what llama-bench shows of a model: its description, and the bytes and

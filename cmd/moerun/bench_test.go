@@ -371,3 +371,28 @@ func FuzzIntList(f *testing.F) {
 		}
 	})
 }
+
+// TestBenchDepth: -d runs every test at each depth, in llama-bench's order (depth outside
+// the pp and tg tests), names them "tg4 @ d16" and reports n_depth; the timed tokens stay
+// the test's own.
+func TestBenchDepth(t *testing.T) {
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "8", "-n", "4", "-d", "0,16", "-r", "1", "-t", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	titles, rows := markdownTable(t, out)
+	if diff := cmp.Diff([]string{"pp8", "tg4", "pp8 @ d16", "tg4 @ d16"}, column(t, titles, rows, "test")); diff != "" {
+		t.Errorf("tests (-want +got):\n%s", diff)
+	}
+	results := benchJSON(t, "-p", "0", "-n", "4", "-d", "16", "-r", "2", "-o", "json")
+	if len(results) != 1 || results[0]["n_depth"] != 16.0 || results[0]["n_gen"] != 4.0 {
+		t.Fatalf("want one tg4 result at depth 16: %v", results)
+	}
+	ns, ts := results[0]["samples_ns"].([]any), results[0]["samples_ts"].([]any)
+	for k := range ns {
+		// t/s counts the four generated tokens, not the depth's.
+		if want := 1e9 * 4 / ns[k].(float64); math.Abs(ts[k].(float64)-want) > 1e-9*want {
+			t.Errorf("sample %d: %v t/s from %v ns, want %v", k, ts[k], ns[k], want)
+		}
+	}
+}
