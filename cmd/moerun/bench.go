@@ -35,6 +35,7 @@ type benchCmd struct {
 	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
 	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
+	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32: faster decoding at depth, slower prompts)." group:"bench"`
 	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
 
 	placementFlags `embed:""`
@@ -278,7 +279,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	rules.CtxSize = t.nDepth + t.nPrompt + t.nGen
 	m := openMachine(r.stderr, cfg.threads, rules)
 	defer m.Close()
-	place := runCmd{Model: r.cmd.Model, placementFlags: cfg.flags}
+	place := runCmd{Model: r.cmd.Model, Attention: r.cmd.Attention, placementFlags: cfg.flags}
 	ctx, err := place.newContext(m, r.f, rules, moe.SER{})
 	if err != nil {
 		return benchResult{}, err

@@ -255,6 +255,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"-ub", "4,x"}, `-ub "4,x"`},
 		{[]string{"--gpu", "8GiB"}, "dry run"},
 		{[]string{"-p", "1-100000000"}, "more than 4096 values"},
+		{[]string{"--attention", "fast"}, "--attention"},
+		{[]string{"-d", "x"}, `-d "x"`},
 	} {
 		args := append([]string{"bench", "-m", tinyQwen}, tc.args...)
 		code, _, errOut := moerun(t, args...)
@@ -384,7 +386,7 @@ func TestBenchDepth(t *testing.T) {
 	if diff := cmp.Diff([]string{"pp8", "tg4", "pp8 @ d16", "tg4 @ d16"}, column(t, titles, rows, "test")); diff != "" {
 		t.Errorf("tests (-want +got):\n%s", diff)
 	}
-	results := benchJSON(t, "-p", "0", "-n", "4", "-d", "16", "-r", "2", "-o", "json")
+	results := benchJSON(t, "-p", "0", "-n", "4", "-d", "16", "-r", "2", "-o", "json", "--attention", "precise")
 	if len(results) != 1 || results[0]["n_depth"] != 16.0 || results[0]["n_gen"] != 4.0 {
 		t.Fatalf("want one tg4 result at depth 16: %v", results)
 	}
