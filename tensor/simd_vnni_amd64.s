@@ -15,238 +15,152 @@
 // PREFETCHNTA 16 (a stream read: 28 GB/s). Lines past the row are the next rows' (a tile
 // runs on) or harmless: a prefetch never faults.
 //
-// Both end with VZEROUPPER (which clears the upper halves of Z0-Z15) and zero the
-// registers from Z16 on that they used: Go's scalar float code is legacy SSE, which would
-// otherwise pay the AVX-SSE transition on every instruction (see simd_amd64.go).
+// All end with VZEROUPPER (which clears the upper halves of Z0-Z15) and zero Z16-Z31:
+// Go's scalar float code is legacy SSE, which would otherwise pay the AVX-SSE transition
+// on every instruction (see simd_amd64.go).
+//
+// The one- and four-token kernels of a format are built from the same macros, so a token
+// of the four-token kernel runs exactly the one-token kernel's instructions (hence its
+// bits). Registers: Z20-Z31 hold constants, Z16-Z19 a token's integer sums, Z0 Z1 Z4 Z5 a
+// token's float sums, Z10 a block's scales as words, Z11-Z15 are scratch.
+
+#define PREFETCH_AHEAD \
+	PREFETCHT1 4096(SI); \
+	PREFETCHT1 4160(SI); \
+	PREFETCHT1 4224(SI); \
+	PREFETCHT1 4288(SI)
+
+// DOT_TOKEN: ints += scales · (values · the 64 activation bytes at off(areg)), the
+// products paired by VPMADDUBSW and each pair sum times its scale word by VPDPWSSD.
+#define DOT_TOKEN(values, scales, off, areg, ints) \
+	VPMADDUBSW off(areg), values, Z11; \
+	VPDPWSSD   scales, Z11, ints
+
+#define CLEAR_HIGH \
+	VZEROUPPER; \
+	VPXORD X16, X16, X16; \
+	VPXORD X17, X17, X17; \
+	VPXORD X18, X18, X18; \
+	VPXORD X19, X19, X19; \
+	VPXORD X20, X20, X20; \
+	VPXORD X21, X21, X21; \
+	VPXORD X22, X22, X22; \
+	VPXORD X23, X23, X23; \
+	VPXORD X24, X24, X24; \
+	VPXORD X25, X25, X25; \
+	VPXORD X26, X26, X26; \
+	VPXORD X27, X27, X27; \
+	VPXORD X28, X28, X28; \
+	VPXORD X29, X29, X29; \
+	VPXORD X30, X30, X30; \
+	VPXORD X31, X31, X31
+
+// Q4_K. Per block, Q4K_SCALES decodes the 12 scale bytes to [sc0..7, m0..7] in X2 (as
+// dotQ4_KAVX2; its VPTERNLOGD is X2 = (X2 & maskHi) | X15): Y10 has them as words, Y3 the mins as word pairs against the bsums, Z7 is
+// [d ×8, dmin ×8]. Q4K_CHUNK broadcasts 32-byte chunk c to both halves of Z13 and shifts it
+// so that its low nibbles (sub-block 2c) fill the lower half and its high nibbles (2c+1)
+// the upper, against 64 contiguous activation bytes; Z14 gets their scales. Q4K_END adds
+// the integer sums' halves (dotQ4_KAVX2's eight lanes), puts the mins' sums beside them and
+// accumulates both at once: acc's lower eight lanes are dotQ4_KAVX2's acc, the upper its
+// accMin, each lane the same operations, so the same bits.
+#define Q4K_CONSTANTS \
+	VBROADCASTI64X4 ·nibbleMask(SB), Z31; \
+	VMOVDQU64       ·highHalfShift4(SB), Z30; \
+	VMOVDQU64       ·q4KScaleWords+0(SB), Z20; \
+	VMOVDQU64       ·q4KScaleWords+64(SB), Z21; \
+	VMOVDQU64       ·q4KScaleWords+128(SB), Z22; \
+	VMOVDQU64       ·q4KScaleWords+192(SB), Z23; \
+	VMOVDQU64       ·q4KPickLo(SB), X24; \
+	VMOVDQU64       ·q4KShift(SB), X25; \
+	VMOVDQU64       ·q4KMaskLo(SB), X26; \
+	VMOVDQU64       ·q4KPickHi(SB), X27; \
+	VMOVDQU64       ·q4KMaskHi(SB), X28; \
+	VMOVDQU64       ·q4KMinPairs(SB), Y29
+
+#define Q4K_SCALES \
+	VMOVDQU      4(SI), X3; \
+	VPSHUFB      X24, X3, X15; \
+	VPSRLVD      X25, X15, X15; \
+	VPANDD       X26, X15, X15; \
+	VPSHUFB      X27, X3, X2; \
+	VPSRLD       $2, X2, X2; \
+	VPTERNLOGD   $0xEC, X28, X15, X2; \
+	VINSERTI128  $1, X2, Y2, Y3; \
+	VPSHUFB      Y29, Y3, Y3; \
+	VPBROADCASTW 2(SI), X6; \
+	VPBROADCASTW (SI), X7; \
+	VINSERTI128  $1, X6, Y7, Y7; \
+	VCVTPH2PS    Y7, Z7; \
+	VPMOVZXBW    X2, Y10
+
+#define Q4K_CHUNK(woff, index) \
+	VBROADCASTI64X4 woff(SI), Z13; \
+	VPSRLVW         Z30, Z13, Z13; \
+	VPANDD          Z31, Z13, Z13; \
+	VPERMW          Z10, index, Z14
+
+#define Q4K_END(ints, intsY, areg, acc) \
+	VEXTRACTI64X4 $1, ints, Y15; \
+	VPADDD        Y15, intsY, Y15; \
+	VPMADDWD      260(areg), Y3, Y14; \
+	VINSERTI64X4  $1, Y14, Z15, Z15; \
+	VCVTDQ2PS     Z15, Z15; \
+	VBROADCASTSS  (areg), Z13; \
+	VMULPS        Z7, Z13, Z14; \
+	VFMADD231PS   Z15, Z14, acc
+
+// Q4K_HALVES leaves in X of acc its sums less its mins, halves added (sumLanes' first step).
+#define Q4K_HALVES(acc, accY, accX) \
+	VEXTRACTF64X4 $1, acc, Y2; \
+	VSUBPS        Y2, accY, accY; \
+	VEXTRACTF128  $1, accY, X2; \
+	VADDPS        X2, accX, accX
 
 // func dotQ4_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
-//
-// Per block: the 12 scale bytes decode to bytes [sc0..7, m0..7] (as dotQ4_KAVX2), the mins
-// meet the bsums in Y11 (float, accumulated in Y1), and each 32-byte chunk c is broadcast to
-// both halves of Z13, shifted so that its low nibbles (sub-block 2c) fill the lower half and
-// its high nibbles (2c+1) the upper, multiplied with 64 contiguous activation bytes and
-// added with its scales into Z12; Z12's halves then add up to dotQ4_KAVX2's eight lanes.
 TEXT ·dotQ4_KBlocksVNNI(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ a+8(FP), DI
 	MOVQ nb+16(FP), CX
-
-	VBROADCASTI64X4 ·nibbleMask(SB), Z31
-	VMOVDQU64       ·highHalfShift4(SB), Z30
-	VMOVDQU64       ·q4KScaleWords+0(SB), Z20
-	VMOVDQU64       ·q4KScaleWords+64(SB), Z21
-	VMOVDQU64       ·q4KScaleWords+128(SB), Z22
-	VMOVDQU64       ·q4KScaleWords+192(SB), Z23
-	VMOVDQU64       ·q4KPickLo(SB), X24
-	VMOVDQU64       ·q4KShift(SB), X25
-	VMOVDQU64       ·q4KMaskLo(SB), X26
-	VMOVDQU64       ·q4KPickHi(SB), X27
-	VMOVDQU64       ·q4KMaskHi(SB), X28
-	VMOVDQU64       ·q4KMinPairs(SB), Y29
-	VXORPS          Y0, Y0, Y0 // acc
-	VXORPS          Y1, Y1, Y1 // accMin
+	Q4K_CONSTANTS
+	VPXORD Z0, Z0, Z0
 
 q4kblock:
-	PREFETCHT1 4096(SI)
-	PREFETCHT1 4160(SI)
-	PREFETCHT1 4224(SI)
-	// Scales and mins: X2 = [sc0..7, m0..7].
-	VMOVDQU    4(SI), X3
-	VPSHUFB    X24, X3, X4
-	VPSRLVD    X25, X4, X4
-	VPANDD     X26, X4, X4
-	VPSHUFB    X27, X3, X2
-	VPSRLD     $2, X2, X2
-	VPTERNLOGD $0xEC, X28, X4, X2 // X2 = (X2 & maskHi) | X4
-
-	// Mins: accMin += (yd·dmin)·Σ m·bsum, in dotQ4_KAVX2's lanes.
-	VINSERTI128     $1, X2, Y2, Y3
-	VPSHUFB         Y29, Y3, Y3
-	VPMADDWD        260(DI), Y3, Y3
-	VCVTDQ2PS       Y3, Y3
-	VBROADCASTSS    (DI), Y5       // yd
-	VPBROADCASTW    2(SI), X6
-	VCVTPH2PS       X6, Y6         // dmin
-	VMULPS          Y6, Y5, Y6
-	VFMADD231PS     Y3, Y6, Y1
-
-	// The quants: Z12 = Σ_c sc·(q·y) per lane pair.
-	VPMOVZXBW       X2, Y10
-	VPXORD          Z12, Z12, Z12
-	VBROADCASTI64X4 16(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPMADDUBSW      4(DI), Z13, Z13
-	VPERMW          Z10, Z20, Z14
-	VPDPWSSD        Z14, Z13, Z12
-	VBROADCASTI64X4 48(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPMADDUBSW      68(DI), Z13, Z13
-	VPERMW          Z10, Z21, Z14
-	VPDPWSSD        Z14, Z13, Z12
-	VBROADCASTI64X4 80(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPMADDUBSW      132(DI), Z13, Z13
-	VPERMW          Z10, Z22, Z14
-	VPDPWSSD        Z14, Z13, Z12
-	VBROADCASTI64X4 112(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPMADDUBSW      196(DI), Z13, Z13
-	VPERMW          Z10, Z23, Z14
-	VPDPWSSD        Z14, Z13, Z12
-
-	// acc += (yd·d)·sum, the sum's two halves added first.
-	VEXTRACTI64X4 $1, Z12, Y13
-	VPADDD        Y13, Y12, Y12
-	VCVTDQ2PS     Y12, Y12
-	VPBROADCASTW  (SI), X7
-	VCVTPH2PS     X7, Y7           // d
-	VMULPS        Y7, Y5, Y7
-	VFMADD231PS   Y12, Y7, Y0
-
+	PREFETCH_AHEAD
+	Q4K_SCALES
+	VPXORD Z16, Z16, Z16
+	Q4K_CHUNK(16, Z20)
+	DOT_TOKEN(Z13, Z14, 4, DI, Z16)
+	Q4K_CHUNK(48, Z21)
+	DOT_TOKEN(Z13, Z14, 68, DI, Z16)
+	Q4K_CHUNK(80, Z22)
+	DOT_TOKEN(Z13, Z14, 132, DI, Z16)
+	Q4K_CHUNK(112, Z23)
+	DOT_TOKEN(Z13, Z14, 196, DI, Z16)
+	Q4K_END(Z16, Y16, DI, Z0)
 	ADDQ $144, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  q4kblock
 
-	// Σ lanes of acc - accMin, in sumLanes' order.
-	VSUBPS       Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VZEROUPPER
-	VPXORD       X20, X20, X20
-	VPXORD       X21, X21, X21
-	VPXORD       X22, X22, X22
-	VPXORD       X23, X23, X23
-	VPXORD       X24, X24, X24
-	VPXORD       X25, X25, X25
-	VPXORD       X26, X26, X26
-	VPXORD       X27, X27, X27
-	VPXORD       X28, X28, X28
-	VPXORD       X29, X29, X29
-	VPXORD       X30, X30, X30
-	VPXORD       X31, X31, X31
-	MOVSS        X0, ret+24(FP)
+	Q4K_HALVES(Z0, Y0, X0)
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	CLEAR_HIGH
+	MOVSS   X0, ret+24(FP)
 	RET
 
-// func dotQ6_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
-//
-// Per half h of a block: the 64 bytes of ql in Z13 (values 128h+0..63 in their low nibbles,
-// 128h+64..127 in their high), qh's 32 bytes broadcast to both halves of Z14 and shifted so
-// that each value's two high bits sit on bits 4-5; the unsigned 6-bit values meet 64
-// contiguous activation bytes and their 16-value sub-blocks' scales (VPERMW from the
-// sixteen scales as words) in Z12. The -32 offset comes off as 32·Σ scale·bsum (Y11), and
-// the block's exact total is scaled by yd·d into X0 (dotQ6_KAVX2's order).
-TEXT ·dotQ6_KBlocksVNNI(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ nb+16(FP), CX
-
-	VBROADCASTI64X4 ·nibbleMask(SB), Z31
-	VBROADCASTI64X4 ·bits45Mask(SB), Z30
-	VMOVDQU64       ·q6KHighBitsLo(SB), Z29
-	VMOVDQU64       ·q6KHighBitsHi(SB), Z28
-	VMOVDQU64       ·q6KScaleWords+0(SB), Z20
-	VMOVDQU64       ·q6KScaleWords+64(SB), Z21
-	VMOVDQU64       ·q6KScaleWords+128(SB), Z22
-	VMOVDQU64       ·q6KScaleWords+192(SB), Z23
-	VXORPS          X0, X0, X0 // acc
-
-q6kblock:
-	PREFETCHT1 4096(SI)
-	PREFETCHT1 4160(SI)
-	PREFETCHT1 4224(SI)
-	PREFETCHT1 4288(SI)
-	VPMOVSXBW 192(SI), Y10
-	VPMADDWD  260(DI), Y10, Y11
-	VPSLLD    $5, Y11, Y11       // 32·Σ scale·bsum
-	VPXORD    Z12, Z12, Z12
-
-	// Half 0.
-	VMOVDQU64       (SI), Z13
-	VBROADCASTI64X4 128(SI), Z14
-	VPANDD          Z31, Z13, Z15
-	VPSLLVW         Z29, Z14, Z16
-	VPTERNLOGD      $0xF8, Z30, Z16, Z15 // Z15 |= Z16 & 0x30
-	VPMADDUBSW      4(DI), Z15, Z15
-	VPERMW          Z10, Z20, Z16
-	VPDPWSSD        Z16, Z15, Z12
-	VPSRLW          $4, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPSRLVW         Z28, Z14, Z14
-	VPTERNLOGD      $0xF8, Z30, Z14, Z13
-	VPMADDUBSW      68(DI), Z13, Z13
-	VPERMW          Z10, Z21, Z16
-	VPDPWSSD        Z16, Z13, Z12
-
-	// Half 1.
-	VMOVDQU64       64(SI), Z13
-	VBROADCASTI64X4 160(SI), Z14
-	VPANDD          Z31, Z13, Z15
-	VPSLLVW         Z29, Z14, Z16
-	VPTERNLOGD      $0xF8, Z30, Z16, Z15
-	VPMADDUBSW      132(DI), Z15, Z15
-	VPERMW          Z10, Z22, Z16
-	VPDPWSSD        Z16, Z15, Z12
-	VPSRLW          $4, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPSRLVW         Z28, Z14, Z14
-	VPTERNLOGD      $0xF8, Z30, Z14, Z13
-	VPMADDUBSW      196(DI), Z13, Z13
-	VPERMW          Z10, Z23, Z16
-	VPDPWSSD        Z16, Z13, Z12
-
-	// The block's total, exact in 32 bits, then acc += (yd·d)·total.
-	VEXTRACTI64X4 $1, Z12, Y13
-	VPADDD        Y13, Y12, Y12
-	VPSUBD        Y11, Y12, Y12
-	VEXTRACTI128  $1, Y12, X13
-	VPADDD        X13, X12, X12
-	VPSHUFD       $0x4E, X12, X13
-	VPADDD        X13, X12, X12
-	VPSHUFD       $0xB1, X12, X13
-	VPADDD        X13, X12, X12
-	VCVTDQ2PS     X12, X12
-	VMOVSS        (DI), X13        // yd
-	VPBROADCASTW  208(SI), X14
-	VCVTPH2PS     X14, X14         // d
-	VMULSS        X14, X13, X13
-	VFMADD231SS   X12, X13, X0
-
-	ADDQ $210, SI
-	ADDQ $292, DI
-	DECQ CX
-	JNZ  q6kblock
-
-	VZEROUPPER
-	VPXORD X16, X16, X16
-	VPXORD X20, X20, X20
-	VPXORD X21, X21, X21
-	VPXORD X22, X22, X22
-	VPXORD X23, X23, X23
-	VPXORD X28, X28, X28
-	VPXORD X29, X29, X29
-	VPXORD X30, X30, X30
-	VPXORD X31, X31, X31
-	MOVSS  X0, ret+24(FP)
-	RET
+// Q4K_TOKENS4 is one chunk against the four tokens.
+#define Q4K_TOKENS4(woff, index, aoff) \
+	Q4K_CHUNK(woff, index); \
+	DOT_TOKEN(Z13, Z14, aoff, R8, Z16); \
+	DOT_TOKEN(Z13, Z14, aoff, R9, Z17); \
+	DOT_TOKEN(Z13, Z14, aoff, R10, Z18); \
+	DOT_TOKEN(Z13, Z14, aoff, R11, Z19)
 
 // func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 //
 // dotQ4_KBlocksVNNI for four activation vectors at once (prefill): each block's scales
-// and each chunk's nibbles are unpacked once for all four; each token keeps its own lanes
-// (integer sums Z16-Z19, float sums and mins Z0 Z1 Z4 Z5) and gets the
-// one-token kernel's bits.
-//
-// Each token's float sums and mins share one 512-bit accumulator (Z0 Z1 Z4 Z5: the sums in
-// the lower eight lanes, the mins in the upper), so that one conversion, one multiply by
-// yd·[d, dmin] and one FMA per token and block do what took two of each: the same
-// operations lane by lane, so the same bits.
+// and each chunk's nibbles are unpacked once for all four.
 TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
 	MOVQ a0+8(FP), R8
@@ -255,134 +169,27 @@ TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
 	MOVQ a3+32(FP), R11
 	MOVQ nb+40(FP), CX
 	MOVQ out+48(FP), DI
-
-	VBROADCASTI64X4 ·nibbleMask(SB), Z31
-	VMOVDQU64       ·highHalfShift4(SB), Z30
-	VMOVDQU64       ·q4KScaleWords+0(SB), Z20
-	VMOVDQU64       ·q4KScaleWords+64(SB), Z21
-	VMOVDQU64       ·q4KScaleWords+128(SB), Z22
-	VMOVDQU64       ·q4KScaleWords+192(SB), Z23
-	VMOVDQU64       ·q4KPickLo(SB), X24
-	VMOVDQU64       ·q4KShift(SB), X25
-	VMOVDQU64       ·q4KMaskLo(SB), X26
-	VMOVDQU64       ·q4KPickHi(SB), X27
-	VMOVDQU64       ·q4KMaskHi(SB), X28
-	VMOVDQU64       ·q4KMinPairs(SB), Y29
-	VPXORD          Z0, Z0, Z0
-	VPXORD          Z1, Z1, Z1
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
+	Q4K_CONSTANTS
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
 
 q4k4block:
-	PREFETCHT1 4096(SI)
-	PREFETCHT1 4160(SI)
-	PREFETCHT1 4224(SI)
-
-	VMOVDQU      4(SI), X3
-	VPSHUFB      X24, X3, X15
-	VPSRLVD      X25, X15, X15
-	VPANDD       X26, X15, X15
-	VPSHUFB      X27, X3, X2
-	VPSRLD       $2, X2, X2
-	VPTERNLOGD   $0xEC, X28, X15, X2
-	VINSERTI128  $1, X2, Y2, Y3
-	VPSHUFB      Y29, Y3, Y3 // mins as word pairs
-	VPBROADCASTW 2(SI), X6
-	VPBROADCASTW (SI), X7
-	VINSERTI128  $1, X6, Y7, Y7
-	VCVTPH2PS    Y7, Z7      // [d ×8, dmin ×8]
-	VPMOVZXBW    X2, Y10
-
+	PREFETCH_AHEAD
+	Q4K_SCALES
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-
-	VBROADCASTI64X4 16(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPERMW          Z10, Z20, Z14
-	VPMADDUBSW      4(R8), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      4(R9), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      4(R10), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      4(R11), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z19
-
-	VBROADCASTI64X4 48(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPERMW          Z10, Z21, Z14
-	VPMADDUBSW      68(R8), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      68(R9), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      68(R10), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      68(R11), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z19
-
-	VBROADCASTI64X4 80(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPERMW          Z10, Z22, Z14
-	VPMADDUBSW      132(R8), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      132(R9), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      132(R10), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      132(R11), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z19
-
-	VBROADCASTI64X4 112(SI), Z13
-	VPSRLVW         Z30, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPERMW          Z10, Z23, Z14
-	VPMADDUBSW      196(R8), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z16
-	VPMADDUBSW      196(R9), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z17
-	VPMADDUBSW      196(R10), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z18
-	VPMADDUBSW      196(R11), Z13, Z15
-	VPDPWSSD        Z14, Z15, Z19
-
-	VEXTRACTI64X4 $1, Z16, Y15
-	VPADDD        Y15, Y16, Y15
-	VPMADDWD      260(R8), Y3, Y14
-	VINSERTI64X4  $1, Y14, Z15, Z15
-	VCVTDQ2PS     Z15, Z15
-	VBROADCASTSS  (R8), Z13
-	VMULPS        Z7, Z13, Z14
-	VFMADD231PS   Z15, Z14, Z0
-	VEXTRACTI64X4 $1, Z17, Y15
-	VPADDD        Y15, Y17, Y15
-	VPMADDWD      260(R9), Y3, Y14
-	VINSERTI64X4  $1, Y14, Z15, Z15
-	VCVTDQ2PS     Z15, Z15
-	VBROADCASTSS  (R9), Z13
-	VMULPS        Z7, Z13, Z14
-	VFMADD231PS   Z15, Z14, Z1
-	VEXTRACTI64X4 $1, Z18, Y15
-	VPADDD        Y15, Y18, Y15
-	VPMADDWD      260(R10), Y3, Y14
-	VINSERTI64X4  $1, Y14, Z15, Z15
-	VCVTDQ2PS     Z15, Z15
-	VBROADCASTSS  (R10), Z13
-	VMULPS        Z7, Z13, Z14
-	VFMADD231PS   Z15, Z14, Z4
-	VEXTRACTI64X4 $1, Z19, Y15
-	VPADDD        Y15, Y19, Y15
-	VPMADDWD      260(R11), Y3, Y14
-	VINSERTI64X4  $1, Y14, Z15, Z15
-	VCVTDQ2PS     Z15, Z15
-	VBROADCASTSS  (R11), Z13
-	VMULPS        Z7, Z13, Z14
-	VFMADD231PS   Z15, Z14, Z5
-
+	Q4K_TOKENS4(16, Z20, 4)
+	Q4K_TOKENS4(48, Z21, 68)
+	Q4K_TOKENS4(80, Z22, 132)
+	Q4K_TOKENS4(112, Z23, 196)
+	Q4K_END(Z16, Y16, R8, Z0)
+	Q4K_END(Z17, Y17, R9, Z1)
+	Q4K_END(Z18, Y18, R10, Z4)
+	Q4K_END(Z19, Y19, R11, Z5)
 	ADDQ $144, SI
 	ADDQ $292, R8
 	ADDQ $292, R9
@@ -392,44 +199,106 @@ q4k4block:
 	JNZ  q4k4block
 
 	// sumLanes4's order: each token's halves added, then pairs twice.
-	VEXTRACTF64X4 $1, Z0, Y2
-	VSUBPS        Y2, Y0, Y0
-	VEXTRACTF64X4 $1, Z1, Y2
-	VSUBPS        Y2, Y1, Y1
-	VEXTRACTF64X4 $1, Z4, Y2
-	VSUBPS        Y2, Y4, Y4
-	VEXTRACTF64X4 $1, Z5, Y2
-	VSUBPS        Y2, Y5, Y5
-	VEXTRACTF128 $1, Y0, X2
-	VADDPS       X2, X0, X0
-	VEXTRACTF128 $1, Y1, X2
-	VADDPS       X2, X1, X1
-	VEXTRACTF128 $1, Y4, X2
-	VADDPS       X2, X4, X4
-	VEXTRACTF128 $1, Y5, X2
-	VADDPS       X2, X5, X5
-	VHADDPS      X1, X0, X0
-	VHADDPS      X5, X4, X4
-	VHADDPS      X4, X0, X0
-	VMOVUPS      X0, (DI)
-	VZEROUPPER
-	VPXORD       X16, X16, X16
-	VPXORD       X17, X17, X17
-	VPXORD       X18, X18, X18
-	VPXORD       X19, X19, X19
-	VPXORD       X20, X20, X20
-	VPXORD       X21, X21, X21
-	VPXORD       X22, X22, X22
-	VPXORD       X23, X23, X23
-	VPXORD       X24, X24, X24
-	VPXORD       X25, X25, X25
-	VPXORD       X26, X26, X26
-	VPXORD       X27, X27, X27
-	VPXORD       X28, X28, X28
-	VPXORD       X29, X29, X29
-	VPXORD       X30, X30, X30
-	VPXORD       X31, X31, X31
+	Q4K_HALVES(Z0, Y0, X0)
+	Q4K_HALVES(Z1, Y1, X1)
+	Q4K_HALVES(Z4, Y4, X4)
+	Q4K_HALVES(Z5, Y5, X5)
+	VHADDPS X1, X0, X0
+	VHADDPS X5, X4, X4
+	VHADDPS X4, X0, X0
+	VMOVUPS X0, (DI)
+	CLEAR_HIGH
 	RET
+
+// Q6_K. Per half h of a block, Q6K_HALF_A loads ql's 64 bytes into Z13 (values 128h+0..63
+// in their low nibbles, 128h+64..127 in their high) and qh's 32 bytes broadcast to both
+// halves of Z14, and leaves the unsigned 6-bit values 128h+0..63 in Z15 (each value's two
+// high bits moved to bits 4-5 and merged by VPTERNLOGD: Z15 |= Z11 & 0x30) and their 16-value sub-blocks' scales in Z12 (VPERMW from
+// the sixteen scales as words, Y10); Q6K_HALF_B does the same for 128h+64..127 into Z13.
+// Q6K_TOTAL folds a token's integer sums to eight lanes less the -32 offset, 32·Σ
+// scale·bsum: right only in total, and that total is exact.
+#define Q6K_CONSTANTS \
+	VBROADCASTI64X4 ·nibbleMask(SB), Z31; \
+	VBROADCASTI64X4 ·bits45Mask(SB), Z30; \
+	VMOVDQU64       ·q6KHighBitsLo(SB), Z29; \
+	VMOVDQU64       ·q6KHighBitsHi(SB), Z28; \
+	VMOVDQU64       ·q6KScaleWords+0(SB), Z20; \
+	VMOVDQU64       ·q6KScaleWords+64(SB), Z21; \
+	VMOVDQU64       ·q6KScaleWords+128(SB), Z22; \
+	VMOVDQU64       ·q6KScaleWords+192(SB), Z23
+
+#define Q6K_HALF_A(qloff, qhoff, index) \
+	VMOVDQU64       qloff(SI), Z13; \
+	VBROADCASTI64X4 qhoff(SI), Z14; \
+	VPANDD          Z31, Z13, Z15; \
+	VPSLLVW         Z29, Z14, Z11; \
+	VPTERNLOGD      $0xF8, Z30, Z11, Z15; \
+	VPERMW          Z10, index, Z12
+
+#define Q6K_HALF_B(index) \
+	VPSRLW     $4, Z13, Z13; \
+	VPANDD     Z31, Z13, Z13; \
+	VPSRLVW    Z28, Z14, Z14; \
+	VPTERNLOGD $0xF8, Z30, Z14, Z13; \
+	VPERMW     Z10, index, Z12
+
+#define Q6K_TOTAL(ints, intsY, areg, out) \
+	VEXTRACTI64X4 $1, ints, Y15; \
+	VPADDD        Y15, intsY, out; \
+	VPMADDWD      260(areg), Y10, Y15; \
+	VPSLLD        $5, Y15, Y15; \
+	VPSUBD        Y15, out, out
+
+// func dotQ6_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
+//
+// The block's exact total is scaled by yd·d into X0 (dotQ6_KAVX2's order).
+TEXT ·dotQ6_KBlocksVNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ nb+16(FP), CX
+	Q6K_CONSTANTS
+	VXORPS X0, X0, X0
+
+q6kblock:
+	PREFETCH_AHEAD
+	VPMOVSXBW 192(SI), Y10
+	VPXORD    Z16, Z16, Z16
+	Q6K_HALF_A(0, 128, Z20)
+	DOT_TOKEN(Z15, Z12, 4, DI, Z16)
+	Q6K_HALF_B(Z21)
+	DOT_TOKEN(Z13, Z12, 68, DI, Z16)
+	Q6K_HALF_A(64, 160, Z22)
+	DOT_TOKEN(Z15, Z12, 132, DI, Z16)
+	Q6K_HALF_B(Z23)
+	DOT_TOKEN(Z13, Z12, 196, DI, Z16)
+	Q6K_TOTAL(Z16, Y16, DI, Y1)
+	VEXTRACTI128 $1, Y1, X13
+	VPADDD       X13, X1, X1
+	VPSHUFD      $0x4E, X1, X13
+	VPADDD       X13, X1, X1
+	VPSHUFD      $0xB1, X1, X13
+	VPADDD       X13, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMOVSS       (DI), X13        // yd
+	VPBROADCASTW 208(SI), X14
+	VCVTPH2PS    X14, X14         // d
+	VMULSS       X14, X13, X13
+	VFMADD231SS  X1, X13, X0
+	ADDQ $210, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q6kblock
+
+	CLEAR_HIGH
+	MOVSS X0, ret+24(FP)
+	RET
+
+// Q6K_TOKENS4 is DOT_TOKEN of values against the four tokens' activations at aoff.
+#define Q6K_TOKENS4(values, aoff) \
+	DOT_TOKEN(values, Z12, aoff, R8, Z16); \
+	DOT_TOKEN(values, Z12, aoff, R9, Z17); \
+	DOT_TOKEN(values, Z12, aoff, R10, Z18); \
+	DOT_TOKEN(values, Z12, aoff, R11, Z19)
 
 // func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 //
@@ -446,122 +315,42 @@ TEXT ·dotQ6_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
 	MOVQ a3+32(FP), R11
 	MOVQ nb+40(FP), CX
 	MOVQ out+48(FP), DI
-
-	VBROADCASTI64X4 ·nibbleMask(SB), Z31
-	VBROADCASTI64X4 ·bits45Mask(SB), Z30
-	VMOVDQU64       ·q6KHighBitsLo(SB), Z29
-	VMOVDQU64       ·q6KHighBitsHi(SB), Z28
-	VMOVDQU64       ·q6KScaleWords+0(SB), Z20
-	VMOVDQU64       ·q6KScaleWords+64(SB), Z21
-	VMOVDQU64       ·q6KScaleWords+128(SB), Z22
-	VMOVDQU64       ·q6KScaleWords+192(SB), Z23
-	VXORPS          X0, X0, X0
+	Q6K_CONSTANTS
+	VXORPS X0, X0, X0
 
 q6k4block:
-	PREFETCHT1 4096(SI)
-	PREFETCHT1 4160(SI)
-	PREFETCHT1 4224(SI)
-	PREFETCHT1 4288(SI)
+	PREFETCH_AHEAD
 	VPMOVSXBW 192(SI), Y10
 	VPXORD    Z16, Z16, Z16
 	VPXORD    Z17, Z17, Z17
 	VPXORD    Z18, Z18, Z18
 	VPXORD    Z19, Z19, Z19
-
-	// Half 0.
-	VMOVDQU64       0(SI), Z13
-	VBROADCASTI64X4 128(SI), Z14
-	VPANDD          Z31, Z13, Z15
-	VPSLLVW         Z29, Z14, Z11
-	VPTERNLOGD      $0xF8, Z30, Z11, Z15
-	VPERMW          Z10, Z20, Z12
-	VPMADDUBSW      4(R8), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z16
-	VPMADDUBSW      4(R9), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z17
-	VPMADDUBSW      4(R10), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z18
-	VPMADDUBSW      4(R11), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z19
-	VPSRLW          $4, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPSRLVW         Z28, Z14, Z14
-	VPTERNLOGD      $0xF8, Z30, Z14, Z13
-	VPERMW          Z10, Z21, Z12
-	VPMADDUBSW      68(R8), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z16
-	VPMADDUBSW      68(R9), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z17
-	VPMADDUBSW      68(R10), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z18
-	VPMADDUBSW      68(R11), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z19
-
-	// Half 1.
-	VMOVDQU64       64(SI), Z13
-	VBROADCASTI64X4 160(SI), Z14
-	VPANDD          Z31, Z13, Z15
-	VPSLLVW         Z29, Z14, Z11
-	VPTERNLOGD      $0xF8, Z30, Z11, Z15
-	VPERMW          Z10, Z22, Z12
-	VPMADDUBSW      132(R8), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z16
-	VPMADDUBSW      132(R9), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z17
-	VPMADDUBSW      132(R10), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z18
-	VPMADDUBSW      132(R11), Z15, Z11
-	VPDPWSSD        Z12, Z11, Z19
-	VPSRLW          $4, Z13, Z13
-	VPANDD          Z31, Z13, Z13
-	VPSRLVW         Z28, Z14, Z14
-	VPTERNLOGD      $0xF8, Z30, Z14, Z13
-	VPERMW          Z10, Z23, Z12
-	VPMADDUBSW      196(R8), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z16
-	VPMADDUBSW      196(R9), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z17
-	VPMADDUBSW      196(R10), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z18
-	VPMADDUBSW      196(R11), Z13, Z11
-	VPDPWSSD        Z12, Z11, Z19
-
-	// Each token's lanes folded to eight, less 32·Σ scale·bsum, then the four totals.
-	VEXTRACTI64X4 $1, Z16, Y15
-	VPADDD        Y15, Y16, Y1
-	VPMADDWD      260(R8), Y10, Y15
-	VPSLLD        $5, Y15, Y15
-	VPSUBD        Y15, Y1, Y1
-	VEXTRACTI64X4 $1, Z17, Y15
-	VPADDD        Y15, Y17, Y2
-	VPMADDWD      260(R9), Y10, Y15
-	VPSLLD        $5, Y15, Y15
-	VPSUBD        Y15, Y2, Y2
-	VEXTRACTI64X4 $1, Z18, Y15
-	VPADDD        Y15, Y18, Y3
-	VPMADDWD      260(R10), Y10, Y15
-	VPSLLD        $5, Y15, Y15
-	VPSUBD        Y15, Y3, Y3
-	VEXTRACTI64X4 $1, Z19, Y15
-	VPADDD        Y15, Y19, Y4
-	VPMADDWD      260(R11), Y10, Y15
-	VPSLLD        $5, Y15, Y15
-	VPSUBD        Y15, Y4, Y4
-	VPHADDD       Y2, Y1, Y1
-	VPHADDD       Y4, Y3, Y3
-	VPHADDD       Y3, Y1, Y1
-	VEXTRACTI128  $1, Y1, X15
-	VPADDD        X15, X1, X1
-	VCVTDQ2PS     X1, X1
-	VMOVSS        (R8), X13
-	VINSERTPS     $0x10, (R9), X13, X13
-	VINSERTPS     $0x20, (R10), X13, X13
-	VINSERTPS     $0x30, (R11), X13, X13
-	VPBROADCASTW  208(SI), X14
-	VCVTPH2PS     X14, X14         // d
-	VMULPS        X14, X13, X13
-	VFMADD231PS   X1, X13, X0
-
+	Q6K_HALF_A(0, 128, Z20)
+	Q6K_TOKENS4(Z15, 4)
+	Q6K_HALF_B(Z21)
+	Q6K_TOKENS4(Z13, 68)
+	Q6K_HALF_A(64, 160, Z22)
+	Q6K_TOKENS4(Z15, 132)
+	Q6K_HALF_B(Z23)
+	Q6K_TOKENS4(Z13, 196)
+	Q6K_TOTAL(Z16, Y16, R8, Y1)
+	Q6K_TOTAL(Z17, Y17, R9, Y2)
+	Q6K_TOTAL(Z18, Y18, R10, Y3)
+	Q6K_TOTAL(Z19, Y19, R11, Y4)
+	VPHADDD      Y2, Y1, Y1
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y3, Y1, Y1
+	VEXTRACTI128 $1, Y1, X15
+	VPADDD       X15, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMOVSS       (R8), X13
+	VINSERTPS    $0x10, (R9), X13, X13
+	VINSERTPS    $0x20, (R10), X13, X13
+	VINSERTPS    $0x30, (R11), X13, X13
+	VPBROADCASTW 208(SI), X14
+	VCVTPH2PS    X14, X14         // d
+	VMULPS       X14, X13, X13
+	VFMADD231PS  X1, X13, X0
 	ADDQ $210, SI
 	ADDQ $292, R8
 	ADDQ $292, R9
@@ -571,17 +360,5 @@ q6k4block:
 	JNZ  q6k4block
 
 	VMOVUPS X0, (DI)
-	VZEROUPPER
-	VPXORD X16, X16, X16
-	VPXORD X17, X17, X17
-	VPXORD X18, X18, X18
-	VPXORD X19, X19, X19
-	VPXORD X20, X20, X20
-	VPXORD X21, X21, X21
-	VPXORD X22, X22, X22
-	VPXORD X23, X23, X23
-	VPXORD X28, X28, X28
-	VPXORD X29, X29, X29
-	VPXORD X30, X30, X30
-	VPXORD X31, X31, X31
+	CLEAR_HIGH
 	RET
