@@ -81,43 +81,33 @@ func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]
 //go:noescape
 func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 
-// dotQ4_KVNNI is Q4_K × Q8_K (see dotQ4_KAVX2 for the formats).
-func dotQ4_KVNNI(n int, w, a []byte) float32 {
-	nb := n / qkK
-	if nb == 0 {
-		return 0
+// The kernels as VecDot and dotTokens4 take them: rows cut to whole blocks (a short
+// operand panics on the bounds, as in every kernel), passed to the assembly as pointers.
+var (
+	dotQ4_KVNNI        = vnniDot(144, dotQ4_KBlocksVNNI)
+	dotQ6_KVNNI        = vnniDot(210, dotQ6_KBlocksVNNI)
+	dotQ4_KTokens4VNNI = vnniDotTokens4(144, dotQ4_KTokens4BlocksVNNI)
+	dotQ6_KTokens4VNNI = vnniDotTokens4(210, dotQ6_KTokens4BlocksVNNI)
+)
+
+func vnniDot(blockBytes int, blocks func(w, a unsafe.Pointer, nb int) float32) func(n int, w, a []byte) float32 {
+	return func(n int, w, a []byte) float32 {
+		nb := n / qkK
+		if nb == 0 {
+			return 0
+		}
+		return blocks(unsafe.Pointer(&w[:nb*blockBytes][0]), unsafe.Pointer(&a[:nb*292][0]), nb)
 	}
-	return dotQ4_KBlocksVNNI(unsafe.Pointer(&w[:nb*144][0]), unsafe.Pointer(&a[:nb*292][0]), nb)
 }
 
-// dotQ6_KVNNI is Q6_K × Q8_K (see dotQ6_KAVX2).
-func dotQ6_KVNNI(n int, w, a []byte) float32 {
-	nb := n / qkK
-	if nb == 0 {
-		return 0
-	}
-	return dotQ6_KBlocksVNNI(unsafe.Pointer(&w[:nb*210][0]), unsafe.Pointer(&a[:nb*292][0]), nb)
-}
-
-// dotQ4_KTokens4VNNI is dotQ4_KVNNI against four activation vectors (each result the bits
-// of dotQ4_KVNNI for its vector).
-func dotQ4_KTokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
-	nb := n / qkK
-	if nb == 0 {
+func vnniDotTokens4(blockBytes int, blocks func(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
+		nb := n / qkK
+		if nb == 0 {
+			return out
+		}
+		act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*292][0]) }
+		blocks(unsafe.Pointer(&w[:nb*blockBytes][0]), act(a0), act(a1), act(a2), act(a3), nb, &out)
 		return out
 	}
-	dotQ4_KTokens4BlocksVNNI(unsafe.Pointer(&w[:nb*144][0]), unsafe.Pointer(&a0[:nb*292][0]), unsafe.Pointer(&a1[:nb*292][0]),
-		unsafe.Pointer(&a2[:nb*292][0]), unsafe.Pointer(&a3[:nb*292][0]), nb, &out)
-	return out
-}
-
-// dotQ6_KTokens4VNNI is dotQ6_KVNNI against four activation vectors.
-func dotQ6_KTokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
-	nb := n / qkK
-	if nb == 0 {
-		return out
-	}
-	dotQ6_KTokens4BlocksVNNI(unsafe.Pointer(&w[:nb*210][0]), unsafe.Pointer(&a0[:nb*292][0]), unsafe.Pointer(&a1[:nb*292][0]),
-		unsafe.Pointer(&a2[:nb*292][0]), unsafe.Pointer(&a3[:nb*292][0]), nb, &out)
-	return out
 }
