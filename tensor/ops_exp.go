@@ -1,6 +1,9 @@
 package tensor
 
-import "math"
+import (
+	"math"
+	"math/big"
+)
 
 // The exponentials of ggml-cpu. Its softmax and SiLU do not call expf for every element: on
 // the x86-64 build the fixtures come from (AVX-512F and DQ), groups of 16 consecutive elements
@@ -12,9 +15,61 @@ import "math"
 // vecWidth is the number of float32 lanes of ggml's AVX-512 vectors.
 const vecWidth = 16
 
-// exp32 is expf: the float64 exponential rounded to float32 (glibc's expf is correctly
-// rounded in practice, and so is this).
-func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
+// exp32 is expf as glibc (2.27 on) computes it for the scalar code of llama.cpp on x86-64
+// (its variant for CPUs with FMA, selected at load time on any CPU that runs the AVX2
+// kernels): e^x = 2^(k/32) · 2^(r/32) with k = round(x·32/ln 2), 2^(k/32) from a table of
+// 32 and 2^(r/32) a cubic, all in float64 with fused multiply-adds where glibc's compiler
+// fused them, then rounded to float32. It is not correctly rounded (up to ~0.502 ulp), so
+// the float64 exponential rounded to float32 differs from it in the last bit for a few
+// inputs in a thousand; this gives its bits.
+func exp32(x float32) float32 {
+	const (
+		invLn2N = 0x1.71547652b82fep+5 // 32/ln 2
+		shift   = 0x1.8p+52            // adding it rounds to an integer in the low bits
+		c0      = 0x1.c6af84b912394p-20
+		c1      = 0x1.ebfce50fac4f3p-13
+		c2      = 0x1.62e42ff0c52d6p-6
+	)
+	bits := math.Float32bits(x)
+	if bits>>20&0x7FF > 0x42A { // |x| ≥ 88, infinities and NaNs
+		switch {
+		case bits == 0xFF800000: // −Inf
+			return 0
+		case bits&0x7FFFFFFF >= 0x7F800000:
+			return x + x
+		case x > 0x1.62e42ep6: // beyond float32's largest value
+			return float32(math.Inf(1))
+		case x < -0x1.9fe368p6: // below half the smallest subnormal
+			return 0
+		case x < -0x1.9d1d9ep6: // rounds to the smallest subnormal
+			return math.Float32frombits(1)
+		}
+	}
+	xd := float64(x)
+	kdShifted := math.FMA(invLn2N, xd, shift)
+	ki := math.Float64bits(kdShifted)
+	kd := kdShifted - shift
+	r := math.FMA(invLn2N, xd, -kd)
+	scale := math.Float64frombits(exp2Table32[ki%32] + ki<<47)
+	z := math.FMA(r, c0, c1)
+	y := math.FMA(z, r*r, math.FMA(r, c2, 1))
+	return float32(y * scale)
+}
+
+// exp2Table32 holds 2^(i/32) rounded to float64, its bits less i<<47, so that adding k<<47
+// to entry k%32 multiplies it by 2^(k/32 rounded down) through the exponent field.
+var exp2Table32 = func() (t [32]uint64) {
+	for i := range t {
+		// Five correctly rounded square roots at 256 bits, then one rounding to float64.
+		v := new(big.Float).SetPrec(256).SetMantExp(big.NewFloat(1), i)
+		for range 5 {
+			v.Sqrt(v)
+		}
+		f, _ := v.Float64()
+		t[i] = math.Float64bits(f) - uint64(i)<<47
+	}
+	return t
+}()
 
 // fma32 is a float32 fused multiply-add, a·b + c with one rounding. (The float64 FMA is exact
 // before its rounding except in rare cases where rounding twice, to float64 and then to
