@@ -49,11 +49,12 @@ const (
 	//     the online softmax advances 64 positions at a time with ggml_v_expf, and V is
 	//     accumulated in float32.
 	// Checked against ggml itself (tools/oracle/ops_golden.cpp), it gives the same bits for an
-	// F16 cache with head sizes below 128. Not reproduced: the order in which ggml's SIMD dot
-	// products add up (scores use K's VecDot as Traits defines it, which differs in the last
-	// bits for F32 and Q8_0 caches), and, on CPUs with AVX512-FP16 where llama.cpp is built
-	// with -march=native (the fixtures' machine), F16 loops of 128 elements or more, which
-	// that build runs in half precision (scores and the V accumulator differ by ~1e-3).
+	// F16 cache: with head sizes below 128, those of the build the fixtures come from
+	// (-march=native on a CPU with AVX512-FP16); from 128 on, where that build multiplies
+	// and adds in half precision (scores and the V accumulator ~1e-3 away), those of
+	// ggml's AVX-512 build without AVX512-FP16 (see wideF16Dot). Not reproduced: the order
+	// in which ggml's SIMD dot products of F32 and Q8_0 caches add up (scores use K's VecDot
+	// as Traits defines it, which differs in the last bits).
 	AttnGGML
 )
 
@@ -253,6 +254,7 @@ type attnJob struct {
 // attnScratch is one worker's working memory.
 type attnScratch struct {
 	q      []byte    // the group's queries converted for K's VecDot
+	qWide  []float32 // or rounded to F16 for dotF16Wide
 	keys   []float32 // decoded K rows (the tiled kernel: a tile, transposed)
 	values []float32 // decoded V rows
 	krow   []float32 // the tiled kernel: one K row before it is transposed
@@ -412,6 +414,8 @@ var (
 		}
 		return (s0 + s1) + (s2 + s3)
 	}
+	// dotF16Wide is dotF16WideScalar.
+	dotF16Wide = dotF16WideScalar
 	// madHalf is acc = x·s + acc fused, rounded to F16 precision: ggml's update of an F16
 	// accumulator (ggml_vec_mad_f16).
 	madHalf = func(acc, x []float32, s float32) {
@@ -428,6 +432,35 @@ var (
 		}
 	}
 )
+
+// dotF16WideScalar is ggml_vec_dot_f16 of a query and a key already widened from F16 to
+// float32 (exactly), as ggml's AVX-512 build without AVX512-FP16 sums it: 64 values a
+// step into four 16-lane float32 accumulators by fused multiply-adds, the accumulators
+// added 0+2 and 1+3, then the two, then the 16 lanes in _mm512_reduce_add_ps's order,
+// and the len%64 values left added one by one in float64.
+func dotF16WideScalar(q, k []float32) float32 {
+	k = k[:len(q)]
+	var acc [4][vecWidth]float32
+	whole := len(q) / (4 * vecWidth) * (4 * vecWidth) // the values of whole steps
+	for i := 0; i < whole; i += 4 * vecWidth {
+		for a := range acc {
+			for l := range vecWidth {
+				d := i + a*vecWidth + l
+				acc[a][l] = fma32(q[d], k[d], acc[a][l])
+			}
+		}
+	}
+	for l := range vecWidth {
+		acc[0][l] += acc[2][l]
+		acc[1][l] += acc[3][l]
+		acc[0][l] += acc[1][l]
+	}
+	sum := float64(sum16(&acc[0]))
+	for d := whole; d < len(q); d++ {
+		sum += float64(q[d] * k[d])
+	}
+	return float32(sum)
+}
 
 // step adds one position (its score and the values in s.values) to head i's online softmax:
 // a new maximum rescales the sum and the accumulator by e^(old−new), otherwise the position
@@ -460,23 +493,50 @@ func (s *attnScratch) step(i, dv int, score float32, fused, half bool) {
 	s.sum[i] = s.sum[i]*ms + vs
 }
 
-// perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last.
+// wideF16Dot is the shortest F16 K row whose scores the per-row kernel sums as dotF16Wide
+// does. Below it, it reproduces the build the fixtures come from (-march=native on a CPU
+// with AVX512-FP16), which sums them one by one in float64 (its vector loop takes 128
+// values a step). From it on, that build multiplies and adds in half precision, which is
+// not reproduced: scores follow ggml's AVX-512 build without AVX512-FP16 instead
+// (Zen 4 and 5, Ice Lake, Skylake-X), checked against it (ggml-ops-avx512f.json).
+const wideF16Dot = 128
+
+// perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last. The rows of an
+// F16 K of wideF16Dot values or more are widened once for the whole group of query heads
+// (exact), the queries rounded to F16 and widened once per call.
 func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	dk, dv, group := j.k.Dim, j.v.Dim, j.group
-	qt := j.kTraits.VecDotType
-	s.q = grow(s.q, group*j.qBytes)
-	for i := range group {
-		// Converted at a length check accepted, so it cannot fail.
-		_ = QuantizeActivations(qt, qs[i*dk:(i+1)*dk], s.q[i*j.qBytes:(i+1)*j.qBytes])
+	wide := j.k.Type == F16 && dk >= wideF16Dot
+	if wide {
+		s.qWide = grow(s.qWide, group*dk)
+		for d, x := range qs[:group*dk] {
+			s.qWide[d] = roundToF16(x)
+		}
+		s.keys = grow(s.keys, dk)
+	} else {
+		qt := j.kTraits.VecDotType
+		s.q = grow(s.q, group*j.qBytes)
+		for i := range group {
+			// Converted at a length check accepted, so it cannot fail.
+			_ = QuantizeActivations(qt, qs[i*dk:(i+1)*dk], s.q[i*j.qBytes:(i+1)*j.qBytes])
+		}
 	}
 	s.values = grow(s.values, dv)
 	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
 	for pos := first; pos <= last; pos++ {
 		krow := j.k.row(pos, g, int(j.kRowBytes))
+		if wide {
+			j.kTraits.ToFloat(krow, s.keys)
+		}
 		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
 		for i := range group {
-			score := j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes]) * j.params.Scale
-			s.step(i, dv, score, true, halfV)
+			var score float32
+			if wide {
+				score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
+			} else {
+				score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
+			}
+			s.step(i, dv, score*j.params.Scale, true, halfV)
 		}
 	}
 }

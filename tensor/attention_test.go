@@ -29,7 +29,8 @@ func denseKV(t testing.TB, typ Type, rows []float32, dim, heads int) KV {
 func TestAttentionMatchesGGML(t *testing.T) {
 	p := NewPool(2) // the oracle ran with 2 threads, which the split path depends on
 	defer p.Close()
-	for _, c := range loadOracle(t, "flash_attn_ext") {
+	cases := append(loadOracle(t, "flash_attn_ext"), loadOracleFile(t, "ggml-ops-avx512f.json", "flash_attn_ext")...)
+	for _, c := range cases {
 		typ, err := ParseType(c.Type)
 		if err != nil {
 			t.Fatal(err)
@@ -314,6 +315,24 @@ func BenchmarkAttentionDecode(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestDotF16Wide holds the installed dotF16Wide (a vector kernel in the SIMD build) to the
+// scalar one bit for bit, on F16 values of mixed magnitudes at lengths around its steps of
+// 64 (the oracle cases check the scalar one against ggml).
+func TestDotF16Wide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 160, 192, 576} {
+		q, k := make([]float32, n), make([]float32, n)
+		for d := range q {
+			q[d] = roundToF16(float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(20)-10))))
+			k[d] = roundToF16(float32(rng.NormFloat64()))
+		}
+		got, want := dotF16Wide(q, k), dotF16WideScalar(q, k)
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("n=%d: %v (%#x), scalar %v (%#x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}
 }

@@ -62,6 +62,7 @@ func init() {
 	// before this one (Go runs them in file-name order), F32/F16/BF16 in traits' literal;
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
+	dotF16Wide = dotF16WideAVX2
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2

@@ -310,8 +310,27 @@ static std::vector<int> range_of(int first, int n) {
     return v;
 }
 
-int main() {
+// Head sizes of 128 and more, for a build without AVX512-FP16 (see main).
+static void wide_attn_cases() {
+    attn_case("wide_decode", 100, {GGML_TYPE_F16, 128, 128, 8, 2, 100, {80}, 0.088388f, 0, false, false});
+    attn_case("wide_split", 101, {GGML_TYPE_F16, 128, 128, 4, 1, 700, {690}, 0.088388f, 0, false, false});
+    attn_case("wide_rows_leftover", 102, {GGML_TYPE_F16, 160, 96, 4, 2, 48, range_of(40, 6), 0.08f, 0, false, false});
+    attn_case("wide_mla", 103, {GGML_TYPE_F16, 576, 512, 4, 1, 40, range_of(35, 5), 0.0723f, 0, false, true});
+    attn_case("wide_sinks_window", 104, {GGML_TYPE_F16, 192, 128, 4, 2, 60, range_of(55, 3), 0.07f, 24, true, false});
+}
+
+// With the argument "wide", only wide_attn_cases: run that on a build without AVX512-FP16
+// (-DGGML_NATIVE=OFF -DGGML_AVX512=ON and the AVX2/FMA/F16C options), whose F16 dot
+// products of 64 values and more sum 16-lane float32 vectors; an AVX512-FP16 build computes
+// those of 128 and more in half precision instead.
+//   ./ops_golden wide > ../../tensor/testdata/ggml-ops-avx512f.json
+int main(int argc, char ** argv) {
     printf("{\"llama_cpp_commit\": \"3f545beccee69d9975f466ec7e45fd9aacd8ba90\", \"threads\": %d, \"cases\": [", n_threads);
+    if (argc > 1 && strcmp(argv[1], "wide") == 0) {
+        wide_attn_cases();
+        printf("\n]}\n");
+        return 0;
+    }
 
     rms_norm_case("rows_of_80", 1, 80, 3, 1e-6f, 1.0f);
     rms_norm_case("tiny_values_eps", 2, 64, 2, 1e-5f, 1e-3f);
