@@ -63,6 +63,9 @@ func init() {
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	dotF16Wide = dotF16WideAVX2
+	if useF16C {
+		madHalf, traits[F16].ToFloat = madHalfF16C, decodeF16F16C
+	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2

@@ -1,0 +1,55 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Kernels on F16C's conversions between float32 and binary16 (VCVTPS2PH rounds to the
+// nearest binary16, ties to even, subnormals and overflow to infinity included; VCVTPH2PS
+// widens exactly): one instruction each for what roundToF16 and F16ToF32 compute with
+// integer and float tricks eight lanes at a time in the AVX2 kernels. Every CPU with AVX2
+// has F16C in practice; useF16C checks anyway.
+
+var useF16C = cpu.X86.HasF16C
+
+//go:noescape
+func madHalfF16CBlocks(acc, x *float32, n int, s float32)
+
+//go:noescape
+func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
+
+// madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by
+// VCVTPS2PH, eight values a step, the rest by the scalar code.
+func madHalfF16C(acc, x []float32, s float32) {
+	acc = acc[:len(x)]
+	whole := len(x) &^ 7
+	if whole > 0 {
+		madHalfF16CBlocks(&acc[0], &x[0], whole, s)
+	}
+	for d := whole; d < len(x); d++ {
+		acc[d] = roundToF16(fma32(x[d], s, acc[d]))
+	}
+}
+
+// decodeF16F16C widens F16 values with VCVTPH2PS, eight at a time; a block holding a NaN
+// and the values after the last whole block one by one.
+func decodeF16F16C(src []byte, dst []float32) {
+	src = src[:2*len(dst)]
+	whole := len(dst) &^ 7
+	d := 0
+	for d < whole {
+		d += decodeF16F16CBlocks(&dst[d], &src[2*d], whole-d)
+		if d < whole { // a NaN
+			for end := d + 8; d < end; d++ {
+				dst[d] = F16ToF32(binary.LittleEndian.Uint16(src[2*d:]))
+			}
+		}
+	}
+	for ; d < len(dst); d++ {
+		dst[d] = F16ToF32(binary.LittleEndian.Uint16(src[2*d:]))
+	}
+}
