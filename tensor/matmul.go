@@ -23,6 +23,8 @@ type Matrix struct {
 	dot4  func(n int, w0, w1, w2, w3, a []byte) [4]float32
 	dot2  func(n int, w, a0, a1 []byte) [2]float32
 	dot4T func(n int, w, a0, a1, a2, a3 []byte) [4]float32
+	// rows1 is the type's kernel over consecutive rows against one vector (dotRowsOne).
+	rows1 func(n int, rows, a []byte, out []float32)
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -64,7 +66,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t]}
+		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t]}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -229,6 +231,11 @@ var dotTokens2 = map[Type]func(n int, w, a0, a1 []byte) [2]float32{}
 // the tokens left over). Prefill tiles take tokens four at a time, then in pairs.
 var dotTokens4 = map[Type]func(n int, w, a0, a1, a2, a3 []byte) [4]float32{}
 
+// dotRowsOne holds, for a type whose VecDot has a fixed cost per call worth saving (the
+// VNNI kernels', simd_vnni_amd64.go), a kernel that takes len(out) consecutive whole rows
+// and one activation vector: out[r] = VecDot(n, row r, a), the same bits.
+var dotRowsOne = map[Type]func(n int, rows, a []byte, out []float32){}
+
 type matmulJob struct {
 	w          Matrix
 	act        []byte
@@ -291,6 +298,10 @@ func (w *Matrix) mulTokens(rows []byte, count int, act func(i int) []byte, out f
 	}
 	for ; i < count; i++ {
 		a, o := act(i), out(i)
+		if w.rows1 != nil {
+			w.rows1(n, rows, a, o)
+			continue
+		}
 		for r := range o {
 			o[r] = w.tr.VecDot(n, rows[r*rb:(r+1)*rb], a)
 		}

@@ -67,13 +67,16 @@ func wordHalves(lo, hi uint16) (v [32]uint16) {
 	return v
 }
 
-// In simd_vnni_amd64.s; w and a point at nb ≥ 1 whole blocks.
+// In simd_vnni_amd64.s; w and a point at nb ≥ 1 whole blocks. The one-token kernels run
+// over rows ≥ 1 consecutive rows rowBytes apart and store each row's sum to out[r]:
+// looping inside the assembly keeps the constants loaded and clears the upper registers
+// once, which a call per row paid every time (a 2,048-value Q4_K row is ~70 ns of work).
 //
 //go:noescape
-func dotQ4_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
+func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
-func dotQ6_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
+func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
 func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
@@ -81,22 +84,40 @@ func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]
 //go:noescape
 func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 
-// The kernels as VecDot and dotTokens4 take them: rows cut to whole blocks (a short
-// operand panics on the bounds, as in every kernel), passed to the assembly as pointers.
+// The kernels as VecDot, dotRowsOne and dotTokens4 take them: rows cut to whole blocks (a
+// short operand panics on the bounds, as in every kernel), passed to the assembly as
+// pointers.
 var (
-	dotQ4_KVNNI        = vnniDot(144, dotQ4_KBlocksVNNI)
-	dotQ6_KVNNI        = vnniDot(210, dotQ6_KBlocksVNNI)
+	dotQ4_KVNNI        = vnniDot(144, dotQ4_KRowsVNNI)
+	dotQ6_KVNNI        = vnniDot(210, dotQ6_KRowsVNNI)
+	dotQ4_KRowsOneVNNI = vnniDotRows(144, dotQ4_KRowsVNNI)
+	dotQ6_KRowsOneVNNI = vnniDotRows(210, dotQ6_KRowsVNNI)
 	dotQ4_KTokens4VNNI = vnniDotTokens4(144, dotQ4_KTokens4BlocksVNNI)
 	dotQ6_KTokens4VNNI = vnniDotTokens4(210, dotQ6_KTokens4BlocksVNNI)
 )
 
-func vnniDot(blockBytes int, blocks func(w, a unsafe.Pointer, nb int) float32) func(n int, w, a []byte) float32 {
-	return func(n int, w, a []byte) float32 {
+type vnniRowsKernel = func(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+func vnniDot(blockBytes int, kernel vnniRowsKernel) func(n int, w, a []byte) float32 {
+	return func(n int, w, a []byte) (sum float32) {
 		nb := n / qkK
 		if nb == 0 {
 			return 0
 		}
-		return blocks(unsafe.Pointer(&w[:nb*blockBytes][0]), unsafe.Pointer(&a[:nb*292][0]), nb)
+		kernel(unsafe.Pointer(&w[:nb*blockBytes][0]), unsafe.Pointer(&a[:nb*292][0]), nb, 1, nb*blockBytes, &sum)
+		return sum
+	}
+}
+
+func vnniDotRows(blockBytes int, kernel vnniRowsKernel) func(n int, rows, a []byte, out []float32) {
+	return func(n int, rows, a []byte, out []float32) {
+		nb := n / qkK
+		if nb == 0 || len(out) == 0 {
+			clear(out)
+			return
+		}
+		rb := nb * blockBytes
+		kernel(unsafe.Pointer(&rows[:len(out)*rb][0]), unsafe.Pointer(&a[:nb*292][0]), nb, len(out), rb, &out[0])
 	}
 }
 

@@ -116,12 +116,33 @@
 	VEXTRACTF128  $1, accY, X2; \
 	VADDPS        X2, accX, accX
 
-// func dotQ4_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
-TEXT ·dotQ4_KBlocksVNNI(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
+// ROWS_BEGIN and ROWS_END run a one-token kernel over consecutive rows: SI walks the rows
+// (each rowBytes long, nb blocks), DI restarts at the activation vector for every row, and
+// each row's sum, left in X0 by the body, is stored to out[r]. Constants stay loaded and
+// the upper registers are cleared once, after the last row.
+#define ROWS_BEGIN(label) \
+	MOVQ w+0(FP), SI; \
+	MOVQ rows+24(FP), R10; \
+	MOVQ out+40(FP), R11; \
+label: \
+	MOVQ SI, R12; \
+	MOVQ a+8(FP), DI; \
 	MOVQ nb+16(FP), CX
+
+#define ROWS_END(label) \
+	VMOVSS X0, (R11); \
+	ADDQ   $4, R11; \
+	MOVQ   R12, SI; \
+	ADDQ   rowBytes+32(FP), SI; \
+	DECQ   R10; \
+	JNZ    label; \
+	CLEAR_HIGH; \
+	RET
+
+// func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $0-48
 	Q4K_CONSTANTS
+	ROWS_BEGIN(q4krow)
 	VPXORD Z0, Z0, Z0
 
 q4kblock:
@@ -145,9 +166,7 @@ q4kblock:
 	Q4K_HALVES(Z0, Y0, X0)
 	VHADDPS X0, X0, X0
 	VHADDPS X0, X0, X0
-	CLEAR_HIGH
-	MOVSS   X0, ret+24(FP)
-	RET
+	ROWS_END(q4krow)
 
 // Q4K_TOKENS4 is one chunk against the four tokens.
 #define Q4K_TOKENS4(woff, index, aoff) \
@@ -159,7 +178,7 @@ q4kblock:
 
 // func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 //
-// dotQ4_KBlocksVNNI for four activation vectors at once (prefill): each block's scales
+// dotQ4_KRowsVNNI for four activation vectors at once (prefill): each block's scales
 // and each chunk's nibbles are unpacked once for all four.
 TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
@@ -249,14 +268,12 @@ q4k4block:
 	VPSLLD        $5, Y15, Y15; \
 	VPSUBD        Y15, out, out
 
-// func dotQ6_KBlocksVNNI(w, a unsafe.Pointer, nb int) float32
+// func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 //
 // The block's exact total is scaled by yd·d into X0 (dotQ6_KAVX2's order).
-TEXT ·dotQ6_KBlocksVNNI(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ nb+16(FP), CX
+TEXT ·dotQ6_KRowsVNNI(SB), NOSPLIT, $0-48
 	Q6K_CONSTANTS
+	ROWS_BEGIN(q6krow)
 	VXORPS X0, X0, X0
 
 q6kblock:
@@ -289,9 +306,7 @@ q6kblock:
 	DECQ CX
 	JNZ  q6kblock
 
-	CLEAR_HIGH
-	MOVSS X0, ret+24(FP)
-	RET
+	ROWS_END(q6krow)
 
 // Q6K_TOKENS4 is DOT_TOKEN of values against the four tokens' activations at aoff.
 #define Q6K_TOKENS4(values, aoff) \
@@ -302,7 +317,7 @@ q6kblock:
 
 // func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 //
-// dotQ6_KBlocksVNNI for four activation vectors at once (prefill): each half block's
+// dotQ6_KRowsVNNI for four activation vectors at once (prefill): each half block's
 // 6-bit values and scales are unpacked once for all four. The four blocks' totals are
 // exact integers, so they are added up together (VPHADDD) into one vector, token t in lane
 // t, and X0 lane t accumulates (yd_t·d)·total_t: the one-token kernel's operations on each

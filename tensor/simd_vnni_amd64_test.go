@@ -92,6 +92,48 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 	}
 }
 
+// TestVNNIRowsMatchOneRow holds the VNNI kernels over consecutive rows (dotRowsOne, the
+// decode mat-vec's path) to the one-row VecDot of each row, bit for bit: every row must
+// restart its sum, read its own bytes and land in its own slot.
+func TestVNNIRowsMatchOneRow(t *testing.T) {
+	if !useVNNI {
+		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
+	}
+	rng := rand.New(rand.NewPCG(19, 23))
+	for _, typ := range []Type{Q4_K, Q6_K} {
+		rowsOne := dotRowsOne[typ]
+		if rowsOne == nil {
+			t.Fatalf("%s: no rows kernel", typ)
+		}
+		for _, n := range simdLengths(typ) {
+			for _, count := range []int{0, 1, 2, 7} {
+				rowBytes := n / qkK * int(typ.BlockBytes())
+				rows := make([]byte, 0, count*rowBytes)
+				var a []byte
+				for range count {
+					w, act := quantizedOperands(t, rng, typ, n)
+					rows, a = append(rows, w...), act
+				}
+				if a == nil {
+					_, a = quantizedOperands(t, rng, typ, n)
+				}
+				out := make([]float32, count+1)
+				out[count] = 42 // past the rows: must stay
+				rowsOne(n, rows, a, out[:count])
+				for r := range count {
+					want := traits[typ].VecDot(n, rows[r*rowBytes:(r+1)*rowBytes], a)
+					if math.Float32bits(out[r]) != math.Float32bits(want) {
+						t.Errorf("%s n=%d row %d of %d: %g, one row %g", typ, n, r, count, out[r], want)
+					}
+				}
+				if out[count] != 42 {
+					t.Errorf("%s n=%d: wrote past %d rows", typ, n, count)
+				}
+			}
+		}
+	}
+}
+
 // randomQ8K fills Q8_K activations with random quants and bsums (the kernels take the
 // bsums as given) and a finite scale.
 func randomQ8K(rng *rand.Rand, a []byte) {
