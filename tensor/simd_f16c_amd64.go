@@ -4,6 +4,7 @@ package tensor
 
 import (
 	"encoding/binary"
+	"simd/archsimd"
 
 	"golang.org/x/sys/cpu"
 )
@@ -16,21 +17,33 @@ import (
 
 var useF16C = cpu.X86.HasF16C
 
+// useAVX512 is whether the 512-bit form of madHalf can run (AVX-512 F, with the OS saving
+// the 512-bit state).
+var useAVX512 = archsimd.X86.AVX512()
+
 //go:noescape
 func madHalfF16CBlocks(acc, x *float32, n int, s float32)
+
+//go:noescape
+func madHalfAVX512Blocks(acc, x *float32, n int, s float32)
 
 //go:noescape
 func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 
 // madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by
-// VCVTPS2PH, eight values a step, the rest by the scalar code.
+// VCVTPS2PH, sixteen values a step with AVX-512, then eight, the rest by the scalar code.
 func madHalfF16C(acc, x []float32, s float32) {
 	acc = acc[:len(x)]
-	whole := len(x) &^ 7
-	if whole > 0 {
-		madHalfF16CBlocks(&acc[0], &x[0], whole, s)
+	d := 0
+	if useAVX512 && len(x) >= 16 {
+		d = len(x) &^ 15
+		madHalfAVX512Blocks(&acc[0], &x[0], d, s)
 	}
-	for d := whole; d < len(x); d++ {
+	if whole := len(x) &^ 7; whole > d {
+		madHalfF16CBlocks(&acc[d], &x[d], whole-d, s)
+		d = whole
+	}
+	for ; d < len(x); d++ {
 		acc[d] = roundToF16(fma32(x[d], s, acc[d]))
 	}
 }

@@ -53,3 +53,25 @@ done:
 	VZEROUPPER
 	MOVQ AX, ret+24(FP)
 	RET
+
+// func madHalfAVX512Blocks(acc, x *float32, n int, s float32)
+// madHalfF16CBlocks sixteen values a step (AVX-512 F); n is a positive multiple of 16. It
+// uses only Z0 and Z1, whose upper halves VZEROUPPER clears.
+TEXT ·madHalfAVX512Blocks(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z0
+
+mad16:
+	VMOVUPS     (SI), Z1
+	VFMADD213PS (DI), Z0, Z1
+	VCVTPS2PH   $0, Z1, Y1
+	VCVTPH2PS   Y1, Z1
+	VMOVUPS     Z1, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JNZ         mad16
+	VZEROUPPER
+	RET
