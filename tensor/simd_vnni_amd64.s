@@ -55,6 +55,17 @@
 	VPXORD X30, X30, X30; \
 	VPXORD X31, X31, X31
 
+// TOKENS4_ARGS loads the four-token kernels' arguments: the weights in SI, the four
+// activation vectors in R8-R11, the block count in CX, the output in DI.
+#define TOKENS4_ARGS \
+	MOVQ w+0(FP), SI; \
+	MOVQ a0+8(FP), R8; \
+	MOVQ a1+16(FP), R9; \
+	MOVQ a2+24(FP), R10; \
+	MOVQ a3+32(FP), R11; \
+	MOVQ nb+40(FP), CX; \
+	MOVQ out+48(FP), DI
+
 // Q4_K. Per block, Q4K_SCALES decodes the 12 scale bytes to [sc0..7, m0..7] in X2 (as
 // dotQ4_KAVX2; its VPTERNLOGD is X2 = (X2 & maskHi) | X15): Y10 has them as words, Y3 the mins as word pairs against the bsums, Z7 is
 // [d ×8, dmin ×8]. Q4K_CHUNK broadcasts 32-byte chunk c to both halves of Z13 and shifts it
@@ -181,13 +192,7 @@ q4kblock:
 // dotQ4_KRowsVNNI for four activation vectors at once (prefill): each block's scales
 // and each chunk's nibbles are unpacked once for all four.
 TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ a0+8(FP), R8
-	MOVQ a1+16(FP), R9
-	MOVQ a2+24(FP), R10
-	MOVQ a3+32(FP), R11
-	MOVQ nb+40(FP), CX
-	MOVQ out+48(FP), DI
+	TOKENS4_ARGS
 	Q4K_CONSTANTS
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -323,13 +328,7 @@ q6kblock:
 // t, and X0 lane t accumulates (yd_t·d)·total_t: the one-token kernel's operations on each
 // token, so its bits.
 TEXT ·dotQ6_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ a0+8(FP), R8
-	MOVQ a1+16(FP), R9
-	MOVQ a2+24(FP), R10
-	MOVQ a3+32(FP), R11
-	MOVQ nb+40(FP), CX
-	MOVQ out+48(FP), DI
+	TOKENS4_ARGS
 	Q6K_CONSTANTS
 	VXORPS X0, X0, X0
 
