@@ -114,6 +114,24 @@ func (f *File) TensorReader(t *TensorInfo) *io.SectionReader {
 	return io.NewSectionReader(f.Parts[t.Split].r, t.FileOffset, t.Size)
 }
 
+// HugePageBytes is how many bytes of the model's files the kernel maps with huge pages right
+// now (see mmap.Mapping.HugePageBytes). It fails for a File made by NewReader and where the
+// platform cannot tell.
+func (f *File) HugePageBytes() (int64, error) {
+	var n int64
+	for _, p := range f.Parts {
+		if p.mapping == nil {
+			return 0, errors.New("model file is not memory-mapped")
+		}
+		b, err := p.mapping.HugePageBytes()
+		if err != nil {
+			return 0, err
+		}
+		n += b
+	}
+	return n, nil
+}
+
 // Close releases the mappings. Views from TensorData must not be used afterwards.
 func (f *File) Close() error {
 	var errs []error

@@ -116,6 +116,7 @@ func (c *benchCmd) Run(e *env) error {
 			}
 		}
 	}
+	reportHugePages(e.stderr, f, true)
 	return p.footer()
 }
 

@@ -42,6 +42,9 @@ func Open(name string) (*Mapping, error) {
 			f.Close()
 			return nil, fmt.Errorf("mmap %s: %w", name, err)
 		}
+		if m.mapped {
+			adviseHugePages(m.data)
+		}
 	}
 	register(m)
 	return m, nil
@@ -66,6 +69,16 @@ func (m *Mapping) Prefetch(n int64) {
 	if m.mapped && n > 0 {
 		_ = willNeed(m.data[:min(n, int64(len(m.data)))])
 	}
+}
+
+// HugePageBytes is how many bytes of the mapping the kernel maps with huge pages right now
+// (only the pages read so far are mapped at all). It fails where the platform cannot tell
+// or the file was read into memory instead of mapped.
+func (m *Mapping) HugePageBytes() (int64, error) {
+	if !m.mapped || len(m.data) == 0 {
+		return 0, fmt.Errorf("%s: not memory-mapped", m.name)
+	}
+	return hugePageBytes(m.data)
 }
 
 // ReadAt implements io.ReaderAt over the mapping, reporting a fault as ErrFileChanged.
