@@ -302,7 +302,7 @@ func (c *calibCmd) measureMatVec(e *env, prof *placement.Profile, threads int) e
 		SetBytes: int64(len(set.buf)), LLCBytes: llc, Bytes: bytes, Seconds: sec, TPS: float64(steps) / sec, Stream: streamSec,
 		Note: "decode_bw_gbps is the throughput of moerun's expert mat-vecs (one token, k random experts per layer) " +
 			"over weights far larger than the cache; stream_bw_gbps a plain read of the same memory. " +
-			"With moerun's scalar kernels the mat-vec is compute-bound and far below what llama.cpp reaches: " +
+			"It predicts moerun's own decoding (" + kernel + "); " +
 			"to predict llama.cpp, calibrate with --from-run from a llama-bench CPU run instead"}
 	return nil
 }
