@@ -20,8 +20,12 @@ import (
 // sum by its sub-block scale and adds it in one step where AVX2 needed VPMADDWD and VPADDD —
 // then fold the lanes to eight and scale and add them in the AVX2 kernels' float order.
 
-// useVNNI is whether the CPU (and the OS, for the 512-bit state) supports the kernels.
-var useVNNI = archsimd.X86.AVX512() && archsimd.X86.AVX512VNNI()
+// useVNNI is whether the CPU (and the OS, for the 512-bit state) supports the kernels;
+// useGFNI whether it also has GFNI, which splits Q4_K's nibbles in one instruction.
+var (
+	useVNNI = archsimd.X86.AVX512() && archsimd.X86.AVX512VNNI()
+	useGFNI = useVNNI && archsimd.X86.AVX512GFNI()
+)
 
 // Constant vectors of the assembly kernels (loaded once per call).
 var (
@@ -29,11 +33,38 @@ var (
 	// chunk broadcast to both halves gives its low nibbles (sub-block 2c) below and its high
 	// nibbles (2c+1) above.
 	highHalfShift4 = wordHalves(0, 4)
-	// q4KScaleWords[c] makes VPERMW copy scale word 2c to the lower 16 words and 2c+1 to the
-	// upper 16, from the eight scales (and eight mins) widened to words.
-	q4KScaleWords = func() (idx [4][32]uint16) {
-		for c := range idx {
-			idx[c] = wordHalves(uint16(2*c), uint16(2*c+1))
+	// nibbleMatrix is the GFNI version: one 8×8 bit matrix per 64-bit lane for
+	// VGF2P8AFFINEQB, whose result bit i is the parity of the byte and matrix byte 7-i.
+	// The lower four lanes keep bits 0-3 (matrix bytes 7..4 select bits 0..3), the upper
+	// four move bits 4-7 to 0-3.
+	nibbleMatrix = [8]uint64{lowNibble, lowNibble, lowNibble, lowNibble, highNibble, highNibble, highNibble, highNibble}
+	// q4KScaleWords[4b+c] makes VPERMW copy scale word 2c of block b (0, or 1 for the second
+	// of a pair) to the lower 16 words and 2c+1 to the upper 16, from the blocks' scales
+	// and mins widened to words, sixteen a block.
+	q4KScaleWords = func() (idx [8][32]uint16) {
+		for i := range idx {
+			b, c := uint16(16*(i/4)), uint16(i%4)
+			idx[i] = wordHalves(b+2*c, b+2*c+1)
+		}
+		return idx
+	}()
+	// q4KMinWords[b] makes VPERMW put block b's mins (words 8-15 of its sixteen) as pairs,
+	// m0 m0 m1 m1 … m7 m7, in the lower 16 words: each meets the two bsums of its 32 values.
+	q4KMinWords = func() (idx [2][32]uint16) {
+		for b := range idx {
+			for i := range idx[b] {
+				idx[b][i] = uint16(16*b + 8 + i%16/2)
+			}
+		}
+		return idx
+	}()
+	// q4KDLanes[b] makes VPERMPS spread block b's d and dmin (lanes 2b and 2b+1 of the
+	// converted F16 pairs) to [d ×8, dmin ×8].
+	q4KDLanes = func() (idx [2][16]uint32) {
+		for b := range idx {
+			for i := range idx[b] {
+				idx[b][i] = uint32(2*b + i/8)
+			}
 		}
 		return idx
 	}()
@@ -56,6 +87,11 @@ var (
 	}()
 )
 
+const (
+	lowNibble  = 0x01_02_04_08_00_00_00_00
+	highNibble = 0x10_20_40_80_00_00_00_00
+)
+
 // wordHalves is a 512-bit vector of words, lo in the lower 256 bits and hi in the upper.
 func wordHalves(lo, hi uint16) (v [32]uint16) {
 	for i := range v {
@@ -76,10 +112,16 @@ func wordHalves(lo, hi uint16) (v [32]uint16) {
 func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
 func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
 func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ4_KTokens4BlocksGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 
 //go:noescape
 func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
@@ -87,14 +129,28 @@ func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]
 // The kernels as VecDot, dotRowsOne and dotTokens4 take them: rows cut to whole blocks (a
 // short operand panics on the bounds, as in every kernel), passed to the assembly as
 // pointers.
+// The Q4_K ones use GFNI's nibble split where the CPU has it (q4KRows, q4KTokens4).
 var (
-	dotQ4_KVNNI        = vnniDot(144, dotQ4_KRowsVNNI)
+	q4KRows, q4KTokens4 = pickQ4KKernels(useGFNI)
+
+	dotQ4_KVNNI        = vnniDot(144, q4KRows)
 	dotQ6_KVNNI        = vnniDot(210, dotQ6_KRowsVNNI)
-	dotQ4_KRowsOneVNNI = vnniDotRows(144, dotQ4_KRowsVNNI)
+	dotQ4_KRowsOneVNNI = vnniDotRows(144, q4KRows)
 	dotQ6_KRowsOneVNNI = vnniDotRows(210, dotQ6_KRowsVNNI)
-	dotQ4_KTokens4VNNI = vnniDotTokens4(144, dotQ4_KTokens4BlocksVNNI)
+	dotQ4_KTokens4VNNI = vnniDotTokens4(144, q4KTokens4)
 	dotQ6_KTokens4VNNI = vnniDotTokens4(210, dotQ6_KTokens4BlocksVNNI)
 )
+
+type vnniTokens4Kernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+
+// pickQ4KKernels returns the Q4_K one- and four-token kernels that split nibbles with GFNI
+// or with shifts.
+func pickQ4KKernels(gfni bool) (vnniRowsKernel, vnniTokens4Kernel) {
+	if gfni {
+		return dotQ4_KRowsGFNI, dotQ4_KTokens4BlocksGFNI
+	}
+	return dotQ4_KRowsVNNI, dotQ4_KTokens4BlocksVNNI
+}
 
 type vnniRowsKernel = func(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
@@ -121,7 +177,7 @@ func vnniDotRows(blockBytes int, kernel vnniRowsKernel) func(n int, rows, a []by
 	}
 }
 
-func vnniDotTokens4(blockBytes int, blocks func(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+func vnniDotTokens4(blockBytes int, blocks vnniTokens4Kernel) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
 	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
 		nb := n / qkK
 		if nb == 0 {

@@ -20,9 +20,11 @@
 // on every instruction (see simd_amd64.go).
 //
 // The one- and four-token kernels of a format are built from the same macros, so a token
-// of the four-token kernel runs exactly the one-token kernel's instructions (hence its
-// bits). Registers: Z20-Z31 hold constants, Z16-Z19 a token's integer sums, Z0 Z1 Z4 Z5 a
-// token's float sums, Z10 a block's scales as words, Z11-Z15 are scratch.
+// of the four-token kernel runs the one-token kernel's integer and float operations
+// (hence its bits). Registers: Z20-Z31 hold constants, Z16-Z19 a token's integer sums,
+// Z0 Z1 Z4 Z5 a token's float sums, Z10 a block's scales as words, Z11-Z15 are scratch;
+// the one-token Q4_K kernel, which decodes blocks in pairs, keeps the second block's
+// constants in Z1 Z4 Z5 Z17-Z19 instead.
 
 #define PREFETCH_AHEAD \
 	PREFETCHT1 4096(SI); \
@@ -66,59 +68,106 @@
 	MOVQ nb+40(FP), CX; \
 	MOVQ out+48(FP), DI
 
-// Q4_K. Per block, Q4K_SCALES decodes the 12 scale bytes to [sc0..7, m0..7] in X2 (as
-// dotQ4_KAVX2; its VPTERNLOGD is X2 = (X2 & maskHi) | X15): Y10 has them as words, Y3 the mins as word pairs against the bsums, Z7 is
-// [d ×8, dmin ×8]. Q4K_CHUNK broadcasts 32-byte chunk c to both halves of Z13 and shifts it
-// so that its low nibbles (sub-block 2c) fill the lower half and its high nibbles (2c+1)
-// the upper, against 64 contiguous activation bytes; Z14 gets their scales. Q4K_END adds
-// the integer sums' halves (dotQ4_KAVX2's eight lanes), puts the mins' sums beside them and
-// accumulates both at once: acc's lower eight lanes are dotQ4_KAVX2's acc, the upper its
-// accMin, each lane the same operations, so the same bits.
+// Q4_K. Q4K_DECODE turns the 12 packed scale bytes of a block in each 128-bit lane of Y3
+// into [sc0..7, m0..7] in the same lane of Y2, as dotQ4_KAVX2 (its VPTERNLOGD is
+// Y2 = (Y2 & maskHi) | Y15). Q4K_SCALES decodes one block (Q4K_SCALES_PAIR two, one per
+// lane) and widens the bytes to words in Z10: a block's sixteen, the next block's in the
+// upper sixteen. Q4K_PICK takes a block's mins from there as word pairs against the bsums
+// (VPERMW by minIdx) and its [d ×8, dmin ×8] (VPERMPS by ddIdx) from X6, which holds the
+// F16 d and dmin of the one or two blocks converted to float32. Q4K_CHUNK broadcasts 32-byte
+// chunk c to both halves of Z13 and splits it so that its low nibbles (sub-block 2c) fill
+// the lower half and its high nibbles (2c+1) the upper, against 64 contiguous activation
+// bytes; Z14 gets their scales. Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
+// lanes), puts the mins' sums beside them and accumulates both at once: acc's lower eight
+// lanes are dotQ4_KAVX2's acc, the upper its accMin, each lane the same operations, so the
+// same bits. Constants: Z20-Z23 block scales (the next block's in Z17-Z19 and Z4 for the
+// one-token kernel), Y24-Y28 the decoding, Z29 and Z8 the first block's mins and d
+// (Z1 and Z5 the next block's), Z30 and Z31 the split's.
 #define Q4K_CONSTANTS \
 	VBROADCASTI64X4 ·nibbleMask(SB), Z31; \
-	VMOVDQU64       ·highHalfShift4(SB), Z30; \
 	VMOVDQU64       ·q4KScaleWords+0(SB), Z20; \
 	VMOVDQU64       ·q4KScaleWords+64(SB), Z21; \
 	VMOVDQU64       ·q4KScaleWords+128(SB), Z22; \
 	VMOVDQU64       ·q4KScaleWords+192(SB), Z23; \
-	VMOVDQU64       ·q4KPickLo(SB), X24; \
-	VMOVDQU64       ·q4KShift(SB), X25; \
-	VMOVDQU64       ·q4KMaskLo(SB), X26; \
-	VMOVDQU64       ·q4KPickHi(SB), X27; \
-	VMOVDQU64       ·q4KMaskHi(SB), X28; \
-	VMOVDQU64       ·q4KMinPairs(SB), Y29
+	VBROADCASTI32X4 ·q4KPickLo(SB), Y24; \
+	VBROADCASTI32X4 ·q4KShift(SB), Y25; \
+	VBROADCASTI32X4 ·q4KMaskLo(SB), Y26; \
+	VBROADCASTI32X4 ·q4KPickHi(SB), Y27; \
+	VBROADCASTI32X4 ·q4KMaskHi(SB), Y28; \
+	VMOVDQU64       ·q4KMinWords+0(SB), Z29; \
+	VMOVDQU64       ·q4KDLanes+0(SB), Z8
+
+#define Q4K_DECODE \
+	VPSHUFB    Y24, Y3, Y15; \
+	VPSRLVD    Y25, Y15, Y15; \
+	VPANDD     Y26, Y15, Y15; \
+	VPSHUFB    Y27, Y3, Y2; \
+	VPSRLD     $2, Y2, Y2; \
+	VPTERNLOGD $0xEC, Y28, Y15, Y2; \
+	VPMOVZXBW  Y2, Z10
+
+#define Q4K_PICK(minIdx, mins, dIdx, d) \
+	VPERMW  Z10, minIdx, mins; \
+	VPERMPS Z6, dIdx, d
 
 #define Q4K_SCALES \
-	VMOVDQU      4(SI), X3; \
-	VPSHUFB      X24, X3, X15; \
-	VPSRLVD      X25, X15, X15; \
-	VPANDD       X26, X15, X15; \
-	VPSHUFB      X27, X3, X2; \
-	VPSRLD       $2, X2, X2; \
-	VPTERNLOGD   $0xEC, X28, X15, X2; \
-	VINSERTI128  $1, X2, Y2, Y3; \
-	VPSHUFB      Y29, Y3, Y3; \
-	VPBROADCASTW 2(SI), X6; \
-	VPBROADCASTW (SI), X7; \
-	VINSERTI128  $1, X6, Y7, Y7; \
-	VCVTPH2PS    Y7, Z7; \
-	VPMOVZXBW    X2, Y10
+	VMOVDQU   4(SI), X3; \
+	Q4K_DECODE; \
+	VMOVD     (SI), X6; \
+	VCVTPH2PS X6, X6; \
+	Q4K_PICK(Z29, Z3, Z8, Z7)
 
-#define Q4K_CHUNK(woff, index) \
+#define Q4K_SCALES_PAIR \
+	VMOVDQU     4(SI), X3; \
+	VINSERTI128 $1, 148(SI), Y3, Y3; \
+	Q4K_DECODE; \
+	VMOVD       (SI), X6; \
+	VPINSRD     $1, 144(SI), X6, X6; \
+	VCVTPH2PS   X6, X6; \
+	Q4K_PICK(Z29, Z3, Z8, Z7); \
+	Q4K_PICK(Z1, Z12, Z5, Z9)
+
+// The two ways to split a chunk's nibbles, for Q4K_CHUNK's split argument: words of the
+// upper half shifted right by 4 (VPSRLVW by Z30 = highHalfShift4), then masked to the low
+// nibble; or one GFNI affine byte transform whose matrix (Z30 = nibbleMatrix, one per
+// 64-bit lane) keeps bits 0-3 in the lower half and moves bits 4-7 down in the upper: one
+// instruction instead of two, on CPUs with GFNI (Ice Lake, Zen 4 and later; Cascade Lake
+// has VNNI without it). Both leave the same bytes.
+#define SPLIT_SHIFT \
+	VPSRLVW Z30, Z13, Z13; \
+	VPANDD  Z31, Z13, Z13
+
+#define SPLIT_GFNI \
+	VGF2P8AFFINEQB $0, Z30, Z13, Z13
+
+#define Q4K_CHUNK(split, woff, index) \
 	VBROADCASTI64X4 woff(SI), Z13; \
-	VPSRLVW         Z30, Z13, Z13; \
-	VPANDD          Z31, Z13, Z13; \
+	split; \
 	VPERMW          Z10, index, Z14
 
-#define Q4K_END(ints, intsY, areg, acc) \
+#define Q4K_END(ints, intsY, aoff, areg, acc, minsY, d) \
 	VEXTRACTI64X4 $1, ints, Y15; \
 	VPADDD        Y15, intsY, Y15; \
-	VPMADDWD      260(areg), Y3, Y14; \
+	VPMADDWD      260+aoff(areg), minsY, Y14; \
 	VINSERTI64X4  $1, Y14, Z15, Z15; \
 	VCVTDQ2PS     Z15, Z15; \
-	VBROADCASTSS  (areg), Z13; \
-	VMULPS        Z7, Z13, Z14; \
+	VBROADCASTSS  aoff(areg), Z13; \
+	VMULPS        d, Z13, Z14; \
 	VFMADD231PS   Z15, Z14, acc
+
+// Q4K_BLOCK is the one-token kernel's block at SI+woff against the activations at DI+aoff,
+// with its scale indices, mins and d.
+#define Q4K_BLOCK(split, woff, aoff, i0, i1, i2, i3, minsY, d) \
+	VPXORD Z16, Z16, Z16; \
+	Q4K_CHUNK(split, woff+16, i0); \
+	DOT_TOKEN(Z13, Z14, aoff+4, DI, Z16); \
+	Q4K_CHUNK(split, woff+48, i1); \
+	DOT_TOKEN(Z13, Z14, aoff+68, DI, Z16); \
+	Q4K_CHUNK(split, woff+80, i2); \
+	DOT_TOKEN(Z13, Z14, aoff+132, DI, Z16); \
+	Q4K_CHUNK(split, woff+112, i3); \
+	DOT_TOKEN(Z13, Z14, aoff+196, DI, Z16); \
+	Q4K_END(Z16, Y16, aoff, DI, Z0, minsY, d)
 
 // Q4K_HALVES leaves in X of acc its sums less its mins, halves added (sumLanes' first step).
 #define Q4K_HALVES(acc, accY, accX) \
@@ -150,89 +199,116 @@ label: \
 	CLEAR_HIGH; \
 	RET
 
-// func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
-TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $0-48
-	Q4K_CONSTANTS
-	ROWS_BEGIN(q4krow)
-	VPXORD Z0, Z0, Z0
-
-q4kblock:
-	PREFETCH_AHEAD
-	Q4K_SCALES
-	VPXORD Z16, Z16, Z16
-	Q4K_CHUNK(16, Z20)
-	DOT_TOKEN(Z13, Z14, 4, DI, Z16)
-	Q4K_CHUNK(48, Z21)
-	DOT_TOKEN(Z13, Z14, 68, DI, Z16)
-	Q4K_CHUNK(80, Z22)
-	DOT_TOKEN(Z13, Z14, 132, DI, Z16)
-	Q4K_CHUNK(112, Z23)
-	DOT_TOKEN(Z13, Z14, 196, DI, Z16)
-	Q4K_END(Z16, Y16, DI, Z0)
-	ADDQ $144, SI
-	ADDQ $292, DI
-	DECQ CX
-	JNZ  q4kblock
-
-	Q4K_HALVES(Z0, Y0, X0)
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
+// Q4K_ROWS is the one-token kernel (dotQ4_KRowsVNNI, dotQ4_KRowsGFNI), once Z30 holds the
+// split's constant. Blocks go in pairs, whose scales are decoded together (one 128-bit lane
+// each), then a last block alone when nb is odd.
+#define Q4K_ROWS(split) \
+	Q4K_CONSTANTS; \
+	VMOVDQU64 ·q4KScaleWords+256(SB), Z17; \
+	VMOVDQU64 ·q4KScaleWords+320(SB), Z18; \
+	VMOVDQU64 ·q4KScaleWords+384(SB), Z19; \
+	VMOVDQU64 ·q4KScaleWords+448(SB), Z4; \
+	VMOVDQU64 ·q4KMinWords+64(SB), Z1; \
+	VMOVDQU64 ·q4KDLanes+64(SB), Z5; \
+	ROWS_BEGIN(q4krow); \
+	VPXORD Z0, Z0, Z0; \
+	CMPQ   CX, $2; \
+	JLT    q4klast; \
+q4kpair: \
+	PREFETCH_AHEAD; \
+	PREFETCHT1 4352(SI); \
+	Q4K_SCALES_PAIR; \
+	Q4K_BLOCK(split, 0, 0, Z20, Z21, Z22, Z23, Y3, Z7); \
+	Q4K_BLOCK(split, 144, 292, Z17, Z18, Z19, Z4, Y12, Z9); \
+	ADDQ  $288, SI; \
+	ADDQ  $584, DI; \
+	SUBQ  $2, CX; \
+	CMPQ  CX, $2; \
+	JGE   q4kpair; \
+	TESTQ CX, CX; \
+	JZ    q4kdone; \
+q4klast: \
+	PREFETCH_AHEAD; \
+	Q4K_SCALES; \
+	Q4K_BLOCK(split, 0, 0, Z20, Z21, Z22, Z23, Y3, Z7); \
+q4kdone: \
+	Q4K_HALVES(Z0, Y0, X0); \
+	VHADDPS X0, X0, X0; \
+	VHADDPS X0, X0, X0; \
 	ROWS_END(q4krow)
 
+// func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $0-48
+	VMOVDQU64 ·highHalfShift4(SB), Z30
+	Q4K_ROWS(SPLIT_SHIFT)
+
+// func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_ROWS(SPLIT_GFNI)
+
 // Q4K_TOKENS4 is one chunk against the four tokens.
-#define Q4K_TOKENS4(woff, index, aoff) \
-	Q4K_CHUNK(woff, index); \
+#define Q4K_TOKENS4(split, woff, index, aoff) \
+	Q4K_CHUNK(split, woff, index); \
 	DOT_TOKEN(Z13, Z14, aoff, R8, Z16); \
 	DOT_TOKEN(Z13, Z14, aoff, R9, Z17); \
 	DOT_TOKEN(Z13, Z14, aoff, R10, Z18); \
 	DOT_TOKEN(Z13, Z14, aoff, R11, Z19)
 
-// func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
-//
-// dotQ4_KRowsVNNI for four activation vectors at once (prefill): each block's scales
-// and each chunk's nibbles are unpacked once for all four.
-TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
-	TOKENS4_ARGS
-	Q4K_CONSTANTS
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-
-q4k4block:
-	PREFETCH_AHEAD
-	Q4K_SCALES
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	Q4K_TOKENS4(16, Z20, 4)
-	Q4K_TOKENS4(48, Z21, 68)
-	Q4K_TOKENS4(80, Z22, 132)
-	Q4K_TOKENS4(112, Z23, 196)
-	Q4K_END(Z16, Y16, R8, Z0)
-	Q4K_END(Z17, Y17, R9, Z1)
-	Q4K_END(Z18, Y18, R10, Z4)
-	Q4K_END(Z19, Y19, R11, Z5)
-	ADDQ $144, SI
-	ADDQ $292, R8
-	ADDQ $292, R9
-	ADDQ $292, R10
-	ADDQ $292, R11
-	DECQ CX
-	JNZ  q4k4block
-
-	// sumLanes4's order: each token's halves added, then pairs twice.
-	Q4K_HALVES(Z0, Y0, X0)
-	Q4K_HALVES(Z1, Y1, X1)
-	Q4K_HALVES(Z4, Y4, X4)
-	Q4K_HALVES(Z5, Y5, X5)
-	VHADDPS X1, X0, X0
-	VHADDPS X5, X4, X4
-	VHADDPS X4, X0, X0
-	VMOVUPS X0, (DI)
-	CLEAR_HIGH
+// Q4K_BLOCKS4 is the four-token kernel (dotQ4_KTokens4BlocksVNNI and …GFNI, for prefill):
+// Q4K_ROWS's one-block steps for four activation vectors at once, each block's scales and
+// each chunk's nibbles unpacked once for all four.
+#define Q4K_BLOCKS4(split) \
+	TOKENS4_ARGS; \
+	Q4K_CONSTANTS; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+q4k4block: \
+	PREFETCH_AHEAD; \
+	Q4K_SCALES; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	Q4K_TOKENS4(split, 16, Z20, 4); \
+	Q4K_TOKENS4(split, 48, Z21, 68); \
+	Q4K_TOKENS4(split, 80, Z22, 132); \
+	Q4K_TOKENS4(split, 112, Z23, 196); \
+	Q4K_END(Z16, Y16, 0, R8, Z0, Y3, Z7); \
+	Q4K_END(Z17, Y17, 0, R9, Z1, Y3, Z7); \
+	Q4K_END(Z18, Y18, 0, R10, Z4, Y3, Z7); \
+	Q4K_END(Z19, Y19, 0, R11, Z5, Y3, Z7); \
+	ADDQ $144, SI; \
+	ADDQ $292, R8; \
+	ADDQ $292, R9; \
+	ADDQ $292, R10; \
+	ADDQ $292, R11; \
+	DECQ CX; \
+	JNZ  q4k4block; \
+	Q4K_HALVES(Z0, Y0, X0); \
+	Q4K_HALVES(Z1, Y1, X1); \
+	Q4K_HALVES(Z4, Y4, X4); \
+	Q4K_HALVES(Z5, Y5, X5); \
+	VHADDPS X1, X0, X0; \
+	VHADDPS X5, X4, X4; \
+	VHADDPS X4, X0, X0; \
+	VMOVUPS X0, (DI); \
+	CLEAR_HIGH; \
 	RET
+
+// The sums come out in sumLanes4's order: each token's halves added, then pairs twice.
+//
+// func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
+	VMOVDQU64 ·highHalfShift4(SB), Z30
+	Q4K_BLOCKS4(SPLIT_SHIFT)
+
+// func dotQ4_KTokens4BlocksGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+TEXT ·dotQ4_KTokens4BlocksGFNI(SB), NOSPLIT, $0-56
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_BLOCKS4(SPLIT_GFNI)
 
 // Q6_K. Per half h of a block, Q6K_HALF_A loads ql's 64 bytes into Z13 (values 128h+0..63
 // in their low nibbles, 128h+64..127 in their high) and qh's 32 bytes broadcast to both

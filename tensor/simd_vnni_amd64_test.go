@@ -9,6 +9,15 @@ import (
 	"testing"
 )
 
+// q4KSplits names the Q4_K kernel variants this CPU can run (see pickQ4KKernels), so that
+// a machine with GFNI tests the shift split too.
+func q4KSplits() map[string]bool {
+	if useGFNI {
+		return map[string]bool{"shift": false, "gfni": true}
+	}
+	return map[string]bool{"shift": false}
+}
+
 // TestVNNIMatchesAVX2 holds the AVX-512 VNNI kernels to the AVX2 kernels' bits, on rows
 // quantized from stressing floats and on random bytes (any codes, scales and bsums), over
 // every row length a block loop can meet.
@@ -16,12 +25,15 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	if !useVNNI {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
-	kernels := []struct {
+	type kernel struct {
 		typ        Type
+		name       string
 		vnni, avx2 func(n int, w, a []byte) float32
-	}{
-		{Q4_K, dotQ4_KVNNI, dotQ4_KAVX2},
-		{Q6_K, dotQ6_KVNNI, dotQ6_KAVX2},
+	}
+	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}}
+	for name, gfni := range q4KSplits() {
+		rows, _ := pickQ4KKernels(gfni)
+		kernels = append(kernels, kernel{Q4_K, name, vnniDot(144, rows), dotQ4_KAVX2})
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, k := range kernels {
@@ -31,7 +43,7 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 		compare := func(n int, w, a []byte, what string) {
 			got, want := k.vnni(n, w, a), k.avx2(n, w, a)
 			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Errorf("%s n=%d %s: VNNI %g, AVX2 %g", k.typ, n, what, got, want)
+				t.Errorf("%s %s n=%d %s: VNNI %g, AVX2 %g", k.typ, k.name, n, what, got, want)
 			}
 		}
 		for _, n := range simdLengths(k.typ) {
@@ -57,13 +69,17 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
 	rng := rand.New(rand.NewPCG(13, 17))
-	for _, k := range []struct {
+	type kernel struct {
 		typ        Type
+		name       string
 		vnni, avx2 func(n int, w, a0, a1, a2, a3 []byte) [4]float32
-	}{
-		{Q4_K, dotQ4_KTokens4VNNI, dotQ4_KTokens4AVX2},
-		{Q6_K, dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2},
-	} {
+	}
+	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2}}
+	for name, gfni := range q4KSplits() {
+		_, tokens4 := pickQ4KKernels(gfni)
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(144, tokens4), dotQ4_KTokens4AVX2})
+	}
+	for _, k := range kernels {
 		for _, n := range simdLengths(k.typ) {
 			for trial := range 10 {
 				w, a0 := quantizedOperands(t, rng, k.typ, n)
@@ -84,7 +100,7 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 				want := k.avx2(n, w, a[0], a[1], a[2], a[3])
 				for i := range got {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Errorf("%s n=%d trial %d token %d: VNNI %g, AVX2 %g", k.typ, n, trial, i, got[i], want[i])
+						t.Errorf("%s %s n=%d trial %d token %d: VNNI %g, AVX2 %g", k.typ, k.name, n, trial, i, got[i], want[i])
 					}
 				}
 			}
@@ -100,8 +116,18 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
 	rng := rand.New(rand.NewPCG(19, 23))
-	for _, typ := range []Type{Q4_K, Q6_K} {
-		rowsOne := dotRowsOne[typ]
+	type kernel struct {
+		typ     Type
+		name    string
+		rowsOne func(n int, rows, a []byte, out []float32)
+	}
+	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}}
+	for name, gfni := range q4KSplits() {
+		rows, _ := pickQ4KKernels(gfni)
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(144, rows)})
+	}
+	for _, k := range kernels {
+		typ, rowsOne := k.typ, k.rowsOne
 		if rowsOne == nil {
 			t.Fatalf("%s: no rows kernel", typ)
 		}
@@ -123,7 +149,7 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 				for r := range count {
 					want := traits[typ].VecDot(n, rows[r*rowBytes:(r+1)*rowBytes], a)
 					if math.Float32bits(out[r]) != math.Float32bits(want) {
-						t.Errorf("%s n=%d row %d of %d: %g, one row %g", typ, n, r, count, out[r], want)
+						t.Errorf("%s %s n=%d row %d of %d: %g, one row %g", typ, k.name, n, r, count, out[r], want)
 					}
 				}
 				if out[count] != 42 {
