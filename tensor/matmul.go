@@ -131,21 +131,36 @@ const (
 	matTokenTile = 32
 )
 
-// streamTileBytes is how much weight a tile with a single activation vector (a decode
-// mat-vec) takes instead: nothing in such a tile is reused, so it only needs to be one long
-// sequential read, which the hardware prefetchers and the kernels' own prefetches serve
-// best. Tiles of 16 rows handed out in turn made each worker's reads jump every ~20 KiB;
-// measured on the build machine, 2 threads, out-of-cache Q6_K [2048 → 151936] mat-vec
-// (the output matrix of Qwen3-30B-A3B): 22-23 GB/s with 16-row tiles, 30 GB/s with 64 KiB
-// ones (a stream read: 28 GB/s); Q4_K experts [2048 → 768]: 16 → 19 GB/s.
-const streamTileBytes = 64 << 10
+// A tile with a single activation vector (a decode mat-vec) takes weight rows by bytes
+// instead: nothing in it is reused, so it only needs to be one long sequential read, which
+// the hardware prefetchers and the kernels' own prefetches serve best, and each switch to
+// a new tile breaks that stream. A job streaming total bytes over its workers cuts them
+// into streamTilesPerThread tiles per worker (so they finish together), of
+// minStreamTile..maxStreamTile bytes. Measured on the build machine, 2 threads,
+// out-of-cache Q6_K [2048 → 151936] mat-vec (the output matrix of Qwen3-30B-A3B): tiles
+// of 16 rows handed out in turn (reads jumping every ~20 KiB) 22-23 GB/s, 64 KiB tiles 30
+// GB/s with 4 KiB pages (a stream read: 28 GB/s); with the file in 2 MiB pages, 64 KiB
+// 20.8 GB/s, 512 KiB to 4 MiB 22.4-22.8 (medians of 30 interleaved runs); Q4_K
+// [2048 → 4096]: 32 KiB 21.3, 64-256 KiB 23.2-23.4, 1 MiB (five tiles) 22.9.
+const (
+	minStreamTile        = 64 << 10
+	maxStreamTile        = 1 << 20
+	streamTilesPerThread = 16
+)
 
-// rowTile is the number of weight rows in a tile multiplied by vectors activation vectors.
-func (w *Matrix) rowTile(vectors int) int {
+// streamTile is the weight bytes of a single-vector tile for a job that streams total
+// bytes over threads workers.
+func streamTile(total, threads int) int {
+	return min(max(total/(threads*streamTilesPerThread), minStreamTile), maxStreamTile)
+}
+
+// rowTile is the number of weight rows in a tile multiplied by vectors activation vectors;
+// a single vector's tile holds about tileBytes of weights (streamTile).
+func (w *Matrix) rowTile(vectors, tileBytes int) int {
 	if vectors > 1 {
 		return matRowTile
 	}
-	return ceilDiv(ceilDiv(streamTileBytes, w.rowBytes), matRowTile) * matRowTile
+	return ceilDiv(ceilDiv(tileBytes, w.rowBytes), matRowTile) * matRowTile
 }
 
 // MatMul multiplies every activation vector in x (len(x)/Cols of them, one per token) by
@@ -170,7 +185,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 		return err
 	}
 	j := &p.jobs.matmul
-	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile), rowTile: w.rowTile(tokens)}
+	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile), rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads))}
 	return p.run(j, ceilDiv(w.rows, j.rowTile)*j.tokenTiles)
 }
 
@@ -354,11 +369,19 @@ func (p *Pool) MulMatID(dst []float32, w *Matrix, x []float32, ids []int32, k in
 		}
 	}
 	// counts[e] is now where expert e's pairs end; cut them into tiles.
+	touched, prev := 0, int32(0) // experts with pairs: their weights are what the job streams
+	for _, end := range s.counts[:w.experts] {
+		if end > prev {
+			touched++
+		}
+		prev = end
+	}
+	tileBytes := streamTile(touched*w.rows*w.rowBytes, p.threads)
 	s.tiles = s.tiles[:0]
 	start := int32(0)
 	for e := range w.experts {
 		end := s.counts[e]
-		rowTile := w.rowTile(int(end - start))
+		rowTile := w.rowTile(int(end-start), tileBytes)
 		for r := 0; r < w.rows && start < end; r += rowTile {
 			for p0 := start; p0 < end; p0 += matTokenTile {
 				s.tiles = append(s.tiles, idTile{expert: int32(e), row: int32(r), rows: int32(min(rowTile, w.rows-r)), pair: p0, pairs: min(end-p0, matTokenTile)})

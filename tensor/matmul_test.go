@@ -439,3 +439,54 @@ func FuzzMulMatID(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamTiles checks the single-vector tile sizes (hand-computed) and that decode
+// mat-vecs cut into many such tiles give every row its one-row VecDot, for a dense matrix
+// and for the experts a MulMatID touches.
+func TestStreamTiles(t *testing.T) {
+	for _, c := range []struct{ total, threads, want int }{
+		{255 << 20, 2, 1 << 20}, // the output matrix: capped
+		{4718592, 2, 147456},    // a 4.5 MiB attention matrix: 16 tiles a worker
+		{884736, 2, 64 << 10},   // one 0.84 MiB expert: the floor
+		{7077888, 8, 64 << 10},  // eight 0.84 MiB experts over 8 workers: 54 KiB, floored
+	} {
+		if got := streamTile(c.total, c.threads); got != c.want {
+			t.Errorf("streamTile(%d, %d) = %d, want %d", c.total, c.threads, got, c.want)
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(7, 8))
+	p := NewPool(2)
+	defer p.Close()
+	const cols, rows, experts = 512, 4096, 6 // Q8_0 rows of 544 bytes: 2.1 MiB an expert
+	w, _ := randomMatrix(t, rng, Q8_0, cols, rows, experts)
+	x := randomFloats(rng, cols)
+	a := make([]byte, cols/32*34)
+	if err := QuantizeActivations(Q8_0, x, a); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, got []float32, e int) {
+		t.Helper()
+		view := w.Expert(e)
+		for r := range rows {
+			row := view.data[r*view.rowBytes : (r+1)*view.rowBytes]
+			if want := view.tr.VecDot(cols, row, a); got[r] != want {
+				t.Fatalf("%s expert %d row %d: %g, one-row VecDot %g", what, e, r, got[r], want)
+			}
+		}
+	}
+	one := make([]float32, rows)
+	view := w.Expert(3)
+	if err := p.MatMul(one, &view, x); err != nil {
+		t.Fatal(err)
+	}
+	check("matmul", one, 3)
+	ids := []int32{5, 1, 3}
+	got := make([]float32, len(ids)*rows)
+	if err := p.MulMatID(got, w, x, ids, len(ids)); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range ids {
+		check("mulmatid", got[i*rows:(i+1)*rows], int(e))
+	}
+}
