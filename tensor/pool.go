@@ -11,10 +11,14 @@ import (
 )
 
 // Pool is a fixed team of worker goroutines that computes one operation at a time (ggml's
-// threadpool, llama.cpp's -t). An operation is cut into work units (blocks of rows, say);
-// workers take the next unit from a shared counter until none are left, so a worker that was
-// descheduled does not hold up the others. The goroutine that calls an operation works too,
-// as worker 0, so a pool of n threads starts n-1 goroutines, once.
+// threadpool, llama.cpp's -t). An operation is cut into work units (blocks of rows, say),
+// dealt out as one contiguous range per worker; a worker takes the units of its own range
+// in order, then helps with the others' until none are left, so a worker that was
+// descheduled does not hold up the others. In order matters for decode: a worker's tiles of
+// a mat-vec then follow each other in memory, one sequential stream whose prefetches run on
+// from tile to tile, where handing units out from one shared counter made every worker's
+// reads jump at every tile. The goroutine that calls an operation works too, as worker 0,
+// so a pool of n threads starts n-1 goroutines, once.
 //
 // Operations on a Pool are serialized; a Pool is safe for use by several goroutines. In the
 // steady state (the same shapes again, as in every decode step) operations do not allocate.
@@ -30,13 +34,20 @@ type Pool struct {
 
 	// The running job, published to the helpers by their parker's signal.
 	job     job
-	units   int64
-	next    atomic.Int64 // the next unit to hand out
+	ranges  []unitRange  // one per worker taking part
 	pending atomic.Int32 // helpers still working
 	errs    []error      // per worker
 
 	scratch scratch
 	jobs    jobs
+}
+
+// unitRange is a worker's share of a job's units, next..end-1, handed out from the front.
+// Padded to a cache line: the workers update their own ranges' counters all the time.
+type unitRange struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte
 }
 
 // job is one operation's work, cut into units numbered 0..units-1.
@@ -50,7 +61,7 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = DefaultThreads()
 	}
-	p := &Pool{threads: threads, errs: make([]error, threads)}
+	p := &Pool{threads: threads, errs: make([]error, threads), ranges: make([]unitRange, threads)}
 	p.done.init()
 	for w := 1; w < threads; w++ {
 		k := &parker{}
@@ -103,9 +114,13 @@ func (p *Pool) run(j job, units int) error {
 	if units <= 0 {
 		return nil
 	}
-	p.job, p.units = j, int64(units)
-	p.next.Store(0)
 	helpers := min(len(p.helpers), units-1)
+	p.job, p.ranges = j, p.ranges[:helpers+1]
+	for w := range p.ranges {
+		r := &p.ranges[w]
+		r.next.Store(int64(units * w / len(p.ranges)))
+		r.end = int64(units * (w + 1) / len(p.ranges))
+	}
 	p.pending.Store(int32(helpers))
 	for _, k := range p.helpers[:helpers] {
 		k.signal()
@@ -139,21 +154,26 @@ func (p *Pool) helper(w int, k *parker) {
 	}
 }
 
-// work takes units until none are left. A fault stops the whole job: the other workers
-// find the counter exhausted.
+// work takes the units of worker w's range, then those left in the others', until none
+// are left. A fault stops the whole job: the other workers find every range exhausted.
 func (p *Pool) work(w int) {
 	err := mmap.Guard(func() {
-		for {
-			u := p.next.Add(1) - 1
-			if u >= p.units {
-				return
+		for i := range p.ranges {
+			r := &p.ranges[(w+i)%len(p.ranges)]
+			for {
+				u := r.next.Add(1) - 1
+				if u >= r.end {
+					break
+				}
+				p.job.unit(w, int(u))
 			}
-			p.job.unit(w, int(u))
 		}
 	})
 	if err != nil {
 		p.errs[w] = err
-		p.next.Store(p.units)
+		for i := range p.ranges {
+			p.ranges[i].next.Store(p.ranges[i].end)
+		}
 	}
 }
 
