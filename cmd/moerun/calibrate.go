@@ -14,6 +14,7 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/internal/mmap"
 	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
@@ -158,6 +159,7 @@ func (c *calibCmd) fromRun(prof *placement.Profile) error {
 // preset, in its types, all in one buffer.
 type expertSet struct {
 	buf       []byte
+	free      func() error        // releases buf
 	layers    [][3]*tensor.Matrix // gate, up, down
 	perExpert int64               // bytes of one expert's three matrices
 	k         int                 // experts used per token
@@ -245,7 +247,12 @@ func newExpertSet(spec string, size int64, seed uint64) (*expertSet, string, err
 	}
 	layerBytes := int64(experts) * perExpert
 	layers := max(1, int((size+layerBytes-1)/layerBytes))
-	set := &expertSet{k: sh.used, embd: sh.embd, ff: sh.ff, perExpert: perExpert, buf: make([]byte, int64(layers)*layerBytes)}
+	// In huge pages where the system gives them, as moerun maps model files.
+	buf, free, err := mmap.Anonymous(int(int64(layers) * layerBytes))
+	if err != nil {
+		return nil, "", err
+	}
+	set := &expertSet{k: sh.used, embd: sh.embd, ff: sh.ff, perExpert: perExpert, buf: buf, free: free}
 	off := int64(0)
 	for range layers {
 		var mats [3]*tensor.Matrix
@@ -257,6 +264,7 @@ func newExpertSet(spec string, size int64, seed uint64) (*expertSet, string, err
 			}
 			m, err := tensor.NewMatrix(sh.types[i], []int64{int64(d[1]), int64(d[0]), int64(experts)}, data)
 			if err != nil {
+				free()
 				return nil, "", err
 			}
 			mats[i], off = m, off+n
@@ -283,6 +291,7 @@ func (c *calibCmd) measureMatVec(e *env, prof *placement.Profile, threads int) e
 	if err != nil {
 		return err
 	}
+	defer set.free()
 	pool := tensor.NewPool(threads)
 	defer pool.Close()
 	fmt.Fprintf(e.stderr, "calibrate: stream read, %d threads…\n", threads)

@@ -50,6 +50,25 @@ func Open(name string) (*Mapping, error) {
 	return m, nil
 }
 
+// Anonymous returns n bytes of zeroed memory mapped like the model files (marked for huge
+// pages, see adviseHugePages), so that a measurement over it — a bandwidth probe,
+// calibrate's expert weights — sees the page size the weights get. free releases it; the
+// bytes must not be used afterwards. Where the platform has no mmap it is a plain slice.
+func Anonymous(n int) (data []byte, free func() error, err error) {
+	if n <= 0 {
+		return nil, func() error { return nil }, nil
+	}
+	data, mapped, err := mapAnonymous(n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping %d bytes: %w", n, err)
+	}
+	if !mapped {
+		return data, func() error { return nil }, nil
+	}
+	adviseHugePages(data)
+	return data, func() error { return unmap(data) }, nil
+}
+
 // Name is the path the mapping was opened from.
 func (m *Mapping) Name() string { return m.name }
 

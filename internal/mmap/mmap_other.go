@@ -16,6 +16,8 @@ func mapFile(f *os.File, size int64) ([]byte, bool, error) {
 	return data, false, nil
 }
 
+func mapAnonymous(n int) ([]byte, bool, error) { return make([]byte, n), false, nil }
+
 func unmap([]byte) error { return nil }
 
 func willNeed([]byte) error { return nil }

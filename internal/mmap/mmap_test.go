@@ -104,3 +104,20 @@ func TestGuardPassesOtherPanics(t *testing.T) {
 	}()
 	Guard(func() { panic("boom") })
 }
+
+func TestAnonymous(t *testing.T) {
+	data, free, err := Anonymous(5 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != 5<<20 || data[0] != 0 || data[len(data)-1] != 0 {
+		t.Fatalf("got %d bytes, first %d, last %d; want 5 MiB of zeros", len(data), data[0], data[len(data)-1])
+	}
+	data[12345] = 7 // writable
+	if err := free(); err != nil {
+		t.Error(err)
+	}
+	if data, free, err := Anonymous(0); err != nil || len(data) != 0 || free() != nil {
+		t.Errorf("Anonymous(0) = %d bytes, %v", len(data), err)
+	}
+}

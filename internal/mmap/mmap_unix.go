@@ -16,6 +16,11 @@ func mapFile(f *os.File, size int64) ([]byte, bool, error) {
 	return data, true, nil
 }
 
+func mapAnonymous(n int) ([]byte, bool, error) {
+	data, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	return data, err == nil, err
+}
+
 func unmap(data []byte) error { return unix.Munmap(data) }
 
 func willNeed(data []byte) error { return unix.Madvise(data, unix.MADV_WILLNEED) }
