@@ -114,22 +114,23 @@ func (f *File) TensorReader(t *TensorInfo) *io.SectionReader {
 	return io.NewSectionReader(f.Parts[t.Split].r, t.FileOffset, t.Size)
 }
 
-// HugePageBytes is how many bytes of the model's files the kernel maps with huge pages right
-// now (see mmap.Mapping.HugePageBytes). It fails for a File made by NewReader and where the
-// platform cannot tell.
-func (f *File) HugePageBytes() (int64, error) {
-	var n int64
+// PageUse is how the kernel maps the model's files right now, summed over the parts (see
+// mmap.Mapping.PageUse). It fails for a File made by NewReader and where the platform cannot
+// tell.
+func (f *File) PageUse() (mmap.PageUse, error) {
+	var total mmap.PageUse
 	for _, p := range f.Parts {
 		if p.mapping == nil {
-			return 0, errors.New("model file is not memory-mapped")
+			return mmap.PageUse{}, errors.New("model file is not memory-mapped")
 		}
-		b, err := p.mapping.HugePageBytes()
+		use, err := p.mapping.PageUse()
 		if err != nil {
-			return 0, err
+			return mmap.PageUse{}, err
 		}
-		n += b
+		total.Resident += use.Resident
+		total.Huge += use.Huge
 	}
-	return n, nil
+	return total, nil
 }
 
 // Close releases the mappings. Views from TensorData must not be used afterwards.

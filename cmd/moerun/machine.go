@@ -134,19 +134,21 @@ func (m *machine) checkHostMemory(plan *placement.Plan, ram int64) error {
 
 // reportHugePages says how much of the model file the kernel maps with huge pages, once a
 // run has read the weights: decode streams them, and with small pages it is measurably
-// slower (docs/guide.md, "Huge pages"). always prints the count; otherwise only a model of
-// a GiB or more that is mostly in small pages gets the line, as advice. Platforms that
-// cannot tell say nothing.
+// slower (docs/guide.md, "Huge pages"). Only the pages read so far count (a short run over
+// a large model reads a fraction of its experts). always prints the count; otherwise only
+// a GiB or more read mostly in small pages gets the line, as advice. Platforms that cannot
+// tell say nothing.
 func reportHugePages(w io.Writer, f *gguf.File, always bool) {
 	const gib = 1 << 30
-	huge, err := f.HugePageBytes()
-	small := err == nil && f.Size() >= gib && huge < f.Size()/2
+	use, err := f.PageUse()
+	small := err == nil && use.Resident >= gib && use.Huge < use.Resident/2
 	if err != nil || !(always || small) {
 		return
 	}
-	fmt.Fprintf(w, "moerun: model file mapped with huge pages: %.2f of %.2f GiB", float64(huge)/gib, float64(f.Size())/gib)
+	fmt.Fprintf(w, "moerun: model file mapped with huge pages: %.2f of the %.2f GiB read (file %.2f GiB)",
+		float64(use.Huge)/gib, float64(use.Resident)/gib, float64(f.Size())/gib)
 	if small {
-		fmt.Fprint(w, " (the page cache held it in small pages before moerun mapped it; see \"Huge pages\" in docs/guide.md)")
+		fmt.Fprint(w, "; the page cache held it in small pages before moerun mapped it, see \"Huge pages\" in docs/guide.md")
 	}
 	fmt.Fprintln(w)
 }

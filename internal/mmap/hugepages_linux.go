@@ -22,16 +22,16 @@ import (
 // nothing, so the error is ignored.
 func adviseHugePages(data []byte) { _ = unix.Madvise(data, unix.MADV_HUGEPAGE) }
 
-// hugePageBytes is how much of data the kernel currently maps with huge pages.
-func hugePageBytes(data []byte) (int64, error) {
+// pageUse is how the kernel currently maps data's pages.
+func pageUse(data []byte) (PageUse, error) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
-		return 0, err
+		return PageUse{}, err
 	}
 	defer f.Close()
 	// The kernel's area ends at a page boundary, past the file's last byte.
 	page := uintptr(os.Getpagesize())
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
 	end := (start + uintptr(len(data)) + page - 1) &^ (page - 1)
-	return pmdMappedIn(f, start, end)
+	return pageUseIn(f, start, end)
 }

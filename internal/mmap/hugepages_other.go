@@ -6,6 +6,6 @@ import "errors"
 
 func adviseHugePages([]byte) {}
 
-func hugePageBytes([]byte) (int64, error) {
-	return 0, errors.New("huge page accounting is only available on Linux")
+func pageUse([]byte) (PageUse, error) {
+	return PageUse{}, errors.New("page accounting is only available on Linux")
 }

@@ -90,14 +90,14 @@ func (m *Mapping) Prefetch(n int64) {
 	}
 }
 
-// HugePageBytes is how many bytes of the mapping the kernel maps with huge pages right now
-// (only the pages read so far are mapped at all). It fails where the platform cannot tell
-// or the file was read into memory instead of mapped.
-func (m *Mapping) HugePageBytes() (int64, error) {
+// PageUse is how the kernel maps the file right now: the bytes read so far (resident) and,
+// of those, the bytes in huge pages. It fails where the platform cannot tell or the file was
+// read into memory instead of mapped.
+func (m *Mapping) PageUse() (PageUse, error) {
 	if !m.mapped || len(m.data) == 0 {
-		return 0, fmt.Errorf("%s: not memory-mapped", m.name)
+		return PageUse{}, fmt.Errorf("%s: not memory-mapped", m.name)
 	}
-	return hugePageBytes(m.data)
+	return pageUse(m.data)
 }
 
 // ReadAt implements io.ReaderAt over the mapping, reporting a fault as ErrFileChanged.

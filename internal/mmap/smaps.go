@@ -8,40 +8,53 @@ import (
 	"strings"
 )
 
-// pmdMappedIn reads a /proc/PID/smaps listing and returns how many bytes of the memory
-// areas lying inside [start, end) the kernel maps with PMD-sized (2 MiB on x86-64) pages
-// of a file: the sum of their FilePmdMapped fields. An area that straddles the range's
-// edges does not count; mappings made by Open never do.
-func pmdMappedIn(r io.Reader, start, end uintptr) (int64, error) {
-	var total int64
+// PageUse is how a mapping's pages are held: the bytes resident (mapped into this process:
+// the pages read so far) and, of those, the bytes mapped with PMD-sized pages (2 MiB on
+// x86-64).
+type PageUse struct {
+	Resident, Huge int64
+}
+
+// pageUseIn reads a /proc/PID/smaps listing and sums the Rss and FilePmdMapped fields of
+// the memory areas lying inside [start, end). An area that straddles the range's edges does
+// not count; mappings made by Open never do.
+func pageUseIn(r io.Reader, start, end uintptr) (PageUse, error) {
+	var use PageUse
 	inside := false
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		text := sc.Text()
 		key, value, isField := strings.Cut(text, ":")
 		if isField && !strings.Contains(key, " ") {
-			if !inside || key != "FilePmdMapped" {
+			var sum *int64
+			switch key {
+			case "Rss":
+				sum = &use.Resident
+			case "FilePmdMapped":
+				sum = &use.Huge
+			}
+			if !inside || sum == nil {
 				continue
 			}
 			kb, err := kilobytes(value)
 			if err != nil {
-				return 0, fmt.Errorf("smaps line %d: %w", line, err)
+				return PageUse{}, fmt.Errorf("smaps line %d: %w", line, err)
 			}
-			if total += kb << 10; total < 0 {
-				return 0, fmt.Errorf("smaps line %d: sizes add up past 8 EiB", line)
+			if *sum += kb << 10; *sum < 0 {
+				return PageUse{}, fmt.Errorf("smaps line %d: sizes add up past 8 EiB", line)
 			}
 			continue
 		}
 		lo, hi, err := areaRange(text)
 		if err != nil {
-			return 0, fmt.Errorf("smaps line %d: %w", line, err)
+			return PageUse{}, fmt.Errorf("smaps line %d: %w", line, err)
 		}
 		inside = lo >= start && hi <= end
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("smaps: %w", err)
+		return PageUse{}, fmt.Errorf("smaps: %w", err)
 	}
-	return total, nil
+	return use, nil
 }
 
 // areaRange parses the "start-end" that opens an area's header line

@@ -22,76 +22,83 @@ THPeligible:           1
 VmFlags: rd sh mr mw me ms hg
 7f0000400000-7f0000c00000 r--s 00400000 fe:00 4242 /models/m: one.gguf
 Size:               8192 kB
+Rss:                7168 kB
 FilePmdMapped:      6144 kB
 VmFlags: rd sh mr mw me ms hg
 7f0000c00000-7f0001400000 r--p 00000000 00:00 0
+Rss:                2048 kB
 FilePmdMapped:      2048 kB
 `
 
-func TestPmdMappedIn(t *testing.T) {
+func TestPageUseIn(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		start, end uintptr
-		want       int64
+		want       PageUse
 	}{
-		{"the model's two areas", 0x7f0000000000, 0x7f0000c00000, 6144 << 10},
-		{"only the first area", 0x7f0000000000, 0x7f0000400000, 0},
-		{"an area straddling the end does not count", 0x7f0000000000, 0x7f0001000000, 6144 << 10},
-		{"nothing there", 0x1000, 0x2000, 0},
+		{"the model's two areas", 0x7f0000000000, 0x7f0000c00000, PageUse{Resident: (100 + 7168) << 10, Huge: 6144 << 10}},
+		{"only the first area", 0x7f0000000000, 0x7f0000400000, PageUse{Resident: 100 << 10}},
+		{"an area straddling the end does not count", 0x7f0000000000, 0x7f0001000000, PageUse{Resident: (100 + 7168) << 10, Huge: 6144 << 10}},
+		{"nothing there", 0x1000, 0x2000, PageUse{}},
 	} {
-		got, err := pmdMappedIn(strings.NewReader(smapsSample), c.start, c.end)
+		got, err := pageUseIn(strings.NewReader(smapsSample), c.start, c.end)
 		if err != nil || got != c.want {
-			t.Errorf("%s: %d, %v; want %d", c.name, got, err, c.want)
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
 		}
 	}
 }
 
-func TestPmdMappedInRejectsGarbage(t *testing.T) {
+func TestPageUseInRejectsGarbage(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"7f00-7e00 r--s 0 fe:00 1 x\n", `line 1: bad address range "7f00-7e00"`},
 		{"garbage\n", `line 1: "garbage" is neither`},
 		{"7f00-7f10 r--s 0 fe:00 1 x\nFilePmdMapped: 12 MB\n", `line 2: bad size "12 MB"`},
 		{"7f00-7f10 r--s 0 fe:00 1 x\nFilePmdMapped: -4 kB\n", `line 2: bad size`},
+		{"7f00-7f10 r--s 0 fe:00 1 x\nRss: many kB\n", `line 2: bad size "many kB"`},
 		{"0-zz r--s 0 fe:00 1 x\n", `bad address range "0-zz"`},
 	} {
-		_, err := pmdMappedIn(strings.NewReader(c.text), 0, ^uintptr(0))
+		_, err := pageUseIn(strings.NewReader(c.text), 0, ^uintptr(0))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want one containing %q", c.text, err, c.want)
 		}
 	}
 }
 
-// TestHugePageBytes reads this process's own smaps: the count is whatever the kernel chose
-// (a small temporary file is rarely in huge pages), but it must be readable and no larger
-// than the mapping.
-func TestHugePageBytes(t *testing.T) {
-	m, err := Open(writeTemp(t, make([]byte, 3<<20)))
+// TestPageUse reads this process's own smaps: the counts are whatever the kernel chose
+// (a small temporary file is rarely in huge pages), but they must be readable and
+// consistent: the file read through the mapping is resident, huge pages are part of that.
+func TestPageUse(t *testing.T) {
+	m, err := Open(writeTemp(t, make([]byte, 3<<20+100)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	n, err := m.HugePageBytes()
+	var sum byte
+	for _, b := range m.Bytes(0, m.Size()) {
+		sum += b
+	}
+	use, err := m.PageUse()
 	if runtime.GOOS != "linux" {
 		if err == nil {
-			t.Errorf("HugePageBytes = %d with no error off Linux", n)
+			t.Errorf("PageUse = %+v with no error off Linux", use)
 		}
 		return
 	}
 	if _, statErr := os.Stat("/proc/self/smaps"); statErr != nil {
 		t.Skip("no /proc/self/smaps here")
 	}
-	if err != nil || n < 0 || n > m.Size() {
-		t.Errorf("HugePageBytes = %d, %v for a %d-byte mapping", n, err, m.Size())
+	if err != nil || use.Resident < m.Size() || use.Resident > m.Size()+4096 || use.Huge < 0 || use.Huge > use.Resident {
+		t.Errorf("PageUse = %+v, %v for a %d-byte mapping read through (sum %d)", use, err, m.Size(), sum)
 	}
 }
 
-func FuzzPmdMappedIn(f *testing.F) {
+func FuzzPageUseIn(f *testing.F) {
 	f.Add(smapsSample)
 	f.Add("7f00-7f10 r--s 0 fe:00 1 x\nFilePmdMapped: 9223372036854775807 kB\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		n, err := pmdMappedIn(strings.NewReader(text), 0, ^uintptr(0))
-		if err == nil && n < 0 {
-			t.Errorf("negative total %d", n)
+		use, err := pageUseIn(strings.NewReader(text), 0, ^uintptr(0))
+		if err == nil && (use.Resident < 0 || use.Huge < 0) {
+			t.Errorf("negative total %+v", use)
 		}
 	})
 }
