@@ -64,3 +64,107 @@ done:
 // uses only Z0 and Z1, whose upper halves VZEROUPPER clears.
 TEXT ·madHalfAVX512Blocks(SB), NOSPLIT, $0-28
 	MAD_HALF(mad16, Z0, Z1, Y1, 64, 16)
+
+// func dotF16ExactAVX512Blocks(x, y *byte, blocks int) (sum float64, peak float32, field, lsb uint16)
+//
+// dotF16ExactAVX512's loop, 32 binary16 values of x and y a step (blocks ≥ 1 steps): the
+// products (exact in float32) summed into two float64 accumulators of eight lanes, the
+// largest |product| per float32 lane, and per word lane the largest exponent field of x
+// and y and the smallest max(Ex,1)+max(Ey,1) over the nonzero products; then each folded
+// to the one value returned (the largest word as the complement of the smallest
+// complement, VPHMINPOSUW finding the smallest of eight). Uses Z0-Z15 and K1-K2 only.
+TEXT ·dotF16ExactAVX512Blocks(SB), NOSPLIT, $0-40
+	MOVQ       x+0(FP), SI
+	MOVQ       y+8(FP), DI
+	MOVQ       blocks+16(FP), CX
+	VPXORQ     Z8, Z8, Z8
+	VPXORQ     Z9, Z9, Z9
+	VPXORQ     Z10, Z10, Z10
+	VPXORQ     Z11, Z11, Z11
+	VPTERNLOGD $0xFF, Z12, Z12, Z12
+	VMOVDQU64  ·f32AbsMask16(SB), Z13
+	VMOVDQU64  ·f16Field32(SB), Z14
+	VMOVDQU64  ·f16One32(SB), Z15
+
+exact32:
+	VMOVDQU64     (SI), Z1
+	VMOVDQU64     (DI), Z2
+	VCVTPH2PS     Y1, Z3
+	VCVTPH2PS     Y2, Z5
+	VMULPS        Z5, Z3, Z3
+	VEXTRACTI64X4 $1, Z1, Y4
+	VEXTRACTI64X4 $1, Z2, Y5
+	VCVTPH2PS     Y4, Z4
+	VCVTPH2PS     Y5, Z5
+	VMULPS        Z5, Z4, Z4
+	VCVTPS2PD     Y3, Z5
+	VADDPD        Z5, Z8, Z8
+	VEXTRACTF64X4 $1, Z3, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z9, Z9
+	VCVTPS2PD     Y4, Z5
+	VADDPD        Z5, Z8, Z8
+	VEXTRACTF64X4 $1, Z4, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z9, Z9
+	VPANDD        Z13, Z3, Z3
+	VPANDD        Z13, Z4, Z4
+	VMAXPS        Z3, Z10, Z10
+	VMAXPS        Z4, Z10, Z10
+	VPSRLW        $10, Z1, Z5
+	VPANDD        Z14, Z5, Z5
+	VPSRLW        $10, Z2, Z6
+	VPANDD        Z14, Z6, Z6
+	VPMAXUW       Z5, Z11, Z11
+	VPMAXUW       Z6, Z11, Z11
+	VPMAXUW       Z15, Z5, Z5
+	VPMAXUW       Z15, Z6, Z6
+	VPADDW        Z6, Z5, Z5
+	VPTESTMW      ·f16Magnitude32(SB), Z1, K1
+	VPTESTMW      ·f16Magnitude32(SB), Z2, K2
+	KANDD         K1, K2, K1
+	VPMINUW       Z5, Z12, K1, Z12
+	ADDQ          $64, SI
+	ADDQ          $64, DI
+	DECQ          CX
+	JNZ           exact32
+
+	VADDPD        Z9, Z8, Z8
+	VEXTRACTF64X4 $1, Z8, Y9
+	VADDPD        Y9, Y8, Y8
+	VEXTRACTF128  $1, Y8, X9
+	VADDPD        X9, X8, X8
+	VUNPCKHPD     X8, X8, X9
+	VADDSD        X9, X8, X8
+	VMOVSD        X8, sum+24(FP)
+
+	VEXTRACTF64X4 $1, Z10, Y9
+	VMAXPS        Y9, Y10, Y10
+	VEXTRACTF128  $1, Y10, X9
+	VMAXPS        X9, X10, X10
+	VMOVHLPS      X10, X10, X9
+	VMAXPS        X9, X10, X10
+	VMOVSHDUP     X10, X9
+	VMAXSS        X9, X10, X10
+	VMOVSS        X10, peak+32(FP)
+
+	VPTERNLOGD    $0xFF, Z0, Z0, Z0
+	VPXORD        Z0, Z11, Z11
+	VEXTRACTI64X4 $1, Z11, Y9
+	VPMINUW       Y9, Y11, Y11
+	VEXTRACTI128  $1, Y11, X9
+	VPMINUW       X9, X11, X11
+	VPHMINPOSUW   X11, X11
+	VMOVD         X11, AX
+	NOTL          AX
+	MOVW          AX, field+36(FP)
+
+	VEXTRACTI64X4 $1, Z12, Y9
+	VPMINUW       Y9, Y12, Y12
+	VEXTRACTI128  $1, Y12, X9
+	VPMINUW       X9, X12, X12
+	VPHMINPOSUW   X12, X12
+	VMOVD         X12, AX
+	MOVW          AX, lsb+38(FP)
+	VZEROUPPER
+	RET

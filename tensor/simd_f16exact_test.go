@@ -73,6 +73,15 @@ func TestDotF16Exact(t *testing.T) {
 		if _, ok := dotF16ExactAVX2(n, w, a); ok != in.wantVector {
 			t.Errorf("%s, n=%d: vector path taken: %v, want %v", in.name, n, ok, in.wantVector)
 		}
+		if useAVX512 {
+			got, ok := dotF16ExactAVX512(n, w, a)
+			if want512 := in.wantVector && n%32 == 0; ok != want512 {
+				t.Errorf("%s, n=%d: AVX-512 path taken: %v, want %v", in.name, n, ok, want512)
+			}
+			if ok && math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("%s, n=%d: AVX-512 %v, sequential kernel %v", in.name, n, got, want)
+			}
+		}
 	}
 	// Many random vectors whose magnitudes vary by up to 2^12 within a row: every result the
 	// vector path gives must be the sequential one's.
@@ -86,6 +95,38 @@ func TestDotF16Exact(t *testing.T) {
 		w, a := encode(wv), encode(av)
 		if got, want := dotF16AVX2(n, w, a), dotHalf(n, w, a, F16ToF32); math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("n=%d: %v, sequential kernel %v", n, got, want)
+		}
+	}
+}
+
+// TestDotF16Rows4 holds the four-row F16 kernel (F16 weight matmuls) to the sequential
+// kernel row by row, on lengths that take the AVX-512 exact path and others, with one row
+// that must leave it (a wide spread of magnitudes) in some of them.
+func TestDotF16Rows4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	encode := func(n int, spread int) []byte {
+		b := make([]byte, 2*n)
+		for i := range n {
+			x := rng.NormFloat64() * math.Exp2(float64(rng.IntN(2*spread+1)-spread))
+			binary.LittleEndian.PutUint16(b[2*i:], F32ToF16(float32(x)))
+		}
+		return b
+	}
+	for trial := range 400 {
+		n := []int{32, 64, 96, 192, 256, 40, 200}[trial%7]
+		a := encode(n, 3)
+		var rows [4][]byte
+		for i := range rows {
+			rows[i] = encode(n, 3)
+		}
+		if trial%3 == 0 {
+			rows[trial%4] = encode(n, 14) // products too far apart for the bound
+		}
+		got := dotF16Rows4AVX2(n, rows[0], rows[1], rows[2], rows[3], a)
+		for i, w := range rows {
+			if want := dotHalf(n, w, a, F16ToF32); math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("trial %d n=%d row %d: %v, sequential kernel %v", trial, n, i, got[i], want)
+			}
 		}
 	}
 }
