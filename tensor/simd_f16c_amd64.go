@@ -33,21 +33,6 @@ func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 //go:noescape
 func dotF16ExactAVX512Blocks(x, y *byte, blocks int) (sum float64, peak float32, field, lsb uint16)
 
-// Constants of dotF16ExactAVX512Blocks.
-var (
-	f32AbsMask16   = [16]uint32{0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF}
-	f16Field32     = words32(0x1F)
-	f16One32       = words32(1)
-	f16Magnitude32 = words32(0x7FFF)
-)
-
-func words32(v uint16) (w [32]uint16) {
-	for i := range w {
-		w[i] = v
-	}
-	return w
-}
-
 // dotF16ExactAVX512 is dotF16ExactAVX2 32 values a step on AVX-512 (several times faster):
 // the same proof, so the same result, or ok false where the bound fails, for lengths not a
 // multiple of 32 and for infinities and NaNs.

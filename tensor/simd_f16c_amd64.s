@@ -82,9 +82,14 @@ TEXT ·dotF16ExactAVX512Blocks(SB), NOSPLIT, $0-40
 	VPXORQ     Z10, Z10, Z10
 	VPXORQ     Z11, Z11, Z11
 	VPTERNLOGD $0xFF, Z12, Z12, Z12
-	VMOVDQU64  ·f32AbsMask16(SB), Z13
-	VMOVDQU64  ·f16Field32(SB), Z14
-	VMOVDQU64  ·f16One32(SB), Z15
+	MOVL         $0x7FFFFFFF, AX
+	VPBROADCASTD AX, Z13 // |float32|
+	MOVL         $0x1F, AX
+	VPBROADCASTW AX, Z14 // a binary16 exponent field, shifted down
+	MOVL         $1, AX
+	VPBROADCASTW AX, Z15
+	MOVL         $0x7FFF, AX
+	VPBROADCASTW AX, Z7  // a binary16 magnitude
 
 exact32:
 	VMOVDQU64     (SI), Z1
@@ -120,8 +125,8 @@ exact32:
 	VPMAXUW       Z15, Z5, Z5
 	VPMAXUW       Z15, Z6, Z6
 	VPADDW        Z6, Z5, Z5
-	VPTESTMW      ·f16Magnitude32(SB), Z1, K1
-	VPTESTMW      ·f16Magnitude32(SB), Z2, K2
+	VPTESTMW      Z7, Z1, K1
+	VPTESTMW      Z7, Z2, K2
 	KANDD         K1, K2, K1
 	VPMINUW       Z5, Z12, K1, Z12
 	ADDQ          $64, SI

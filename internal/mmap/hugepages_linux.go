@@ -18,8 +18,8 @@ import (
 // (docs/benchmarks.md): a one-thread read of a cached model file 14.1 → 15.4 GB/s,
 // Qwen3-30B-A3B-shaped decode 0-8% faster; a cold start that faults experts in at random
 // gets 2.88 of 3.22 GiB in huge pages with the advice, 0.20 without. Pages already cached
-// in 4 KiB folios stay as they are. A kernel without transparent huge pages refuses the advice, which changes
-// nothing, so the error is ignored.
+// in 4 KiB folios stay as they are. A kernel without transparent huge pages refuses the
+// advice, which changes nothing, so the error is ignored.
 func adviseHugePages(data []byte) { _ = unix.Madvise(data, unix.MADV_HUGEPAGE) }
 
 // pageUse is how the kernel currently maps data's pages.
