@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 )
@@ -194,6 +195,76 @@ func TestDecodeF16(t *testing.T) {
 					t.Fatalf("%#04x: %g (%#08x), want %g (%#08x)", h, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			}
+		}
+	}
+}
+
+// TestEncodeF16 holds the installed F16 encoder (F16C's VCVTPS2PH in the SIMD build) to
+// F32ToF16 on every sign, exponent and top mantissa bits of float32 (the upper 16 bits of
+// the pattern), each with low halves around binary16's rounding point (bit 12 is half a
+// last place for normal results) and a few others; the rest after a whole vector step too.
+func TestEncodeF16(t *testing.T) {
+	lows := []uint32{0, 1, 0x0FFF, 0x1000, 0x1001, 0x2000, 0x3000, 0x3001, 0x6FFF, 0x9000, 0xF000, 0xFFFF, 0x5A5A}
+	src := make([]float32, 0, len(lows)<<16)
+	for hi := range uint32(1 << 16) {
+		for _, lo := range lows {
+			src = append(src, math.Float32frombits(hi<<16|lo))
+		}
+	}
+	for _, n := range []int{len(src), len(src) - 5} {
+		dst := make([]byte, 2*n)
+		traits[F16].FromFloat(src[:n], dst)
+		for i, f := range src[:n] {
+			if got, want := binary.LittleEndian.Uint16(dst[2*i:]), F32ToF16(f); got != want {
+				t.Fatalf("%#08x: %#04x, want %#04x", math.Float32bits(f), got, want)
+			}
+		}
+	}
+}
+
+// TestQuantizeActivationsQ8_0 holds the installed Q8_0 activation quantizer (a vector
+// kernel in the SIMD build) to the scalar x86 one on blocks of every kind: random scales
+// over 60 binades, all zeros (either sign), one nonzero value, exact halves of a step
+// (ties for the rounding), subnormals, values near float32's largest, and blocks with an
+// infinity or a NaN among finite blocks.
+func TestQuantizeActivationsQ8_0(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var blocks [][32]float32
+	for i := range 200 {
+		var b [32]float32
+		scale := float32(math.Ldexp(1, i%60-30))
+		for j := range b {
+			b[j] = scale * float32(rng.NormFloat64())
+		}
+		blocks = append(blocks, b)
+	}
+	var zeros, negZeros, single, ties, subnormal, huge [32]float32
+	for j := range negZeros {
+		negZeros[j] = float32(math.Copysign(0, -1))
+		ties[j] = float32(j-16) + 0.5 // amax 15.5: v·127/15.5 lands on halves for some j
+		subnormal[j] = math.Float32frombits(uint32(j + 1))
+		huge[j] = math.MaxFloat32 / float32(j+1)
+	}
+	single[5] = -3
+	ties[0] = 127
+	blocks = append(blocks, zeros, negZeros, single, ties, subnormal, huge)
+	for _, bad := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+		b := blocks[3]
+		b[9] = bad
+		blocks = append(blocks, b, blocks[4])
+	}
+	src := make([]float32, 0, 32*len(blocks))
+	for _, b := range blocks {
+		src = append(src, b[:]...)
+	}
+	got, want := make([]byte, 34*len(blocks)), make([]byte, 34*len(blocks))
+	if err := QuantizeActivations(Q8_0, src, got); err != nil {
+		t.Fatal(err)
+	}
+	formatQ8_0.encode(src, want, true)
+	for b := range blocks {
+		if g, w := got[34*b:34*b+34], want[34*b:34*b+34]; string(g) != string(w) {
+			t.Errorf("block %d: % x\nwant % x", b, g, w)
 		}
 	}
 }

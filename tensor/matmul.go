@@ -185,7 +185,8 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 		return err
 	}
 	j := &p.jobs.matmul
-	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile), rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads))}
+	p.scratch.wide = grow(p.scratch.wide, p.threads)
+	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile), rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide}
 	return p.run(j, ceilDiv(w.rows, j.rowTile)*j.tokenTiles)
 }
 
@@ -259,15 +260,19 @@ type matmulJob struct {
 	tokens     int
 	tokenTiles int
 	rowTile    int
+	wide       []wideScratch // per worker, for mulF16Tile
 }
 
 // unit computes one tile. Units that follow each other share their weight rows (the token
 // tile varies fastest), so a worker finds them in cache.
-func (j *matmulJob) unit(_, u int) {
+func (j *matmulJob) unit(worker, u int) {
 	w := &j.w
 	r0, t0 := u/j.tokenTiles*j.rowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+j.rowTile, w.rows), min(t0+matTokenTile, j.tokens)
 	n, rb, ab := w.cols, w.rowBytes, j.actBytes
+	if w.typ == F16 && mulF16Tile != nil && mulF16Tile(w, w.data[r0*rb:r1*rb], j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker]) {
+		return
+	}
 	if dot4 := w.dot4; dot4 != nil {
 		for ; r0+4 <= r1; r0 += 4 {
 			rows := w.data[r0*rb : (r0+4)*rb]
@@ -280,6 +285,21 @@ func (j *matmulJob) unit(_, u int) {
 	w.mulTokens(w.data[r0*rb:r1*rb], t1-t0,
 		func(i int) []byte { return j.act[(t0+i)*ab : (t0+i+1)*ab] },
 		func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] })
+}
+
+// mulF16Tile is the SIMD build's tile kernel for F16 weights (mulF16Wide), nil elsewhere:
+// it multiplies whole rows by the activation vectors in acts (one after the other) as
+// mulTokens does, with the same bits: the products with vector i go to
+// dst[i*stride:][:rows]. It uses scratch of its own and returns false where it cannot
+// (then mulTokens runs).
+var mulF16Tile func(w *Matrix, rows, acts []byte, dst []float32, stride int, s *wideScratch) bool
+
+// wideScratch is a worker's scratch for mulF16Tile: activation vectors widened to
+// float64, and a tile's sums and row summaries.
+type wideScratch struct {
+	act       []float64
+	sums      []float64
+	summaries [][2]uint16
 }
 
 // mulTokens multiplies whole rows of w, rows, by count activation vectors: out(i)[r] is

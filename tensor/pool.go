@@ -260,6 +260,7 @@ type scratch struct {
 	attn     []attnScratch // Attention: per worker
 	partials []float32     // Attention: the chunks of a split query
 	stream   []byte        // StreamRead: per worker
+	wide     []wideScratch // MatMul of F16 weights: per worker
 }
 
 // grow returns b resized to n elements, reusing its storage when it is large enough.

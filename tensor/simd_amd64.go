@@ -64,7 +64,10 @@ func init() {
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	dotF16Wide = dotF16WideAVX2
 	if useF16C {
-		madHalf, traits[F16].ToFloat = madHalfF16C, decodeF16F16C
+		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
+	}
+	if useAVX512 {
+		activationFromFloat[Q8_0], mulF16Tile = quantizeQ8_0AVX512, mulF16Wide
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2

@@ -80,3 +80,99 @@ func decodeF16F16C(src []byte, dst []float32) {
 		dst[d] = F16ToF32(binary.LittleEndian.Uint16(src[2*d:]))
 	}
 }
+
+//go:noescape
+func encodeF16F16CBlocks(dst *byte, src *float32, n int)
+
+//go:noescape
+func quantizeQ8_0AVX512Blocks(dst *byte, src *float32, blocks int) int
+
+// encodeF16F16C is F16's FromFloat eight values a step (F32ToF16's bits, NaNs included),
+// the values after the last whole step one by one. Every F16 matmul converts its
+// activations this way, and one value at a time it cost a tenth of a tiny model's decode.
+func encodeF16F16C(src []float32, dst []byte) {
+	dst = dst[:2*len(src)]
+	whole := len(src) &^ 7
+	if whole > 0 {
+		encodeF16F16CBlocks(&dst[0], &src[0], whole)
+	}
+	encodeHalf(src[whole:], dst[2*whole:], F32ToF16)
+}
+
+// quantizeQ8_0AVX512 is Q8_0's activation quantizer (formatQ8_0.encode, x86 true) a block
+// in a few vector instructions; a block holding an infinity or a NaN goes to the scalar
+// code, which decides what such a block becomes.
+func quantizeQ8_0AVX512(src []float32, dst []byte) {
+	blocks := len(src) / qk32
+	src, dst = src[:blocks*qk32], dst[:blocks*formatQ8_0.blockBytes]
+	for b := 0; b < blocks; b++ {
+		b += quantizeQ8_0AVX512Blocks(&dst[b*formatQ8_0.blockBytes], &src[b*qk32], blocks-b)
+		if b < blocks {
+			formatQ8_0.encode(src[b*qk32:][:qk32], dst[b*formatQ8_0.blockBytes:][:formatQ8_0.blockBytes], true)
+		}
+	}
+}
+
+//go:noescape
+func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
+
+//go:noescape
+func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+
+//go:noescape
+func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+
+// mulF16Wide is mulTokens for F16 weights on AVX-512 (the mulF16Tile hook), lengths a
+// multiple of 32. dotF16Exact proves its sums product by product, which costs as much as
+// the sums; here a vector is widened to float64 once, each weight row once for four
+// tokens, and the products are summed by float64 FMAs in any order, with only each row's
+// and each vector's largest and smallest magnitudes kept. Those bound every product
+// (f16WideExact), more loosely than product by product; a pair the loose bound cannot
+// prove goes to dotF16AVX2, which tries the tight bound and else adds in ggml's order. So
+// every output is the sequential float64 sum's bits.
+func mulF16Wide(w *Matrix, rows, acts []byte, dst []float32, stride int, s *wideScratch) bool {
+	n, rb := w.cols, w.rowBytes
+	nr, count := len(rows)/rb, len(acts)/(2*n)
+	if !useAVX512 || n%32 != 0 || nr == 0 {
+		return false
+	}
+	s.act = grow(s.act, 4*n)
+	s.sums = grow(s.sums, 4*nr)
+	s.summaries = grow(s.summaries, nr)
+	for i := 0; i < count; {
+		group := 1
+		if count-i >= 4 {
+			group = 4
+		}
+		var as [4][2]uint16
+		for k := range group {
+			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
+		}
+		kernel := dotF16WideRows1
+		if group == 4 {
+			kernel = dotF16WideRows4
+		}
+		kernel(&rows[:nr*rb][0], rb, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
+		for k := range group {
+			o, a := dst[(i+k)*stride:][:nr], acts[(i+k)*2*n:][:2*n]
+			for r := range o {
+				v, ok := f16WideExact(n, s.summaries[r], as[k], s.sums[r*group+k])
+				if !ok {
+					v = dotF16AVX2(n, rows[r*rb:(r+1)*rb], a)
+				}
+				o[r] = v
+			}
+		}
+		i += group
+	}
+	return true
+}
+
+// f16WideExact is exactF16Sum from summaries of the two vectors (largest magnitude,
+// smallest nonzero magnitude less one, as binary16 bits): their product bounds every
+// |product|, and the smallest last-bit exponents' sum bounds every product's from below.
+func f16WideExact(n int, ws, as [2]uint16, sum float64) (float32, bool) {
+	field := int32(max(ws[0], as[0]) >> 10)
+	g := max(int32((ws[1]+1)>>10), 1) + max(int32((as[1]+1)>>10), 1)
+	return exactF16Sum(n, field, g, F16ToF32(ws[0])*F16ToF32(as[0]), sum)
+}

@@ -1,6 +1,7 @@
 //go:build goexperiment.simd
 
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // F16C kernels: see simd_f16c_amd64.go. Go's operand order is Intel's reversed:
 // VFMADD213PS m, Y0, Y1 is Y1 = Y0·Y1 + m. Both end with VZEROUPPER (Go's scalar float
@@ -172,4 +173,290 @@ exact32:
 	VMOVD         X12, AX
 	MOVW          AX, lsb+38(FP)
 	VZEROUPPER
+	RET
+
+// func encodeF16F16CBlocks(dst *byte, src *float32, n int)
+// Narrows n float32 values (a positive multiple of 8) to binary16, VCVTPS2PH $0: to the
+// nearest, ties to even, as F32ToF16; NaNs come out quiet with their top payload bits,
+// which is also what F32ToF16 returns.
+TEXT ·encodeF16F16CBlocks(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+narrow:
+	VMOVUPS   (SI), Y1
+	VCVTPS2PH $0, Y1, X1
+	VMOVDQU   X1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JNZ       narrow
+	VZEROUPPER
+	RET
+
+// func quantizeQ8_0AVX512Blocks(dst *byte, src *float32, blocks int) int
+//
+// ggml's x86 activation quantizer for Q8_0 (formatQ8_0.encode with x86 true), 32 values a
+// block: d = amax/127 stored as binary16, q = round-half-even(v · 127/amax) saturated to a
+// signed byte (VPMOVSDB; |v·127/amax| rounds to 127 at most), all zeros for amax 0. The
+// largest |v| is taken on the integer bits of |v| (the same order as the floats' for
+// finite values). It stops before a block holding an infinity or a NaN, which the scalar
+// code decides, and returns the blocks done. Uses Z0-Z8 only.
+TEXT ·quantizeQ8_0AVX512Blocks(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         blocks+16(FP), CX
+	XORQ         AX, AX
+	MOVL         $0x7FFFFFFF, DX
+	VPBROADCASTD DX, Z7
+	MOVL         $0x42FE0000, DX // 127.0
+	VMOVD        DX, X6
+
+q8block:
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VPANDD        Z7, Z0, Z2
+	VPANDD        Z7, Z1, Z3
+	VPMAXUD       Z3, Z2, Z2
+	VEXTRACTI64X4 $1, Z2, Y3
+	VPMAXUD       Y3, Y2, Y2
+	VEXTRACTI128  $1, Y2, X3
+	VPMAXUD       X3, X2, X2
+	VPSHUFD       $0x4E, X2, X3
+	VPMAXUD       X3, X2, X2
+	VPSHUFD       $0xB1, X2, X3
+	VPMAXUD       X3, X2, X2
+	VMOVD         X2, DX
+	CMPL          DX, $0x7F800000
+	JAE           q8done
+	TESTL         DX, DX
+	JZ            q8zero
+	VDIVSS        X6, X2, X4 // d = amax/127
+	VCVTPS2PH     $0, X4, X4
+	VPEXTRW       $0, X4, DX
+	MOVW          DX, (DI)
+	VDIVSS        X2, X6, X5 // 127/amax
+	VBROADCASTSS  X5, Z5
+	VMULPS        Z5, Z0, Z0
+	VMULPS        Z5, Z1, Z1
+	VCVTPS2DQ     Z0, Z0
+	VCVTPS2DQ     Z1, Z1
+	VPMOVSDB      Z0, X0
+	VPMOVSDB      Z1, X1
+	VMOVDQU       X0, 2(DI)
+	VMOVDQU       X1, 18(DI)
+	JMP           q8next
+
+q8zero:
+	MOVW    $0, (DI)
+	VPXORD  X0, X0, X0
+	VMOVDQU X0, 2(DI)
+	VMOVDQU X0, 18(DI)
+
+q8next:
+	ADDQ $128, SI
+	ADDQ $34, DI
+	INCQ AX
+	CMPQ AX, CX
+	JNE  q8block
+
+q8done:
+	VZEROUPPER
+	MOVQ AX, ret+24(FP)
+	RET
+
+// The wide F16 kernels compute F16 × F16 dot products as float64 fused multiply-adds of
+// the values widened to float64 (each product of two binary16 values is exact in float64,
+// so an FMA adds the exact product: the same as adding it), 32 values a step in four or
+// eight chains. The order of the additions is not ggml's; the caller uses a sum only where
+// a bound proves every order gives the same float64 (see f16WideExact), from the summaries
+// these kernels return beside it: the largest binary16 magnitude (bits & 0x7FFF) of a
+// vector and its smallest nonzero magnitude less one (0xFFFF for a vector of zeros: the
+// subtraction wraps), both as unsigned words.
+
+// F16_SUMMARY folds the 32 binary16 values at off(SI) into the running word-lane maxima
+// (Z30) and minima less one (Z31); Z28 holds 0x7FFF words, Z29 ones. Clobbers Z27.
+#define F16_SUMMARY(off) \
+	VPANDD  off(SI), Z28, Z27; \
+	VPMAXUW Z27, Z30, Z30; \
+	VPSUBW  Z29, Z27, Z27; \
+	VPMINUW Z27, Z31, Z31
+
+#define F16_SUMMARY_INIT \
+	MOVL         $0x7FFF, AX; \
+	VPBROADCASTW AX, Z28; \
+	MOVL         $1, AX; \
+	VPBROADCASTW AX, Z29; \
+	VPXORD       Z30, Z30, Z30; \
+	VPTERNLOGD   $0xFF, Z31, Z31, Z31
+
+// F16_SUMMARY_STORE folds Z30 and Z31 to one word each and stores them at 0(reg) and
+// 2(reg) (VPHMINPOSUW, which finds the smallest of eight words, has no EVEX form, so the
+// folding moves to Z0 and Z1; the largest word is the complement of the smallest
+// complement). Clobbers Z0, Z1 and AX.
+#define F16_SUMMARY_STORE(reg) \
+	VPTERNLOGD    $0x55, Z30, Z30, Z30; \
+	F16_FOLD_MIN(Z30, Y30); \
+	NOTL          AX; \
+	MOVW          AX, 0(reg); \
+	F16_FOLD_MIN(Z31, Y31); \
+	MOVW          AX, 2(reg)
+
+// F16_FOLD_MIN leaves the smallest word of z (zY its lower half) in AX. Clobbers Z0 and Z1.
+#define F16_FOLD_MIN(z, zY) \
+	VEXTRACTI64X4 $1, z, Y0; \
+	VPMINUW       Y0, zY, Y0; \
+	VEXTRACTI128  $1, Y0, X1; \
+	VPMINUW       X1, X0, X0; \
+	VPHMINPOSUW   X0, X0; \
+	VMOVD         X0, AX
+
+// F16_WIDEN widens the 32 binary16 values at (SI) to float64 in Z2-Z5.
+#define F16_WIDEN \
+	VCVTPH2PS     (SI), Z0; \
+	VCVTPH2PS     32(SI), Z1; \
+	VCVTPS2PD     Y0, Z2; \
+	VEXTRACTF64X4 $1, Z0, Y3; \
+	VCVTPS2PD     Y3, Z3; \
+	VCVTPS2PD     Y1, Z4; \
+	VEXTRACTF64X4 $1, Z1, Y5; \
+	VCVTPS2PD     Y5, Z5
+
+// F16_WIDE_FMA adds the products of Z2-Z5 with the 32 float64 values at off(areg) into
+// accumulators a and b.
+#define F16_WIDE_FMA(areg, off, a, b) \
+	VFMADD231PD off(areg), Z2, a; \
+	VFMADD231PD 64+off(areg), Z3, b; \
+	VFMADD231PD 128+off(areg), Z4, a; \
+	VFMADD231PD 192+off(areg), Z5, b
+
+// F16_WIDE_SUM adds accumulators a and b (clobbered) to one float64 and stores it at
+// off(DI).
+#define F16_WIDE_SUM(a, b, aY, bY, aX, bX, off) \
+	VADDPD        b, a, a; \
+	VEXTRACTF64X4 $1, a, bY; \
+	VADDPD        bY, aY, aY; \
+	VEXTRACTF128  $1, aY, bX; \
+	VADDPD        bX, aX, aX; \
+	VUNPCKHPD     aX, aX, bX; \
+	VADDSD        bX, aX, aX; \
+	VMOVSD        aX, off(DI)
+
+// func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
+// Widens n binary16 values (a positive multiple of 32) to float64 and summarizes them.
+TEXT ·widenF16Summary(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ summary+24(FP), DX
+	F16_SUMMARY_INIT
+
+widen64:
+	F16_WIDEN
+	F16_SUMMARY(0)
+	VMOVUPD Z2, (DI)
+	VMOVUPD Z3, 64(DI)
+	VMOVUPD Z4, 128(DI)
+	VMOVUPD Z5, 192(DI)
+	ADDQ    $64, SI
+	ADDQ    $256, DI
+	SUBQ    $32, CX
+	JNZ     widen64
+	F16_SUMMARY_STORE(DX)
+	CLEAR_HIGH
+	RET
+
+// func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+// For each of rows weight rows (rowBytes apart, n binary16 values, n a positive multiple
+// of 32): out[r] = Σ w·a in some order, summaries[r] its summary.
+TEXT ·dotF16WideRows1(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ a+32(FP), R10
+	MOVQ out+40(FP), DI
+	MOVQ summaries+48(FP), DX
+
+wide1row:
+	F16_SUMMARY_INIT
+	MOVQ   R8, SI
+	MOVQ   R10, R11
+	MOVQ   n+24(FP), CX
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+
+wide1step:
+	F16_WIDEN
+	F16_SUMMARY(0)
+	F16_WIDE_FMA(R11, 0, Z8, Z9)
+	ADDQ $64, SI
+	ADDQ $256, R11
+	SUBQ $32, CX
+	JNZ  wide1step
+
+	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
+	F16_SUMMARY_STORE(DX)
+	ADDQ rowBytes+8(FP), R8
+	ADDQ $8, DI
+	ADDQ $4, DX
+	DECQ R9
+	JNZ  wide1row
+	CLEAR_HIGH
+	RET
+
+// func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+// dotF16WideRows1 against four activation vectors of n float64 values each, one after
+// the other at a: out[4r+k] is row r times vector k. A row is widened once for the four.
+TEXT ·dotF16WideRows4(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), R8
+	MOVQ rows+16(FP), R9
+	MOVQ a+32(FP), R10
+	MOVQ out+40(FP), DI
+	MOVQ summaries+48(FP), DX
+	MOVQ n+24(FP), BX
+	SHLQ $3, BX // bytes of one activation vector
+
+wide4row:
+	F16_SUMMARY_INIT
+	MOVQ   R8, SI
+	MOVQ   R10, R11
+	LEAQ   (R10)(BX*1), R12
+	LEAQ   (R12)(BX*1), R13
+	LEAQ   (R13)(BX*1), R14
+	MOVQ   n+24(FP), CX
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	VPXORQ Z12, Z12, Z12
+	VPXORQ Z13, Z13, Z13
+	VPXORQ Z14, Z14, Z14
+	VPXORQ Z15, Z15, Z15
+
+wide4step:
+	F16_WIDEN
+	F16_SUMMARY(0)
+	F16_WIDE_FMA(R11, 0, Z8, Z9)
+	F16_WIDE_FMA(R12, 0, Z10, Z11)
+	F16_WIDE_FMA(R13, 0, Z12, Z13)
+	F16_WIDE_FMA(R14, 0, Z14, Z15)
+	ADDQ $64, SI
+	ADDQ $256, R11
+	ADDQ $256, R12
+	ADDQ $256, R13
+	ADDQ $256, R14
+	SUBQ $32, CX
+	JNZ  wide4step
+
+	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
+	F16_WIDE_SUM(Z10, Z11, Y10, Y11, X10, X11, 8)
+	F16_WIDE_SUM(Z12, Z13, Y12, Y13, X12, X13, 16)
+	F16_WIDE_SUM(Z14, Z15, Y14, Y15, X14, X15, 24)
+	F16_SUMMARY_STORE(DX)
+	ADDQ rowBytes+8(FP), R8
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ R9
+	JNZ  wide4row
+	CLEAR_HIGH
 	RET

@@ -130,3 +130,188 @@ func TestDotF16Rows4(t *testing.T) {
 		}
 	}
 }
+
+// TestMulF16Wide holds the wide F16 tile kernel (rows widened to float64 once for four
+// tokens, loose bounds from magnitude summaries) to the sequential kernel for every row and
+// token: tiles of 1 to 9 tokens (groups of four and single ones), ordinary rows, rows and
+// tokens of zeros, rows spread too widely for the loose bound (dotF16AVX2 then decides),
+// subnormals, infinities and NaNs; and checks that the loose bound does prove most
+// ordinary pairs, so the comparison is not vacuous.
+func TestMulF16Wide(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("CPU without AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	row := func(n, kind int) []byte {
+		b := make([]byte, 2*n)
+		for i := range n {
+			x := rng.NormFloat64() * math.Exp2(float64(rng.IntN(5)-2))
+			switch kind {
+			case 1:
+				x = 0
+			case 2:
+				x *= math.Exp2(float64(rng.IntN(29) - 14)) // products too far apart
+			case 3:
+				if i%5 == 0 {
+					x *= 1e-6 // subnormal in binary16
+				}
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], F32ToF16(float32(x)))
+		}
+		switch kind {
+		case 4:
+			binary.LittleEndian.PutUint16(b[2*(n-1):], 0x7C00) // +Inf
+		case 5:
+			binary.LittleEndian.PutUint16(b[0:], 0x7E01) // NaN
+		}
+		return b
+	}
+	proved, ordinary := 0, 0
+	for trial := range 60 {
+		n := []int{32, 64, 96, 256}[trial%4]
+		rows, count := 1+trial%13, 1+trial%9
+		var data []byte
+		kinds := make([]int, rows)
+		for r := range rows {
+			if trial%2 == 1 {
+				kinds[r] = rng.IntN(6)
+			}
+			data = append(data, row(n, kinds[r])...)
+		}
+		acts := make([][]byte, count)
+		actKinds := make([]int, count)
+		var all []byte
+		for i := range acts {
+			if trial%3 == 2 {
+				actKinds[i] = rng.IntN(6)
+			}
+			acts[i] = row(n, actKinds[i])
+			all = append(all, acts[i]...)
+		}
+		w, err := NewMatrix(F16, []int64{int64(n), int64(rows)}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stride := rows + 3 // the outputs of one vector need not be next to the next's
+		dst := make([]float32, count*stride)
+		var s wideScratch
+		if !mulF16Wide(w, data, all, dst, stride, &s) {
+			t.Fatalf("n=%d: the wide kernel declined", n)
+		}
+		for i := range acts {
+			for r, got := range dst[i*stride : i*stride+rows] {
+				wrow := data[r*2*n : (r+1)*2*n]
+				want := dotHalf(n, wrow, acts[i], F16ToF32)
+				if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+					t.Fatalf("trial %d n=%d row %d (kind %d) token %d (kind %d): %v (%#x), sequential kernel %v (%#x)",
+						trial, n, r, kinds[r], i, actKinds[i], got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+				if kinds[r] == 0 && actKinds[i] == 0 {
+					ordinary++
+					var ws, as [2]uint16
+					widenF16Summary(&make([]float64, n)[0], &wrow[0], n, &ws)
+					widenF16Summary(&make([]float64, n)[0], &acts[i][0], n, &as)
+					if _, ok := f16WideExact(n, ws, as, 0); ok {
+						proved++
+					}
+				}
+			}
+		}
+	}
+	if proved < ordinary*9/10 {
+		t.Errorf("the loose bound proved %d of %d ordinary pairs", proved, ordinary)
+	}
+}
+
+// TestF16WideBound tests the loose bound where it matters, in float64 (the float32 result
+// hides almost every wrong float64 sum): rows and vectors of full-precision binary16
+// values spread over 8 to 17 binades, so that many pairs sit near the bound's edge; for
+// every pair the bound accepts, the wide kernel's float64 sum must be the sequential one's
+// bit for bit. Both sides of the edge must be seen (a bound one bit too lax fails here).
+func TestF16WideBound(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("CPU without AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	// A vector holding zeros or NaNs now and then checks their summaries.
+	special := []uint16{0, 0x8000, 0x7E00, 0x7C00, 0x0001, 0x03FF, 0x0400, 0x07FF}
+	// Half the pairs are adversarial: every value positive, in the top binade with a large
+	// significand but for an eighth of the positions, the same in both vectors, which hold
+	// small values with odd last bits; so the sum comes close to n times the largest
+	// product while every small product has to be added to large partial sums.
+	vector := func(n int, small []bool) []byte {
+		b := make([]byte, 2*n)
+		low, span := rng.IntN(12)+1, rng.IntN(10)+8
+		for i := range n {
+			field, sign, mant := min(low+rng.IntN(span), 30), uint16(rng.IntN(2)), uint16(rng.IntN(1024)|1)
+			if small != nil {
+				field, sign, mant = min(low+span, 30), 0, uint16(1023-rng.IntN(64))
+				if small[i] {
+					field, mant = low, uint16(rng.IntN(1024)|1)
+				}
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], sign<<15|uint16(field)<<10|mant)
+		}
+		if rng.IntN(20) == 0 {
+			binary.LittleEndian.PutUint16(b[2*rng.IntN(n):], special[rng.IntN(len(special))])
+		}
+		return b
+	}
+	accepted, rejected := 0, 0
+	for range 3000 {
+		n := 32 * (1 + rng.IntN(8))
+		var small []bool
+		if rng.IntN(2) == 0 {
+			small = make([]bool, n)
+			for i := range small {
+				small[i] = rng.IntN(8) == 0
+			}
+		}
+		w, a := vector(n, small), vector(n, small)
+		wide, out := make([]float64, n), make([]float64, 1)
+		var ws, as [2]uint16
+		widenF16Summary(&wide[0], &a[0], n, &as)
+		dotF16WideRows1(&w[0], 2*n, 1, n, &wide[0], &out[0], &ws)
+		for i, v := range wide {
+			if h := binary.LittleEndian.Uint16(a[2*i:]); v != float64(F16ToF32(h)) && !(v != v && h&0x7FFF > 0x7C00) {
+				t.Fatalf("%#04x widened to %v", h, v)
+			}
+		}
+		if want := f16Summary(w); ws != want {
+			t.Fatalf("row summary %#04x, want %#04x", ws, want)
+		}
+		if want := f16Summary(a); as != want {
+			t.Fatalf("vector summary %#04x, want %#04x", as, want)
+		}
+		if _, ok := f16WideExact(n, ws, as, out[0]); !ok {
+			rejected++
+			continue
+		}
+		accepted++
+		var seq float64
+		for i := range n {
+			seq += float64(F16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * F16ToF32(binary.LittleEndian.Uint16(a[2*i:])))
+		}
+		if math.Float64bits(out[0]) != math.Float64bits(seq) {
+			t.Fatalf("n=%d: the bound accepted a wide sum %v that is not the sequential %v", n, out[0], seq)
+		}
+	}
+	if accepted < 300 || rejected < 300 {
+		t.Errorf("accepted %d and rejected %d pairs: the inputs do not straddle the bound", accepted, rejected)
+	}
+}
+
+// f16Summary is what the wide kernels summarize a vector of binary16 values to: the largest
+// magnitude and the smallest nonzero one less one (0xFFFF when all are zeros).
+func f16Summary(b []byte) [2]uint16 {
+	var sum [2]uint16
+	sum[1] = 0xFFFF
+	for i := 0; i < len(b); i += 2 {
+		m := binary.LittleEndian.Uint16(b[i:]) & 0x7FFF
+		sum[0] = max(sum[0], m)
+		if m != 0 {
+			sum[1] = min(sum[1], m-1)
+		}
+	}
+	return sum
+}

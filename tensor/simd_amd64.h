@@ -1,0 +1,23 @@
+// Macros shared by the amd64 assembly kernels.
+
+// CLEAR_HIGH ends a kernel that used 256- or 512-bit registers: VZEROUPPER clears the
+// upper halves of Y0-Y15/Z0-Z15, and Z16-Z31, which it leaves alone, are zeroed whole, so
+// that Go's legacy-SSE scalar float code pays no state transitions (see simd_amd64.go).
+#define CLEAR_HIGH \
+	VZEROUPPER; \
+	VPXORD X16, X16, X16; \
+	VPXORD X17, X17, X17; \
+	VPXORD X18, X18, X18; \
+	VPXORD X19, X19, X19; \
+	VPXORD X20, X20, X20; \
+	VPXORD X21, X21, X21; \
+	VPXORD X22, X22, X22; \
+	VPXORD X23, X23, X23; \
+	VPXORD X24, X24, X24; \
+	VPXORD X25, X25, X25; \
+	VPXORD X26, X26, X26; \
+	VPXORD X27, X27, X27; \
+	VPXORD X28, X28, X28; \
+	VPXORD X29, X29, X29; \
+	VPXORD X30, X30, X30; \
+	VPXORD X31, X31, X31
