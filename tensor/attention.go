@@ -253,15 +253,16 @@ type attnJob struct {
 
 // attnScratch is one worker's working memory.
 type attnScratch struct {
-	q      []byte    // the group's queries converted for K's VecDot
-	qWide  []float32 // or rounded to F16 for dotF16Wide
-	keys   []float32 // decoded K rows (the tiled kernel: a tile, transposed)
-	values []float32 // decoded V rows
-	krow   []float32 // the tiled kernel: one K row before it is transposed
-	acc    []float32 // per row (query token and head of the group): the weighted sum of V
-	max    []float32 // per row: the running maximum score (M)
-	sum    []float32 // per row: the running sum of exponentials (S)
-	scores []float32 // a tile of scores
+	q      []byte      // the group's queries converted for K's VecDot
+	qWide  []float32   // or rounded to F16 for dotF16Wide
+	keys   []float32   // decoded K rows (the tiled kernel: a tile, transposed)
+	values []float32   // decoded V rows
+	krow   []float32   // the tiled kernel: one K row before it is transposed
+	acc    []float32   // per row (query token and head of the group): the weighted sum of V
+	max    []float32   // per row: the running maximum score (M)
+	sum    []float32   // per row: the running sum of exponentials (S)
+	scores []float32   // a tile of scores (perRow: a chunk's for the group)
+	wide   wideScratch // perRow: f16Tile's
 }
 
 func (j *attnJob) unit(w, u int) {
@@ -523,23 +524,42 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	}
 	s.values = grow(s.values, dv)
 	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
-	for pos := first; pos <= last; pos++ {
-		krow := j.k.row(pos, g, int(j.kRowBytes))
-		if wide {
-			j.kTraits.ToFloat(krow, s.keys)
-		}
-		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
-		for i := range group {
-			var score float32
+	// Below wideF16Dot an F16 K's scores come from f16Tile where the build has it, a
+	// chunk of positions at a time for the whole group (each score VecDot's bits, so the
+	// order of the softmax steps below is all that ggml's loop fixes).
+	batched := !wide && j.k.Type == F16 && f16Tile != nil
+	if batched {
+		s.scores = grow(s.scores, group*perRowChunk)
+		s.wide.reserve(dk, perRowChunk)
+	}
+	for c0 := first; c0 <= last; c0 += perRowChunk {
+		c1 := min(c0+perRowChunk, last+1)
+		batched = batched && f16Tile(dk, j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:], j.k.PosStride, c1-c0,
+			s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide)
+		for pos := c0; pos < c1; pos++ {
+			krow := j.k.row(pos, g, int(j.kRowBytes))
 			if wide {
-				score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
-			} else {
-				score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
+				j.kTraits.ToFloat(krow, s.keys)
 			}
-			s.step(i, dv, score*j.params.Scale, true, halfV)
+			j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
+			for i := range group {
+				var score float32
+				switch {
+				case wide:
+					score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
+				case batched:
+					score = s.scores[i*perRowChunk+pos-c0]
+				default:
+					score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
+				}
+				s.step(i, dv, score*j.params.Scale, true, halfV)
+			}
 		}
 	}
 }
+
+// perRowChunk is how many positions' scores perRow computes at a time with f16Tile.
+const perRowChunk = 64
 
 // roundIf rounds x to F16 precision when half is set (an F16 accumulator).
 func roundIf(half bool, x float32) float32 {

@@ -260,7 +260,7 @@ type matmulJob struct {
 	tokens     int
 	tokenTiles int
 	rowTile    int
-	wide       []wideScratch // per worker, for mulF16Tile
+	wide       []wideScratch // per worker, for f16Tile
 }
 
 // unit computes one tile. Units that follow each other share their weight rows (the token
@@ -270,7 +270,7 @@ func (j *matmulJob) unit(worker, u int) {
 	r0, t0 := u/j.tokenTiles*j.rowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+j.rowTile, w.rows), min(t0+matTokenTile, j.tokens)
 	n, rb, ab := w.cols, w.rowBytes, j.actBytes
-	if w.typ == F16 && mulF16Tile != nil && mulF16Tile(w, w.data[r0*rb:r1*rb], j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker]) {
+	if w.typ == F16 && f16Tile != nil && f16Tile(n, w.data[r0*rb:r1*rb], rb, r1-r0, j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker]) {
 		return
 	}
 	if dot4 := w.dot4; dot4 != nil {
@@ -287,19 +287,28 @@ func (j *matmulJob) unit(worker, u int) {
 		func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] })
 }
 
-// mulF16Tile is the SIMD build's tile kernel for F16 weights (mulF16Wide), nil elsewhere:
-// it multiplies whole rows by the activation vectors in acts (one after the other) as
-// mulTokens does, with the same bits: the products with vector i go to
-// dst[i*stride:][:rows]. It uses scratch of its own and returns false where it cannot
-// (then mulTokens runs).
-var mulF16Tile func(w *Matrix, rows, acts []byte, dst []float32, stride int, s *wideScratch) bool
+// f16Tile is the SIMD build's kernel for F16 × F16 dot products of many rows and vectors
+// (dotF16WideTile), nil elsewhere: nr rows of n values, rowBytes apart from rows[0],
+// times each activation vector in acts (one after the other), with VecDot's bits; the
+// products with vector i go to dst[i*stride:][:nr]. It uses scratch of its own and returns
+// false where it cannot (the caller then takes its usual path).
+var f16Tile func(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool
 
-// wideScratch is a worker's scratch for mulF16Tile: activation vectors widened to
+// wideScratch is a worker's scratch for f16Tile: activation vectors widened to
 // float64, and a tile's sums and row summaries.
 type wideScratch struct {
 	act       []float64
 	sums      []float64
 	summaries [][2]uint16
+}
+
+// reserve makes room for rows rows of n values, keeping what is there when it is large
+// enough; a caller whose tiles grow (perRow's chunks as the context fills) reserves its
+// largest at once, so that decode steps do not allocate.
+func (s *wideScratch) reserve(n, rows int) {
+	s.act = grow(s.act, 4*n)
+	s.sums = grow(s.sums, 4*rows)
+	s.summaries = grow(s.summaries, rows)
 }
 
 // mulTokens multiplies whole rows of w, rows, by count activation vectors: out(i)[r] is

@@ -122,23 +122,22 @@ func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 //go:noescape
 func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
-// mulF16Wide is mulTokens for F16 weights on AVX-512 (the mulF16Tile hook), lengths a
-// multiple of 32. dotF16Exact proves its sums product by product, which costs as much as
-// the sums; here a vector is widened to float64 once, each weight row once for four
-// tokens, and the products are summed by float64 FMAs in any order, with only each row's
-// and each vector's largest and smallest magnitudes kept. Those bound every product
-// (f16WideExact), more loosely than product by product; a pair the loose bound cannot
-// prove goes to dotF16AVX2, which tries the tight bound and else adds in ggml's order. So
-// every output is the sequential float64 sum's bits.
-func mulF16Wide(w *Matrix, rows, acts []byte, dst []float32, stride int, s *wideScratch) bool {
-	n, rb := w.cols, w.rowBytes
-	nr, count := len(rows)/rb, len(acts)/(2*n)
+// dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 32 (F16
+// weight matmuls, the tiny fixtures' attention and output, and attention scores of heads
+// below 128). dotF16Exact proves its sums product by product, which costs as much as the
+// sums; here a vector is widened to float64 once, each row once for four vectors, and the
+// products are summed by float64 FMAs in any order, with only each row's and each vector's
+// largest and smallest magnitudes kept. Those bound every product (f16WideExact), more
+// loosely than product by product; a pair the loose bound cannot prove (3-4% of them on
+// tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
+// order. So every output is the sequential float64 sum's bits.
+func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool {
 	if !useAVX512 || n%32 != 0 || nr == 0 {
 		return false
 	}
-	s.act = grow(s.act, 4*n)
-	s.sums = grow(s.sums, 4*nr)
-	s.summaries = grow(s.summaries, nr)
+	rows = rows[:(nr-1)*rowBytes+2*n]
+	count := len(acts) / (2 * n)
+	s.reserve(n, nr)
 	for i := 0; i < count; {
 		group := 1
 		if count-i >= 4 {
@@ -152,13 +151,13 @@ func mulF16Wide(w *Matrix, rows, acts []byte, dst []float32, stride int, s *wide
 		if group == 4 {
 			kernel = dotF16WideRows4
 		}
-		kernel(&rows[:nr*rb][0], rb, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
+		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
 		for k := range group {
 			o, a := dst[(i+k)*stride:][:nr], acts[(i+k)*2*n:][:2*n]
 			for r := range o {
 				v, ok := f16WideExact(n, s.summaries[r], as[k], s.sums[r*group+k])
 				if !ok {
-					v = dotF16AVX2(n, rows[r*rb:(r+1)*rb], a)
+					v = dotF16AVX2(n, rows[r*rowBytes:][:2*n], a)
 				}
 				o[r] = v
 			}
