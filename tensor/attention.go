@@ -638,38 +638,40 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 
 // The inner loops of the tiled kernel, as variables: the SIMD build installs vector
 // versions with the same bits (simd_attn_amd64.go).
-var (
-	// tileScores sets scores[r] = (q·K[r])·scale for the tile's positions lo..hi, each dot
-	// one chain of fused multiply-adds over the dimensions in order (ggml's tiled kernel),
-	// and −Inf for the others. keys is the tile transposed: keys[d*ggmlTile+r].
-	tileScores = func(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
-		for r := range scores {
-			if r < lo || r > hi {
-				scores[r] = float32(math.Inf(-1))
-				continue
-			}
-			var dot float32
-			for d, qd := range q {
-				dot = fma32(qd, keys[d*ggmlTile+r], dot)
-			}
-			scores[r] = dot * scale
+var tileScores, tileExp, tileAccumulate = tileScoresGo, tileExpGo, tileAccumulateGo
+
+// tileScoresGo sets scores[r] = (q·K[r])·scale for the tile's positions lo..hi, each dot
+// one chain of fused multiply-adds over the dimensions in order (ggml's tiled kernel), and
+// −Inf for the others. keys is the tile transposed: keys[d*ggmlTile+r].
+func tileScoresGo(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
+	for r := range scores {
+		if r < lo || r > hi {
+			scores[r] = float32(math.Inf(-1))
+			continue
+		}
+		var dot float32
+		for d, qd := range q {
+			dot = fma32(qd, keys[d*ggmlTile+r], dot)
+		}
+		scores[r] = dot * scale
+	}
+}
+
+// tileExpGo replaces each score by ggml_v_expf(score − max) (0 for −Inf).
+func tileExpGo(scores *[ggmlTile]float32, max float32) {
+	for r, sc := range scores {
+		scores[r] = vexp32(sc - max)
+	}
+}
+
+// tileAccumulateGo adds weights[r]·V[r] to acc for the positions lo..hi in order, one
+// fused multiply-add per value.
+func tileAccumulateGo(acc, values []float32, weights *[ggmlTile]float32, lo, hi int) {
+	dv := len(acc)
+	for r := lo; r <= hi; r++ {
+		w, vals := weights[r], values[r*dv:(r+1)*dv]
+		for d, x := range vals {
+			acc[d] = fma32(x, w, acc[d])
 		}
 	}
-	// tileExp replaces each score by ggml_v_expf(score − max) (0 for −Inf).
-	tileExp = func(scores *[ggmlTile]float32, max float32) {
-		for r, sc := range scores {
-			scores[r] = vexp32(sc - max)
-		}
-	}
-	// tileAccumulate adds weights[r]·V[r] to acc for the positions lo..hi in order, one
-	// fused multiply-add per value.
-	tileAccumulate = func(acc, values []float32, weights *[ggmlTile]float32, lo, hi int) {
-		dv := len(acc)
-		for r := lo; r <= hi; r++ {
-			w, vals := weights[r], values[r*dv:(r+1)*dv]
-			for d, x := range vals {
-				acc[d] = fma32(x, w, acc[d])
-			}
-		}
-	}
-)
+}

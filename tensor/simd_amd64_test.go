@@ -3,6 +3,8 @@
 package tensor
 
 import (
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"simd/archsimd"
 	"testing"
@@ -25,6 +27,56 @@ func TestSIMDInstalled(t *testing.T) {
 		}
 		if reflect.ValueOf(traits[typ].VecDot).Pointer() == reflect.ValueOf(scalar).Pointer() {
 			t.Errorf("%s: VecDot is still the scalar kernel", typ)
+		}
+	}
+}
+
+// TestTileKernels holds the tiled attention kernel's vector loops (AVX2, and AVX-512 where
+// the CPU has it) to the Go ones bit for bit: scores over 16 to 256 dimensions with masked
+// positions at either end of the tile, and V accumulation over value widths that take the
+// 64-, 32- and 16-value paths.
+func TestTileKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	type scoresKernel = func(*[ggmlTile]float32, []float32, []float32, int, int, float32)
+	type accKernel = func([]float32, []float32, *[ggmlTile]float32, int, int)
+	scorers := map[string]scoresKernel{"AVX2": tileScoresAVX2}
+	accumulators := map[string]accKernel{"AVX2": tileAccumulateAVX2}
+	if useAVX512 {
+		scorers["AVX-512"], accumulators["AVX-512"] = tileScoresAVX512, tileAccumulateAVX512
+	}
+	for _, dim := range []int{16, 32, 48, 64, 80, 96, 128, 192, 256} {
+		lo, hi := rng.IntN(8), ggmlTile-1-rng.IntN(8)
+		q, keys, values := fill(dim), fill(dim*ggmlTile), fill(dim*ggmlTile)
+		var want [ggmlTile]float32
+		tileScoresGo(&want, q, keys, lo, hi, 0.125)
+		for name, kernel := range scorers {
+			var got [ggmlTile]float32
+			kernel(&got, q, keys, lo, hi, 0.125)
+			for r := range got {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%s scores, %d dimensions, position %d: %v, want %v", name, dim, r, got[r], want[r])
+				}
+			}
+		}
+		weights := (*[ggmlTile]float32)(fill(ggmlTile))
+		start := fill(dim)
+		wantAcc := append([]float32(nil), start...)
+		tileAccumulateGo(wantAcc, values, weights, lo, hi)
+		for name, kernel := range accumulators {
+			got := append([]float32(nil), start...)
+			kernel(got, values, weights, lo, hi)
+			for d := range got {
+				if math.Float32bits(got[d]) != math.Float32bits(wantAcc[d]) {
+					t.Fatalf("%s accumulation, %d values, value %d: %v, want %v", name, dim, d, got[d], wantAcc[d])
+				}
+			}
 		}
 	}
 }

@@ -273,3 +273,65 @@ func tileAccumulateAVX2(acc, values []float32, weights *[ggmlTile]float32, lo, h
 	}
 	archsimd.ClearAVXUpperBits()
 }
+
+// tileScoresAVX512 is tileScoresAVX2 sixteen positions a vector: the four vectors cover the
+// whole tile at once, so each dimension's query value is broadcast once. Every lane is the
+// same chain of fused multiply-adds over the dimensions, so the scores are the same bits.
+func tileScoresAVX512(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
+	keys = keys[:len(q)*ggmlTile]
+	var a0, a1, a2, a3 archsimd.Float32x16
+	for d, qd := range q {
+		k := (*[ggmlTile]float32)(keys[d*ggmlTile : (d+1)*ggmlTile])
+		qv := archsimd.BroadcastFloat32x16(qd)
+		a0 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[0:16])), a0)
+		a1 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[16:32])), a1)
+		a2 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[32:48])), a2)
+		a3 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[48:64])), a3)
+	}
+	a0.Store((*[16]float32)(scores[0:16]))
+	a1.Store((*[16]float32)(scores[16:32]))
+	a2.Store((*[16]float32)(scores[32:48]))
+	a3.Store((*[16]float32)(scores[48:64]))
+	archsimd.ClearAVXUpperBits()
+	for r := range scores {
+		if r < lo || r > hi {
+			scores[r] = float32(math.Inf(-1))
+		} else {
+			scores[r] *= scale
+		}
+	}
+}
+
+// tileAccumulateAVX512 is tileAccumulateAVX2 64 values of acc at a time in four 16-lane
+// vectors, then 32 and 16; each lane is still the scalar chain over the positions in order.
+func tileAccumulateAVX512(acc, values []float32, weights *[ggmlTile]float32, lo, hi int) {
+	dv := len(acc)
+	values = values[:ggmlTile*dv]
+	d := 0
+	for ; d+64 <= dv; d += 64 {
+		a := (*[64]float32)(acc[d : d+64])
+		a0, a1 := archsimd.LoadFloat32x16((*[16]float32)(a[0:16])), archsimd.LoadFloat32x16((*[16]float32)(a[16:32]))
+		a2, a3 := archsimd.LoadFloat32x16((*[16]float32)(a[32:48])), archsimd.LoadFloat32x16((*[16]float32)(a[48:64]))
+		for r := lo; r <= hi; r++ {
+			w := archsimd.BroadcastFloat32x16(weights[r])
+			v := (*[64]float32)(values[r*dv+d : r*dv+d+64])
+			a0 = archsimd.LoadFloat32x16((*[16]float32)(v[0:16])).MulAdd(w, a0)
+			a1 = archsimd.LoadFloat32x16((*[16]float32)(v[16:32])).MulAdd(w, a1)
+			a2 = archsimd.LoadFloat32x16((*[16]float32)(v[32:48])).MulAdd(w, a2)
+			a3 = archsimd.LoadFloat32x16((*[16]float32)(v[48:64])).MulAdd(w, a3)
+		}
+		a0.Store((*[16]float32)(a[0:16]))
+		a1.Store((*[16]float32)(a[16:32]))
+		a2.Store((*[16]float32)(a[32:48]))
+		a3.Store((*[16]float32)(a[48:64]))
+	}
+	for ; d+16 <= dv; d += 16 {
+		a := (*[16]float32)(acc[d : d+16])
+		a0 := archsimd.LoadFloat32x16(a)
+		for r := lo; r <= hi; r++ {
+			a0 = archsimd.LoadFloat32x16((*[16]float32)(values[r*dv+d:r*dv+d+16])).MulAdd(archsimd.BroadcastFloat32x16(weights[r]), a0)
+		}
+		a0.Store(a)
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -4,6 +4,8 @@ package tensor
 
 import (
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"simd/archsimd"
 
 	"golang.org/x/sys/cpu"
@@ -127,7 +129,7 @@ func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 // below 128). dotF16Exact proves its sums product by product, which costs as much as the
 // sums; here a vector is widened to float64 once, each row once for four vectors, and the
 // products are summed by float64 FMAs in any order, with only each row's and each vector's
-// largest and smallest magnitudes kept. Those bound every product (f16WideExact), more
+// largest and smallest magnitudes kept. Those bound every product (f16Bound), more
 // loosely than product by product; a pair the loose bound cannot prove (3-4% of them on
 // tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
 // order. So every output is the sequential float64 sum's bits.
@@ -138,28 +140,31 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 	rows = rows[:(nr-1)*rowBytes+2*n]
 	count := len(acts) / (2 * n)
 	s.reserve(n, nr)
+	lim := f16BoundLimit(n)
 	for i := 0; i < count; {
 		group := 1
 		if count-i >= 4 {
 			group = 4
 		}
 		var as [4][2]uint16
+		var bounds [4]f16Bound
 		for k := range group {
 			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
+			bounds[k] = f16BoundOf(as[k])
 		}
 		kernel := dotF16WideRows1
 		if group == 4 {
 			kernel = dotF16WideRows4
 		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
-		for k := range group {
-			o, a := dst[(i+k)*stride:][:nr], acts[(i+k)*2*n:][:2*n]
-			for r := range o {
-				v, ok := f16WideExact(n, s.summaries[r], as[k], s.sums[r*group+k])
-				if !ok {
-					v = dotF16AVX2(n, rows[r*rowBytes:][:2*n], a)
+		for r, summary := range s.summaries[:nr] {
+			row := f16BoundOf(summary)
+			for k := range group {
+				if row.exact(bounds[k], lim) {
+					dst[(i+k)*stride+r] = float32(s.sums[r*group+k])
+				} else {
+					dst[(i+k)*stride+r] = dotF16AVX2(n, rows[r*rowBytes:][:2*n], acts[(i+k)*2*n:][:2*n])
 				}
-				o[r] = v
 			}
 		}
 		i += group
@@ -167,11 +172,39 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 	return true
 }
 
-// f16WideExact is exactF16Sum from summaries of the two vectors (largest magnitude,
-// smallest nonzero magnitude less one, as binary16 bits): their product bounds every
-// |product|, and the smallest last-bit exponents' sum bounds every product's from below.
+// f16Bound is what exactF16Sum's bound needs to know of one vector, from its summary
+// (largest magnitude, smallest nonzero magnitude less one, as binary16 bits): the largest
+// magnitude, and max(E,1) for the exponent field E of the smallest nonzero value; g is
+// far below any reachable value for a vector holding an infinity or a NaN. A pair's
+// largest magnitudes bound every |product|, the sum of their g every product's last bit
+// from below.
+type f16Bound struct {
+	peak float32
+	g    int32
+}
+
+func f16BoundOf(s [2]uint16) f16Bound {
+	if s[0] >= 0x7C00 {
+		return f16Bound{g: -1 << 20}
+	}
+	return f16Bound{peak: f16Table[s[0]], g: max(int32((s[1]+1)>>10), 1)} // +1 wraps to 0 for zeros
+}
+
+// exact is exactF16Sum's bound for the pair of b and o, with lim = ⌈log2 n⌉ − 2 for sums
+// of n products (f16BoundLimit): the largest product below 2^(e+1), n of them must stay
+// within 53 bits of units of 2^(g−50). A vector of zeros passes with any other: its
+// products are ±0 and sum to +0 in any order.
+func (b f16Bound) exact(o f16Bound, lim int32) bool {
+	e := int32(math.Float32bits(b.peak*o.peak)>>23&0xFF) - 127
+	return e+lim <= b.g+o.g
+}
+
+func f16BoundLimit(n int) int32 { return int32(bits.Len(uint(n-1))) - 2 }
+
+// f16WideExact is the bound for one pair: the float32 of the wide sum where it holds.
 func f16WideExact(n int, ws, as [2]uint16, sum float64) (float32, bool) {
-	field := int32(max(ws[0], as[0]) >> 10)
-	g := max(int32((ws[1]+1)>>10), 1) + max(int32((as[1]+1)>>10), 1)
-	return exactF16Sum(n, field, g, F16ToF32(ws[0])*F16ToF32(as[0]), sum)
+	if !f16BoundOf(ws).exact(f16BoundOf(as), f16BoundLimit(n)) {
+		return 0, false
+	}
+	return float32(sum), true
 }
