@@ -1,6 +1,7 @@
 //go:build goexperiment.simd
 
 #include "textflag.h"
+#include "vnni_amd64.h"
 
 // AVX-512 VNNI kernels: see simd_vnni_amd64.go. Go's operand order is Intel's reversed:
 // VPDPWSSD Z14, Z13, Z12 is Z12 += Z13·Z14, VPERMW table, index, dst, VPTERNLOGD $f, C, B, A
@@ -51,36 +52,6 @@
 #define DOT_TOKEN(values, scales, off, areg, ints) \
 	VPMADDUBSW off(areg), values, Z11; \
 	VPDPWSSD   scales, Z11, ints
-
-#define CLEAR_HIGH \
-	VZEROUPPER; \
-	VPXORD X16, X16, X16; \
-	VPXORD X17, X17, X17; \
-	VPXORD X18, X18, X18; \
-	VPXORD X19, X19, X19; \
-	VPXORD X20, X20, X20; \
-	VPXORD X21, X21, X21; \
-	VPXORD X22, X22, X22; \
-	VPXORD X23, X23, X23; \
-	VPXORD X24, X24, X24; \
-	VPXORD X25, X25, X25; \
-	VPXORD X26, X26, X26; \
-	VPXORD X27, X27, X27; \
-	VPXORD X28, X28, X28; \
-	VPXORD X29, X29, X29; \
-	VPXORD X30, X30, X30; \
-	VPXORD X31, X31, X31
-
-// TOKENS4_ARGS loads the four-token kernels' arguments: the weights in SI, the four
-// activation vectors in R8-R11, the block count in CX, the output in DI.
-#define TOKENS4_ARGS \
-	MOVQ w+0(FP), SI; \
-	MOVQ a0+8(FP), R8; \
-	MOVQ a1+16(FP), R9; \
-	MOVQ a2+24(FP), R10; \
-	MOVQ a3+32(FP), R11; \
-	MOVQ nb+40(FP), CX; \
-	MOVQ out+48(FP), DI
 
 // Q4_K. Q4K_DECODE turns the 12 packed scale bytes of a block in each 128-bit lane of Y3
 // into [sc0..7, m0..7] in the same lane of Y2, as dotQ4_KAVX2 (its VPTERNLOGD is

@@ -1,0 +1,35 @@
+// Macros shared by the AVX-512 assembly kernels (simd_vnni_amd64.s,
+// simd_legacy_vnni_amd64.s).
+
+// CLEAR_HIGH ends every kernel: VZEROUPPER clears the upper halves of Z0-Z15 and the
+// VPXORDs zero Z16-Z31, so that Go's scalar float code (legacy SSE) pays no AVX-SSE
+// transition afterwards (see simd_amd64.go).
+#define CLEAR_HIGH \
+	VZEROUPPER; \
+	VPXORD X16, X16, X16; \
+	VPXORD X17, X17, X17; \
+	VPXORD X18, X18, X18; \
+	VPXORD X19, X19, X19; \
+	VPXORD X20, X20, X20; \
+	VPXORD X21, X21, X21; \
+	VPXORD X22, X22, X22; \
+	VPXORD X23, X23, X23; \
+	VPXORD X24, X24, X24; \
+	VPXORD X25, X25, X25; \
+	VPXORD X26, X26, X26; \
+	VPXORD X27, X27, X27; \
+	VPXORD X28, X28, X28; \
+	VPXORD X29, X29, X29; \
+	VPXORD X30, X30, X30; \
+	VPXORD X31, X31, X31
+
+// TOKENS4_ARGS loads the four-token kernels' arguments: the weights in SI, the four
+// activation vectors in R8-R11, the block count in CX, the output in DI.
+#define TOKENS4_ARGS \
+	MOVQ w+0(FP), SI; \
+	MOVQ a0+8(FP), R8; \
+	MOVQ a1+16(FP), R9; \
+	MOVQ a2+24(FP), R10; \
+	MOVQ a3+32(FP), R11; \
+	MOVQ nb+40(FP), CX; \
+	MOVQ out+48(FP), DI
