@@ -123,20 +123,20 @@
 	VEXTRACTF32X4 $2, acc, tmpX; \
 	VHADDPS       tmpX, accX, accX
 
-// PREFETCH_ROWS asks for the lines 4 KiB past SI, n·rowBytes of them (R9 = rowBytes),
-// before a group of n rows starts: what prefetchNext does per row for the AVX2 kernels,
-// here for the rows a later group reads (a tile's rows follow each other in memory).
-#define PREFETCH_ROWS(n, label) \
-	LEAQ       4096(SI), AX; \
-	LEAQ       (AX)(R9*n), CX; \
-label: \
-	PREFETCHT1 (AX); \
-	PREFETCHT1 64(AX); \
-	PREFETCHT1 128(AX); \
-	PREFETCHT1 192(AX); \
-	ADDQ       $256, AX; \
-	CMPQ       AX, CX; \
-	JB         label
+// PREFETCH_NEXT(n) asks (into L2) for the line of each row's current block n rows on,
+// the same place in the next group of rows (R9 = rowBytes): a tile's rows follow each
+// other in memory, so this streams the lines a group ahead, as prefetchNext does row by
+// row for the AVX2 kernels (and hardware prefetching stops at every 4 KiB page). Past the
+// last rows it asks for bytes that may not be ours, which a prefetch may: it never faults.
+#define PREFETCH_NEXT4 \
+	PREFETCHT1 (SI)(R9*4); \
+	PREFETCHT1 (BX)(R9*4); \
+	PREFETCHT1 (DX)(R9*4); \
+	PREFETCHT1 (R14)(R9*4)
+
+#define PREFETCH_NEXT2 \
+	PREFETCHT1 (SI)(R9*2); \
+	PREFETCHT1 (BX)(R9*2)
 
 // ACTIVATIONS loads a block of the one vector of the one-token kernel: its bytes to both
 // halves of Z2, what INTS needs of them to Z3 (CY), its d to Z4.
@@ -173,12 +173,12 @@ group4: \
 	LEAQ (BX)(R9*1), DX; \
 	LEAQ (DX)(R9*1), R14; \
 	LEAQ (R14)(R9*1), R8; \
-	PREFETCH_ROWS(4, pf4); \
 	MOVQ   a+8(FP), DI; \
 	MOVQ   nb+16(FP), CX; \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 step4: \
+	PREFETCH_NEXT4; \
 	ACTIVATIONS(CY); \
 	ROW_PAIR(W2, INTS, WD, WD_HI, split, SI, BX, Z5, Z6, Z7, K2, Z11, Z0); \
 	ROW_PAIR(W2, INTS, WD, WD_HI, split, DX, R14, Z8, Z9, Z10, K3, Z12, Z1); \
@@ -206,11 +206,11 @@ tail: \
 	ADDQ  R9, BX; \
 lone: \
 	LEAQ (BX)(R9*1), R8; \
-	PREFETCH_ROWS(2, pf2); \
 	MOVQ   a+8(FP), DI; \
 	MOVQ   nb+16(FP), CX; \
 	VPXORD Z0, Z0, Z0; \
 step2: \
+	PREFETCH_NEXT2; \
 	ACTIVATIONS(CY); \
 	ROW_PAIR(W2, INTS, WD, WD_HI, split, SI, BX, Z5, Z6, Z7, K2, Z11, Z0); \
 	ADDQ $bs, SI; \
