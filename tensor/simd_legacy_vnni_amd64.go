@@ -18,9 +18,11 @@ import "unsafe"
 // same exact integer) as the AVX2 kernels' VPMADDUBSW and VPMADDWD, and the lanes are
 // reduced in sumLanes' order: the same bits (TestLegacyVNNIMatchesAVX2).
 //
-// A lone row (VecDot) runs in both halves of the rows kernel, still one FMA chain: that
-// beats the AVX2 kernel for Q4_0 (4096 values: 265 against 430-560 ns here) but not for
-// Q8_0 (330 against 220) or MXFP4 (300 against 300), whose AVX2 VecDot stays.
+// A lone row (VecDot) runs in both halves of the rows kernel, still one FMA chain: on a
+// cache-hot 4096-value row that takes Q4_0 261 ns against the AVX2 kernel's 272, MXFP4
+// 273 against 300, but Q8_0 291 against 216 (its AVX2 kernel is lighter), so Q8_0 keeps
+// its AVX2 VecDot. Sixteen rows: Q4_0 1.67 against 4.59 µs, Q8_0 2.16 against 3.95,
+// MXFP4 1.88 against 4.81 (BenchmarkLegacyVNNI, medians of 6 alternating runs).
 
 // Constant vectors of the kernels.
 var (
@@ -94,6 +96,7 @@ func installLegacyVNNI() {
 		dotRowsOne[t] = vnniDotRows(pickLegacyRows(t, useGFNI))
 	}
 	traits[Q4_0].VecDot = vnniDot(pickLegacyRows(Q4_0, useGFNI))
+	traits[MXFP4].VecDot = vnniDot(pickLegacyRows(MXFP4, useGFNI))
 	dotTokens4[Q8_0] = dotQ8_0Tokens4VNNI
 	delete(dotTokens2, MXFP4)
 }

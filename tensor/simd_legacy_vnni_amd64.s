@@ -123,11 +123,12 @@
 	VEXTRACTF32X4 $2, acc, tmpX; \
 	VHADDPS       tmpX, accX, accX
 
-// PREFETCH_NEXT(n) asks (into L2) for the line of each row's current block n rows on,
-// the same place in the next group of rows (R9 = rowBytes): a tile's rows follow each
-// other in memory, so this streams the lines a group ahead, as prefetchNext does row by
-// row for the AVX2 kernels (and hardware prefetching stops at every 4 KiB page). Past the
-// last rows it asks for bytes that may not be ours, which a prefetch may: it never faults.
+// PREFETCH_NEXT4 (NEXT2) asks (into L2) for the line of each row's current block four
+// (two) rows on, the same place in the next group of rows (R9 = rowBytes): a tile's rows
+// follow each other in memory, so this streams the lines a group ahead, as prefetchNext
+// does row by row for the AVX2 kernels (hardware prefetching stops at every 4 KiB page).
+// Past the last rows it asks for bytes that may not be ours, which a prefetch may: it
+// never faults.
 #define PREFETCH_NEXT4 \
 	PREFETCHT1 (SI)(R9*4); \
 	PREFETCHT1 (BX)(R9*4); \
