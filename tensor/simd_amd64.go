@@ -98,6 +98,7 @@ func init() {
 		traits[Q4_K].VecDot, traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
 		dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
 		dotRowsOne[Q4_K], dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
+		installLegacyVNNI()
 	}
 }
 

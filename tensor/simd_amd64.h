@@ -1,4 +1,5 @@
-// Macros shared by the amd64 assembly kernels.
+// Macros shared by the amd64 assembly kernels (simd_f16c_amd64.s, simd_vnni_amd64.s,
+// simd_legacy_vnni_amd64.s).
 
 // CLEAR_HIGH ends a kernel that used 256- or 512-bit registers: VZEROUPPER clears the
 // upper halves of Y0-Y15/Z0-Z15, and Z16-Z31, which it leaves alone, are zeroed whole, so
@@ -21,3 +22,14 @@
 	VPXORD X29, X29, X29; \
 	VPXORD X30, X30, X30; \
 	VPXORD X31, X31, X31
+
+// TOKENS4_ARGS loads the four-token kernels' arguments: the weights in SI, the four
+// activation vectors in R8-R11, the block count in CX, the output in DI.
+#define TOKENS4_ARGS \
+	MOVQ w+0(FP), SI; \
+	MOVQ a0+8(FP), R8; \
+	MOVQ a1+16(FP), R9; \
+	MOVQ a2+24(FP), R10; \
+	MOVQ a3+32(FP), R11; \
+	MOVQ nb+40(FP), CX; \
+	MOVQ out+48(FP), DI

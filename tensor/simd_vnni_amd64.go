@@ -133,13 +133,20 @@ func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]
 var (
 	q4KRows, q4KTokens4 = pickQ4KKernels(useGFNI)
 
-	dotQ4_KVNNI        = vnniDot(144, q4KRows)
-	dotQ6_KVNNI        = vnniDot(210, dotQ6_KRowsVNNI)
-	dotQ4_KRowsOneVNNI = vnniDotRows(144, q4KRows)
-	dotQ6_KRowsOneVNNI = vnniDotRows(210, dotQ6_KRowsVNNI)
-	dotQ4_KTokens4VNNI = vnniDotTokens4(144, q4KTokens4)
-	dotQ6_KTokens4VNNI = vnniDotTokens4(210, dotQ6_KTokens4BlocksVNNI)
+	dotQ4_KVNNI        = vnniDot(q4KShape, q4KRows)
+	dotQ6_KVNNI        = vnniDot(q6KShape, dotQ6_KRowsVNNI)
+	dotQ4_KRowsOneVNNI = vnniDotRows(q4KShape, q4KRows)
+	dotQ6_KRowsOneVNNI = vnniDotRows(q6KShape, dotQ6_KRowsVNNI)
+	dotQ4_KTokens4VNNI = vnniDotTokens4(q4KShape, q4KTokens4)
+	dotQ6_KTokens4VNNI = vnniDotTokens4(q6KShape, dotQ6_KTokens4BlocksVNNI)
+
+	q4KShape = blockShape{values: qkK, bytes: 144, actBytes: 292}
+	q6KShape = blockShape{values: qkK, bytes: 210, actBytes: 292}
 )
+
+// blockShape is what the adapters need of a format: values and bytes per weight block,
+// bytes per block of its activations.
+type blockShape struct{ values, bytes, actBytes int }
 
 type vnniTokens4Kernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
 
@@ -154,37 +161,37 @@ func pickQ4KKernels(gfni bool) (vnniRowsKernel, vnniTokens4Kernel) {
 
 type vnniRowsKernel = func(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
-func vnniDot(blockBytes int, kernel vnniRowsKernel) func(n int, w, a []byte) float32 {
+func vnniDot(s blockShape, kernel vnniRowsKernel) func(n int, w, a []byte) float32 {
 	return func(n int, w, a []byte) (sum float32) {
-		nb := n / qkK
+		nb := n / s.values
 		if nb == 0 {
 			return 0
 		}
-		kernel(unsafe.Pointer(&w[:nb*blockBytes][0]), unsafe.Pointer(&a[:nb*292][0]), nb, 1, nb*blockBytes, &sum)
+		kernel(unsafe.Pointer(&w[:nb*s.bytes][0]), unsafe.Pointer(&a[:nb*s.actBytes][0]), nb, 1, nb*s.bytes, &sum)
 		return sum
 	}
 }
 
-func vnniDotRows(blockBytes int, kernel vnniRowsKernel) func(n int, rows, a []byte, out []float32) {
+func vnniDotRows(s blockShape, kernel vnniRowsKernel) func(n int, rows, a []byte, out []float32) {
 	return func(n int, rows, a []byte, out []float32) {
-		nb := n / qkK
+		nb := n / s.values
 		if nb == 0 || len(out) == 0 {
 			clear(out)
 			return
 		}
-		rb := nb * blockBytes
-		kernel(unsafe.Pointer(&rows[:len(out)*rb][0]), unsafe.Pointer(&a[:nb*292][0]), nb, len(out), rb, &out[0])
+		rb := nb * s.bytes
+		kernel(unsafe.Pointer(&rows[:len(out)*rb][0]), unsafe.Pointer(&a[:nb*s.actBytes][0]), nb, len(out), rb, &out[0])
 	}
 }
 
-func vnniDotTokens4(blockBytes int, blocks vnniTokens4Kernel) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+func vnniDotTokens4(s blockShape, blocks vnniTokens4Kernel) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
 	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
-		nb := n / qkK
+		nb := n / s.values
 		if nb == 0 {
 			return out
 		}
-		act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*292][0]) }
-		blocks(unsafe.Pointer(&w[:nb*blockBytes][0]), act(a0), act(a1), act(a2), act(a3), nb, &out)
+		act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*s.actBytes][0]) }
+		blocks(unsafe.Pointer(&w[:nb*s.bytes][0]), act(a0), act(a1), act(a2), act(a3), nb, &out)
 		return out
 	}
 }

@@ -53,17 +53,6 @@
 	VPMADDUBSW off(areg), values, Z11; \
 	VPDPWSSD   scales, Z11, ints
 
-// TOKENS4_ARGS loads the four-token kernels' arguments: the weights in SI, the four
-// activation vectors in R8-R11, the block count in CX, the output in DI.
-#define TOKENS4_ARGS \
-	MOVQ w+0(FP), SI; \
-	MOVQ a0+8(FP), R8; \
-	MOVQ a1+16(FP), R9; \
-	MOVQ a2+24(FP), R10; \
-	MOVQ a3+32(FP), R11; \
-	MOVQ nb+40(FP), CX; \
-	MOVQ out+48(FP), DI
-
 // Q4_K. Q4K_DECODE turns the 12 packed scale bytes of a block in each 128-bit lane of Y3
 // into [sc0..7, m0..7] in the same lane of Y2, as dotQ4_KAVX2 (its VPTERNLOGD is
 // Y2 = (Y2 & maskHi) | Y15). Q4K_SCALES decodes one block (Q4K_SCALES_PAIR two, one per

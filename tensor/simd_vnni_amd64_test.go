@@ -33,7 +33,7 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}}
 	for name, gfni := range q4KSplits() {
 		rows, _ := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDot(144, rows), dotQ4_KAVX2})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2})
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, k := range kernels {
@@ -77,7 +77,7 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2}}
 	for name, gfni := range q4KSplits() {
 		_, tokens4 := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(144, tokens4), dotQ4_KTokens4AVX2})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(q4KShape, tokens4), dotQ4_KTokens4AVX2})
 	}
 	for _, k := range kernels {
 		for _, n := range simdLengths(k.typ) {
@@ -124,7 +124,7 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}}
 	for name, gfni := range q4KSplits() {
 		rows, _ := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(144, rows)})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(q4KShape, rows)})
 	}
 	for _, k := range kernels {
 		typ, rowsOne := k.typ, k.rowsOne

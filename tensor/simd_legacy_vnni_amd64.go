@@ -1,0 +1,102 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import "unsafe"
+
+// Q4_0, Q8_0 and MXFP4 dot products on AVX-512 with VNNI (simd_legacy_vnni_amd64.s),
+// installed over the AVX2 kernels where the CPU has it.
+//
+// The AVX2 kernels of these formats are bound by their one chain of FMAs: each 32-value
+// block adds d·float(lanes) to the same eight float lanes, so a row costs at least an FMA
+// latency per block however little the block's integers cost. The order of that chain is
+// the kernels' bits, so a row cannot be split; instead the rows kernel (dotRowsOne, which
+// the decode mat-vec and, token by token, prefill tiles run) takes four rows side by side
+// (a 512-bit register holds two rows' eight lanes), and the Q8_0 four-token kernel one row
+// against four vectors, each half register taking the AVX2 kernel's steps. VPDPBUSD adds
+// four unsigned × signed byte products into each 32-bit lane, the same four values (so the
+// same exact integer) as the AVX2 kernels' VPMADDUBSW and VPMADDWD, and the lanes are
+// reduced in sumLanes' order: the same bits (TestLegacyVNNIMatchesAVX2).
+//
+// A lone row (VecDot) runs in both halves of the rows kernel, still one FMA chain: on a
+// cache-hot 4096-value row that takes Q4_0 261 ns against the AVX2 kernel's 272, MXFP4
+// 273 against 300, but Q8_0 291 against 216 (its AVX2 kernel is lighter), so Q8_0 keeps
+// its AVX2 VecDot. Sixteen rows: Q4_0 1.67 against 4.59 µs, Q8_0 2.16 against 3.95,
+// MXFP4 1.88 against 4.81 (BenchmarkLegacyVNNI, medians of 6 alternating runs).
+
+// Constant vectors of the kernels.
+var (
+	// laneShift4 shifts the words of 128-bit lanes 1 and 3 right by 4 (VPSRLVW): a block's
+	// 16 bytes of nibbles in all four lanes give the low nibbles in lanes 0 and 2 and the
+	// high ones in 1 and 3.
+	laneShift4 = func() (v [32]uint16) {
+		for i := range v {
+			v[i] = uint16(4 * (i / 8 % 2))
+		}
+		return v
+	}()
+	// nibbleMatrixLanes does the same with GFNI (see nibbleMatrix): low nibbles kept in
+	// lanes 0 and 2, high nibbles moved down in 1 and 3.
+	nibbleMatrixLanes = [8]uint64{lowNibble, lowNibble, highNibble, highNibble, lowNibble, lowNibble, highNibble, highNibble}
+)
+
+// In simd_legacy_vnni_amd64.s, as the Q4_K ones (simd_vnni_amd64.go): the Q4_0 and MXFP4
+// kernels split nibbles by shifts or, where the CPU has it, GFNI.
+//
+//go:noescape
+func dotQ4_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ4_0RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ8_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotMXFP4RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotMXFP4RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ8_0Tokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+
+var (
+	q4_0Shape  = blockShape{values: qk32, bytes: 18, actBytes: 34}
+	q8_0Shape  = blockShape{values: qk32, bytes: 34, actBytes: 34}
+	mxfp4Shape = blockShape{values: qk32, bytes: 17, actBytes: 34}
+
+	dotQ8_0Tokens4VNNI = vnniDotTokens4(q8_0Shape, dotQ8_0Tokens4BlocksVNNI)
+)
+
+// pickLegacyRows returns the rows kernel of t (Q4_0, Q8_0 or MXFP4) and its block shape,
+// the nibble formats' splitting with GFNI or with shifts.
+func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
+	switch {
+	case t == Q4_0 && gfni:
+		return q4_0Shape, dotQ4_0RowsGFNI
+	case t == Q4_0:
+		return q4_0Shape, dotQ4_0RowsVNNI
+	case t == MXFP4 && gfni:
+		return mxfp4Shape, dotMXFP4RowsGFNI
+	case t == MXFP4:
+		return mxfp4Shape, dotMXFP4RowsVNNI
+	case t == Q8_0:
+		return q8_0Shape, dotQ8_0RowsVNNI
+	}
+	panic("tensor: no VNNI kernels for " + t.String())
+}
+
+// installLegacyVNNI puts the kernels in place of the AVX2 ones where they are faster (see
+// above and dotQ8_0Tokens4BlocksVNNI). MXFP4 drops its AVX2 two-token kernel so that its
+// prefill tiles run the rows kernel token by token (mulTokens' last resort), which is
+// faster.
+func installLegacyVNNI() {
+	for _, t := range []Type{Q4_0, Q8_0, MXFP4} {
+		dotRowsOne[t] = vnniDotRows(pickLegacyRows(t, useGFNI))
+	}
+	traits[Q4_0].VecDot = vnniDot(pickLegacyRows(Q4_0, useGFNI))
+	traits[MXFP4].VecDot = vnniDot(pickLegacyRows(MXFP4, useGFNI))
+	dotTokens4[Q8_0] = dotQ8_0Tokens4VNNI
+	delete(dotTokens2, MXFP4)
+}

@@ -1,0 +1,315 @@
+//go:build goexperiment.simd
+
+#include "textflag.h"
+#include "simd_amd64.h"
+
+// AVX-512 VNNI kernels of the 32-value formats Q4_0, Q8_0 and MXFP4 against Q8_0
+// activations: see simd_legacy_vnni_amd64.go. Go's operand order is Intel's reversed:
+// VPDPBUSD Y, W, S is S += W·Y, four unsigned bytes of W times four signed bytes of Y
+// per 32-bit lane.
+//
+// A 512-bit register holds two 8-lane sums side by side, its lower 256 bits one weight row
+// (or one token) and its upper 256 bits the other: each half runs the AVX2 kernel's
+// integer lanes and its FMA chain, so one 512-bit FMA steps two chains, and the one-token
+// kernel runs four rows at once (two registers), which hides the FMA latency that bounds a
+// single row. A lone row runs in both halves, the upper half's result unused.
+//
+// Registers: Z0 Z1 the float sums (two rows or tokens each), Z2 the activation bytes, Z3
+// their offset sums, Z4 the shared scale (dy for rows, the weights' d for tokens), Z5-Z7 and
+// Z8-Z10 a pair's weights, integer sums and scales, Z11 Z12 scratch, K1 the upper half's
+// dwords (merging broadcasts), K2 K3 the weights' signs (Q8_0). Constants: Z27 the FP4
+// values, Z28 zero, Z29 the offset bytes, Z30 Z31 the nibble split's. R13 points at
+// f16Table, R12 at e8m0Table (the AVX2 kernels' scale tables, so the same floats).
+
+// Nibble splits for a register whose 128-bit lanes are [q, q, q', q'] (a block's 16 packed
+// bytes, twice per row): lanes 0 and 2 keep the low nibbles (values 0-15 of the block),
+// lanes 1 and 3 take the high ones (16-31), the byte order of the AVX2 kernels. Either by
+// words shifted right by 0 or 4 (Z31 = laneShift4) and masked (Z30 = nibbleMask), or by one
+// GFNI affine transform per byte (Z31 = nibbleMatrixLanes), one instruction instead of two.
+#define SPLIT_SHIFT(r) \
+	VPSRLVW Z31, r, r; \
+	VPANDD  Z30, r, r
+
+#define SPLIT_GFNI(r) \
+	VGF2P8AFFINEQB $0, Z31, r, r
+
+// Per format: W2 unpacks the weight bytes of one block of row wa into the lower half of w
+// and of row wb into the upper (Q8_0_W1 of one row into both); INTS leaves in ints the 16 exact
+// lane sums of w against the activation bytes y; CY is what INTS needs per activation
+// vector; WD and WD_HI broadcast the weights' block scale (as float) to all or to the upper
+// lanes of a register, from the block at r.
+//
+// Q4_0 and MXFP4 weights are unsigned (the nibble, or the FP4 value doubled plus 12), so
+// INTS is VPDPBUSD less the offset times Σy (Z3, from Z29's bytes): Σ(q-8)·y, as the AVX2
+// kernels' VPMADDUBSW differences give it. Q8_0 moves the weights' signs onto the
+// activations as AVX2's VPSIGNB does: |w|·(±y), with y negated where w < 0 (-(-128) stays
+// -128 in both) and left where w = 0 (times |w| = 0 either way), so the integers agree for
+// every byte.
+#define Q4_0_W2(split, wa, wb, w, ks) \
+	VBROADCASTI32X4 2(wa), w; \
+	VBROADCASTI32X4 2(wb), K1, w; \
+	split(w)
+
+#define MXFP4_W2(split, wa, wb, w, ks) \
+	VBROADCASTI32X4 1(wa), w; \
+	VBROADCASTI32X4 1(wb), K1, w; \
+	split(w); \
+	VPSHUFB w, Z27, w
+
+#define Q8_0_W2(split, wa, wb, w, ks) \
+	VBROADCASTI64X4 2(wa), w; \
+	VINSERTI64X4    $1, 2(wb), w, w; \
+	VPMOVB2M        w, ks; \
+	VPABSB          w, w
+
+#define Q8_0_W1(wa, w, ks) \
+	VBROADCASTI64X4 2(wa), w; \
+	VPMOVB2M        w, ks; \
+	VPABSB          w, w
+
+#define OFFSET_CY(y, cy) \
+	VPXORD   cy, cy, cy; \
+	VPDPBUSD y, Z29, cy
+
+#define OFFSET_INTS(w, y, cy, ks, tmp, ints) \
+	VPXORD   ints, ints, ints; \
+	VPDPBUSD y, w, ints; \
+	VPSUBD   cy, ints, ints
+
+#define SIGNED_CY(y, cy)
+
+#define SIGNED_INTS(w, y, cy, ks, tmp, ints) \
+	VMOVDQA64 y, tmp; \
+	VPSUBB    y, Z28, ks, tmp; \
+	VPXORD    ints, ints, ints; \
+	VPDPBUSD  tmp, w, ints
+
+#define F16_D(r, d) \
+	MOVWLZX      (r), AX; \
+	VBROADCASTSS (R13)(AX*4), d
+
+#define F16_D_HI(r, d) \
+	MOVWLZX      (r), AX; \
+	VBROADCASTSS (R13)(AX*4), K1, d
+
+#define E8M0_D(r, d) \
+	MOVBLZX      (r), AX; \
+	VBROADCASTSS (R12)(AX*4), d
+
+#define E8M0_D_HI(r, d) \
+	MOVBLZX      (r), AX; \
+	VBROADCASTSS (R12)(AX*4), K1, d
+
+// ACCUMULATE converts a pair's integer sums and FMAs them with their scales into acc:
+// each half the AVX2 kernel's acc = d·float(p) + acc.
+#define ACCUMULATE(ints, sc, acc) \
+	VCVTDQ2PS   ints, ints; \
+	VFMADD231PS ints, sc, acc
+
+// LEGACY_SETUP loads the masks, tables and zero every kernel uses.
+#define LEGACY_SETUP \
+	MOVL   $0xFF00, AX; \
+	KMOVW  AX, K1; \
+	VPXORD Z28, Z28, Z28; \
+	LEAQ   ·f16Table(SB), R13; \
+	LEAQ   ·e8m0Table(SB), R12
+
+// REDUCE_PAIR leaves in lanes 0 and 2 of acc's X the two halves' eight lanes added as
+// sumLanes does (lower 128 bits plus upper), and in accX lanes 0-3 the first half's pairs
+// added (VHADDPS) beside the second's: [a01, a23, b01, b23].
+#define REDUCE_PAIR(acc, accX, tmp, tmpX) \
+	VSHUFF32X4    $0xB1, acc, acc, tmp; \
+	VADDPS        tmp, acc, acc; \
+	VEXTRACTF32X4 $2, acc, tmpX; \
+	VHADDPS       tmpX, accX, accX
+
+// PREFETCH_NEXT4 (NEXT2) asks (into L2) for the line of each row's current block four
+// (two) rows on, the same place in the next group of rows (R9 = rowBytes): a tile's rows
+// follow each other in memory, so this streams the lines a group ahead, as prefetchNext
+// does row by row for the AVX2 kernels (hardware prefetching stops at every 4 KiB page).
+// Past the last rows it asks for bytes that may not be ours, which a prefetch may: it
+// never faults.
+#define PREFETCH_NEXT4 \
+	PREFETCHT1 (SI)(R9*4); \
+	PREFETCHT1 (BX)(R9*4); \
+	PREFETCHT1 (DX)(R9*4); \
+	PREFETCHT1 (R14)(R9*4)
+
+#define PREFETCH_NEXT2 \
+	PREFETCHT1 (SI)(R9*2); \
+	PREFETCHT1 (BX)(R9*2)
+
+// ACTIVATIONS loads a block of the one vector of the one-token kernel: its bytes to both
+// halves of Z2, what INTS needs of them to Z3 (CY), its d to Z4.
+#define ACTIVATIONS(CY) \
+	VBROADCASTI64X4 2(DI), Z2; \
+	CY(Z2, Z3); \
+	F16_D(DI, Z4)
+
+// ROW_PAIR is one block of rows wa (lower half) and wb (upper half) against the block in
+// Z2-Z4: scales [d_a·dy ×8, d_b·dy ×8], the AVX2 kernels' d_w·d_y.
+#define ROW_PAIR(W2, INTS, WD, WD_HI, split, wa, wb, w, ints, sc, ks, tmp, acc) \
+	W2(split, wa, wb, w, ks); \
+	INTS(w, Z2, Z3, ks, tmp, ints); \
+	WD(wa, sc); \
+	WD_HI(wb, sc); \
+	VMULPS Z4, sc, sc; \
+	ACCUMULATE(ints, sc, acc)
+
+// LEGACY_ROWS is the one-token kernel over rows: groups of four rows (SI BX DX R14) step
+// through their blocks together, two in Z0 and two in Z1, and store their four sums at
+// once; one or two rows left over run as one pair (a lone row in both halves). R8 is the
+// next group's first row, R9 rowBytes, R10 the rows left, R11 the next output.
+#define LEGACY_ROWS(W2, INTS, CY, WD, WD_HI, split, bs) \
+	LEGACY_SETUP; \
+	MOVQ w+0(FP), R8; \
+	MOVQ rows+24(FP), R10; \
+	MOVQ rowBytes+32(FP), R9; \
+	MOVQ out+40(FP), R11; \
+group4: \
+	CMPQ R10, $4; \
+	JLT  tail; \
+	MOVQ R8, SI; \
+	LEAQ (SI)(R9*1), BX; \
+	LEAQ (BX)(R9*1), DX; \
+	LEAQ (DX)(R9*1), R14; \
+	LEAQ (R14)(R9*1), R8; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   nb+16(FP), CX; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+step4: \
+	PREFETCH_NEXT4; \
+	ACTIVATIONS(CY); \
+	ROW_PAIR(W2, INTS, WD, WD_HI, split, SI, BX, Z5, Z6, Z7, K2, Z11, Z0); \
+	ROW_PAIR(W2, INTS, WD, WD_HI, split, DX, R14, Z8, Z9, Z10, K3, Z12, Z1); \
+	ADDQ $bs, SI; \
+	ADDQ $bs, BX; \
+	ADDQ $bs, DX; \
+	ADDQ $bs, R14; \
+	ADDQ $34, DI; \
+	DECQ CX; \
+	JNZ  step4; \
+	REDUCE_PAIR(Z0, X0, Z13, X13); \
+	REDUCE_PAIR(Z1, X1, Z14, X14); \
+	VHADDPS X1, X0, X0; \
+	VMOVUPS X0, (R11); \
+	ADDQ    $16, R11; \
+	SUBQ    $4, R10; \
+	JMP     group4; \
+tail: \
+	TESTQ R10, R10; \
+	JZ    done; \
+	MOVQ  R8, SI; \
+	MOVQ  SI, BX; \
+	CMPQ  R10, $1; \
+	JEQ   lone; \
+	ADDQ  R9, BX; \
+lone: \
+	LEAQ (BX)(R9*1), R8; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   nb+16(FP), CX; \
+	VPXORD Z0, Z0, Z0; \
+step2: \
+	PREFETCH_NEXT2; \
+	ACTIVATIONS(CY); \
+	ROW_PAIR(W2, INTS, WD, WD_HI, split, SI, BX, Z5, Z6, Z7, K2, Z11, Z0); \
+	ADDQ $bs, SI; \
+	ADDQ $bs, BX; \
+	ADDQ $34, DI; \
+	DECQ CX; \
+	JNZ  step2; \
+	REDUCE_PAIR(Z0, X0, Z13, X13); \
+	VHADDPS X0, X0, X0; \
+	VMOVSS  X0, (R11); \
+	CMPQ    R10, $1; \
+	JEQ     done; \
+	VEXTRACTPS $1, X0, 4(R11); \
+	ADDQ    $8, R11; \
+	SUBQ    $2, R10; \
+	JMP     tail; \
+done: \
+	CLEAR_HIGH; \
+	RET
+
+#define Q4_0_CONSTANTS VBROADCASTI64X4 ·eights(SB), Z29
+#define MXFP4_CONSTANTS \
+	VBROADCASTI64X4 ·twelves(SB), Z29; \
+	VBROADCASTI32X4 ·fp4Shifted(SB), Z27
+#define SHIFT_CONSTANTS \
+	VMOVDQU64       ·laneShift4(SB), Z31; \
+	VBROADCASTI64X4 ·nibbleMask(SB), Z30
+#define GFNI_CONSTANTS VMOVDQU64 ·nibbleMatrixLanes(SB), Z31
+
+// func dotQ4_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_0RowsVNNI(SB), NOSPLIT, $0-48
+	Q4_0_CONSTANTS
+	SHIFT_CONSTANTS
+	LEGACY_ROWS(Q4_0_W2, OFFSET_INTS, OFFSET_CY, F16_D, F16_D_HI, SPLIT_SHIFT, 18)
+
+// func dotQ4_0RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_0RowsGFNI(SB), NOSPLIT, $0-48
+	Q4_0_CONSTANTS
+	GFNI_CONSTANTS
+	LEGACY_ROWS(Q4_0_W2, OFFSET_INTS, OFFSET_CY, F16_D, F16_D_HI, SPLIT_GFNI, 18)
+
+// func dotMXFP4RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotMXFP4RowsVNNI(SB), NOSPLIT, $0-48
+	MXFP4_CONSTANTS
+	SHIFT_CONSTANTS
+	LEGACY_ROWS(MXFP4_W2, OFFSET_INTS, OFFSET_CY, E8M0_D, E8M0_D_HI, SPLIT_SHIFT, 17)
+
+// func dotMXFP4RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotMXFP4RowsGFNI(SB), NOSPLIT, $0-48
+	MXFP4_CONSTANTS
+	GFNI_CONSTANTS
+	LEGACY_ROWS(MXFP4_W2, OFFSET_INTS, OFFSET_CY, E8M0_D, E8M0_D_HI, SPLIT_GFNI, 17)
+
+// func dotQ8_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ8_0RowsVNNI(SB), NOSPLIT, $0-48
+	LEGACY_ROWS(Q8_0_W2, SIGNED_INTS, SIGNED_CY, F16_D, F16_D_HI, SPLIT_SHIFT, 34)
+
+// TOKEN_PAIR is one Q8_0 block of the weights in Z5 (K2 their signs, Z4 their d) against
+// the activation vectors ya (lower half) and yb (upper half): scales [d·dy_a ×8, d·dy_b ×8].
+#define TOKEN_PAIR(ya, yb, ints, sc, tmp, acc) \
+	VMOVDQU      2(ya), Y2; \
+	VINSERTI64X4 $1, 2(yb), Z2, Z2; \
+	SIGNED_INTS(Z5, Z2, Z3, K2, tmp, ints); \
+	F16_D(ya, sc); \
+	F16_D_HI(yb, sc); \
+	VMULPS Z4, sc, sc; \
+	ACCUMULATE(ints, sc, acc)
+
+// func dotQ8_0Tokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+//
+// The four-token Q8_0 kernel (prefill): one weight row against four activation vectors,
+// tokens 0-1 in Z0 and 2-3 in Z1, each block's weight magnitudes and signs taken once for
+// all four. Each token's half runs the one-token kernel's operations, so its bits. (For
+// Q4_0 and MXFP4 the rows kernel was the faster way to run a prefill tile: a 64-token
+// [2048 → 768] MatMul on one thread took 3.4 against 3.9-4.9 ms for Q4_0, 3.6 against 3.9
+// for MXFP4; for Q8_0 4.0 against 4.3.)
+TEXT ·dotQ8_0Tokens4BlocksVNNI(SB), NOSPLIT, $0-56
+	TOKENS4_ARGS
+	LEGACY_SETUP
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+step:
+	Q8_0_W1(SI, Z5, K2)
+	F16_D(SI, Z4)
+	TOKEN_PAIR(R8, R9, Z6, Z7, Z11, Z0)
+	TOKEN_PAIR(R10, R11, Z9, Z10, Z12, Z1)
+	ADDQ $34, SI
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $34, R11
+	DECQ CX
+	JNZ  step
+
+	REDUCE_PAIR(Z0, X0, Z13, X13)
+	REDUCE_PAIR(Z1, X1, Z14, X14)
+	VHADDPS X1, X0, X0
+	VMOVUPS X0, (DI)
+	CLEAR_HIGH
+	RET
