@@ -124,7 +124,7 @@ func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 //go:noescape
 func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
-// dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 32 (F16
+// dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 16 (F16
 // weight matmuls, the tiny fixtures' attention and output, and attention scores of heads
 // below 128). dotF16Exact proves its sums product by product, which costs as much as the
 // sums; here a vector is widened to float64 once, each row once for four vectors, and the
@@ -134,7 +134,7 @@ func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 // tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
 // order. So every output is the sequential float64 sum's bits.
 func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool {
-	if !useAVX512 || n%32 != 0 || nr == 0 {
+	if !useAVX512 || n%16 != 0 || nr == 0 {
 		return false
 	}
 	rows = rows[:(nr-1)*rowBytes+2*n]

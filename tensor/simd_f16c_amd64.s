@@ -268,12 +268,13 @@ q8done:
 
 // The wide F16 kernels compute F16 × F16 dot products as float64 fused multiply-adds of
 // the values widened to float64 (each product of two binary16 values is exact in float64,
-// so an FMA adds the exact product: the same as adding it), 32 values a step in four or
-// eight chains. The order of the additions is not ggml's; the caller uses a sum only where
-// a bound proves every order gives the same float64 (see f16WideExact), from the summaries
-// these kernels return beside it: the largest binary16 magnitude (bits & 0x7FFF) of a
-// vector and its smallest nonzero magnitude less one (0xFFFF for a vector of zeros: the
-// subtraction wraps), both as unsigned words.
+// so an FMA adds the exact product: the same as adding it), 32 values a step (16 for the
+// last step of a length that is an odd multiple of 16) in two chains per vector. The order
+// of the additions is not ggml's; the caller uses a sum only where a bound proves every
+// order gives the same float64 (see f16Bound), from the summaries these kernels return
+// beside it: the largest binary16 magnitude (bits & 0x7FFF) of a vector and its smallest
+// nonzero magnitude less one (0xFFFF for a vector of zeros: the subtraction wraps), both
+// as unsigned words.
 
 // F16_SUMMARY folds the 32 binary16 values at off(SI) into the running word-lane maxima
 // (Z30) and minima less one (Z31); Z28 holds 0x7FFF words, Z29 ones. Clobbers Z27.
@@ -284,12 +285,24 @@ q8done:
 	VPMINUW Z27, Z31, Z31
 
 #define F16_SUMMARY_INIT \
+	MOVL         $0xFFFF, AX; \
+	KMOVD        AX, K1; \
 	MOVL         $0x7FFF, AX; \
 	VPBROADCASTW AX, Z28; \
 	MOVL         $1, AX; \
 	VPBROADCASTW AX, Z29; \
 	VPXORD       Z30, Z30, Z30; \
 	VPTERNLOGD   $0xFF, Z31, Z31, Z31
+
+// F16_SUMMARY_TAIL is F16_SUMMARY for the last 16 values at (SI) of a vector whose length
+// is an odd multiple of 16: loaded under K1 (0xFFFF), the other words are zeros, which
+// change no maximum, and 0xFFFF less one, which change no minimum.
+#define F16_SUMMARY_TAIL \
+	VMOVDQU16.Z (SI), K1, Z27; \
+	VPANDD      Z28, Z27, Z27; \
+	VPMAXUW     Z27, Z30, Z30; \
+	VPSUBW      Z29, Z27, Z27; \
+	VPMINUW     Z27, Z31, Z31
 
 // F16_SUMMARY_STORE folds Z30 and Z31 to one word each and stores them at 0(reg) and
 // 2(reg) (VPHMINPOSUW, which finds the smallest of eight words, has no EVEX form, so the
@@ -323,6 +336,18 @@ q8done:
 	VEXTRACTF64X4 $1, Z1, Y5; \
 	VCVTPS2PD     Y5, Z5
 
+// F16_WIDEN16 widens the 16 binary16 values at (SI) to float64 in Z2 and Z3.
+#define F16_WIDEN16 \
+	VCVTPH2PS     (SI), Z0; \
+	VCVTPS2PD     Y0, Z2; \
+	VEXTRACTF64X4 $1, Z0, Y3; \
+	VCVTPS2PD     Y3, Z3
+
+// F16_WIDE_FMA16 is F16_WIDE_FMA for F16_WIDEN16's 16 values.
+#define F16_WIDE_FMA16(areg, a, b) \
+	VFMADD231PD (areg), Z2, a; \
+	VFMADD231PD 64(areg), Z3, b
+
 // F16_WIDE_FMA adds the products of Z2-Z5 with the 32 float64 values at off(areg) into
 // accumulators a and b.
 #define F16_WIDE_FMA(areg, off, a, b) \
@@ -344,7 +369,7 @@ q8done:
 	VMOVSD        aX, off(DI)
 
 // func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
-// Widens n binary16 values (a positive multiple of 32) to float64 and summarizes them.
+// Widens n binary16 values (a positive multiple of 16) to float64 and summarizes them.
 TEXT ·widenF16Summary(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -352,7 +377,9 @@ TEXT ·widenF16Summary(SB), NOSPLIT, $0-32
 	MOVQ summary+24(FP), DX
 	F16_SUMMARY_INIT
 
-widen64:
+widen32:
+	CMPQ    CX, $32
+	JLT     widen16
 	F16_WIDEN
 	F16_SUMMARY(0)
 	VMOVUPD Z2, (DI)
@@ -362,14 +389,24 @@ widen64:
 	ADDQ    $64, SI
 	ADDQ    $256, DI
 	SUBQ    $32, CX
-	JNZ     widen64
+	JMP     widen32
+
+widen16:
+	TESTQ   CX, CX
+	JZ      widened
+	F16_WIDEN16
+	F16_SUMMARY_TAIL
+	VMOVUPD Z2, (DI)
+	VMOVUPD Z3, 64(DI)
+
+widened:
 	F16_SUMMARY_STORE(DX)
 	CLEAR_HIGH
 	RET
 
 // func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 // For each of rows weight rows (rowBytes apart, n binary16 values, n a positive multiple
-// of 32): out[r] = Σ w·a in some order, summaries[r] its summary.
+// of 16): out[r] = Σ w·a in some order, summaries[r] its summary.
 TEXT ·dotF16WideRows1(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), R8
 	MOVQ rows+16(FP), R9
@@ -386,13 +423,24 @@ wide1row:
 	VPXORQ Z9, Z9, Z9
 
 wide1step:
+	CMPQ CX, $32
+	JLT  wide1tail
 	F16_WIDEN
 	F16_SUMMARY(0)
 	F16_WIDE_FMA(R11, 0, Z8, Z9)
 	ADDQ $64, SI
 	ADDQ $256, R11
 	SUBQ $32, CX
-	JNZ  wide1step
+	JMP  wide1step
+
+wide1tail:
+	TESTQ CX, CX
+	JZ    wide1sum
+	F16_WIDEN16
+	F16_SUMMARY_TAIL
+	F16_WIDE_FMA16(R11, Z8, Z9)
+
+wide1sum:
 
 	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
 	F16_SUMMARY_STORE(DX)
@@ -434,6 +482,8 @@ wide4row:
 	VPXORQ Z15, Z15, Z15
 
 wide4step:
+	CMPQ CX, $32
+	JLT  wide4tail
 	F16_WIDEN
 	F16_SUMMARY(0)
 	F16_WIDE_FMA(R11, 0, Z8, Z9)
@@ -446,7 +496,19 @@ wide4step:
 	ADDQ $256, R13
 	ADDQ $256, R14
 	SUBQ $32, CX
-	JNZ  wide4step
+	JMP  wide4step
+
+wide4tail:
+	TESTQ CX, CX
+	JZ    wide4sum
+	F16_WIDEN16
+	F16_SUMMARY_TAIL
+	F16_WIDE_FMA16(R11, Z8, Z9)
+	F16_WIDE_FMA16(R12, Z10, Z11)
+	F16_WIDE_FMA16(R13, Z12, Z13)
+	F16_WIDE_FMA16(R14, Z14, Z15)
+
+wide4sum:
 
 	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
 	F16_WIDE_SUM(Z10, Z11, Y10, Y11, X10, X11, 8)

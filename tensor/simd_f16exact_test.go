@@ -168,7 +168,7 @@ func TestMulF16Wide(t *testing.T) {
 	}
 	proved, ordinary := 0, 0
 	for trial := range 60 {
-		n := []int{32, 64, 96, 256}[trial%4]
+		n := []int{32, 64, 96, 256, 16, 48, 80}[trial%7]
 		rows, count := 1+trial%13, 1+trial%9
 		// Rows may lie apart, as an attention cache's rows of one head do; the gaps hold
 		// NaNs, which must not leak in.
@@ -222,7 +222,7 @@ func TestMulF16Wide(t *testing.T) {
 			}
 		}
 	}
-	if proved < ordinary*9/10 {
+	if proved < ordinary*3/4 {
 		t.Errorf("the loose bound proved %d of %d ordinary pairs", proved, ordinary)
 	}
 }
@@ -263,7 +263,7 @@ func TestF16WideBound(t *testing.T) {
 	}
 	accepted, rejected := 0, 0
 	for range 3000 {
-		n := 32 * (1 + rng.IntN(8))
+		n := 16 * (1 + rng.IntN(16))
 		var small []bool
 		if rng.IntN(2) == 0 {
 			small = make([]bool, n)
