@@ -306,8 +306,8 @@ type wideScratch struct {
 // enough; a caller whose tiles grow (perRow's chunks as the context fills) reserves its
 // largest at once, so that decode steps do not allocate.
 func (s *wideScratch) reserve(n, rows int) {
-	s.act = grow(s.act, 4*n)
-	s.sums = grow(s.sums, 4*rows)
+	s.act = grow(s.act, 8*n)
+	s.sums = grow(s.sums, 8*rows)
 	s.summaries = grow(s.summaries, rows)
 }
 

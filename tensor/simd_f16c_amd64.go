@@ -124,12 +124,15 @@ func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 //go:noescape
 func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
+//go:noescape
+func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+
 // dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 16 (F16
 // weight matmuls, the tiny fixtures' attention and output, and attention scores of heads
 // below 128). dotF16Exact proves its sums product by product, which costs as much as the
-// sums; here a vector is widened to float64 once, each row once for four vectors, and the
-// products are summed by float64 FMAs in any order, with only each row's and each vector's
-// largest and smallest magnitudes kept. Those bound every product (f16Bound), more
+// sums; here a vector is widened to float64 once, each row once for up to eight vectors,
+// and the products are summed by float64 FMAs in any order, with only each row's and each
+// vector's largest and smallest magnitudes kept. Those bound every product (f16Bound), more
 // loosely than product by product; a pair the loose bound cannot prove (3-4% of them on
 // tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
 // order. So every output is the sequential float64 sum's bits.
@@ -142,19 +145,18 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 	s.reserve(n, nr)
 	lim := f16BoundLimit(n)
 	for i := 0; i < count; {
-		group := 1
-		if count-i >= 4 {
-			group = 4
+		group, kernel := 1, dotF16WideRows1
+		switch {
+		case count-i >= 8:
+			group, kernel = 8, dotF16WideRows8
+		case count-i >= 4:
+			group, kernel = 4, dotF16WideRows4
 		}
-		var as [4][2]uint16
-		var bounds [4]f16Bound
+		var as [8][2]uint16
+		var bounds [8]f16Bound
 		for k := range group {
 			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
 			bounds[k] = f16BoundOf(as[k])
-		}
-		kernel := dotF16WideRows1
-		if group == 4 {
-			kernel = dotF16WideRows4
 		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
 		for r, summary := range s.summaries[:nr] {

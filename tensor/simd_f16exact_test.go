@@ -131,12 +131,12 @@ func TestDotF16Rows4(t *testing.T) {
 	}
 }
 
-// TestMulF16Wide holds the wide F16 tile kernel (dotF16WideTile) (rows widened to float64 once for four
-// tokens, loose bounds from magnitude summaries) to the sequential kernel for every row and
-// token: tiles of 1 to 9 tokens (groups of four and single ones), ordinary rows, rows and
-// tokens of zeros, rows spread too widely for the loose bound (dotF16AVX2 then decides),
-// subnormals, infinities and NaNs; and checks that the loose bound does prove most
-// ordinary pairs, so the comparison is not vacuous.
+// TestMulF16Wide holds the wide F16 tile kernel (dotF16WideTile: rows widened to float64
+// once for up to eight tokens, loose bounds from magnitude summaries) to the sequential
+// kernel for every row and token: tiles of 1 to 13 tokens (groups of eight, four and
+// single ones), ordinary rows, rows and tokens of zeros, rows spread too widely for the
+// loose bound (dotF16AVX2 then decides), subnormals, infinities and NaNs; and checks that
+// the loose bound does prove most ordinary pairs, so the comparison is not vacuous.
 func TestMulF16Wide(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("CPU without AVX-512")
@@ -169,7 +169,7 @@ func TestMulF16Wide(t *testing.T) {
 	proved, ordinary := 0, 0
 	for trial := range 60 {
 		n := []int{32, 64, 96, 256, 16, 48, 80}[trial%7]
-		rows, count := 1+trial%13, 1+trial%9
+		rows, count := 1+trial%13, 1+trial%13
 		// Rows may lie apart, as an attention cache's rows of one head do; the gaps hold
 		// NaNs, which must not leak in.
 		rowBytes := 2*n + 64*(trial%3)
@@ -318,4 +318,34 @@ func f16Summary(b []byte) [2]uint16 {
 		}
 	}
 	return sum
+}
+
+// BenchmarkF16WideRows compares the wide F16 kernels on a prefill tile: 64 rows of 256
+// values against eight activation vectors, as two four-vector passes or one of eight.
+//
+//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench F16WideRows ./tensor
+func BenchmarkF16WideRows(b *testing.B) {
+	const n, rows = 256, 64
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := make([]byte, 2*n*rows)
+	for i := range n * rows {
+		binary.LittleEndian.PutUint16(w[2*i:], F32ToF16(float32(rng.NormFloat64())))
+	}
+	a := make([]float64, 8*n)
+	for i := range a {
+		a[i] = float64(F16ToF32(F32ToF16(float32(rng.NormFloat64()))))
+	}
+	out := make([]float64, 8*rows)
+	summaries := make([][2]uint16, rows)
+	b.Run("rows4x2", func(b *testing.B) {
+		for b.Loop() {
+			dotF16WideRows4(&w[0], 2*n, rows, n, &a[0], &out[0], &summaries[0])
+			dotF16WideRows4(&w[0], 2*n, rows, n, &a[4*n], &out[0], &summaries[0])
+		}
+	})
+	b.Run("rows8", func(b *testing.B) {
+		for b.Loop() {
+			dotF16WideRows8(&w[0], 2*n, rows, n, &a[0], &out[0], &summaries[0])
+		}
+	})
 }
