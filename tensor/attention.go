@@ -578,8 +578,8 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 	s.keys = grow(s.keys, ggmlTile*dk)
 	s.values = grow(s.values, ggmlTile*dv)
 	s.krow = grow(s.krow, dk)
-	s.scores = grow(s.scores, ggmlTile)
-	scores := (*[ggmlTile]float32)(s.scores)
+	s.scores = grow(s.scores, 2*ggmlTile)
+	scores := [2]*[ggmlTile]float32{(*[ggmlTile]float32)(s.scores[:ggmlTile]), (*[ggmlTile]float32)(s.scores[ggmlTile:])}
 	first, last := j.visible(t0)
 	for t := t0 + 1; t < t1; t++ {
 		f, l := j.visible(t)
@@ -602,43 +602,81 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 			if lo > hi {
 				continue // nothing visible in this tile for this token
 			}
-			for i := range group {
+			// The heads of the group go in pairs for their scores, which share the tile's
+			// loads and run twice the independent chains; each row's arithmetic is its own.
+			for i := 0; i < group; i += 2 {
 				row := (t-t0)*group + i
-				q := j.q[(t*j.heads+g*group+i)*dk:][:dk]
-				tileScores(scores, q, s.keys, lo, hi, j.params.Scale)
-				tileMax := float32(math.Inf(-1))
-				for _, sc := range scores {
-					if !(tileMax > sc) {
-						tileMax = sc
+				q0, acc0 := j.q[(t*j.heads+g*group+i)*dk:][:dk], s.acc[row*dv:(row+1)*dv]
+				if i+1 == group {
+					if s.tileWeights(row, acc0, scores[0], q0, lo, hi, j.params.Scale) {
+						tileAccumulate(acc0, s.values, scores[0], lo, hi)
 					}
+					continue
 				}
-				if tileMax == float32(math.Inf(-1)) {
-					continue // every score −Inf: nothing to add
+				q1, acc1 := j.q[(t*j.heads+g*group+i+1)*dk:][:dk], s.acc[(row+1)*dv:(row+2)*dv]
+				tileScores2(scores[0], scores[1], q0, q1, s.keys, lo, hi, j.params.Scale)
+				if s.tileSoftmax(row, acc0, scores[0]) {
+					tileAccumulate(acc0, s.values, scores[0], lo, hi)
 				}
-				acc := s.acc[row*dv : (row+1)*dv]
-				if newMax := max(s.max[row], tileMax); newMax > s.max[row] {
-					ms := exp32(s.max[row] - newMax)
-					for d := range acc {
-						acc[d] *= ms
-					}
-					s.sum[row] *= ms
-					s.max[row] = newMax
+				if s.tileSoftmax(row+1, acc1, scores[1]) {
+					tileAccumulate(acc1, s.values, scores[1], lo, hi)
 				}
-				tileExp(scores, s.max[row])
-				var sum float64
-				for c := 0; c < ggmlTile; c += vecWidth {
-					sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
-				}
-				s.sum[row] = float32(float64(s.sum[row]) + sum)
-				tileAccumulate(acc, s.values, scores, lo, hi)
 			}
 		}
 	}
 }
 
+// tileWeights computes one row's scores over a tile (tileScores) and turns them into its
+// softmax weights (tileSoftmax); false if the row has nothing to add.
+func (s *attnScratch) tileWeights(row int, acc []float32, scores *[ggmlTile]float32, q []float32, lo, hi int, scale float32) bool {
+	tileScores(scores, q, s.keys, lo, hi, scale)
+	return s.tileSoftmax(row, acc, scores)
+}
+
+// tileSoftmax is ggml's online softmax step for one row (acc its weighted sum of V) and a
+// tile of its scores: the running maximum advances once per tile (rescaling the row's sum
+// and acc), the
+// scores become their exponentials and are summed 16 at a time. False if every score is
+// −Inf: the row has nothing to add.
+func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]float32) bool {
+	tileMax := float32(math.Inf(-1))
+	for _, sc := range scores {
+		if !(tileMax > sc) {
+			tileMax = sc
+		}
+	}
+	if tileMax == float32(math.Inf(-1)) {
+		return false
+	}
+	if newMax := max(s.max[row], tileMax); newMax > s.max[row] {
+		ms := exp32(s.max[row] - newMax)
+		for d := range acc {
+			acc[d] *= ms
+		}
+		s.sum[row] *= ms
+		s.max[row] = newMax
+	}
+	tileExp(scores, s.max[row])
+	var sum float64
+	for c := 0; c < ggmlTile; c += vecWidth {
+		sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
+	}
+	s.sum[row] = float32(float64(s.sum[row]) + sum)
+	return true
+}
+
 // The inner loops of the tiled kernel, as variables: the SIMD build installs vector
-// versions with the same bits (simd_attn_amd64.go).
-var tileScores, tileExp, tileAccumulate = tileScoresGo, tileExpGo, tileAccumulateGo
+// versions with the same bits (simd_attn_amd64.go). tileScores2 does two query rows at
+// once, each as tileScores would.
+var (
+	tileScores, tileExp, tileAccumulate = tileScoresGo, tileExpGo, tileAccumulateGo
+	tileScores2                         = tileScores2Go
+)
+
+func tileScores2Go(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
+	tileScores(scores0, q0, keys, lo, hi, scale)
+	tileScores(scores1, q1, keys, lo, hi, scale)
+}
 
 // tileScoresGo sets scores[r] = (q·K[r])·scale for the tile's positions lo..hi, each dot
 // one chain of fused multiply-adds over the dimensions in order (ggml's tiled kernel), and

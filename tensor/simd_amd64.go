@@ -73,6 +73,7 @@ func init() {
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	if useAVX512 {
 		tileScores, tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
+		tileScores2 = tileScores2AVX512
 	}
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
 	dotTokens2[MXFP4], dotTokens2[Q8_0], dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2

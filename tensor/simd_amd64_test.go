@@ -3,7 +3,6 @@
 package tensor
 
 import (
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"simd/archsimd"
@@ -32,9 +31,9 @@ func TestSIMDInstalled(t *testing.T) {
 }
 
 // TestTileKernels holds the tiled attention kernel's vector loops (AVX2, and AVX-512 where
-// the CPU has it) to the Go ones bit for bit: scores over 16 to 256 dimensions with masked
-// positions at either end of the tile, and V accumulation over value widths that take the
-// 64-, 32- and 16-value paths.
+// the CPU has it; scores also for pairs of rows) to the Go ones bit for bit: scores over 16 to 256
+// dimensions with masked positions at either end of the tile, and V accumulation over
+// value widths that take the 64-, 32- and 16-value paths.
 func TestTileKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	fill := func(n int) []float32 {
@@ -59,11 +58,7 @@ func TestTileKernels(t *testing.T) {
 		for name, kernel := range scorers {
 			var got [ggmlTile]float32
 			kernel(&got, q, keys, lo, hi, 0.125)
-			for r := range got {
-				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
-					t.Fatalf("%s scores, %d dimensions, position %d: %v, want %v", name, dim, r, got[r], want[r])
-				}
-			}
+			expectBits(t, name+" scores", got[:], want[:])
 		}
 		weights := (*[ggmlTile]float32)(fill(ggmlTile))
 		start := fill(dim)
@@ -72,11 +67,43 @@ func TestTileKernels(t *testing.T) {
 		for name, kernel := range accumulators {
 			got := append([]float32(nil), start...)
 			kernel(got, values, weights, lo, hi)
-			for d := range got {
-				if math.Float32bits(got[d]) != math.Float32bits(wantAcc[d]) {
-					t.Fatalf("%s accumulation, %d values, value %d: %v, want %v", name, dim, d, got[d], wantAcc[d])
-				}
-			}
+			expectBits(t, name+" accumulation", got, wantAcc)
 		}
+		if !useAVX512 {
+			continue
+		}
+		// The pair kernel: each row as the single Go loop does it.
+		q1 := fill(dim)
+		var want1, got0, got1 [ggmlTile]float32
+		tileScoresGo(&want1, q1, keys, lo, hi, 0.125)
+		tileScores2AVX512(&got0, &got1, q, q1, keys, lo, hi, 0.125)
+		expectBits(t, "AVX-512 pair scores (first)", got0[:], want[:])
+		expectBits(t, "AVX-512 pair scores (second)", got1[:], want1[:])
 	}
+}
+
+// BenchmarkTileScores is the tiled attention's scores for two query rows of 64 dimensions
+// against one tile, row by row and as a pair.
+func BenchmarkTileScores(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	q0, q1, keys := fill(64), fill(64), fill(64*ggmlTile)
+	var s0, s1 [ggmlTile]float32
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			tileScores(&s0, q0, keys, 0, ggmlTile-1, 0.125)
+			tileScores(&s1, q1, keys, 0, ggmlTile-1, 0.125)
+		}
+	})
+	b.Run("pair", func(b *testing.B) {
+		for b.Loop() {
+			tileScores2(&s0, &s1, q0, q1, keys, 0, ggmlTile-1, 0.125)
+		}
+	})
 }

@@ -276,7 +276,9 @@ func tileAccumulateAVX2(acc, values []float32, weights *[ggmlTile]float32, lo, h
 
 // tileScoresAVX512 is tileScoresAVX2 sixteen positions a vector: the four vectors cover the
 // whole tile at once, so each dimension's query value is broadcast once. Every lane is the
-// same chain of fused multiply-adds over the dimensions, so the scores are the same bits.
+// same chain of fused multiply-adds over the dimensions, so the scores are the same bits;
+// the scale is applied by a vector multiply (the same rounding as the scalar one), and
+// only the masked positions are written one by one.
 func tileScoresAVX512(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, scale float32) {
 	keys = keys[:len(q)*ggmlTile]
 	var a0, a1, a2, a3 archsimd.Float32x16
@@ -288,17 +290,28 @@ func tileScoresAVX512(scores *[ggmlTile]float32, q, keys []float32, lo, hi int, 
 		a2 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[32:48])), a2)
 		a3 = qv.MulAdd(archsimd.LoadFloat32x16((*[16]float32)(k[48:64])), a3)
 	}
-	a0.Store((*[16]float32)(scores[0:16]))
-	a1.Store((*[16]float32)(scores[16:32]))
-	a2.Store((*[16]float32)(scores[32:48]))
-	a3.Store((*[16]float32)(scores[48:64]))
+	storeScaled(scores, a0, a1, a2, a3, scale)
+	maskTile(scores, lo, hi)
+}
+
+// storeScaled stores a tile's four vectors of dot products times scale (one rounding, as
+// the scalar multiply) and clears the upper halves for the scalar code that follows.
+func storeScaled(scores *[ggmlTile]float32, a0, a1, a2, a3 archsimd.Float32x16, scale float32) {
+	sv := archsimd.BroadcastFloat32x16(scale)
+	a0.Mul(sv).Store((*[16]float32)(scores[0:16]))
+	a1.Mul(sv).Store((*[16]float32)(scores[16:32]))
+	a2.Mul(sv).Store((*[16]float32)(scores[32:48]))
+	a3.Mul(sv).Store((*[16]float32)(scores[48:64]))
 	archsimd.ClearAVXUpperBits()
-	for r := range scores {
-		if r < lo || r > hi {
-			scores[r] = float32(math.Inf(-1))
-		} else {
-			scores[r] *= scale
-		}
+}
+
+// maskTile sets the scores of the positions outside lo..hi to −Inf.
+func maskTile(scores *[ggmlTile]float32, lo, hi int) {
+	for r := range lo {
+		scores[r] = float32(math.Inf(-1))
+	}
+	for r := hi + 1; r < ggmlTile; r++ {
+		scores[r] = float32(math.Inf(-1))
 	}
 }
 
@@ -334,4 +347,26 @@ func tileAccumulateAVX512(acc, values []float32, weights *[ggmlTile]float32, lo,
 		a0.Store(a)
 	}
 	archsimd.ClearAVXUpperBits()
+}
+
+// tileScores2AVX512 is tileScoresAVX512 for two query rows against the same tile: each
+// key vector loaded once feeds both rows' chains, and the eight independent chains keep
+// both FMA ports busy where four waited on each other's latency: two rows of 64
+// dimensions, 295 ns one after the other, 215 ns as a pair (BenchmarkTileScores).
+func tileScores2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
+	keys = keys[:len(q0)*ggmlTile]
+	q1 = q1[:len(q0)]
+	var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
+	for d, qd := range q0 {
+		k := (*[ggmlTile]float32)(keys[d*ggmlTile : (d+1)*ggmlTile])
+		k0, k1 := archsimd.LoadFloat32x16((*[16]float32)(k[0:16])), archsimd.LoadFloat32x16((*[16]float32)(k[16:32]))
+		k2, k3 := archsimd.LoadFloat32x16((*[16]float32)(k[32:48])), archsimd.LoadFloat32x16((*[16]float32)(k[48:64]))
+		qv, qw := archsimd.BroadcastFloat32x16(qd), archsimd.BroadcastFloat32x16(q1[d])
+		a0, a1, a2, a3 = qv.MulAdd(k0, a0), qv.MulAdd(k1, a1), qv.MulAdd(k2, a2), qv.MulAdd(k3, a3)
+		b0, b1, b2, b3 = qw.MulAdd(k0, b0), qw.MulAdd(k1, b1), qw.MulAdd(k2, b2), qw.MulAdd(k3, b3)
+	}
+	storeScaled(scores0, a0, a1, a2, a3, scale)
+	storeScaled(scores1, b0, b1, b2, b3, scale)
+	maskTile(scores0, lo, hi)
+	maskTile(scores1, lo, hi)
 }
