@@ -125,6 +125,9 @@ func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
 //go:noescape
+func f16SumSquares(x *byte, n int) float64
+
+//go:noescape
 func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
 // dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 16 (F16
@@ -159,13 +162,27 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 			bounds[k] = f16BoundOf(as[k])
 		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
+		var squares [8]float64 // the vectors' sums of squares, found when first needed
+		var squared [8]bool
 		for r, summary := range s.summaries[:nr] {
-			row := f16BoundOf(summary)
+			row, rowSquares := f16BoundOf(summary), -1.0
+			w := rows[r*rowBytes:][:2*n]
 			for k := range group {
-				if row.exact(bounds[k], lim) {
+				a := acts[(i+k)*2*n:][:2*n]
+				exact := row.exact(bounds[k], lim)
+				if !exact {
+					if rowSquares < 0 {
+						rowSquares = f16SumSquares(&w[0], n)
+					}
+					if !squared[k] {
+						squares[k], squared[k] = f16SumSquares(&a[0], n), true
+					}
+					exact = f16NormsExact(rowSquares, squares[k], row.g+bounds[k].g)
+				}
+				if exact {
 					dst[(i+k)*stride+r] = float32(s.sums[r*group+k])
 				} else {
-					dst[(i+k)*stride+r] = dotF16AVX2(n, rows[r*rowBytes:][:2*n], acts[(i+k)*2*n:][:2*n])
+					dst[(i+k)*stride+r] = dotF16AVX2(n, w, a)
 				}
 			}
 		}
@@ -203,9 +220,22 @@ func (b f16Bound) exact(o f16Bound, lim int32) bool {
 
 func f16BoundLimit(n int) int32 { return int32(bits.Len(uint(n-1))) - 2 }
 
-// f16WideExact is the bound for one pair: the float32 of the wide sum where it holds.
-func f16WideExact(n int, ws, as [2]uint16, sum float64) (float32, bool) {
-	if !f16BoundOf(ws).exact(f16BoundOf(as), f16BoundLimit(n)) {
+// f16NormsExact is the second chance of a pair that f16Bound.exact cannot prove: by
+// Cauchy-Schwarz, Σ|x·y| ≤ √(Σx²·Σy²), which for values spread over many binades is
+// several bits below n·max|x|·max|y|; every partial sum must stay within 2^53 units of
+// 2^(g−50), g the sum of the pair's f16Bound.g. sx and sy are f16SumSquares (each square
+// exact, the sums within n·2^-53 relatively), so the bound, computed in float64, is
+// widened by 2^-30 (more than all the roundings for n up to 2^20). A vector holding an
+// infinity or a NaN has an infinite or NaN sum of squares and fails.
+func f16NormsExact(sx, sy float64, g int32) bool {
+	return math.Sqrt(sx*sy)*(1+0x1p-30) <= math.Ldexp(1, int(g)+3)
+}
+
+// f16WideExact is the bound for one pair (both checks, as dotF16WideTile makes them): the
+// float32 of the wide sum where it holds.
+func f16WideExact(n int, w, a []byte, ws, as [2]uint16, sum float64) (float32, bool) {
+	wb, ab := f16BoundOf(ws), f16BoundOf(as)
+	if !wb.exact(ab, f16BoundLimit(n)) && !f16NormsExact(f16SumSquares(&w[0], n), f16SumSquares(&a[0], n), wb.g+ab.g) {
 		return 0, false
 	}
 	return float32(sum), true

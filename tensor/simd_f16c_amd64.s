@@ -626,3 +626,37 @@ wide8sum:
 	JNZ  wide8row
 	CLEAR_HIGH
 	RET
+
+// func f16SumSquares(x *byte, n int) float64
+// The sum of the squares of n binary16 values (n a positive multiple of 16), each square
+// exact in float64, added in some order (so within n·2^-53 of the exact sum, relatively).
+TEXT ·f16SumSquares(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	LEAQ   ret+16(FP), DI
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+
+squares32:
+	CMPQ        CX, $32
+	JLT         squares16
+	F16_WIDEN
+	VFMADD231PD Z2, Z2, Z8
+	VFMADD231PD Z3, Z3, Z9
+	VFMADD231PD Z4, Z4, Z8
+	VFMADD231PD Z5, Z5, Z9
+	ADDQ        $64, SI
+	SUBQ        $32, CX
+	JMP         squares32
+
+squares16:
+	TESTQ       CX, CX
+	JZ          squared
+	F16_WIDEN16
+	VFMADD231PD Z2, Z2, Z8
+	VFMADD231PD Z3, Z3, Z9
+
+squared:
+	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
+	VZEROUPPER
+	RET
