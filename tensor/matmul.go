@@ -295,11 +295,13 @@ func (j *matmulJob) unit(worker, u int) {
 var f16Tile func(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool
 
 // wideScratch is a worker's scratch for f16Tile: activation vectors widened to
-// float64, and a tile's sums and row summaries.
+// float64, and a tile's sums and row summaries; and MulMatID's gathered vectors.
 type wideScratch struct {
 	act       []float64
 	sums      []float64
 	summaries [][2]uint16
+	gather    []byte    // MulMatID: a tile's activation vectors, gathered
+	out       []float32 // MulMatID: their outputs, before they are scattered
 }
 
 // reserve makes room for rows rows of n values, keeping what is there when it is large
@@ -427,8 +429,9 @@ func (p *Pool) MulMatID(dst []float32, w *Matrix, x []float32, ids []int32, k in
 	if err != nil {
 		return err
 	}
+	p.scratch.wide = grow(p.scratch.wide, p.threads)
 	j := &p.jobs.mulMatID
-	*j = mulMatIDJob{w: *w, act: act, actBytes: actBytes, dst: dst, order: s.order, tiles: s.tiles, k: k, shared: shared}
+	*j = mulMatIDJob{w: *w, act: act, actBytes: actBytes, dst: dst, order: s.order, tiles: s.tiles, k: k, shared: shared, wide: p.scratch.wide}
 	return p.run(j, len(s.tiles))
 }
 
@@ -447,17 +450,40 @@ type mulMatIDJob struct {
 	tiles    []idTile
 	k        int
 	shared   bool
+	wide     []wideScratch // per worker, for f16Tile
 }
 
-func (j *mulMatIDJob) unit(_, u int) {
+func (j *mulMatIDJob) unit(worker, u int) {
 	w, tile := &j.w, j.tiles[u]
 	r0 := int(tile.row)
 	r1 := r0 + int(tile.rows)
 	rb := w.rowBytes
 	pairs := j.order[tile.pair : tile.pair+tile.pairs]
-	w.mulTokens(w.data[int(tile.expert)*w.rows*rb:][r0*rb:r1*rb], len(pairs),
+	rows := w.data[int(tile.expert)*w.rows*rb:][r0*rb : r1*rb]
+	if w.typ == F16 && f16Tile != nil && j.wideF16(&j.wide[worker], rows, pairs, r0, r1) {
+		return
+	}
+	w.mulTokens(rows, len(pairs),
 		func(i int) []byte { return j.vector(pairs[i]) },
 		func(i int) []float32 { return j.dst[int(pairs[i])*w.rows+r0 : int(pairs[i])*w.rows+r1] })
+}
+
+// wideF16 runs a tile of F16 weights through f16Tile: the tile's activation vectors are
+// gathered one after the other and its outputs scattered back to their pairs' places.
+func (j *mulMatIDJob) wideF16(s *wideScratch, rows []byte, pairs []int32, r0, r1 int) bool {
+	nr := r1 - r0
+	s.gather = grow(s.gather, len(pairs)*j.actBytes)
+	s.out = grow(s.out, len(pairs)*nr)
+	for i, pair := range pairs {
+		copy(s.gather[i*j.actBytes:], j.vector(pair))
+	}
+	if !f16Tile(j.w.cols, rows, j.w.rowBytes, nr, s.gather, s.out, nr, s) {
+		return false
+	}
+	for i, pair := range pairs {
+		copy(j.dst[int(pair)*j.w.rows+r0:][:nr], s.out[i*nr:][:nr])
+	}
+	return true
 }
 
 // vector is the activation vector of a (token, slot) pair: its token's when the k slots
