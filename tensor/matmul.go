@@ -23,8 +23,10 @@ type Matrix struct {
 	dot4  func(n int, w0, w1, w2, w3, a []byte) [4]float32
 	dot2  func(n int, w, a0, a1 []byte) [2]float32
 	dot4T func(n int, w, a0, a1, a2, a3 []byte) [4]float32
-	// rows1 is the type's kernel over consecutive rows against one vector (dotRowsOne).
-	rows1 func(n int, rows, a []byte, out []float32)
+	// rows1 is the type's kernel over consecutive rows against one vector (dotRowsOne),
+	// rows4T against four (dotTokens4Rows).
+	rows1  func(n int, rows, a []byte, out []float32)
+	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -66,7 +68,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t]}
+		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t]}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -247,6 +249,11 @@ var dotTokens2 = map[Type]func(n int, w, a0, a1 []byte) [2]float32{}
 // the tokens left over). Prefill tiles take tokens four at a time, then in pairs.
 var dotTokens4 = map[Type]func(n int, w, a0, a1, a2, a3 []byte) [4]float32{}
 
+// dotTokens4Rows is dotTokens4 over len(o0) consecutive whole rows (rowBytes apart) in one
+// call, ok[r] = dotTokens4's result k for row r, for a type whose four-token kernel costs
+// much per call next to the short rows of a small model (Q8_0 on VNNI).
+var dotTokens4Rows = map[Type]func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32){}
+
 // dotRowsOne holds, for a type whose VecDot has a fixed cost per call worth saving (the
 // VNNI kernels', simd_vnni_amd64.go), a kernel that takes len(out) consecutive whole rows
 // and one activation vector: out[r] = VecDot(n, row r, a), the same bits.
@@ -322,6 +329,11 @@ func (s *wideScratch) reserve(n, rows int) {
 func (w *Matrix) mulTokens(rows []byte, count int, act func(i int) []byte, out func(i int) []float32) {
 	n, rb := w.cols, w.rowBytes
 	i := 0
+	if rows4T := w.rows4T; rows4T != nil {
+		for ; i+4 <= count; i += 4 {
+			rows4T(n, rows, rb, act(i), act(i+1), act(i+2), act(i+3), out(i), out(i+1), out(i+2), out(i+3))
+		}
+	}
 	if dot4T := w.dot4T; dot4T != nil {
 		for ; i+4 <= count; i += 4 {
 			a0, a1, a2, a3 := act(i), act(i+1), act(i+2), act(i+3)

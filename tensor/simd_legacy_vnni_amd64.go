@@ -59,15 +59,38 @@ func dotMXFP4RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 func dotMXFP4RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
-func dotQ8_0Tokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+func dotQ8_0Tokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 var (
 	q4_0Shape  = blockShape{values: qk32, bytes: 18, actBytes: 34}
 	q8_0Shape  = blockShape{values: qk32, bytes: 34, actBytes: 34}
 	mxfp4Shape = blockShape{values: qk32, bytes: 17, actBytes: 34}
-
-	dotQ8_0Tokens4VNNI = vnniDotTokens4(q8_0Shape, dotQ8_0Tokens4BlocksVNNI)
 )
+
+// dotQ8_0Tokens4RowsOf is dotTokens4Rows for Q8_0: whole rows of n values rowBytes apart,
+// len(o0) of them, against four activation vectors.
+func dotQ8_0Tokens4RowsOf(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+	nb, count := n/qk32, len(o0)
+	if count == 0 {
+		return
+	}
+	if nb == 0 {
+		clear(o0)
+		clear(o1[:count])
+		clear(o2[:count])
+		clear(o3[:count])
+		return
+	}
+	act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*q8_0Shape.actBytes][0]) }
+	dotQ8_0Tokens4RowsVNNI(unsafe.Pointer(&rows[:(count-1)*rowBytes+nb*q8_0Shape.bytes][0]), act(a0), act(a1), act(a2), act(a3),
+		nb, count, rowBytes, &o0[0], &o1[:count][0], &o2[:count][0], &o3[:count][0])
+}
+
+// dotQ8_0Tokens4VNNI is dotTokens4 for Q8_0: the rows kernel on one row.
+func dotQ8_0Tokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
+	dotQ8_0Tokens4RowsOf(n, w, len(w), a0, a1, a2, a3, out[0:1], out[1:2], out[2:3], out[3:4])
+	return out
+}
 
 // pickLegacyRows returns the rows kernel of t (Q4_0, Q8_0 or MXFP4) and its block shape,
 // the nibble formats' splitting with GFNI or with shifts.
@@ -88,7 +111,7 @@ func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
 }
 
 // installLegacyVNNI puts the kernels in place of the AVX2 ones where they are faster (see
-// above and dotQ8_0Tokens4BlocksVNNI). MXFP4 drops its AVX2 two-token kernel so that its
+// above and dotQ8_0Tokens4RowsVNNI). MXFP4 drops its AVX2 two-token kernel so that its
 // prefill tiles run the rows kernel token by token (mulTokens' last resort), which is
 // faster.
 func installLegacyVNNI() {
@@ -97,6 +120,6 @@ func installLegacyVNNI() {
 	}
 	traits[Q4_0].VecDot = vnniDot(pickLegacyRows(Q4_0, useGFNI))
 	traits[MXFP4].VecDot = vnniDot(pickLegacyRows(MXFP4, useGFNI))
-	dotTokens4[Q8_0] = dotQ8_0Tokens4VNNI
+	dotTokens4[Q8_0], dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
 	delete(dotTokens2, MXFP4)
 }

@@ -136,6 +136,26 @@ func TestLegacyVNNIMatchesAVX2(t *testing.T) {
 						}
 					}
 				}
+				for count := 1; count <= 9 && c.typ == Q8_0; count++ {
+					// The rows form: each vector's outputs in a slice of their own, one
+					// guard value past each.
+					var outs [4][]float32
+					for v := range outs {
+						outs[v] = make([]float32, count+1)
+						outs[v][count] = 42
+					}
+					dotQ8_0Tokens4RowsOf(n, rows[:count*rb], rb, a[0], a[1], a[2], a[3], outs[0][:count], outs[1][:count], outs[2][:count], outs[3][:count])
+					for v, out := range outs {
+						for r := range count {
+							if want := want(r, v); !sameBits(out[r], want) {
+								t.Errorf("%s tokens4 rows, row %d of %d, vector %d: VNNI %g, AVX2 %g", what, r, count, v, out[r], want)
+							}
+						}
+						if out[count] != 42 {
+							t.Errorf("%s: tokens4 over %d rows wrote past vector %d's outputs", what, count, v)
+						}
+					}
+				}
 			}
 		}
 	}
