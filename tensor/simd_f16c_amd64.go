@@ -166,21 +166,20 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 		var squared [8]bool
 		for r, summary := range s.summaries[:nr] {
 			row, rowSquares := f16BoundOf(summary), -1.0
-			w := rows[r*rowBytes:][:2*n]
-			for k := range group {
-				a := acts[(i+k)*2*n:][:2*n]
-				exact := row.exact(bounds[k], lim)
-				if !exact {
-					if rowSquares < 0 {
-						rowSquares = f16SumSquares(&w[0], n)
-					}
-					if !squared[k] {
-						squares[k], squared[k] = f16SumSquares(&a[0], n), true
-					}
-					exact = f16NormsExact(rowSquares, squares[k], row.g+bounds[k].g)
+			for k, sum := range s.sums[r*group : (r+1)*group] {
+				if row.exact(bounds[k], lim) {
+					dst[(i+k)*stride+r] = float32(sum)
+					continue
 				}
-				if exact {
-					dst[(i+k)*stride+r] = float32(s.sums[r*group+k])
+				w, a := rows[r*rowBytes:][:2*n], acts[(i+k)*2*n:][:2*n]
+				if rowSquares < 0 {
+					rowSquares = f16SumSquares(&w[0], n)
+				}
+				if !squared[k] {
+					squares[k], squared[k] = f16SumSquares(&a[0], n), true
+				}
+				if f16NormsExact(rowSquares, squares[k], row.g+bounds[k].g) {
+					dst[(i+k)*stride+r] = float32(sum)
 				} else {
 					dst[(i+k)*stride+r] = dotF16AVX2(n, w, a)
 				}
