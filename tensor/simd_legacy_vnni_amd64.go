@@ -12,8 +12,9 @@ import "unsafe"
 // latency per block however little the block's integers cost. The order of that chain is
 // the kernels' bits, so a row cannot be split; instead the rows kernel (dotRowsOne, which
 // the decode mat-vec and, token by token, prefill tiles run) takes four rows side by side
-// (a 512-bit register holds two rows' eight lanes), and the Q8_0 four-token kernel one row
-// against four vectors, each half register taking the AVX2 kernel's steps. VPDPBUSD adds
+// (a 512-bit register holds two rows' eight lanes), and the Q8_0 four-token kernel a
+// tile's rows one at a time against four vectors, each half register taking the AVX2
+// kernel's steps. VPDPBUSD adds
 // four unsigned × signed byte products into each 32-bit lane, the same four values (so the
 // same exact integer) as the AVX2 kernels' VPMADDUBSW and VPMADDWD, and the lanes are
 // reduced in sumLanes' order: the same bits (TestLegacyVNNIMatchesAVX2).
