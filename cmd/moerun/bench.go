@@ -35,7 +35,7 @@ type benchCmd struct {
 	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
 	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
-	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32 with float64 dot products; slower prompts, faster decoding only for head sizes below 128)." group:"bench"`
+	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32 with float64 dot products; slower prompts, decoding no faster)." group:"bench"`
 	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
 
 	placementFlags `embed:""`

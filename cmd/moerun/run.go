@@ -35,7 +35,7 @@ type runCmd struct {
 	Escape    bool   `name:"escape" negatable:"" default:"true" help:"-e: process escapes in the prompt (--no-escape: take it literally)." group:"generation"`
 	Special   bool   `name:"special" help:"-sp: print special tokens." group:"generation"`
 
-	Attention   string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention (F16 queries and accumulator); precise computes in float32 with float64 dot products: slower prompts, faster decoding at long contexts only for head sizes below 128." group:"generation"`
+	Attention   string `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention (F16 queries and accumulator); precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
 	ExpertStats string `name:"expert-stats" placeholder:"FILE" type:"path" help:"Write routing statistics (per layer and expert: selections and summed weight) as JSON." group:"output"`
 	PrintIDs    bool   `name:"print-ids" help:"Print the generated token ids on one line, space-separated, instead of text." group:"output"`
 	LogitsOut   string `name:"logits-out" placeholder:"FILE" type:"path" help:"Write the logits after the prompt as a JSON array." group:"output"`
