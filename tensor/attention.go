@@ -535,7 +535,7 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	for c0 := first; c0 <= last; c0 += perRowChunk {
 		c1 := min(c0+perRowChunk, last+1)
 		batched = batched && f16Tile(dk, j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:], j.k.PosStride, c1-c0,
-			s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide)
+			s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide, nil)
 		for pos := c0; pos < c1; pos++ {
 			krow := j.k.row(pos, g, int(j.kRowBytes))
 			if wide {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 )
 
 // Matrix is a weight in ggml's layout, usually a view straight into a memory-mapped GGUF
@@ -27,6 +28,10 @@ type Matrix struct {
 	// rows4T against four (dotTokens4Rows).
 	rows1  func(n int, rows, a []byte, out []float32)
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+	// summaries is, for F16, each row's f16Tile summary once a decode step has computed it
+	// (0 until then): the weights do not change, so later steps skip that work. Shared by
+	// copies of the Matrix and sliced by Expert views.
+	summaries []atomic.Uint32
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -69,6 +74,9 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
 		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t]}
+	if t == F16 {
+		m.summaries = make([]atomic.Uint32, m.rows*m.experts)
+	}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -107,6 +115,9 @@ func (m *Matrix) Expert(e int) Matrix {
 	v := *m
 	size := m.rows * m.rowBytes
 	v.data, v.experts = m.data[e*size:(e+1)*size:(e+1)*size], 1
+	if v.summaries != nil {
+		v.summaries = m.summaries[e*m.rows : (e+1)*m.rows]
+	}
 	return v
 }
 
@@ -277,7 +288,7 @@ func (j *matmulJob) unit(worker, u int) {
 	r0, t0 := u/j.tokenTiles*j.rowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+j.rowTile, w.rows), min(t0+matTokenTile, j.tokens)
 	n, rb, ab := w.cols, w.rowBytes, j.actBytes
-	if w.typ == F16 && f16Tile != nil && f16Tile(n, w.data[r0*rb:r1*rb], rb, r1-r0, j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker]) {
+	if w.typ == F16 && f16Tile != nil && f16Tile(n, w.data[r0*rb:r1*rb], rb, r1-r0, j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker], w.summaries[r0:r1]) {
 		return
 	}
 	if dot4 := w.dot4; dot4 != nil {
@@ -298,8 +309,9 @@ func (j *matmulJob) unit(worker, u int) {
 // (dotF16WideTile), nil elsewhere: nr rows of n values, rowBytes apart from rows[0],
 // times each activation vector in acts (one after the other), with VecDot's bits; the
 // products with vector i go to dst[i*stride:][:nr]. It uses scratch of its own and returns
-// false where it cannot (the caller then takes its usual path).
-var f16Tile func(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool
+// false where it cannot (the caller then takes its usual path). summaries is the rows'
+// entries of Matrix.summaries, or nil for rows that change (a KV cache).
+var f16Tile func(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch, summaries []atomic.Uint32) bool
 
 // wideScratch is a worker's scratch for f16Tile: activation vectors widened to
 // float64, and a tile's sums and row summaries; and MulMatID's gathered vectors.
@@ -472,7 +484,7 @@ func (j *mulMatIDJob) unit(worker, u int) {
 	rb := w.rowBytes
 	pairs := j.order[tile.pair : tile.pair+tile.pairs]
 	rows := w.data[int(tile.expert)*w.rows*rb:][r0*rb : r1*rb]
-	if w.typ == F16 && f16Tile != nil && j.wideF16(&j.wide[worker], rows, pairs, r0, r1) {
+	if w.typ == F16 && f16Tile != nil && j.wideF16(&j.wide[worker], rows, pairs, r0, r1, w.summaries[int(tile.expert)*w.rows:][r0:r1]) {
 		return
 	}
 	w.mulTokens(rows, len(pairs),
@@ -482,14 +494,14 @@ func (j *mulMatIDJob) unit(worker, u int) {
 
 // wideF16 runs a tile of F16 weights through f16Tile: the tile's activation vectors are
 // gathered one after the other and its outputs scattered back to their pairs' places.
-func (j *mulMatIDJob) wideF16(s *wideScratch, rows []byte, pairs []int32, r0, r1 int) bool {
+func (j *mulMatIDJob) wideF16(s *wideScratch, rows []byte, pairs []int32, r0, r1 int, summaries []atomic.Uint32) bool {
 	nr := r1 - r0
 	s.gather = grow(s.gather, len(pairs)*j.actBytes)
 	s.out = grow(s.out, len(pairs)*nr)
 	for i, pair := range pairs {
 		copy(s.gather[i*j.actBytes:], j.vector(pair))
 	}
-	if !f16Tile(j.w.cols, rows, j.w.rowBytes, nr, s.gather, s.out, nr, s) {
+	if !f16Tile(j.w.cols, rows, j.w.rowBytes, nr, s.gather, s.out, nr, s, summaries) {
 		return false
 	}
 	for i, pair := range pairs {

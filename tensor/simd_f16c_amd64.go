@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"simd/archsimd"
+	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
 )
@@ -122,6 +123,9 @@ func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
 func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
 //go:noescape
+func dotF16WideSums1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+
+//go:noescape
 func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
 //go:noescape
@@ -139,7 +143,7 @@ func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 // loosely than product by product; a pair the loose bound cannot prove (3-4% of them on
 // tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
 // order. So every output is the sequential float64 sum's bits.
-func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch) bool {
+func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch, summaries []atomic.Uint32) bool {
 	if !useAVX512 || n%16 != 0 || nr == 0 {
 		return false
 	}
@@ -161,7 +165,15 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
 			bounds[k] = f16BoundOf(as[k])
 		}
+		cached := group == 1 && len(summaries) == nr
+		known := cached && loadSummaries(s.summaries[:nr], summaries)
+		if known {
+			kernel = dotF16WideSums1
+		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
+		if cached && !known {
+			keepSummaries(summaries, s.summaries[:nr])
+		}
 		var squares [8]float64 // the vectors' sums of squares, found when first needed
 		var squared [8]bool
 		for r, summary := range s.summaries[:nr] {
@@ -188,6 +200,27 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 		i += group
 	}
 	return true
+}
+
+// loadSummaries unpacks the rows' stored summaries (Matrix.summaries) into out and reports
+// whether all were known. A stored summary is 1<<31 | largest<<16 | smallest nonzero less
+// one (the largest magnitude has bit 15 clear, so a known summary is never 0).
+func loadSummaries(out [][2]uint16, stored []atomic.Uint32) bool {
+	for r := range out {
+		v := stored[r].Load()
+		if v == 0 {
+			return false
+		}
+		out[r] = [2]uint16{uint16(v >> 16 & 0x7FFF), uint16(v)}
+	}
+	return true
+}
+
+// keepSummaries stores the rows' summaries for later decode steps.
+func keepSummaries(stored []atomic.Uint32, summaries [][2]uint16) {
+	for r, sum := range summaries {
+		stored[r].Store(1<<31 | uint32(sum[0])<<16 | uint32(sum[1]))
+	}
 }
 
 // f16Bound is what exactF16Sum's bound needs to know of one vector, from its summary

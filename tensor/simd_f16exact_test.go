@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"simd/archsimd"
+	"sync/atomic"
 	"testing"
 )
 
@@ -199,8 +200,29 @@ func TestMulF16Wide(t *testing.T) {
 		stride := rows + 3 // the outputs of one vector need not be next to the next's
 		dst := make([]float32, count*stride)
 		var s wideScratch
-		if !dotF16WideTile(n, data, rowBytes, rows, all, dst, stride, &s) {
-			t.Fatalf("n=%d: the wide kernel declined", n)
+		// Odd trials keep the rows' summaries as a matrix does and run the tile twice, the
+		// second time (one-vector groups) from the kept summaries; both runs must agree.
+		var kept []atomic.Uint32
+		if trial%2 == 1 {
+			kept = make([]atomic.Uint32, rows)
+		}
+		for range 1 + trial%2 {
+			if !dotF16WideTile(n, data, rowBytes, rows, all, dst, stride, &s, kept) {
+				t.Fatalf("n=%d: the wide kernel declined", n)
+			}
+		}
+		if kept != nil && count%4 != 0 {
+			// A one-vector group ran: every row's summary is kept, and unpacks to the
+			// reference summary.
+			unpacked := make([][2]uint16, rows)
+			if !loadSummaries(unpacked, kept) {
+				t.Fatalf("trial %d: a one-vector group kept no summaries", trial)
+			}
+			for r := range rows {
+				if want := f16Summary(data[r*rowBytes:][:2*n]); unpacked[r] != want {
+					t.Fatalf("trial %d row %d: kept summary %#04x, want %#04x", trial, r, unpacked[r], want)
+				}
+			}
 		}
 		for i := range acts {
 			for r, got := range dst[i*stride : i*stride+rows] {
