@@ -132,6 +132,9 @@ func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, s
 func f16SumSquares(x *byte, n int) float64
 
 //go:noescape
+func dotF16WideSums8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
+
+//go:noescape
 func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
 
 // dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 16 (F16
@@ -165,10 +168,15 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
 			bounds[k] = f16BoundOf(as[k])
 		}
-		cached := group == 1 && len(summaries) == nr
-		known := cached && loadSummaries(s.summaries[:nr], summaries)
-		if known {
+		// Rows whose summaries a matrix keeps skip that work in the one- and eight-vector
+		// kernels; any kernel's summaries are kept for the next tiles.
+		cached := len(summaries) == nr
+		known := cached && group != 4 && loadSummaries(s.summaries[:nr], summaries)
+		switch {
+		case known && group == 1:
 			kernel = dotF16WideSums1
+		case known:
+			kernel = dotF16WideSums8
 		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
 		if cached && !known {

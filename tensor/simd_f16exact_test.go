@@ -201,7 +201,7 @@ func TestMulF16Wide(t *testing.T) {
 		dst := make([]float32, count*stride)
 		var s wideScratch
 		// Odd trials keep the rows' summaries as a matrix does and run the tile twice, the
-		// second time (one-vector groups) from the kept summaries; both runs must agree.
+		// second time (one- and eight-vector groups) from the kept summaries.
 		var kept []atomic.Uint32
 		if trial%2 == 1 {
 			kept = make([]atomic.Uint32, rows)
@@ -211,12 +211,11 @@ func TestMulF16Wide(t *testing.T) {
 				t.Fatalf("n=%d: the wide kernel declined", n)
 			}
 		}
-		if kept != nil && count%4 != 0 {
-			// A one-vector group ran: every row's summary is kept, and unpacks to the
-			// reference summary.
+		if kept != nil {
+			// Every row's summary is kept, and unpacks to the reference summary.
 			unpacked := make([][2]uint16, rows)
 			if !loadSummaries(unpacked, kept) {
-				t.Fatalf("trial %d: a one-vector group kept no summaries", trial)
+				t.Fatalf("trial %d: the tile kept no summaries", trial)
 			}
 			for r := range rows {
 				if want := f16Summary(data[r*rowBytes:][:2*n]); unpacked[r] != want {
@@ -343,7 +342,8 @@ func f16Summary(b []byte) [2]uint16 {
 }
 
 // BenchmarkF16WideRows compares the wide F16 kernels on a prefill tile: 64 rows of 256
-// values against eight activation vectors, as two four-vector passes or one of eight.
+// values against eight activation vectors, as two four-vector passes or one of eight, and
+// that one with the rows' summaries already known.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench F16WideRows ./tensor
 func BenchmarkF16WideRows(b *testing.B) {
@@ -368,6 +368,11 @@ func BenchmarkF16WideRows(b *testing.B) {
 	b.Run("rows8", func(b *testing.B) {
 		for b.Loop() {
 			dotF16WideRows8(&w[0], 2*n, rows, n, &a[0], &out[0], &summaries[0])
+		}
+	})
+	b.Run("sums8", func(b *testing.B) {
+		for b.Loop() {
+			dotF16WideSums8(&w[0], 2*n, rows, n, &a[0], &out[0], &summaries[0])
 		}
 	})
 }
