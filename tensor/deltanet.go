@@ -80,9 +80,14 @@ func (j *deltaJob) unit(_, h int) {
 	}
 }
 
-// decayDot multiplies row by g in place and returns its dot product with k, summed in
+// decayDot and axpyDot are the state update's two passes over a row; the SIMD build
+// installs vector versions with the same bits (each lane the same multiplies and adds,
+// unfused, as here).
+var decayDot, axpyDot = decayDotGo, axpyDotGo
+
+// decayDotGo multiplies row by g in place and returns its dot product with k, summed in
 // eight interleaved lanes (as a vector unit would) to keep the additions independent.
-func decayDot(row, k []float32, g float32) float32 {
+func decayDotGo(row, k []float32, g float32) float32 {
 	var acc [8]float32
 	i := 0
 	for ; i+8 <= len(row); i += 8 {
@@ -99,8 +104,8 @@ func decayDot(row, k []float32, g float32) float32 {
 	return sumLanes8(&acc)
 }
 
-// axpyDot adds k·delta to row in place and returns the updated row's dot product with q.
-func axpyDot(row, k, q []float32, delta float32) float32 {
+// axpyDotGo adds k·delta to row in place and returns the updated row's dot product with q.
+func axpyDotGo(row, k, q []float32, delta float32) float32 {
 	var acc [8]float32
 	i := 0
 	for ; i+8 <= len(row); i += 8 {

@@ -107,3 +107,27 @@ func BenchmarkTileScores(b *testing.B) {
 		}
 	})
 }
+
+// TestDeltaRowKernels holds the delta rule's vector row passes to the Go loops bit for bit:
+// the updated rows and the returned dot products, for lengths with and without a tail.
+func TestDeltaRowKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for n := 1; n <= 70; n++ {
+		row, k, q := fill(n), fill(n), fill(n)
+		g, delta := float32(rng.Float64()), float32(rng.NormFloat64())
+		want, got := append([]float32(nil), row...), append([]float32(nil), row...)
+		wd, gd := decayDotGo(want, k, g), decayDotAVX2(got, k, g)
+		expectBits(t, "decayDot row", got, want)
+		expectBits(t, "decayDot", []float32{gd}, []float32{wd})
+		wa, ga := axpyDotGo(want, k, q, delta), axpyDotAVX2(got, k, q, delta)
+		expectBits(t, "axpyDot row", got, want)
+		expectBits(t, "axpyDot", []float32{ga}, []float32{wa})
+	}
+}

@@ -370,3 +370,52 @@ func tileScores2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float
 	maskTile(scores0, lo, hi)
 	maskTile(scores1, lo, hi)
 }
+
+// decayDotAVX2 is decayDotGo eight lanes a step: lane l holds the scalar loop's acc[l],
+// multiplied and added separately (unfused, as the Go code compiles), so the same bits.
+func decayDotAVX2(row, k []float32, g float32) float32 {
+	k = k[:len(row)]
+	whole := len(row) &^ 7
+	gv := archsimd.BroadcastFloat32x8(g)
+	var acc archsimd.Float32x8
+	for i := 0; i < whole; i += 8 {
+		r := f32x8s(row[i : i+8]).Mul(gv)
+		r.Store((*[8]float32)(row[i : i+8]))
+		acc = acc.Add(r.Mul(f32x8s(k[i : i+8])))
+	}
+	return finishLanes8(acc, func(a *[8]float32) {
+		for i := whole; i < len(row); i++ {
+			row[i] *= g
+			a[0] += row[i] * k[i]
+		}
+	})
+}
+
+// axpyDotAVX2 is axpyDotGo eight lanes a step, with the same bits (see decayDotAVX2).
+func axpyDotAVX2(row, k, q []float32, delta float32) float32 {
+	k, q = k[:len(row)], q[:len(row)]
+	whole := len(row) &^ 7
+	dv := archsimd.BroadcastFloat32x8(delta)
+	var acc archsimd.Float32x8
+	for i := 0; i < whole; i += 8 {
+		r := f32x8s(row[i : i+8]).Add(f32x8s(k[i : i+8]).Mul(dv))
+		r.Store((*[8]float32)(row[i : i+8]))
+		acc = acc.Add(r.Mul(f32x8s(q[i : i+8])))
+	}
+	return finishLanes8(acc, func(a *[8]float32) {
+		for i := whole; i < len(row); i++ {
+			row[i] += k[i] * delta
+			a[0] += row[i] * q[i]
+		}
+	})
+}
+
+// finishLanes8 stores the lanes, clears the upper halves for the scalar tail, lets tail
+// add the values after the last whole step to lane 0, and sums the lanes as sumLanes8.
+func finishLanes8(acc archsimd.Float32x8, tail func(a *[8]float32)) float32 {
+	var a [8]float32
+	acc.Store(&a)
+	archsimd.ClearAVXUpperBits()
+	tail(&a)
+	return sumLanes8(&a)
+}
