@@ -262,6 +262,8 @@ type attnScratch struct {
 	max    []float32   // per row: the running maximum score (M)
 	sum    []float32   // per row: the running sum of exponentials (S)
 	scores []float32   // a tile of scores (perRow: a chunk's for the group)
+	exps   []float32   // perRow: each step's exponential
+	raised []bool      // perRow: whether the step's score raised the running maximum
 	wide   wideScratch // perRow: f16Tile's
 }
 
@@ -468,16 +470,24 @@ func dotF16WideScalar(q, k []float32) float32 {
 // weighs e^(score−max). ggml's per-row kernel does the multiply-adds fused and, for an F16 V,
 // rounds its accumulator to F16 after every step (fused, half); the plain kernel does neither.
 func (s *attnScratch) step(i, dv int, score float32, fused, half bool) {
+	if raised := score > s.max[i]; raised {
+		s.apply(i, dv, score, exp32(s.max[i]-score), true, fused, half)
+	} else {
+		s.apply(i, dv, score, exp32(score-s.max[i]), false, fused, half)
+	}
+}
+
+// apply is step with its exponential e given: e^(M−score) when the score raised the
+// running maximum M (raised), else e^(score−M).
+func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half bool) {
 	acc := s.acc[i*dv : (i+1)*dv]
-	ms, vs := float32(1), float32(1)
-	if score > s.max[i] {
-		ms = exp32(s.max[i] - score)
+	ms, vs := float32(1), e
+	if raised {
+		ms, vs = e, 1
 		s.max[i] = score
 		for d := range acc {
 			acc[d] = roundIf(half, acc[d]*ms)
 		}
-	} else {
-		vs = exp32(score - s.max[i])
 	}
 	if fused {
 		if half {
@@ -524,41 +534,63 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	}
 	s.values = grow(s.values, dv)
 	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
-	// Below wideF16Dot an F16 K's scores come from f16Tile where the build has it, a
-	// chunk of positions at a time for the whole group (each score VecDot's bits, so the
-	// order of the softmax steps below is all that ggml's loop fixes).
+	// A chunk of positions at a time: first the group's scores (from f16Tile for an F16 K
+	// below wideF16Dot where the build has it, each score VecDot's bits), then the running
+	// maximum each score meets and so each softmax step's one exponential, all of them by
+	// exp32s (the same bits as one by one), then the steps in ggml's order.
 	batched := !wide && j.k.Type == F16 && f16Tile != nil
+	s.scores = grow(s.scores, group*perRowChunk)
+	s.exps = grow(s.exps, group*perRowChunk)
+	s.raised = grow(s.raised, group*perRowChunk)
 	if batched {
-		s.scores = grow(s.scores, group*perRowChunk)
 		s.wide.reserve(dk, perRowChunk)
 	}
 	for c0 := first; c0 <= last; c0 += perRowChunk {
 		c1 := min(c0+perRowChunk, last+1)
 		batched = batched && f16Tile(dk, j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:], j.k.PosStride, c1-c0,
 			s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide, nil)
-		for pos := c0; pos < c1; pos++ {
-			krow := j.k.row(pos, g, int(j.kRowBytes))
-			if wide {
-				j.kTraits.ToFloat(krow, s.keys)
+		if !batched {
+			for pos := c0; pos < c1; pos++ {
+				krow := j.k.row(pos, g, int(j.kRowBytes))
+				if wide {
+					j.kTraits.ToFloat(krow, s.keys)
+				}
+				for i := range group {
+					score := &s.scores[i*perRowChunk+pos-c0]
+					if wide {
+						*score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
+					} else {
+						*score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
+					}
+				}
 			}
+		}
+		n := c1 - c0
+		for i := range group {
+			scores, exps, raised := s.scores[i*perRowChunk:][:n], s.exps[i*perRowChunk:][:n], s.raised[i*perRowChunk:][:n]
+			m := s.max[i]
+			for p, score := range scores {
+				score *= j.params.Scale
+				scores[p] = score
+				if raised[p] = score > m; raised[p] {
+					exps[p], m = m-score, score
+				} else {
+					exps[p] = score - m
+				}
+			}
+			exp32s(exps)
+		}
+		for pos := c0; pos < c1; pos++ {
 			j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
 			for i := range group {
-				var score float32
-				switch {
-				case wide:
-					score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
-				case batched:
-					score = s.scores[i*perRowChunk+pos-c0]
-				default:
-					score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
-				}
-				s.step(i, dv, score*j.params.Scale, true, halfV)
+				at := i*perRowChunk + pos - c0
+				s.apply(i, dv, s.scores[at], s.exps[at], s.raised[at], true, halfV)
 			}
 		}
 	}
 }
 
-// perRowChunk is how many positions' scores perRow computes at a time with f16Tile.
+// perRowChunk is how many positions perRow scores, and takes the exponentials of, at a time.
 const perRowChunk = 64
 
 // roundIf rounds x to F16 precision when half is set (an F16 accumulator).

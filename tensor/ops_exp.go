@@ -56,6 +56,14 @@ func exp32(x float32) float32 {
 	return float32(y * scale)
 }
 
+// exp32s replaces each value by its exp32; the SIMD build installs a vector version with
+// the same bits.
+var exp32s = func(x []float32) {
+	for i, v := range x {
+		x[i] = exp32(v)
+	}
+}
+
 // exp2Table32 holds 2^(i/32) rounded to float64, its bits less i<<47, so that adding k<<47
 // to entry k%32 multiplies it by 2^(k/32 rounded down) through the exponent field.
 var exp2Table32 = func() (t [32]uint64) {

@@ -250,4 +250,39 @@ func TestExp32MatchesGlibc(t *testing.T) {
 	if roundedDiffers < 500 { // the file is meant to hold the hard cases
 		t.Errorf("only %d inputs where expf is not the rounded float64 exponential", roundedDiffers)
 	}
+	// The installed exp32s (a vector kernel in the SIMD build) on the same inputs, in one
+	// slice, so that special values sit in vector steps among ordinary ones.
+	xs := make([]float32, len(file.Pairs))
+	for i, p := range file.Pairs {
+		var in uint32
+		fmt.Sscanf(p[0], "%x", &in)
+		xs[i] = math.Float32frombits(in)
+	}
+	ys := append([]float32(nil), xs...)
+	exp32s(ys)
+	for i, x := range xs {
+		if got, want := ys[i], exp32(x); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Errorf("exp32s(%v) = %v, exp32 %v", x, got, want)
+		}
+	}
+}
+
+// TestExp32sSweep holds the installed exp32s to exp32 on every 97th float32 bit pattern
+// whose magnitude is below 128 (both signs: ordinary values, the range exp32 handles
+// apart, subnormals and zeros), in slices whose lengths leave tails.
+func TestExp32sSweep(t *testing.T) {
+	var xs []float32
+	for b := uint32(0); b < 0x43000000; b += 97 {
+		xs = append(xs, math.Float32frombits(b), math.Float32frombits(b|0x80000000))
+	}
+	xs = append(xs, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()))
+	ys := append([]float32(nil), xs...)
+	for off := 0; off < len(ys); off += 1000 + off%7 {
+		exp32s(ys[off:min(off+1000+off%7, len(ys))])
+	}
+	for i, x := range xs {
+		if got, want := ys[i], exp32(x); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("exp32s(%v) = %v (%#08x), exp32 %v (%#08x)", x, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
 }

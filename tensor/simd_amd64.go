@@ -67,7 +67,7 @@ func init() {
 		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
 	}
 	if useAVX512 {
-		activationFromFloat[Q8_0], f16Tile = quantizeQ8_0AVX512, dotF16WideTile
+		activationFromFloat[Q8_0], f16Tile, exp32s = quantizeQ8_0AVX512, dotF16WideTile, exp32sAVX512
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2

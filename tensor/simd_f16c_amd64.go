@@ -280,3 +280,23 @@ func f16WideExact(n int, w, a []byte, ws, as [2]uint16, sum float64) (float32, b
 	}
 	return float32(sum), true
 }
+
+//go:noescape
+func exp32Blocks(x *float32, n int, table *[32]uint64) int
+
+// exp32sAVX512 is exp32s eight values a step (exp32Blocks), with exp32's bits; steps
+// holding a value exp32 treats apart, and the values after the last whole step, one by one.
+func exp32sAVX512(x []float32) {
+	whole := len(x) &^ 7
+	for d := 0; d < whole; {
+		d += exp32Blocks(&x[d], whole-d, &exp2Table32)
+		if d < whole {
+			for end := d + 8; d < end; d++ {
+				x[d] = exp32(x[d])
+			}
+		}
+	}
+	for d := whole; d < len(x); d++ {
+		x[d] = exp32(x[d])
+	}
+}

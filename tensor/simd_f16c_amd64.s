@@ -679,3 +679,78 @@ squared:
 	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
 	VZEROUPPER
 	RET
+
+// func exp32Blocks(x *float32, n int, table *[32]uint64) int
+//
+// exp32 on n float32 values in place (n a positive multiple of 8), eight a step in
+// float64 lanes with exp32's operations: the same fused multiply-adds (VFMADD231PD is one
+// rounding, as math.FMA), the table entry (ki mod 32, picked from the 32 in Z20-Z23 by two
+// VPERMT2Q and bit 4 of the index) plus ki<<47, and one rounding to float32 at the end
+// (VCVTPD2PS, to nearest). It stops before a step holding a value exp32 treats apart
+// (|x| ≥ 88, infinities, NaNs: its exponent field test) and returns the values done.
+TEXT ·exp32Blocks(SB), NOSPLIT, $0-32
+	MOVQ          x+0(FP), SI
+	MOVQ          n+8(FP), CX
+	MOVQ          table+16(FP), DI
+	XORQ          AX, AX
+	VMOVDQU64     (DI), Z20
+	VMOVDQU64     64(DI), Z21
+	VMOVDQU64     128(DI), Z22
+	VMOVDQU64     192(DI), Z23
+	MOVQ          $0x40471547652B82FE, DX // 32/ln 2
+	VPBROADCASTQ  DX, Z24
+	MOVQ          $0x4338000000000000, DX // 0x1.8p52
+	VPBROADCASTQ  DX, Z25
+	MOVQ          $0x3EBC6AF84B912394, DX // c0
+	VPBROADCASTQ  DX, Z26
+	MOVQ          $0x3F2EBFCE50FAC4F3, DX // c1
+	VPBROADCASTQ  DX, Z27
+	MOVQ          $0x3F962E42FF0C52D6, DX // c2
+	VPBROADCASTQ  DX, Z28
+	MOVQ          $0x3FF0000000000000, DX // 1
+	VPBROADCASTQ  DX, Z29
+	MOVL          $0x7FF00000, DX
+	VPBROADCASTD  DX, Y30
+	MOVL          $0x42A00000, DX
+	VPBROADCASTD  DX, Y31
+	MOVQ          $16, DX
+	VPBROADCASTQ  DX, Z19 // bit 4 of a table index
+
+exp8:
+	VMOVDQU       (SI), Y0
+	VPANDD        Y30, Y0, Y1
+	VPCMPUD       $6, Y31, Y1, K1 // exponent field > 0x42A: exp32's special cases
+	KORTESTB      K1, K1
+	JNZ           expdone
+	VCVTPS2PD     Y0, Z0
+	VMOVAPD       Z25, Z1
+	VFMADD231PD   Z24, Z0, Z1 // kdShifted = 32/ln2·x + shift
+	VSUBPD        Z25, Z1, Z2 // kd
+	VMOVAPD       Z2, Z3
+	VFMSUB231PD   Z24, Z0, Z3 // 32/ln2·x − kd, one rounding (−kd exact)
+	VMOVDQA64     Z1, Z4
+	VPERMI2Q      Z21, Z20, Z4 // entries 0-15 by bits 0-3
+	VMOVDQA64     Z1, Z5
+	VPERMI2Q      Z23, Z22, Z5 // entries 16-31
+	VPTESTMQ      Z19, Z1, K2
+	VMOVDQA64     Z5, K2, Z4
+	VPSLLQ        $47, Z1, Z6
+	VPADDQ        Z6, Z4, Z4 // scale
+	VMOVAPD       Z27, Z5
+	VFMADD231PD   Z26, Z3, Z5 // z = r·c0 + c1
+	VMULPD        Z3, Z3, Z6 // r·r
+	VMOVAPD       Z29, Z7
+	VFMADD231PD   Z28, Z3, Z7 // r·c2 + 1
+	VFMADD231PD   Z6, Z5, Z7 // z·r² + (r·c2 + 1)
+	VMULPD        Z4, Z7, Z7
+	VCVTPD2PS     Z7, Y7
+	VMOVDQU       Y7, (SI)
+	ADDQ          $32, SI
+	ADDQ          $8, AX
+	CMPQ          AX, CX
+	JNE           exp8
+
+expdone:
+	CLEAR_HIGH
+	MOVQ AX, ret+24(FP)
+	RET
