@@ -5,7 +5,6 @@ package tensor
 import (
 	"encoding/binary"
 	"math"
-	"math/bits"
 	"simd/archsimd"
 	"sync/atomic"
 
@@ -249,16 +248,12 @@ func f16BoundOf(s [2]uint16) f16Bound {
 	return f16Bound{peak: f16Table[s[0]], g: max(int32((s[1]+1)>>10), 1)} // +1 wraps to 0 for zeros
 }
 
-// exact is exactF16Sum's bound for the pair of b and o, with lim = ⌈log2 n⌉ − 2 for sums
-// of n products (f16BoundLimit): the largest product below 2^(e+1), n of them must stay
-// within 53 bits of units of 2^(g−50). A vector of zeros passes with any other: its
+// exact is f16PeakBound for the pair of b and o (lim = f16BoundLimit(n)): their largest
+// magnitudes' product bounds every |product|. A vector of zeros passes with any other: its
 // products are ±0 and sum to +0 in any order.
 func (b f16Bound) exact(o f16Bound, lim int32) bool {
-	e := int32(math.Float32bits(b.peak*o.peak)>>23&0xFF) - 127
-	return e+lim <= b.g+o.g
+	return f16PeakBound(b.peak*o.peak, b.g+o.g, lim)
 }
-
-func f16BoundLimit(n int) int32 { return int32(bits.Len(uint(n-1))) - 2 }
 
 // f16NormsExact is the second chance of a pair that f16Bound.exact cannot prove: by
 // Cauchy-Schwarz, Σ|x·y| ≤ √(Σx²·Σy²), which for values spread over many binades is
@@ -269,16 +264,6 @@ func f16BoundLimit(n int) int32 { return int32(bits.Len(uint(n-1))) - 2 }
 // infinity or a NaN has an infinite or NaN sum of squares and fails.
 func f16NormsExact(sx, sy float64, g int32) bool {
 	return math.Sqrt(sx*sy)*(1+0x1p-30) <= math.Ldexp(1, int(g)+3)
-}
-
-// f16WideExact is the bound for one pair (both checks, as dotF16WideTile makes them): the
-// float32 of the wide sum where it holds.
-func f16WideExact(n int, w, a []byte, ws, as [2]uint16, sum float64) (float32, bool) {
-	wb, ab := f16BoundOf(ws), f16BoundOf(as)
-	if !wb.exact(ab, f16BoundLimit(n)) && !f16NormsExact(f16SumSquares(&w[0], n), f16SumSquares(&a[0], n), wb.g+ab.g) {
-		return 0, false
-	}
-	return float32(sum), true
 }
 
 //go:noescape

@@ -141,14 +141,23 @@ func exactF16Sum(n int, maxField, g int32, peak float32, sum float64) (float32, 
 	if peak == 0 {
 		return 0, true // every product ±0: the sequential sum from +0 is +0
 	}
-	// peak < 2^(e+1); the bound on Σ|x·y| is n·2^(e+1) ≤ 2^(e+1+⌈log2 n⌉). g counts the
-	// exponent fields' 2×25 offset.
-	e := int32(math.Float32bits(peak)>>23&0xFF) - 127
-	if e+1+int32(bits.Len(uint(n-1))) > g-50+53 {
+	if !f16PeakBound(peak, g, f16BoundLimit(n)) {
 		return 0, false
 	}
 	return float32(sum), true
 }
+
+// f16PeakBound is the exactness bound of the F16 dots: n products below 2^(e+1), e the
+// exponent of peak (the largest |product|), so Σ|x·y| ≤ n·2^(e+1) ≤ 2^(e+1+⌈log2 n⌉), must
+// stay within 2^53 units of 2^(g−50) (g counts the exponent fields' 2×25 offset); lim is
+// f16BoundLimit(n). A zero peak passes.
+func f16PeakBound(peak float32, g, lim int32) bool {
+	e := int32(math.Float32bits(peak)>>23&0xFF) - 127
+	return e+lim <= g
+}
+
+// f16BoundLimit is ⌈log2 n⌉ − 2, f16PeakBound's term for sums of n products.
+func f16BoundLimit(n int) int32 { return int32(bits.Len(uint(n-1))) - 2 }
 
 // dotF16Exact is the exact vector F16 dot this CPU runs fastest (AVX-512 for lengths that
 // are multiples of 32), ok false where the sequential kernel must decide.
