@@ -100,9 +100,9 @@ func TestDotF16Exact(t *testing.T) {
 	}
 }
 
-// TestDotF16Rows4 holds the four-row F16 kernel (F16 weight matmuls) to the sequential
-// kernel row by row, on lengths that take the AVX-512 exact path and others, with one row
-// that must leave it (a wide spread of magnitudes) in some of them.
+// TestDotF16Rows4 holds the four-row F16 kernel (F16 weight matmuls without AVX-512) to
+// the sequential kernel row by row, on several lengths, with one row of widely spread
+// magnitudes in some of them.
 func TestDotF16Rows4(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	encode := func(n int, spread int) []byte {

@@ -179,22 +179,9 @@ var (
 // dotRows4), in scalar code: widened through f16Table (the products are exact in float32),
 // each row's float64 sum adds them in the single-row kernel's order. On the build
 // machine 16 rows of 256 values took about 4 µs against 5.5 µs row by row; a float64
-// table (no conversions) and 64-bit reads of four values ran no faster.
+// table (no conversions) and 64-bit reads of four values ran no faster. On AVX-512,
+// f16Tile takes every length this kernel would see as a multiple of 16 first.
 func dotF16Rows4AVX2(n int, w0, w1, w2, w3, a []byte) [4]float32 {
-	if useAVX512 && n%32 == 0 {
-		// The exact vector dot row by row where it proves itself: on AVX-512 it beats
-		// this loop about fourfold.
-		var out [4]float32
-		exact := true
-		for i, w := range [4][]byte{w0, w1, w2, w3} {
-			if out[i], exact = dotF16ExactAVX512(n, w, a); !exact {
-				break
-			}
-		}
-		if exact {
-			return out
-		}
-	}
 	w0, w1, w2, w3, a = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n], a[:2*n]
 	archsimd.ClearAVXUpperBits()
 	var s0, s1, s2, s3 float64
