@@ -168,13 +168,14 @@ func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []flo
 			bounds[k] = f16BoundOf(as[k])
 		}
 		// Rows whose summaries a matrix keeps skip that work in the one- and eight-vector
-		// kernels; any kernel's summaries are kept for the next tiles.
+		// kernels (the four-vector one, for a tile's last few vectors, recomputes the same
+		// values); unknown ones are kept for the next tiles.
 		cached := len(summaries) == nr
-		known := cached && group != 4 && loadSummaries(s.summaries[:nr], summaries)
+		known := cached && loadSummaries(s.summaries[:nr], summaries)
 		switch {
 		case known && group == 1:
 			kernel = dotF16WideSums1
-		case known:
+		case known && group == 8:
 			kernel = dotF16WideSums8
 		}
 		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
