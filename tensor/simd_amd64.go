@@ -99,6 +99,7 @@ func init() {
 	if useVNNI {
 		traits[Q4_K].VecDot, traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
 		dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
+		dotTokens4Rows[Q4_K], dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
 		dotRowsOne[Q4_K], dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
 		installLegacyVNNI()
 	}

@@ -33,3 +33,34 @@
 	MOVQ a3+32(FP), R11; \
 	MOVQ nb+40(FP), CX; \
 	MOVQ out+48(FP), DI
+
+// TOKENS4_ROWS_BEGIN and TOKENS4_ROWS_END run a four-token kernel's body over consecutive
+// rows, for kernels declared (w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int,
+// o0, o1, o2, o3 *float32): BX walks the rows and DX counts them; for each row the body
+// gets the row in SI, the four activation vectors in R8-R11 and the block count in CX, and
+// leaves the row's four sums in X0 (vector k in lane k), which END stores to ok[row].
+// Looping here spares a prefill tile a call per row and four tokens.
+#define TOKENS4_ROWS_BEGIN(label) \
+	MOVQ w+0(FP), BX; \
+	XORQ DX, DX; \
+label: \
+	MOVQ BX, SI; \
+	MOVQ a0+8(FP), R8; \
+	MOVQ a1+16(FP), R9; \
+	MOVQ a2+24(FP), R10; \
+	MOVQ a3+32(FP), R11; \
+	MOVQ nb+40(FP), CX
+
+#define TOKENS4_ROWS_END(label) \
+	MOVQ       o0+64(FP), DI; \
+	VMOVSS     X0, (DI)(DX*4); \
+	MOVQ       o1+72(FP), DI; \
+	VEXTRACTPS $1, X0, (DI)(DX*4); \
+	MOVQ       o2+80(FP), DI; \
+	VEXTRACTPS $2, X0, (DI)(DX*4); \
+	MOVQ       o3+88(FP), DI; \
+	VEXTRACTPS $3, X0, (DI)(DX*4); \
+	ADDQ       rowBytes+56(FP), BX; \
+	INCQ       DX; \
+	CMPQ       DX, rows+48(FP); \
+	JLT        label

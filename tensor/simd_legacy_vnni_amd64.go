@@ -68,30 +68,11 @@ var (
 	mxfp4Shape = blockShape{values: qk32, bytes: 17, actBytes: 34}
 )
 
-// dotQ8_0Tokens4RowsOf is dotTokens4Rows for Q8_0: whole rows of n values rowBytes apart,
-// len(o0) of them, against four activation vectors.
-func dotQ8_0Tokens4RowsOf(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
-	nb, count := n/qk32, len(o0)
-	if count == 0 {
-		return
-	}
-	if nb == 0 {
-		clear(o0)
-		clear(o1[:count])
-		clear(o2[:count])
-		clear(o3[:count])
-		return
-	}
-	act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*q8_0Shape.actBytes][0]) }
-	dotQ8_0Tokens4RowsVNNI(unsafe.Pointer(&rows[:(count-1)*rowBytes+nb*q8_0Shape.bytes][0]), act(a0), act(a1), act(a2), act(a3),
-		nb, count, rowBytes, &o0[0], &o1[:count][0], &o2[:count][0], &o3[:count][0])
-}
-
-// dotQ8_0Tokens4VNNI is dotTokens4 for Q8_0: the rows kernel on one row.
-func dotQ8_0Tokens4VNNI(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
-	dotQ8_0Tokens4RowsOf(n, w, len(w), a0, a1, a2, a3, out[0:1], out[1:2], out[2:3], out[3:4])
-	return out
-}
+// dotQ8_0Tokens4RowsOf and dotQ8_0Tokens4VNNI are dotTokens4Rows and dotTokens4 for Q8_0.
+var (
+	dotQ8_0Tokens4RowsOf = vnniTokens4Rows(q8_0Shape, dotQ8_0Tokens4RowsVNNI)
+	dotQ8_0Tokens4VNNI   = vnniDotTokens4(dotQ8_0Tokens4RowsOf)
+)
 
 // pickLegacyRows returns the rows kernel of t (Q4_0, Q8_0 or MXFP4) and its block shape,
 // the nibble formats' splitting with GFNI or with shifts.

@@ -286,23 +286,13 @@ TEXT ·dotQ8_0RowsVNNI(SB), NOSPLIT, $0-48
 // activation vectors, ok[r] the product of row r with vector k. Per row, tokens 0-1 in Z0
 // and 2-3 in Z1, each block's weight magnitudes and signs taken once for all four. Each
 // token's half runs the one-token kernel's operations, so its bits. Looping over the rows
-// here spares a small model's short rows a call each (a row of 256 values took 39 ns a
-// call, 29 of them in blocks). (For Q4_0 and MXFP4 the rows kernel was the faster way to
+// here (TOKENS4_ROWS_BEGIN) spares a small model's short rows a call each (a row of 256
+// values took 39 ns a call, 29 of them in blocks). (For Q4_0 and MXFP4 the rows kernel was the faster way to
 // run a prefill tile: a 64-token [2048 → 768] MatMul on one thread took 3.4 against
-// 3.9-4.9 ms for Q4_0, 3.6 against 3.9 for MXFP4; for Q8_0 4.0 against 4.3.) BX walks
-// the rows, DX counts them.
+// 3.9-4.9 ms for Q4_0, 3.6 against 3.9 for MXFP4; for Q8_0 4.0 against 4.3.)
 TEXT ·dotQ8_0Tokens4RowsVNNI(SB), NOSPLIT, $0-96
 	LEGACY_SETUP
-	MOVQ w+0(FP), BX
-	XORQ DX, DX
-
-row:
-	MOVQ   BX, SI
-	MOVQ   a0+8(FP), R8
-	MOVQ   a1+16(FP), R9
-	MOVQ   a2+24(FP), R10
-	MOVQ   a3+32(FP), R11
-	MOVQ   nb+40(FP), CX
+	TOKENS4_ROWS_BEGIN(row)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
@@ -321,18 +311,7 @@ step:
 
 	REDUCE_PAIR(Z0, X0, Z13, X13)
 	REDUCE_PAIR(Z1, X1, Z14, X14)
-	VHADDPS    X1, X0, X0
-	MOVQ       o0+64(FP), DI
-	VMOVSS     X0, (DI)(DX*4)
-	MOVQ       o1+72(FP), DI
-	VEXTRACTPS $1, X0, (DI)(DX*4)
-	MOVQ       o2+80(FP), DI
-	VEXTRACTPS $2, X0, (DI)(DX*4)
-	MOVQ       o3+88(FP), DI
-	VEXTRACTPS $3, X0, (DI)(DX*4)
-	ADDQ       rowBytes+56(FP), BX
-	INCQ       DX
-	CMPQ       DX, rows+48(FP)
-	JLT        row
+	VHADDPS X1, X0, X0
+	TOKENS4_ROWS_END(row)
 	CLEAR_HIGH
 	RET

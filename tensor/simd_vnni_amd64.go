@@ -118,27 +118,29 @@ func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
-func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
-func dotQ4_KTokens4BlocksGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+func dotQ4_KTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
-func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
-// The kernels as VecDot, dotRowsOne and dotTokens4 take them: rows cut to whole blocks (a
+// The kernels as VecDot, dotRowsOne, dotTokens4 and dotTokens4Rows take them: rows cut to whole blocks (a
 // short operand panics on the bounds, as in every kernel), passed to the assembly as
 // pointers.
 // The Q4_K ones use GFNI's nibble split where the CPU has it (q4KRows, q4KTokens4).
 var (
-	q4KRows, q4KTokens4 = pickQ4KKernels(useGFNI)
+	q4KRows, q4KTokens4Rows = pickQ4KKernels(useGFNI)
 
-	dotQ4_KVNNI        = vnniDot(q4KShape, q4KRows)
-	dotQ6_KVNNI        = vnniDot(q6KShape, dotQ6_KRowsVNNI)
-	dotQ4_KRowsOneVNNI = vnniDotRows(q4KShape, q4KRows)
-	dotQ6_KRowsOneVNNI = vnniDotRows(q6KShape, dotQ6_KRowsVNNI)
-	dotQ4_KTokens4VNNI = vnniDotTokens4(q4KShape, q4KTokens4)
-	dotQ6_KTokens4VNNI = vnniDotTokens4(q6KShape, dotQ6_KTokens4BlocksVNNI)
+	dotQ4_KVNNI          = vnniDot(q4KShape, q4KRows)
+	dotQ6_KVNNI          = vnniDot(q6KShape, dotQ6_KRowsVNNI)
+	dotQ4_KRowsOneVNNI   = vnniDotRows(q4KShape, q4KRows)
+	dotQ6_KRowsOneVNNI   = vnniDotRows(q6KShape, dotQ6_KRowsVNNI)
+	dotQ4_KTokens4RowsOf = vnniTokens4Rows(q4KShape, q4KTokens4Rows)
+	dotQ6_KTokens4RowsOf = vnniTokens4Rows(q6KShape, dotQ6_KTokens4RowsVNNI)
+	dotQ4_KTokens4VNNI   = vnniDotTokens4(dotQ4_KTokens4RowsOf)
+	dotQ6_KTokens4VNNI   = vnniDotTokens4(dotQ6_KTokens4RowsOf)
 
 	q4KShape = blockShape{values: qkK, bytes: 144, actBytes: 292}
 	q6KShape = blockShape{values: qkK, bytes: 210, actBytes: 292}
@@ -148,15 +150,15 @@ var (
 // bytes per block of its activations.
 type blockShape struct{ values, bytes, actBytes int }
 
-type vnniTokens4Kernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+type vnniTokens4RowsKernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 // pickQ4KKernels returns the Q4_K one- and four-token kernels that split nibbles with GFNI
 // or with shifts.
-func pickQ4KKernels(gfni bool) (vnniRowsKernel, vnniTokens4Kernel) {
+func pickQ4KKernels(gfni bool) (vnniRowsKernel, vnniTokens4RowsKernel) {
 	if gfni {
-		return dotQ4_KRowsGFNI, dotQ4_KTokens4BlocksGFNI
+		return dotQ4_KRowsGFNI, dotQ4_KTokens4RowsGFNI
 	}
-	return dotQ4_KRowsVNNI, dotQ4_KTokens4BlocksVNNI
+	return dotQ4_KRowsVNNI, dotQ4_KTokens4RowsVNNI
 }
 
 type vnniRowsKernel = func(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
@@ -184,14 +186,32 @@ func vnniDotRows(s blockShape, kernel vnniRowsKernel) func(n int, rows, a []byte
 	}
 }
 
-func vnniDotTokens4(s blockShape, blocks vnniTokens4Kernel) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
-	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
-		nb := n / s.values
+// vnniTokens4Rows is a four-token rows kernel as dotTokens4Rows: len(o0) whole rows of n
+// values rowBytes apart against four activation vectors.
+func vnniTokens4Rows(s blockShape, kernel vnniTokens4RowsKernel) func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+	return func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+		nb, count := n/s.values, len(o0)
+		if count == 0 {
+			return
+		}
 		if nb == 0 {
-			return out
+			clear(o0)
+			clear(o1[:count])
+			clear(o2[:count])
+			clear(o3[:count])
+			return
 		}
 		act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*s.actBytes][0]) }
-		blocks(unsafe.Pointer(&w[:nb*s.bytes][0]), act(a0), act(a1), act(a2), act(a3), nb, &out)
+		kernel(unsafe.Pointer(&rows[:(count-1)*rowBytes+nb*s.bytes][0]), act(a0), act(a1), act(a2), act(a3),
+			nb, count, rowBytes, &o0[0], &o1[:count][0], &o2[:count][0], &o3[:count][0])
+	}
+}
+
+// vnniDotTokens4 is dotTokens4 from a rows form: the kernel on one row. (mulTokens takes
+// the rows form where a type has one; this is the one-row entry of the kernel tables.)
+func vnniDotTokens4(rows func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
+		rows(n, w, len(w), a0, a1, a2, a3, out[0:1], out[1:2], out[2:3], out[3:4])
 		return out
 	}
 }

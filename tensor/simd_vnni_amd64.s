@@ -242,12 +242,11 @@ TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
 	DOT_TOKEN(Z13, Z14, aoff, R10, Z18); \
 	DOT_TOKEN(Z13, Z14, aoff, R11, Z19)
 
-// Q4K_BLOCKS4 is the four-token kernel (dotQ4_KTokens4BlocksVNNI and …GFNI, for prefill):
-// Q4K_ROWS's one-block steps for four activation vectors at once, each block's scales and
-// each chunk's nibbles unpacked once for all four.
-#define Q4K_BLOCKS4(split) \
-	TOKENS4_ARGS; \
-	Q4K_CONSTANTS; \
+// Q4K_TOKENS4_ROW is the four-token kernel's row (dotQ4_KTokens4RowsVNNI and …GFNI, for
+// prefill): Q4K_ROWS's one-block steps for four activation vectors at once, each block's
+// scales and each chunk's nibbles unpacked once for all four; the sums come out in
+// sumLanes4's order (each token's halves added, then pairs twice).
+#define Q4K_TOKENS4_ROW(split) \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z4, Z4, Z4; \
@@ -280,22 +279,25 @@ q4k4block: \
 	Q4K_HALVES(Z5, Y5, X5); \
 	VHADDPS X1, X0, X0; \
 	VHADDPS X5, X4, X4; \
-	VHADDPS X4, X0, X0; \
-	VMOVUPS X0, (DI); \
+	VHADDPS X4, X0, X0
+
+#define Q4K_TOKENS4_ROWS(split) \
+	Q4K_CONSTANTS; \
+	TOKENS4_ROWS_BEGIN(q4k4row); \
+	Q4K_TOKENS4_ROW(split); \
+	TOKENS4_ROWS_END(q4k4row); \
 	CLEAR_HIGH; \
 	RET
 
-// The sums come out in sumLanes4's order: each token's halves added, then pairs twice.
-//
-// func dotQ4_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
-TEXT ·dotQ4_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
+// func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 	VMOVDQU64 ·highHalfShift4(SB), Z30
-	Q4K_BLOCKS4(SPLIT_SHIFT)
+	Q4K_TOKENS4_ROWS(SPLIT_SHIFT)
 
-// func dotQ4_KTokens4BlocksGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
-TEXT ·dotQ4_KTokens4BlocksGFNI(SB), NOSPLIT, $0-56
+// func dotQ4_KTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	VMOVDQU64 ·nibbleMatrix(SB), Z30
-	Q4K_BLOCKS4(SPLIT_GFNI)
+	Q4K_TOKENS4_ROWS(SPLIT_GFNI)
 
 // Q6_K. Per half h of a block, Q6K_HALF_A loads ql's 64 bytes into Z13 (values 128h+0..63
 // in their low nibbles, 128h+64..127 in their high) and qh's 32 bytes broadcast to both
@@ -384,16 +386,16 @@ q6kblock:
 	DOT_TOKEN(values, Z12, aoff, R10, Z18); \
 	DOT_TOKEN(values, Z12, aoff, R11, Z19)
 
-// func dotQ6_KTokens4BlocksVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb int, out *[4]float32)
+// func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 //
 // dotQ6_KRowsVNNI for four activation vectors at once (prefill): each half block's
 // 6-bit values and scales are unpacked once for all four. The four blocks' totals are
 // exact integers, so they are added up together (VPHADDD) into one vector, token t in lane
 // t, and X0 lane t accumulates (yd_t·d)·total_t: the one-token kernel's operations on each
 // token, so its bits.
-TEXT ·dotQ6_KTokens4BlocksVNNI(SB), NOSPLIT, $0-56
-	TOKENS4_ARGS
+TEXT ·dotQ6_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 	Q6K_CONSTANTS
+	TOKENS4_ROWS_BEGIN(q6k4row)
 	VXORPS X0, X0, X0
 
 q6k4block:
@@ -437,6 +439,6 @@ q6k4block:
 	DECQ CX
 	JNZ  q6k4block
 
-	VMOVUPS X0, (DI)
+	TOKENS4_ROWS_END(q6k4row)
 	CLEAR_HIGH
 	RET

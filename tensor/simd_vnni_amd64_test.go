@@ -77,7 +77,7 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2}}
 	for name, gfni := range q4KSplits() {
 		_, tokens4 := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(q4KShape, tokens4), dotQ4_KTokens4AVX2})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2})
 	}
 	for _, k := range kernels {
 		for _, n := range simdLengths(k.typ) {
@@ -154,6 +154,65 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 				}
 				if out[count] != 42 {
 					t.Errorf("%s n=%d: wrote past %d rows", typ, n, count)
+				}
+			}
+		}
+	}
+}
+
+// TestVNNITokens4RowsMatchOneRow holds the four-token kernels over rows (dotTokens4Rows,
+// prefill's path) to the one-row VecDot of each row and vector, bit for bit, with rows
+// spaced wider than their blocks (a stride of its own) and a guard past every output.
+func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
+	if !useVNNI {
+		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
+	}
+	rng := rand.New(rand.NewPCG(29, 31))
+	type kernel struct {
+		typ  Type
+		name string
+		rows func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+	}
+	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}}
+	for name, gfni := range q4KSplits() {
+		_, rows := pickQ4KKernels(gfni)
+		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)})
+	}
+	for _, k := range kernels {
+		if k.rows == nil {
+			t.Fatalf("%s: no four-token rows kernel", k.typ)
+		}
+		for _, n := range simdLengths(k.typ) {
+			for _, count := range []int{1, 2, 7} {
+				stride := n/qkK*int(k.typ.BlockBytes()) + 3
+				rows := make([]byte, count*stride)
+				var a [4][]byte
+				for r := range count {
+					w, act := quantizedOperands(t, rng, k.typ, n)
+					copy(rows[r*stride:], w)
+					a[r%4] = act
+				}
+				for v := range a {
+					if a[v] == nil {
+						_, a[v] = quantizedOperands(t, rng, k.typ, n)
+					}
+				}
+				var outs [4][]float32
+				for v := range outs {
+					outs[v] = make([]float32, count+1)
+					outs[v][count] = 42 // past the rows: must stay
+				}
+				k.rows(n, rows, stride, a[0], a[1], a[2], a[3], outs[0][:count], outs[1][:count], outs[2][:count], outs[3][:count])
+				for v, out := range outs {
+					for r := range count {
+						want := traits[k.typ].VecDot(n, rows[r*stride:r*stride+stride-3], a[v])
+						if math.Float32bits(out[r]) != math.Float32bits(want) {
+							t.Errorf("%s %s n=%d row %d of %d vector %d: %g, one row %g", k.typ, k.name, n, r, count, v, out[r], want)
+						}
+					}
+					if out[count] != 42 {
+						t.Errorf("%s %s n=%d: vector %d's outputs written past %d rows", k.typ, k.name, n, v, count)
+					}
 				}
 			}
 		}
