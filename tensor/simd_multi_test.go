@@ -140,8 +140,8 @@ func TestDotTokens(t *testing.T) {
 }
 
 // BenchmarkDotTokens is a prefill tile's inner work: matRowTile weight rows of 2048 values
-// (in L1) against 32 tokens, by the four-token kernel where the type has one, by the
-// two-token kernel and by VecDot token by token.
+// (in L1) against 32 tokens, by the four-token kernel over the rows and row by row where
+// the type has them, by the two-token kernel and by VecDot token by token.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench DotTokens ./tensor
 func BenchmarkDotTokens(b *testing.B) {
@@ -159,6 +159,19 @@ func BenchmarkDotTokens(b *testing.B) {
 			}
 		}
 		out := make([]float32, tokens)
+		if rows4 := dotTokens4Rows[typ]; rows4 != nil {
+			outs := make([]float32, 4*matRowTile)
+			o := func(k int) []float32 { return outs[k*matRowTile : (k+1)*matRowTile] }
+			b.Run(fmt.Sprintf("type=%s/kernel=tokens4rows", typ), func(b *testing.B) {
+				for b.Loop() {
+					for t := 0; t < tokens; t += 4 {
+						rows4(cols, w, rowBytes, a[t*actBytes:(t+1)*actBytes], a[(t+1)*actBytes:(t+2)*actBytes],
+							a[(t+2)*actBytes:(t+3)*actBytes], a[(t+3)*actBytes:(t+4)*actBytes], o(0), o(1), o(2), o(3))
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
+			})
+		}
 		if dot4 := dotTokens4[typ]; dot4 != nil {
 			b.Run(fmt.Sprintf("type=%s/kernel=tokens4", typ), func(b *testing.B) {
 				for b.Loop() {
