@@ -67,7 +67,7 @@ type deltaNet struct {
 	qkv, gate   weight    // attn_qkv (mixed queries, keys, values), attn_gate (z)
 	beta, alpha weight    // ssm_beta, ssm_alpha: one value per value head
 	out         weight    // ssm_out
-	conv        []float32 // ssm_conv1d: [channels][taps]
+	conv        *tensor.CausalConv // ssm_conv1d
 	dtBias      []float32 // ssm_dt.bias
 	a           []float32 // ssm_a: −exp(A_log)
 	norm        []float32 // ssm_norm
@@ -99,7 +99,9 @@ func (d *deltaNet) forward(c *Context, il int, in, out []float32) error {
 	state := c.caches[il].state
 	convState, heads := state[:cfg.convState()], state[cfg.convState():]
 	qkv := c.scratch.floats(n * conv)
-	causalConv(qkv, mixed, convState, d.conv, c.scratch.floats(cfg.ConvKernel-1+n), cfg.ConvKernel, conv)
+	if err := d.conv.Run(qkv, mixed, convState); err != nil {
+		return err
+	}
 	tensor.SiLU(qkv, qkv, conv)
 	o := c.scratch.floats(n * inner)
 	if err := d.deltaRule(c.m.host, o, qkv, beta, decay, heads, n); err != nil {
@@ -109,32 +111,6 @@ func (d *deltaNet) forward(c *Context, il int, in, out []float32) error {
 	tensor.SiLU(z, z, inner)
 	tensor.Mul(o, o, z)
 	return d.out.matmul(out, o)
-}
-
-// causalConv runs the depthwise convolution of llama.cpp's ggml_ssm_conv over n tokens of
-// channels values each (x: [n][channels] → dst: [n][channels]), each channel's kernel w
-// ([channels][taps]) sliding over its last taps−1 inputs (state: [channels][taps−1], the
-// previous tokens', zero at the start) followed by this batch's. The state is left holding
-// the last taps−1 inputs, as llama.cpp's conv_state_last. window (taps−1+n values) is
-// working memory for one channel's inputs: its history, then the batch's.
-func causalConv(dst, x, state, w, window []float32, taps, channels int) {
-	n := len(x) / channels
-	hist := taps - 1
-	for ch := range channels {
-		copy(window, state[ch*hist:(ch+1)*hist])
-		for t := range n {
-			window[hist+t] = x[t*channels+ch]
-		}
-		kernel := w[ch*taps : (ch+1)*taps]
-		for t := range n {
-			var sum float32
-			for i, k := range kernel {
-				sum += window[t+i] * k
-			}
-			dst[t*channels+ch] = sum
-		}
-		copy(state[ch*hist:(ch+1)*hist], window[n:])
-	}
 }
 
 // deltaRule L2-normalises the queries and keys of qkv ([n][queries | keys | values],

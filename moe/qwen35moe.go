@@ -166,7 +166,11 @@ func bindDeltaNet(c *Config, b *binder, il int) (*deltaNet, error) {
 			return nil, err
 		}
 	}
-	if d.conv, err = b.vector(blk(il, "ssm_conv1d.weight"), cfg.ConvKernel, cfg.convDim()); err != nil {
+	w, err := b.vector(blk(il, "ssm_conv1d.weight"), cfg.ConvKernel, cfg.convDim())
+	if err != nil {
+		return nil, err
+	}
+	if d.conv, err = tensor.NewCausalConv(w, cfg.ConvKernel, cfg.convDim()); err != nil {
 		return nil, err
 	}
 	for _, p := range []struct {

@@ -95,7 +95,11 @@ func TestDeltaRuleMatchesDefinition(t *testing.T) {
 	}
 	const n = 7
 	conv, dim := cfg.convDim(), cfg.HeadDim
-	d.conv = rnd(conv * cfg.ConvKernel)
+	convW := rnd(conv * cfg.ConvKernel)
+	var err error
+	if d.conv, err = tensor.NewCausalConv(convW, cfg.ConvKernel, conv); err != nil {
+		t.Fatal(err)
+	}
 	mixed, beta, decay := rnd(n*conv), make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
 	for i := range beta {
 		beta[i] = float32(rng.Float64())
@@ -110,7 +114,9 @@ func TestDeltaRuleMatchesDefinition(t *testing.T) {
 	for _, r := range [][2]int{{0, 3}, {3, n}} {
 		t0, t1 := r[0], r[1]
 		qkv := make([]float32, (t1-t0)*conv)
-		causalConv(qkv, mixed[t0*conv:t1*conv], state[:cfg.convState()], d.conv, make([]float32, cfg.ConvKernel-1+t1-t0), cfg.ConvKernel, conv)
+		if err := d.conv.Run(qkv, mixed[t0*conv:t1*conv], state[:cfg.convState()]); err != nil {
+			t.Fatal(err)
+		}
 		for i, v := range qkv {
 			qkv[i] = v / (1 + float32(math.Exp(float64(-v)))) // SiLU, as forward applies it
 		}
@@ -133,7 +139,7 @@ func TestDeltaRuleMatchesDefinition(t *testing.T) {
 		for ch := range conv {
 			var s float64
 			for i := range cfg.ConvKernel {
-				s += x(p-cfg.ConvKernel+1+i, ch) * float64(d.conv[ch*cfg.ConvKernel+i])
+				s += x(p-cfg.ConvKernel+1+i, ch) * float64(convW[ch*cfg.ConvKernel+i])
 			}
 			feat[p][ch] = s / (1 + math.Exp(-s))
 		}
@@ -219,7 +225,11 @@ func TestQwen35BadMetadata(t *testing.T) {
 // Qwen3.5-35B-A3B's sizes, for a decode step and a 128-token prompt.
 func BenchmarkDeltaRule(b *testing.B) {
 	cfg := DeltaNetConfig{ConvKernel: 4, HeadDim: 128, KHeads: 16, VHeads: 32, Inner: 4096}
-	d := &deltaNet{cfg: cfg, eps: 1e-6, conv: make([]float32, cfg.ConvKernel*cfg.convDim())}
+	conv, err := tensor.NewCausalConv(make([]float32, cfg.ConvKernel*cfg.convDim()), cfg.ConvKernel, cfg.convDim())
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &deltaNet{cfg: cfg, eps: 1e-6, conv: conv}
 	for _, n := range []int{1, 128} {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -230,11 +240,12 @@ func BenchmarkDeltaRule(b *testing.B) {
 			qkv, o := make([]float32, len(mixed)), make([]float32, n*cfg.Inner)
 			beta, decay := make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
 			state := make([]float32, cfg.stateSize())
-			window := make([]float32, cfg.ConvKernel-1+n)
 			pool := tensor.NewPool(2)
 			defer pool.Close()
 			for b.Loop() {
-				causalConv(qkv, mixed, state[:cfg.convState()], d.conv, window, cfg.ConvKernel, cfg.convDim())
+				if err := d.conv.Run(qkv, mixed, state[:cfg.convState()]); err != nil {
+					b.Fatal(err)
+				}
 				if err := d.deltaRule(pool, o, qkv, beta, decay, state[cfg.convState():], n); err != nil {
 					b.Fatal(err)
 				}

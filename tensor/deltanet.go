@@ -125,3 +125,96 @@ func axpyDotGo(row, k, q []float32, delta float32) float32 {
 func sumLanes8(a *[8]float32) float32 {
 	return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
 }
+
+// CausalConv is the depthwise causal convolution in front of a Gated DeltaNet (or Mamba)
+// layer, llama.cpp's ggml_ssm_conv: each of Channels channels has its own kernel of Taps
+// weights sliding over that channel's last Taps−1 inputs (kept in a state between calls)
+// followed by the batch's. The kernel is kept transposed, one row of Channels weights per
+// tap, so that a token's channels are computed side by side from contiguous rows.
+type CausalConv struct {
+	Taps, Channels int
+	kernel         []float32 // [Taps][Channels]
+}
+
+// NewCausalConv takes the weights as GGUF stores them ([Channels][Taps]: a channel's taps
+// are consecutive) and copies them transposed.
+func NewCausalConv(w []float32, taps, channels int) (*CausalConv, error) {
+	if taps < 1 || channels < 1 || len(w) != taps*channels {
+		return nil, fmt.Errorf("causal convolution: %d weights for %d taps × %d channels", len(w), taps, channels)
+	}
+	c := &CausalConv{Taps: taps, Channels: channels, kernel: make([]float32, len(w))}
+	for ch := range channels {
+		for i := range taps {
+			c.kernel[i*channels+ch] = w[ch*taps+i]
+		}
+	}
+	return c, nil
+}
+
+// StateLen is the length of the state Run keeps: Taps−1 inputs per channel.
+func (c *CausalConv) StateLen() int { return (c.Taps - 1) * c.Channels }
+
+// Run convolves n tokens, x: [n][Channels] → dst: [n][Channels] (len(x)/Channels tokens;
+// dst must not overlap x). state ([Channels][Taps−1], zero before the first batch of a
+// sequence) holds each channel's previous inputs, oldest first, and is left holding the
+// last Taps−1, as llama.cpp's conv_state_last. Each output is ggml's sum, in tap order,
+// oldest input first, of input times weight, each product rounded, then added.
+func (c *CausalConv) Run(dst, x, state []float32) error {
+	C, hist := c.Channels, c.Taps-1
+	n := len(x) / C
+	if len(x) != n*C || len(dst) != len(x) || len(state) != c.StateLen() {
+		return fmt.Errorf("causal convolution: %d inputs, %d outputs and a state of %d for %d channels and %d taps", len(x), len(dst), len(state), C, c.Taps)
+	}
+	// Tokens whose window reaches into the state, channel by channel.
+	for t := range min(n, hist) {
+		for ch := range C {
+			var sum float32
+			for i := range c.Taps {
+				var in float32
+				if s := t + i; s < hist {
+					in = state[ch*hist+s]
+				} else {
+					in = x[(s-hist)*C+ch]
+				}
+				sum += in * c.kernel[i*C+ch]
+			}
+			dst[t*C+ch] = sum
+		}
+	}
+	// The rest read Taps consecutive rows of x.
+	for t := hist; t < n; t++ {
+		convRow(dst[t*C:(t+1)*C], x[(t-hist)*C:(t+1)*C], c.kernel)
+	}
+	// The new state: the sequence's last hist inputs. Entry j reads position n+j ≥ j of
+	// the old state or x, never an entry already overwritten.
+	for ch := range C {
+		for j := range hist {
+			if s := n + j; s < hist {
+				state[ch*hist+j] = state[ch*hist+s]
+			} else {
+				state[ch*hist+j] = x[(s-hist)*C+ch]
+			}
+		}
+	}
+	return nil
+}
+
+// convRow computes one token's channels from the Taps input rows ending at it
+// (rows: [Taps][C], oldest first) and the kernel ([Taps][C]): dst[ch] = Σ_i
+// rows[i][ch]·kernel[i][ch] in tap order, multiplies and adds unfused. The SIMD build
+// installs a vector version with the same bits.
+var convRow = convRowGo
+
+func convRowGo(dst, rows, kernel []float32) { convColumns(dst, rows, kernel, 0) }
+
+// convColumns is convRowGo for channels from..len(dst)-1.
+func convColumns(dst, rows, kernel []float32, from int) {
+	C := len(dst)
+	for ch := from; ch < C; ch++ {
+		var sum float32
+		for i := ch; i < len(kernel); i += C {
+			sum += rows[i] * kernel[i]
+		}
+		dst[ch] = sum
+	}
+}

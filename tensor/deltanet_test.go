@@ -1,7 +1,9 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -55,6 +57,73 @@ func TestGatedDeltaRuleBadShapes(t *testing.T) {
 	} {
 		if err := p.GatedDeltaRule(buf, buf, buf, buf, buf, buf, buf[:r.VHeads*r.Dim*r.Dim], 2, r); err == nil {
 			t.Errorf("%+v: no error", r)
+		}
+	}
+}
+
+// TestCausalConv holds CausalConv to the convolution's definition, channel by channel over
+// the state followed by the batch (each output summed in tap order, oldest input first, as
+// ggml_ssm_conv does), bit for bit: for channel counts with and without a vector tail,
+// kernels of one to five taps, batches shorter and longer than the history, and a sequence
+// fed in pieces, which must leave the same outputs and state as the whole.
+func TestCausalConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 41))
+	for _, channels := range []int{1, 7, 8, 19, 64} {
+		for _, taps := range []int{1, 2, 4, 5} {
+			const total = 11
+			w := randomFloats(rng, taps*channels)
+			x := randomFloats(rng, total*channels)
+			conv, err := NewCausalConv(w, taps, channels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The definition over the whole sequence, zero history first.
+			hist := taps - 1
+			want := make([]float32, total*channels)
+			input := func(s, ch int) float32 {
+				if s < hist {
+					return 0
+				}
+				return x[(s-hist)*channels+ch]
+			}
+			for ch := range channels {
+				for tok := range total {
+					var sum float32
+					for i := range taps {
+						sum += input(tok+i, ch) * w[ch*taps+i]
+					}
+					want[tok*channels+ch] = sum
+				}
+			}
+			wantState := make([]float32, conv.StateLen())
+			for ch := range channels {
+				for j := range hist {
+					wantState[ch*hist+j] = input(total+j, ch)
+				}
+			}
+			for _, cuts := range [][]int{{total}, {1, 1, 1, 8}, {2, 9}, {5, 0, 6}} {
+				state := make([]float32, conv.StateLen())
+				got := make([]float32, total*channels)
+				start := 0
+				for _, n := range cuts {
+					lo, hi := start*channels, (start+n)*channels
+					if err := conv.Run(got[lo:hi], x[lo:hi], state); err != nil {
+						t.Fatal(err)
+					}
+					start += n
+				}
+				expectBits(t, fmt.Sprintf("%d channels, %d taps, pieces %v: outputs", channels, taps, cuts), got, want)
+				expectBits(t, fmt.Sprintf("%d channels, %d taps, pieces %v: state", channels, taps, cuts), state, wantState)
+			}
+		}
+	}
+	if _, err := NewCausalConv(make([]float32, 7), 4, 2); err == nil {
+		t.Error("7 weights for 4 taps × 2 channels: no error")
+	}
+	conv, _ := NewCausalConv(make([]float32, 8), 4, 2)
+	for _, c := range []struct{ dst, x, state int }{{6, 5, 6}, {4, 6, 6}, {6, 6, 5}} {
+		if err := conv.Run(make([]float32, c.dst), make([]float32, c.x), make([]float32, c.state)); err == nil {
+			t.Errorf("outputs %d, inputs %d, state %d for 2 channels and 4 taps: no error", c.dst, c.x, c.state)
 		}
 	}
 }

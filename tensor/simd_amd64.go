@@ -71,7 +71,7 @@ func init() {
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
-	decayDot, axpyDot = decayDotAVX2, axpyDotAVX2
+	decayDot, axpyDot, convRow = decayDotAVX2, axpyDotAVX2, convRowAVX2
 	if useAVX512 {
 		tileScores, tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
 		tileScores2 = tileScores2AVX512

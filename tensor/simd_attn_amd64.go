@@ -419,3 +419,18 @@ func finishLanes8(acc archsimd.Float32x8, tail func(a *[8]float32)) float32 {
 	tail(&a)
 	return sumLanes8(&a)
 }
+
+// convRowAVX2 is convRowGo eight channels a step, each lane a channel's unfused multiplies
+// and adds in tap order: the same bits.
+func convRowAVX2(dst, rows, kernel []float32) {
+	C := len(dst)
+	rows, whole := rows[:len(kernel)], C&^7
+	for ch := 0; ch < whole; ch += 8 {
+		var sum archsimd.Float32x8
+		for i := ch; i < len(kernel); i += C {
+			sum = sum.Add(f32x8s(rows[i : i+8]).Mul(f32x8s(kernel[i : i+8])))
+		}
+		sum.Store((*[8]float32)(dst[ch : ch+8]))
+	}
+	convColumns(dst, rows, kernel, whole)
+}
