@@ -64,13 +64,13 @@ func (d *DeltaNetConfig) read(r *metaReader) error {
 // whether evaluated in one batch or token by token.
 type deltaNet struct {
 	cfg         DeltaNetConfig
-	qkv, gate   weight    // attn_qkv (mixed queries, keys, values), attn_gate (z)
-	beta, alpha weight    // ssm_beta, ssm_alpha: one value per value head
-	out         weight    // ssm_out
+	qkv, gate   weight             // attn_qkv (mixed queries, keys, values), attn_gate (z)
+	beta, alpha weight             // ssm_beta, ssm_alpha: one value per value head
+	out         weight             // ssm_out
 	conv        *tensor.CausalConv // ssm_conv1d
-	dtBias      []float32 // ssm_dt.bias
-	a           []float32 // ssm_a: −exp(A_log)
-	norm        []float32 // ssm_norm
+	dtBias      []float32          // ssm_dt.bias
+	a           []float32          // ssm_a: −exp(A_log)
+	norm        []float32          // ssm_norm
 	eps         float32
 }
 
