@@ -287,9 +287,12 @@ TEXT ·dotQ8_0RowsVNNI(SB), NOSPLIT, $0-48
 // and 2-3 in Z1, each block's weight magnitudes and signs taken once for all four. Each
 // token's half runs the one-token kernel's operations, so its bits. Looping over the rows
 // here (TOKENS4_ROWS_BEGIN) spares a small model's short rows a call each (a row of 256
-// values took 39 ns a call, 29 of them in blocks). (For Q4_0 and MXFP4 the rows kernel was the faster way to
-// run a prefill tile: a 64-token [2048 → 768] MatMul on one thread took 3.4 against
-// 3.9-4.9 ms for Q4_0, 3.6 against 3.9 for MXFP4; for Q8_0 4.0 against 4.3.)
+// values took 39 ns a call, 29 of them in blocks). (For Q4_0 and MXFP4 the rows kernel is
+// as fast a way to run a prefill tile: their four-token kernels, also over rows, spend the
+// weights' unpacking once per four tokens but pay each token's offset sum per row. 16
+// cache-hot 4096-value rows against four vectors, medians of 6: Q4_0 6.9 against 6.9 µs
+// token by token through the rows kernel, MXFP4 7.8 against 7.5, Q8_0 7.4 against 9.3;
+// gpt-oss-20b-shaped prefill and tiny-qwen3moe's showed no gain either, so only Q8_0 has one.)
 TEXT ·dotQ8_0Tokens4RowsVNNI(SB), NOSPLIT, $0-96
 	LEGACY_SETUP
 	TOKENS4_ROWS_BEGIN(row)
