@@ -222,49 +222,71 @@ func TestEncodeF16(t *testing.T) {
 	}
 }
 
-// TestQuantizeActivationsQ8_0 holds the installed Q8_0 activation quantizer (a vector
-// kernel in the SIMD build) to the scalar x86 one on blocks of every kind: random scales
-// over 60 binades, all zeros (either sign), one nonzero value, exact halves of a step
-// (ties for the rounding), subnormals, values near float32's largest, and blocks with an
-// infinity or a NaN among finite blocks.
-func TestQuantizeActivationsQ8_0(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	var blocks [][32]float32
-	for i := range 200 {
-		var b [32]float32
-		scale := float32(math.Ldexp(1, i%60-30))
-		for j := range b {
-			b[j] = scale * float32(rng.NormFloat64())
+// TestQuantizeActivations holds the installed Q8_0 and Q8_K activation quantizers (vector
+// kernels in the SIMD build) to the scalar ones on blocks of every kind: random scales over
+// 60 binades, all zeros (either sign), one nonzero value, exact halves of a step (ties for
+// the rounding), subnormals, values near float32's largest, a largest magnitude held by
+// both signs (the first one sets Q8_K's sign), and blocks with an infinity or a NaN among
+// finite blocks.
+func TestQuantizeActivations(t *testing.T) {
+	for _, c := range []struct {
+		typ           Type
+		values, bytes int
+		scalar        func(src []float32, dst []byte)
+	}{
+		{Q8_0, qk32, 34, func(src []float32, dst []byte) { formatQ8_0.encode(src, dst, true) }},
+		{Q8_K, qkK, 292, encodeQ8_K},
+	} {
+		blocks := activationBlocks(c.values)
+		src := make([]float32, 0, c.values*len(blocks))
+		for _, b := range blocks {
+			src = append(src, b...)
 		}
-		blocks = append(blocks, b)
+		got, want := make([]byte, c.bytes*len(blocks)), make([]byte, c.bytes*len(blocks))
+		if err := QuantizeActivations(c.typ, src, got); err != nil {
+			t.Fatal(err)
+		}
+		c.scalar(src, want)
+		for b := range blocks {
+			if g, w := got[c.bytes*b:c.bytes*(b+1)], want[c.bytes*b:c.bytes*(b+1)]; string(g) != string(w) {
+				t.Errorf("%s block %d: % x\nwant % x", c.typ, b, g, w)
+			}
+		}
 	}
-	var zeros, negZeros, single, ties, subnormal, huge [32]float32
-	for j := range negZeros {
-		negZeros[j] = float32(math.Copysign(0, -1))
-		ties[j] = float32(j-16) + 0.5 // amax 15.5: v·127/15.5 lands on halves for some j
-		subnormal[j] = math.Float32frombits(uint32(j + 1))
-		huge[j] = math.MaxFloat32 / float32(j+1)
+}
+
+// activationBlocks makes the blocks of TestQuantizeActivations, n values each.
+func activationBlocks(n int) [][]float32 {
+	rng := rand.New(rand.NewPCG(7, 8))
+	block := func(f func(j int) float32) []float32 {
+		b := make([]float32, n)
+		for j := range b {
+			b[j] = f(j)
+		}
+		return b
 	}
-	single[5] = -3
+	var blocks [][]float32
+	for i := range 200 {
+		scale := float32(math.Ldexp(1, i%60-30))
+		blocks = append(blocks, block(func(int) float32 { return scale * float32(rng.NormFloat64()) }))
+	}
+	ties := block(func(j int) float32 { return float32(j%32-16) + 0.5 }) // amax 15.5: v·127/15.5 lands on halves
 	ties[0] = 127
-	blocks = append(blocks, zeros, negZeros, single, ties, subnormal, huge)
+	single := make([]float32, n)
+	single[5] = -3
+	bothSigns := block(func(j int) float32 { return float32(j%7) - 3 })
+	bothSigns[n/2], bothSigns[3] = 9, -9 // the first of largest magnitude is negative
+	blocks = append(blocks,
+		make([]float32, n),
+		block(func(int) float32 { return float32(math.Copysign(0, -1)) }),
+		single, ties, bothSigns,
+		block(func(j int) float32 { return math.Float32frombits(uint32(j + 1)) }), // subnormals
+		block(func(j int) float32 { return math.MaxFloat32 / float32(j+1) }),
+	)
 	for _, bad := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
-		b := blocks[3]
+		b := append([]float32(nil), blocks[3]...)
 		b[9] = bad
 		blocks = append(blocks, b, blocks[4])
 	}
-	src := make([]float32, 0, 32*len(blocks))
-	for _, b := range blocks {
-		src = append(src, b[:]...)
-	}
-	got, want := make([]byte, 34*len(blocks)), make([]byte, 34*len(blocks))
-	if err := QuantizeActivations(Q8_0, src, got); err != nil {
-		t.Fatal(err)
-	}
-	formatQ8_0.encode(src, want, true)
-	for b := range blocks {
-		if g, w := got[34*b:34*b+34], want[34*b:34*b+34]; string(g) != string(w) {
-			t.Errorf("block %d: % x\nwant % x", b, g, w)
-		}
-	}
+	return blocks
 }

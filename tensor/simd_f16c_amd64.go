@@ -101,16 +101,32 @@ func encodeF16F16C(src []float32, dst []byte) {
 	encodeHalf(src[whole:], dst[2*whole:], F32ToF16)
 }
 
-// quantizeQ8_0AVX512 is Q8_0's activation quantizer (formatQ8_0.encode, x86 true) a block
-// in a few vector instructions; a block holding an infinity or a NaN goes to the scalar
-// code, which decides what such a block becomes.
+//go:noescape
+func quantizeQ8KAVX512Blocks(dst *byte, src *float32, blocks int) int
+
+// quantizeQ8_0AVX512 and quantizeQ8KAVX512 are Q8_0's and Q8_K's activation quantizers
+// (formatQ8_0.encode with x86 true, encodeQ8_K) a block in a few vector instructions; a
+// block the kernel leaves (an infinity or a NaN, for Q8_K also a subnormal largest value)
+// goes to the scalar code, which decides what such a block becomes. Every K-quant matmul
+// converts its activations with Q8_K's, a hundred-odd nanoseconds a block in Go.
 func quantizeQ8_0AVX512(src []float32, dst []byte) {
-	blocks := len(src) / qk32
-	src, dst = src[:blocks*qk32], dst[:blocks*formatQ8_0.blockBytes]
+	vectorBlocks(src, dst, qk32, formatQ8_0.blockBytes, quantizeQ8_0AVX512Blocks,
+		func(src []float32, dst []byte) { formatQ8_0.encode(src, dst, true) })
+}
+
+func quantizeQ8KAVX512(src []float32, dst []byte) {
+	vectorBlocks(src, dst, qkK, 292, quantizeQ8KAVX512Blocks, encodeQ8_K)
+}
+
+// vectorBlocks runs a block quantizer kernel (which returns how many of the blocks it
+// did) over src, and the scalar encoder on each block the kernel stops before.
+func vectorBlocks(src []float32, dst []byte, values, bytes int, kernel func(dst *byte, src *float32, blocks int) int, scalar func([]float32, []byte)) {
+	blocks := len(src) / values
+	src, dst = src[:blocks*values], dst[:blocks*bytes]
 	for b := 0; b < blocks; b++ {
-		b += quantizeQ8_0AVX512Blocks(&dst[b*formatQ8_0.blockBytes], &src[b*qk32], blocks-b)
+		b += kernel(&dst[b*bytes], &src[b*values], blocks-b)
 		if b < blocks {
-			formatQ8_0.encode(src[b*qk32:][:qk32], dst[b*formatQ8_0.blockBytes:][:formatQ8_0.blockBytes], true)
+			scalar(src[b*values:][:values], dst[b*bytes:][:bytes])
 		}
 	}
 }

@@ -754,3 +754,183 @@ expdone:
 	CLEAR_HIGH
 	MOVQ AX, ret+24(FP)
 	RET
+
+// Q8K_QUANT scales, rounds and narrows the 16 values in r (Q8_K's quants, a bsum group) and
+// stores them at off(DI).
+#define Q8K_QUANT(r, x, off) \
+	VMULPS    Z19, r, r; \
+	VCVTPS2DQ r, r; \
+	VPMOVSDB  r, x; \
+	VMOVDQU   x, off(DI)
+
+// Q8K_SAD sums the quants at off(DI) (four bsum groups) as unsigned bytes (each plus 128,
+// Z29 = 0x80 bytes) eight at a time (VPSADBW against zero, Z17) into x's eight words.
+#define Q8K_SAD(r, x, off) \
+	VMOVDQU64 off(DI), r; \
+	VPXORD    Z29, r, r; \
+	VPSADBW   Z17, r, r; \
+	VPMOVQW   r, x
+
+// func quantizeQ8KAVX512Blocks(dst *byte, src *float32, blocks int) int
+//
+// Q8_K's activation quantizer (encodeQ8_K, ggml's quantize_row_q8_K_ref), 256 values a
+// block: iscale = -127/vmax for the first value of largest magnitude, d = 1/iscale, q =
+// round-half-even(iscale·v) (nearest_int's rounding; |iscale·v| ≤ 127 rounds inside a signed
+// byte), the sixteen bsums of 16 quants; an all-zero block for amax 0. The largest |v| is
+// taken on the integer bits of |v| and its first occurrence found by comparing them. It
+// stops before a block holding an infinity or a NaN, or whose iscale overflows (a subnormal
+// largest value), which the scalar code decides, and returns the blocks done.
+TEXT ·quantizeQ8KAVX512Blocks(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         blocks+16(FP), CX
+	XORQ         R9, R9
+	MOVL         $0x7FFFFFFF, DX
+	VPBROADCASTD DX, Z30
+	MOVL         $0x80808080, DX
+	VPBROADCASTD DX, Z29
+	VPXORD       Z17, Z17, Z17
+
+q8kblock:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	VMOVUPS 768(SI), Z12
+	VMOVUPS 832(SI), Z13
+	VMOVUPS 896(SI), Z14
+	VMOVUPS 960(SI), Z15
+	VPANDD  Z30, Z0, Z16
+	VPANDD  Z30, Z1, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z2, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z3, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z4, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z5, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z6, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z7, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z8, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z9, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z10, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z11, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z12, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z13, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z14, Z18
+	VPMAXUD Z18, Z16, Z16
+	VPANDD  Z30, Z15, Z18
+	VPMAXUD Z18, Z16, Z16
+	VEXTRACTI64X4 $1, Z16, Y18
+	VPMAXUD       Y18, Y16, Y16
+	VEXTRACTI32X4 $1, Y16, X18
+	VPMAXUD       X18, X16, X16
+	VPSHUFD       $0x4E, X16, X18
+	VPMAXUD       X18, X16, X16
+	VPSHUFD       $0xB1, X16, X18
+	VPMAXUD       X18, X16, X16
+	VMOVD         X16, DX
+	CMPL          DX, $0x7F800000
+	JAE           q8kdone
+	TESTL         DX, DX
+	JZ            q8kzero
+	VPBROADCASTD  DX, Z16
+
+	// The first value of largest magnitude, its sign kept.
+	MOVQ SI, R8
+
+q8kfind:
+	VPANDD   (R8), Z30, Z18
+	VPCMPEQD Z16, Z18, K1
+	KMOVW    K1, AX
+	TESTL    AX, AX
+	JNZ      q8kfound
+	ADDQ     $64, R8
+	JMP      q8kfind
+
+q8kfound:
+	TZCNTL AX, AX
+	VMOVSS (R8)(AX*4), X18
+	MOVL   $0xC2FE0000, DX   // -127
+	VMOVD  DX, X19
+	VDIVSS X18, X19, X19     // iscale = -127/vmax
+	VMOVD  X19, DX
+	ANDL   $0x7FFFFFFF, DX
+	CMPL   DX, $0x7F800000
+	JAE    q8kdone
+	MOVL   $0x3F800000, DX   // 1
+	VMOVD  DX, X20
+	VDIVSS X19, X20, X20     // d = 1/iscale
+	VMOVSS X20, (DI)
+	VBROADCASTSS X19, Z19
+	Q8K_QUANT(Z0, X0, 4)
+	Q8K_QUANT(Z1, X1, 20)
+	Q8K_QUANT(Z2, X2, 36)
+	Q8K_QUANT(Z3, X3, 52)
+	Q8K_QUANT(Z4, X4, 68)
+	Q8K_QUANT(Z5, X5, 84)
+	Q8K_QUANT(Z6, X6, 100)
+	Q8K_QUANT(Z7, X7, 116)
+	Q8K_QUANT(Z8, X8, 132)
+	Q8K_QUANT(Z9, X9, 148)
+	Q8K_QUANT(Z10, X10, 164)
+	Q8K_QUANT(Z11, X11, 180)
+	Q8K_QUANT(Z12, X12, 196)
+	Q8K_QUANT(Z13, X13, 212)
+	Q8K_QUANT(Z14, X14, 228)
+	Q8K_QUANT(Z15, X15, 244)
+
+	// bsums: each word pair of a group's sums less 2·8·128.
+	Q8K_SAD(Z0, X0, 4)
+	Q8K_SAD(Z1, X1, 68)
+	Q8K_SAD(Z2, X2, 132)
+	Q8K_SAD(Z3, X3, 196)
+	VPHADDW      X1, X0, X0
+	VPHADDW      X3, X2, X2
+	MOVL         $0x08000800, DX // 2048 as words
+	VMOVD        DX, X4
+	VPBROADCASTD X4, X4
+	VPSUBW       X4, X0, X0
+	VPSUBW       X4, X2, X2
+	VMOVDQU      X0, 260(DI)
+	VMOVDQU      X2, 276(DI)
+	JMP          q8knext
+
+q8kzero:
+	MOVL      $0, (DI)
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 Z0, 4(DI)
+	VMOVDQU64 Z0, 68(DI)
+	VMOVDQU64 Z0, 132(DI)
+	VMOVDQU64 Z0, 196(DI)
+	VMOVDQU   Y0, 260(DI)
+
+q8knext:
+	ADDQ $1024, SI
+	ADDQ $292, DI
+	INCQ R9
+	CMPQ R9, CX
+	JNE  q8kblock
+
+q8kdone:
+	CLEAR_HIGH
+	MOVQ R9, ret+24(FP)
+	RET
