@@ -68,7 +68,7 @@ func init() {
 	}
 	if useAVX512 {
 		activationFromFloat[Q8_0], f16Tile, exp32s = quantizeQ8_0AVX512, dotF16WideTile, exp32sAVX512
-		activationFromFloat[Q8_K] = quantizeQ8KAVX512
+		activationFromFloat[Q8_K], f16Heads = quantizeQ8KAVX512, dotF16HeadsTile
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2

@@ -3,6 +3,8 @@
 package tensor
 
 import (
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"simd/archsimd"
@@ -129,5 +131,53 @@ func TestDeltaRowKernels(t *testing.T) {
 		wa, ga := axpyDotGo(want, k, q, delta), axpyDotAVX2(got, k, q, delta)
 		expectBits(t, "axpyDot row", got, want)
 		expectBits(t, "axpyDot", []float32{ga}, []float32{wa})
+	}
+}
+
+// TestF16HeadsKernel holds the many-head F16 score kernel to dotF16Wide's vector form
+// (dotF16WideAVX2) bit for bit: each head's query (rounded to F16) against key rows read
+// from F16 with a stride of their own, for every row length it takes, one to eight heads
+// and scores strided per head; lengths it does not take are refused.
+func TestF16HeadsKernel(t *testing.T) {
+	if f16Heads == nil {
+		t.Skip("no AVX-512: scores go one at a time")
+	}
+	rng := rand.New(rand.NewPCG(43, 47))
+	for _, dk := range []int{64, 128, 192, 256} {
+		for _, heads := range []int{1, 3, 8} {
+			const positions, stride = 5, 64
+			kStride := 2*dk + 6
+			keys := make([]byte, (positions-1)*kStride+2*dk)
+			widened := make([][]float32, positions)
+			for p := range positions {
+				widened[p] = make([]float32, dk)
+				for d := range dk {
+					h := F32ToF16(float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(9)-4)))
+					binary.LittleEndian.PutUint16(keys[p*kStride+2*d:], h)
+					widened[p][d] = F16ToF32(h)
+				}
+			}
+			q := make([]float32, heads*dk)
+			for i := range q {
+				q[i] = roundToF16(float32(rng.NormFloat64()))
+			}
+			scores := make([]float32, heads*stride)
+			if !f16Heads(q, keys, kStride, positions, dk, scores, stride) {
+				t.Fatalf("dk %d: refused", dk)
+			}
+			for h := range heads {
+				for p := range positions {
+					want := dotF16WideAVX2(q[h*dk:(h+1)*dk], widened[p])
+					if got := scores[h*stride+p]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("dk %d, %d heads: head %d position %d: %g, dotF16Wide %g", dk, heads, h, p, got, want)
+					}
+				}
+			}
+		}
+	}
+	for _, dk := range []int{48, 80, 320} {
+		if f16Heads(make([]float32, dk), make([]byte, 2*dk), 2*dk, 1, dk, make([]float32, 1), 1) {
+			t.Errorf("dk %d: taken", dk)
+		}
 	}
 }

@@ -102,6 +102,22 @@ func encodeF16F16C(src []float32, dst []byte) {
 }
 
 //go:noescape
+func dotF16HeadsAVX512(q *float32, k *byte, kStride, positions, dk, heads int, scores *float32, headStride int)
+
+// dotF16HeadsTile is f16Heads on AVX-512 (dotF16HeadsAVX512): key rows of 64 to 256
+// values, a multiple of 64, else false.
+func dotF16HeadsTile(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int) bool {
+	if dk%64 != 0 || dk > 256 || positions <= 0 {
+		return positions <= 0
+	}
+	heads := len(q) / dk
+	_ = k[(positions-1)*kStride+2*dk-1]
+	_ = scores[(heads-1)*headStride+positions-1]
+	dotF16HeadsAVX512(&q[0], &k[0], kStride, positions, dk, heads, &scores[0], headStride)
+	return true
+}
+
+//go:noescape
 func quantizeQ8KAVX512Blocks(dst *byte, src *float32, blocks int) int
 
 // quantizeQ8_0AVX512 and quantizeQ8KAVX512 are Q8_0's and Q8_K's activation quantizers

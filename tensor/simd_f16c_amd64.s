@@ -934,3 +934,102 @@ q8kdone:
 	CLEAR_HIGH
 	MOVQ R9, ret+24(FP)
 	RET
+
+// func dotF16HeadsAVX512(q *float32, k *byte, kStride, positions, dk, heads int, scores *float32, headStride int)
+//
+// dotF16Wide of every query head against each of positions F16 key rows (kStride bytes
+// apart), for dk = 64, 128, 192 or 256: scores[h·headStride + p] = q_h · k_p. A key row is
+// widened once (VCVTPH2PS, exact) into dk/16 registers (Z0-Z15) and met by every head's
+// query (dk floats each, consecutive) with four 16-lane accumulators, each the 512-bit
+// form of dotF16WideAVX2's pair (a_j, b_j): the same fused multiply-adds lane by lane, then
+// the same reduction ((a0+a2)+(a1+a3) in both halves, high half onto low, high four onto
+// low four, then (h0+h2)+(h1+h3)), so the same bits.
+TEXT ·dotF16HeadsAVX512(SB), NOSPLIT, $0-64
+	MOVQ k+8(FP), SI
+	MOVQ positions+24(FP), R8
+	MOVQ scores+48(FP), R9
+	MOVQ headStride+56(FP), R10
+	SHLQ $2, R10
+	MOVQ dk+32(FP), R11
+
+f16hpos:
+	VCVTPH2PS (SI), Z0
+	VCVTPH2PS 32(SI), Z1
+	VCVTPH2PS 64(SI), Z2
+	VCVTPH2PS 96(SI), Z3
+	CMPQ      R11, $64
+	JEQ       f16hkey
+	VCVTPH2PS 128(SI), Z4
+	VCVTPH2PS 160(SI), Z5
+	VCVTPH2PS 192(SI), Z6
+	VCVTPH2PS 224(SI), Z7
+	CMPQ      R11, $128
+	JEQ       f16hkey
+	VCVTPH2PS 256(SI), Z8
+	VCVTPH2PS 288(SI), Z9
+	VCVTPH2PS 320(SI), Z10
+	VCVTPH2PS 352(SI), Z11
+	CMPQ      R11, $192
+	JEQ       f16hkey
+	VCVTPH2PS 384(SI), Z12
+	VCVTPH2PS 416(SI), Z13
+	VCVTPH2PS 448(SI), Z14
+	VCVTPH2PS 480(SI), Z15
+
+f16hkey:
+	MOVQ q+0(FP), DI
+	MOVQ heads+40(FP), CX
+	MOVQ R9, R12
+
+f16hhead:
+	VPXORD      Z16, Z16, Z16
+	VPXORD      Z17, Z17, Z17
+	VPXORD      Z18, Z18, Z18
+	VPXORD      Z19, Z19, Z19
+	VFMADD231PS (DI), Z0, Z16
+	VFMADD231PS 64(DI), Z1, Z17
+	VFMADD231PS 128(DI), Z2, Z18
+	VFMADD231PS 192(DI), Z3, Z19
+	CMPQ        R11, $64
+	JEQ         f16hsum
+	VFMADD231PS 256(DI), Z4, Z16
+	VFMADD231PS 320(DI), Z5, Z17
+	VFMADD231PS 384(DI), Z6, Z18
+	VFMADD231PS 448(DI), Z7, Z19
+	CMPQ        R11, $128
+	JEQ         f16hsum
+	VFMADD231PS 512(DI), Z8, Z16
+	VFMADD231PS 576(DI), Z9, Z17
+	VFMADD231PS 640(DI), Z10, Z18
+	VFMADD231PS 704(DI), Z11, Z19
+	CMPQ        R11, $192
+	JEQ         f16hsum
+	VFMADD231PS 768(DI), Z12, Z16
+	VFMADD231PS 832(DI), Z13, Z17
+	VFMADD231PS 896(DI), Z14, Z18
+	VFMADD231PS 960(DI), Z15, Z19
+
+f16hsum:
+	VADDPS        Z18, Z16, Z16
+	VADDPS        Z19, Z17, Z17
+	VADDPS        Z17, Z16, Z16
+	VEXTRACTF32X8 $1, Z16, Y17
+	VADDPS        Y16, Y17, Y17
+	VEXTRACTF32X4 $1, Y17, X18
+	VADDPS        X17, X18, X18
+	VPERMILPS     $0x4E, X18, X19
+	VADDPS        X19, X18, X19
+	VMOVSHDUP     X19, X18
+	VADDSS        X18, X19, X19
+	VMOVSS        X19, (R12)
+	ADDQ          R10, R12
+	LEAQ          (DI)(R11*4), DI
+	DECQ          CX
+	JNZ           f16hhead
+
+	ADDQ kStride+16(FP), SI
+	ADDQ $4, R9
+	DECQ R8
+	JNZ  f16hpos
+	CLEAR_HIGH
+	RET
