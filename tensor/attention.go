@@ -431,6 +431,14 @@ var (
 			acc[d] = roundToF16(fma32(v, s, acc[d]))
 		}
 	}
+	// madFloat is acc = x·s + acc fused: ggml_vec_mad_f32's update of a float32
+	// accumulator (a V that is not F16).
+	madFloat = func(acc, x []float32, s float32) {
+		acc = acc[:len(x)]
+		for d, v := range x {
+			acc[d] = fma32(v, s, acc[d])
+		}
+	}
 	// addScaled is acc += x·s, multiplied and added separately (each rounded).
 	addScaled = func(acc, x []float32, s float32) {
 		acc = acc[:len(x)]
@@ -497,9 +505,7 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 		if half {
 			madHalf(acc, s.values, vs)
 		} else {
-			for d, x := range s.values {
-				acc[d] = fma32(x, vs, acc[d])
-			}
+			madFloat(acc, s.values, vs)
 		}
 		s.sum[i] = fma32(s.sum[i], ms, vs)
 		return
@@ -553,7 +559,8 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 		c1 := min(c0+perRowChunk, last+1)
 		keys := j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:]
 		batched = batched && f16Tile(dk, keys, j.k.PosStride, c1-c0, s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide, nil)
-		scored := batched || wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk)
+		scored := batched || wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk) ||
+			!wide && j.scoreTokens4(s, keys, c1-c0)
 		if !scored {
 			for pos := c0; pos < c1; pos++ {
 				krow := j.k.row(pos, g, int(j.kRowBytes))
@@ -593,6 +600,22 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 			}
 		}
 	}
+}
+
+// scoreTokens4 scores n positions of a quantized K from keys (the first one's row) against
+// the group's queries four heads at a time, through the K type's four-token rows kernel
+// (a Q8_0 cache: VecDot's bits), or returns false where there is none.
+func (j *attnJob) scoreTokens4(s *attnScratch, keys []byte, n int) bool {
+	rows4 := dotTokens4Rows[j.k.Type]
+	if rows4 == nil || j.group%4 != 0 {
+		return false
+	}
+	q := func(h int) []byte { return s.q[h*j.qBytes : (h+1)*j.qBytes] }
+	out := func(h int) []float32 { return s.scores[h*perRowChunk:][:n] }
+	for h := 0; h < j.group; h += 4 {
+		rows4(j.k.Dim, keys, j.k.PosStride, q(h), q(h+1), q(h+2), q(h+3), out(h), out(h+1), out(h+2), out(h+3))
+	}
+	return true
 }
 
 // perRowChunk is how many positions perRow scores, and takes the exponentials of, at a time.

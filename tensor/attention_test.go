@@ -293,17 +293,22 @@ func TestAttentionErrors(t *testing.T) {
 }
 
 func BenchmarkAttentionDecode(b *testing.B) {
-	// One token of a Qwen3-30B-A3B layer (32 heads of 128 over 4 KV heads) at growing context.
+	// One token of a Qwen3-30B-A3B layer (32 heads of 128 over 4 KV heads) at growing
+	// context, with the default F16 cache and with -ctk/-ctv q8_0.
 	rng := rand.New(rand.NewPCG(31, 32))
 	const heads, kvHeads, dim = 32, 4, 128
-	for _, ctx := range []int{1024, 16384} {
-		k := denseKV(b, F16, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
-		v := denseKV(b, F16, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
+	for _, c := range []struct {
+		cache Type
+		ctx   int
+	}{{F16, 1024}, {F16, 16384}, {Q8_0, 16384}} {
+		ctx := c.ctx
+		k := denseKV(b, c.cache, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
+		v := denseKV(b, c.cache, randomFloats(rng, ctx*kvHeads*dim), dim, kvHeads)
 		q := randomFloats(rng, heads*dim)
 		out := make([]float32, heads*dim)
 		for _, threads := range []int{1, 2} {
 			for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
-				b.Run(fmt.Sprintf("ctx=%d/numerics=%d/threads=%d", ctx, numerics, threads), func(b *testing.B) {
+				b.Run(fmt.Sprintf("cache=%s/ctx=%d/numerics=%d/threads=%d", c.cache, ctx, numerics, threads), func(b *testing.B) {
 					p := NewPool(threads)
 					defer p.Close()
 					a := AttnParams{Scale: 1 / float32(math.Sqrt(dim)), Numerics: numerics}
@@ -357,35 +362,76 @@ func TestAddScaled(t *testing.T) {
 	}
 }
 
-// TestMadHalf holds the installed F16-accumulator update (a vector kernel in the SIMD
-// build) to roundToF16(fma32(x, s, acc)) bit for bit: accumulators from binary16 subnormals
-// to beyond its range (where the vector kernel hands over to the scalar code), with signs,
-// zeros and ties, at lengths around its step of eight.
-func TestMadHalf(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 5, 8, 13, 64, 131} {
-		for round := range 200 {
-			x, acc := randomFloats(rng, n), randomFloats(rng, n)
-			for d := range acc {
-				acc[d] *= float32(math.Ldexp(1, rng.IntN(44)-28)) // 2^-28 .. 2^15
-				if rng.IntN(16) == 0 {
-					acc[d] = F16ToF32(uint16(rng.IntN(1 << 16))) // any binary16, Inf and NaN too
+// TestMadKernels holds the installed accumulator updates (vector kernels in the SIMD build)
+// to their scalar definitions bit for bit: madHalf to roundToF16(fma32(x, s, acc)), madFloat
+// to fma32(x, s, acc). Accumulators from binary16 subnormals to beyond its range (where
+// madHalf's vector kernel hands over to the scalar code), with signs, zeros and ties, at
+// lengths around the step of eight.
+func TestMadKernels(t *testing.T) {
+	for _, k := range []struct {
+		name   string
+		kernel func(acc, x []float32, s float32)
+		round  func(float32) float32
+	}{
+		{"madHalf", madHalf, roundToF16},
+		{"madFloat", madFloat, func(x float32) float32 { return x }},
+	} {
+		rng := rand.New(rand.NewPCG(9, 10))
+		for _, n := range []int{0, 5, 8, 13, 64, 131} {
+			for round := range 200 {
+				x, acc := randomFloats(rng, n), randomFloats(rng, n)
+				for d := range acc {
+					acc[d] *= float32(math.Ldexp(1, rng.IntN(44)-28)) // 2^-28 .. 2^15
+					if rng.IntN(16) == 0 {
+						acc[d] = F16ToF32(uint16(rng.IntN(1 << 16))) // any binary16, Inf and NaN too
+					}
 				}
-			}
-			s := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.IntN(8)-4))
-			if round%50 == 0 {
-				s = 0
-			}
-			want := make([]float32, n)
-			for d := range want {
-				want[d] = roundToF16(fma32(x[d], s, acc[d]))
-			}
-			madHalf(acc, x, s)
-			for d := range want {
-				if math.Float32bits(acc[d]) != math.Float32bits(want[d]) && !(acc[d] != acc[d] && want[d] != want[d]) {
-					t.Fatalf("n=%d [%d]: %g (%#08x), want %g (%#08x)", n, d, acc[d], math.Float32bits(acc[d]), want[d], math.Float32bits(want[d]))
+				s := float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.IntN(8)-4))
+				if round%50 == 0 {
+					s = 0
+				}
+				want := make([]float32, n)
+				for d := range want {
+					want[d] = k.round(fma32(x[d], s, acc[d]))
+				}
+				k.kernel(acc, x, s)
+				for d := range want {
+					if math.Float32bits(acc[d]) != math.Float32bits(want[d]) && !(acc[d] != acc[d] && want[d] != want[d]) {
+						t.Fatalf("%s n=%d [%d]: %g (%#08x), want %g (%#08x)", k.name, n, d, acc[d], math.Float32bits(acc[d]), want[d], math.Float32bits(want[d]))
+					}
 				}
 			}
 		}
+	}
+}
+
+// TestAttentionQuantizedKeysFourHeads holds decode attention over a Q8_0 key cache, whose
+// scores go four query heads at a time through the four-token rows kernel where the build
+// has one, to the same attention with the scores taken one head and position at a time:
+// the same bits, for groups of four and eight heads over chunks of positions.
+func TestAttentionQuantizedKeysFourHeads(t *testing.T) {
+	rows4 := dotTokens4Rows[Q8_0]
+	if rows4 == nil {
+		t.Skip("no four-token Q8_0 kernel in this build")
+	}
+	rng := rand.New(rand.NewPCG(53, 59))
+	p := NewPool(2)
+	defer p.Close()
+	for _, c := range []struct{ dim, heads, kvHeads, ctx int }{{64, 8, 2, 100}, {128, 16, 2, 130}, {96, 8, 1, 7}} {
+		k := denseKV(t, Q8_0, randomFloats(rng, c.ctx*c.kvHeads*c.dim), c.dim, c.kvHeads)
+		v := denseKV(t, F16, randomFloats(rng, c.ctx*c.kvHeads*c.dim), c.dim, c.kvHeads)
+		q := randomFloats(rng, c.heads*c.dim)
+		a := AttnParams{Scale: 1 / float32(math.Sqrt(float64(c.dim))), Numerics: AttnGGML}
+		got, want := make([]float32, len(q)), make([]float32, len(q))
+		if err := p.Attention(got, q, c.heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		delete(dotTokens4Rows, Q8_0)
+		err := p.Attention(want, q, c.heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a)
+		dotTokens4Rows[Q8_0] = rows4
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectBits(t, fmt.Sprintf("dim %d, %d heads over %d", c.dim, c.heads, c.kvHeads), got, want)
 	}
 }

@@ -62,6 +62,7 @@ func init() {
 	// before this one (Go runs them in file-name order), F32/F16/BF16 in traits' literal;
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
+	madFloat = madFloatAVX2
 	dotF16Wide = dotF16WideAVX2
 	if useF16C {
 		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C

@@ -96,6 +96,24 @@ func addScaledAVX2(acc, x []float32, s float32) {
 	}
 }
 
+// madFloatAVX2 is madFloat eight values a step by float32 FMAs, as ggml's vector kernel
+// does (see madHalfAVX2 on the scalar fma32's rare double rounding).
+func madFloatAVX2(acc, x []float32, s float32) {
+	acc = acc[:len(x)]
+	d := 0
+	if len(x) >= 8 {
+		sv := archsimd.BroadcastFloat32x8(s)
+		for ; d+8 <= len(x); d += 8 {
+			a := (*[8]float32)(acc[d : d+8])
+			archsimd.LoadFloat32x8((*[8]float32)(x[d : d+8])).MulAdd(sv, archsimd.LoadFloat32x8(a)).Store(a)
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for ; d < len(x); d++ {
+		acc[d] = fma32(x[d], s, acc[d])
+	}
+}
+
 // madHalfAVX2 is madHalf eight values a step: a float32 FMA (as ggml's vector kernel does;
 // the scalar fma32 rounds through float64 first, which can differ only when that double
 // rounding lands on a float32 tie, and then vanishes in the F16 rounding unless that lands
