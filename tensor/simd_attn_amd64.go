@@ -105,7 +105,7 @@ func madFloatAVX2(acc, x []float32, s float32) {
 		sv := archsimd.BroadcastFloat32x8(s)
 		for ; d+8 <= len(x); d += 8 {
 			a := (*[8]float32)(acc[d : d+8])
-			archsimd.LoadFloat32x8((*[8]float32)(x[d : d+8])).MulAdd(sv, archsimd.LoadFloat32x8(a)).Store(a)
+			archsimd.LoadFloat32x8((*[8]float32)(x[d:d+8])).MulAdd(sv, archsimd.LoadFloat32x8(a)).Store(a)
 		}
 		archsimd.ClearAVXUpperBits()
 	}
