@@ -421,8 +421,9 @@ var (
 	dotF16Wide = dotF16WideScalar
 	// f16Heads, where the build has it, is dotF16Wide of each query head (q: heads·dk
 	// floats, rounded to F16) against each of positions F16 key rows kStride bytes apart:
-	// scores[h·headStride + p], the same bits. It returns false for a dk it does not take.
-	f16Heads func(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int) bool
+	// scores[h·headStride + p], the same bits, with keys (dk floats) as scratch. It returns
+	// false for a dk it does not take.
+	f16Heads func(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int, keys []float32) bool
 	// madHalf is acc = x·s + acc fused, rounded to F16 precision: ggml's update of an F16
 	// accumulator (ggml_vec_mad_f16).
 	madHalf = func(acc, x []float32, s float32) {
@@ -559,7 +560,7 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 		c1 := min(c0+perRowChunk, last+1)
 		keys := j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:]
 		batched = batched && f16Tile(dk, keys, j.k.PosStride, c1-c0, s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide, nil)
-		scored := batched || wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk) ||
+		scored := batched || wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
 			!wide && j.scoreTokens4(s, keys, c1-c0)
 		if !scored {
 			for pos := c0; pos < c1; pos++ {

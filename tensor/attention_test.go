@@ -362,6 +362,32 @@ func TestAddScaled(t *testing.T) {
 	}
 }
 
+// BenchmarkAttentionDecodeMLA is one token of DeepSeek-V2-Lite's absorbed MLA attention:
+// 16 query heads against one shared latent row of 576 values (512 compressed + 64 RoPE,
+// the keys) whose first 512 are the values, over 4,096 positions, ggml numerics.
+func BenchmarkAttentionDecodeMLA(b *testing.B) {
+	const heads, latent, rope, ctx = 16, 512, 64, 4096
+	rng := rand.New(rand.NewPCG(33, 34))
+	k := denseKV(b, F16, randomFloats(rng, ctx*(latent+rope)), latent+rope, 1)
+	v := k
+	v.Dim = latent
+	q := randomFloats(rng, heads*(latent+rope))
+	out := make([]float32, heads*latent)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			p := NewPool(threads)
+			defer p.Close()
+			a := AttnParams{Scale: 1 / float32(math.Sqrt(192)), Numerics: AttnGGML}
+			b.SetBytes(int64(len(k.Data)))
+			for b.Loop() {
+				if err := p.Attention(out, q, heads, []int32{ctx - 1}, k, v, ctx, a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestMadKernels holds the installed accumulator updates (vector kernels in the SIMD build)
 // to their scalar definitions bit for bit: madHalf to roundToF16(fma32(x, s, acc)), madFloat
 // to fma32(x, s, acc). Accumulators from binary16 subnormals to beyond its range (where

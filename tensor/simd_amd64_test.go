@@ -136,14 +136,15 @@ func TestDeltaRowKernels(t *testing.T) {
 
 // TestF16HeadsKernel holds the many-head F16 score kernel to dotF16Wide's vector form
 // (dotF16WideAVX2) bit for bit: each head's query (rounded to F16) against key rows read
-// from F16 with a stride of their own, for every row length it takes, one to eight heads
-// and scores strided per head; lengths it does not take are refused.
+// from F16 with a stride of their own, for row lengths in registers (64-256) and through
+// scratch (576, MLA's latent), one to eight heads and scores strided per head; lengths it
+// does not take are refused.
 func TestF16HeadsKernel(t *testing.T) {
 	if f16Heads == nil {
 		t.Skip("no AVX-512: scores go one at a time")
 	}
 	rng := rand.New(rand.NewPCG(43, 47))
-	for _, dk := range []int{64, 128, 192, 256} {
+	for _, dk := range []int{64, 128, 192, 256, 576} {
 		for _, heads := range []int{1, 3, 8} {
 			const positions, stride = 5, 64
 			kStride := 2*dk + 6
@@ -162,7 +163,7 @@ func TestF16HeadsKernel(t *testing.T) {
 				q[i] = roundToF16(float32(rng.NormFloat64()))
 			}
 			scores := make([]float32, heads*stride)
-			if !f16Heads(q, keys, kStride, positions, dk, scores, stride) {
+			if !f16Heads(q, keys, kStride, positions, dk, scores, stride, make([]float32, dk)) {
 				t.Fatalf("dk %d: refused", dk)
 			}
 			for h := range heads {
@@ -175,8 +176,8 @@ func TestF16HeadsKernel(t *testing.T) {
 			}
 		}
 	}
-	for _, dk := range []int{48, 80, 320} {
-		if f16Heads(make([]float32, dk), make([]byte, 2*dk), 2*dk, 1, dk, make([]float32, 1), 1) {
+	for _, dk := range []int{48, 80, 600} {
+		if f16Heads(make([]float32, dk), make([]byte, 2*dk), 2*dk, 1, dk, make([]float32, 1), 1, make([]float32, dk)) {
 			t.Errorf("dk %d: taken", dk)
 		}
 	}

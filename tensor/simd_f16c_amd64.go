@@ -104,16 +104,28 @@ func encodeF16F16C(src []float32, dst []byte) {
 //go:noescape
 func dotF16HeadsAVX512(q *float32, k *byte, kStride, positions, dk, heads int, scores *float32, headStride int)
 
-// dotF16HeadsTile is f16Heads on AVX-512 (dotF16HeadsAVX512): key rows of 64 to 256
-// values, a multiple of 64, else false.
-func dotF16HeadsTile(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int) bool {
-	if dk%64 != 0 || dk > 256 || positions <= 0 {
+//go:noescape
+func dotF16HeadsRowAVX512(q, k *float32, dk, heads int, scores *float32, headStride int)
+
+// dotF16HeadsTile is f16Heads on AVX-512 for keys of a multiple of 64 values, else false:
+// up to 256 (dotF16HeadsAVX512) each row widened into registers, longer ones (MLA's
+// latent) widened into scratch (keys, dk floats) a row at a time (dotF16HeadsRowAVX512).
+func dotF16HeadsTile(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int, keys []float32) bool {
+	if dk%64 != 0 || dk == 0 || positions <= 0 {
 		return positions <= 0
 	}
 	heads := len(q) / dk
 	_ = k[(positions-1)*kStride+2*dk-1]
 	_ = scores[(heads-1)*headStride+positions-1]
-	dotF16HeadsAVX512(&q[0], &k[0], kStride, positions, dk, heads, &scores[0], headStride)
+	if dk <= 256 {
+		dotF16HeadsAVX512(&q[0], &k[0], kStride, positions, dk, heads, &scores[0], headStride)
+		return true
+	}
+	keys = keys[:dk]
+	for p := range positions {
+		decodeF16F16C(k[p*kStride:p*kStride+2*dk], keys)
+		dotF16HeadsRowAVX512(&q[0], &keys[0], dk, heads, &scores[p], headStride)
+	}
 	return true
 }
 

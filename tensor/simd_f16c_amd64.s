@@ -935,6 +935,22 @@ q8kdone:
 	MOVQ R9, ret+24(FP)
 	RET
 
+// F16H_REDUCE adds up the four 16-lane accumulators Z16-Z19 of a head in dotF16WideAVX2's
+// order and stores the score at (R12).
+#define F16H_REDUCE \
+	VADDPS        Z18, Z16, Z16; \
+	VADDPS        Z19, Z17, Z17; \
+	VADDPS        Z17, Z16, Z16; \
+	VEXTRACTF32X8 $1, Z16, Y17; \
+	VADDPS        Y16, Y17, Y17; \
+	VEXTRACTF32X4 $1, Y17, X18; \
+	VADDPS        X17, X18, X18; \
+	VPERMILPS     $0x4E, X18, X19; \
+	VADDPS        X19, X18, X19; \
+	VMOVSHDUP     X19, X18; \
+	VADDSS        X18, X19, X19; \
+	VMOVSS        X19, (R12)
+
 // func dotF16HeadsAVX512(q *float32, k *byte, kStride, positions, dk, heads int, scores *float32, headStride int)
 //
 // dotF16Wide of every query head against each of positions F16 key rows (kStride bytes
@@ -1010,18 +1026,7 @@ f16hhead:
 	VFMADD231PS 960(DI), Z15, Z19
 
 f16hsum:
-	VADDPS        Z18, Z16, Z16
-	VADDPS        Z19, Z17, Z17
-	VADDPS        Z17, Z16, Z16
-	VEXTRACTF32X8 $1, Z16, Y17
-	VADDPS        Y16, Y17, Y17
-	VEXTRACTF32X4 $1, Y17, X18
-	VADDPS        X17, X18, X18
-	VPERMILPS     $0x4E, X18, X19
-	VADDPS        X19, X18, X19
-	VMOVSHDUP     X19, X18
-	VADDSS        X18, X19, X19
-	VMOVSS        X19, (R12)
+	F16H_REDUCE
 	ADDQ          R10, R12
 	LEAQ          (DI)(R11*4), DI
 	DECQ          CX
@@ -1031,5 +1036,47 @@ f16hsum:
 	ADDQ $4, R9
 	DECQ R8
 	JNZ  f16hpos
+	CLEAR_HIGH
+	RET
+
+// func dotF16HeadsRowAVX512(q, k *float32, dk, heads int, scores *float32, headStride int)
+//
+// dotF16HeadsAVX512 for one key row already widened to float32 (k) of any multiple of 64
+// values: each head's query against it, 64 values a step from memory, the same
+// accumulators and reduction.
+TEXT ·dotF16HeadsRowAVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), DI
+	MOVQ dk+16(FP), R11
+	MOVQ heads+24(FP), CX
+	MOVQ scores+32(FP), R12
+	MOVQ headStride+40(FP), R10
+	SHLQ $2, R10
+
+f16rhead:
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	MOVQ   k+8(FP), SI
+	MOVQ   R11, R9
+	SHRQ   $6, R9
+
+f16rstep:
+	VMOVUPS     (SI), Z0
+	VMOVUPS     64(SI), Z1
+	VMOVUPS     128(SI), Z2
+	VMOVUPS     192(SI), Z3
+	VFMADD231PS (DI), Z0, Z16
+	VFMADD231PS 64(DI), Z1, Z17
+	VFMADD231PS 128(DI), Z2, Z18
+	VFMADD231PS 192(DI), Z3, Z19
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	DECQ        R9
+	JNZ         f16rstep
+	F16H_REDUCE
+	ADDQ        R10, R12
+	DECQ        CX
+	JNZ         f16rhead
 	CLEAR_HIGH
 	RET
