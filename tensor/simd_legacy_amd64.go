@@ -14,6 +14,25 @@ var (
 		8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}
 	twelves = [32]uint8{12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
 		12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12}
+	sixteens = [32]uint8{16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+		16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16}
+	// q5HighByte and q5HighBit pick Q5_0's fifth bit of value i (bit i of qh, broadcast to
+	// every 32-bit lane) into byte i of a 256-bit vector: byte i/8 of each 128-bit lane's
+	// copy of qh (values 0-15 take bytes 0-1, values 16-31 bytes 2-3), then bit i mod 8.
+	q5HighByte = func() (t [32]int8) {
+		for i := range t {
+			t[i] = int8(i / 8)
+		}
+		return t
+	}()
+	q5HighBit = func() (t [32]uint8) {
+		for i := range t {
+			t[i] = 1 << (i % 8)
+		}
+		return t
+	}()
+	onesU8 = [32]uint8{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+		1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 	// fp4Shifted is the doubled E2M1 value of each nibble plus 12 (0..24, so unsigned for
 	// VPMADDUBSW), in both 128-bit halves.
 	fp4Shifted = func() (t [32]int8) {
@@ -67,6 +86,37 @@ func dotQ4_0AVX2(n int, w, a []byte) float32 {
 		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&eights).DotProductPairsSaturated(qy))
+		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		acc = f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])).MulAdd(p32.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
+// dotQ5_0AVX2 is Q5_0 × Q8_0 as dotQ4_0AVX2, each value's fifth bit (qh) added as 16 to its
+// nibble and 16·Σy taken off: Σ(q-16)·y, the integers ggml's AVX2 kernel gets by its sign
+// trick on q-16.
+func dotQ5_0AVX2(n int, w, a []byte) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[22]byte)(w[:nb*22]), (*[34]byte)(a[:nb*34])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[6:22]))
+		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		qh := archsimd.BroadcastUint32x8(uint32(x[2]) | uint32(x[3])<<8 | uint32(x[4])<<16 | uint32(x[5])<<24).AsUint8x32()
+		bit := qh.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q5HighByte)).And(archsimd.LoadUint8x32(&q5HighBit))
+		// 0 or 1 per byte, times 16 by a word shift (no carry leaves its byte).
+		q = q.Or(bit.Min(archsimd.LoadUint8x32(&onesU8)).AsUint16x16().ShiftAllLeft(4).AsUint8x32())
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&sixteens).DotProductPairsSaturated(qy))
 		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
 		acc = f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])).MulAdd(p32.ConvertToFloat32(), acc)
 		if i++; i == nb {
