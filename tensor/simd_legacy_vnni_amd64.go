@@ -4,7 +4,7 @@ package tensor
 
 import "unsafe"
 
-// Q4_0, Q8_0 and MXFP4 dot products on AVX-512 with VNNI (simd_legacy_vnni_amd64.s),
+// Q4_0, Q5_0, Q8_0 and MXFP4 dot products on AVX-512 with VNNI (simd_legacy_vnni_amd64.s),
 // installed over the AVX2 kernels where the CPU has it.
 //
 // The AVX2 kernels of these formats are bound by their one chain of FMAs: each 32-value
@@ -51,6 +51,12 @@ func dotQ4_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 func dotQ4_0RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotQ5_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ5_0RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
 func dotQ8_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
@@ -64,6 +70,7 @@ func dotQ8_0Tokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes
 
 var (
 	q4_0Shape  = blockShape{values: qk32, bytes: 18, actBytes: 34}
+	q5_0Shape  = blockShape{values: qk32, bytes: 22, actBytes: 34}
 	q8_0Shape  = blockShape{values: qk32, bytes: 34, actBytes: 34}
 	mxfp4Shape = blockShape{values: qk32, bytes: 17, actBytes: 34}
 )
@@ -74,7 +81,7 @@ var (
 	dotQ8_0Tokens4VNNI   = vnniDotTokens4(dotQ8_0Tokens4RowsOf)
 )
 
-// pickLegacyRows returns the rows kernel of t (Q4_0, Q8_0 or MXFP4) and its block shape,
+// pickLegacyRows returns the rows kernel of t (Q4_0, Q5_0, Q8_0 or MXFP4) and its block shape,
 // the nibble formats' splitting with GFNI or with shifts.
 func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
 	switch {
@@ -82,6 +89,10 @@ func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
 		return q4_0Shape, dotQ4_0RowsGFNI
 	case t == Q4_0:
 		return q4_0Shape, dotQ4_0RowsVNNI
+	case t == Q5_0 && gfni:
+		return q5_0Shape, dotQ5_0RowsGFNI
+	case t == Q5_0:
+		return q5_0Shape, dotQ5_0RowsVNNI
 	case t == MXFP4 && gfni:
 		return mxfp4Shape, dotMXFP4RowsGFNI
 	case t == MXFP4:
@@ -97,11 +108,12 @@ func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
 // prefill tiles run the rows kernel token by token (mulTokens' last resort), which is
 // faster.
 func installLegacyVNNI() {
-	for _, t := range []Type{Q4_0, Q8_0, MXFP4} {
+	for _, t := range []Type{Q4_0, Q5_0, Q8_0, MXFP4} {
 		dotRowsOne[t] = vnniDotRows(pickLegacyRows(t, useGFNI))
 	}
-	traits[Q4_0].VecDot = vnniDot(pickLegacyRows(Q4_0, useGFNI))
-	traits[MXFP4].VecDot = vnniDot(pickLegacyRows(MXFP4, useGFNI))
+	for _, t := range []Type{Q4_0, Q5_0, MXFP4} {
+		traits[t].VecDot = vnniDot(pickLegacyRows(t, useGFNI))
+	}
 	dotTokens4[Q8_0], dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
 	delete(dotTokens2, MXFP4)
 }

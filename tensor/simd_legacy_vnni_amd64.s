@@ -3,7 +3,7 @@
 #include "textflag.h"
 #include "simd_amd64.h"
 
-// AVX-512 VNNI kernels of the 32-value formats Q4_0, Q8_0 and MXFP4 against Q8_0
+// AVX-512 VNNI kernels of the 32-value formats Q4_0, Q5_0, Q8_0 and MXFP4 against Q8_0
 // activations: see simd_legacy_vnni_amd64.go. Go's operand order is Intel's reversed:
 // VPDPBUSD Y, W, S is S += W·Y, four unsigned bytes of W times four signed bytes of Y
 // per 32-bit lane.
@@ -49,6 +49,17 @@
 	VBROADCASTI32X4 2(wa), w; \
 	VBROADCASTI32X4 2(wb), K1, w; \
 	split(w)
+
+// Q5_0 adds each value's fifth bit (qh, bit i for value i) as 16 to its nibble: the two
+// rows' qh words make a 64-bit byte mask in ks, one bit per byte of w.
+#define Q5_0_W2(split, wa, wb, w, ks) \
+	VBROADCASTI32X4 6(wa), w; \
+	VBROADCASTI32X4 6(wb), K1, w; \
+	split(w); \
+	KMOVD           2(wa), K4; \
+	KMOVD           2(wb), K5; \
+	KUNPCKDQ        K4, K5, ks; \
+	VPADDB          Z29, w, ks, w
 
 #define MXFP4_W2(split, wa, wb, w, ks) \
 	VBROADCASTI32X4 1(wa), w; \
@@ -233,6 +244,7 @@ done: \
 	RET
 
 #define Q4_0_CONSTANTS VBROADCASTI64X4 ·eights(SB), Z29
+#define Q5_0_CONSTANTS VBROADCASTI64X4 ·sixteens(SB), Z29
 #define MXFP4_CONSTANTS \
 	VBROADCASTI64X4 ·twelves(SB), Z29; \
 	VBROADCASTI32X4 ·fp4Shifted(SB), Z27
@@ -252,6 +264,18 @@ TEXT ·dotQ4_0RowsGFNI(SB), NOSPLIT, $0-48
 	Q4_0_CONSTANTS
 	GFNI_CONSTANTS
 	LEGACY_ROWS(Q4_0_W2, OFFSET_INTS, OFFSET_CY, F16_D, F16_D_HI, SPLIT_GFNI, 18)
+
+// func dotQ5_0RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ5_0RowsVNNI(SB), NOSPLIT, $0-48
+	Q5_0_CONSTANTS
+	SHIFT_CONSTANTS
+	LEGACY_ROWS(Q5_0_W2, OFFSET_INTS, OFFSET_CY, F16_D, F16_D_HI, SPLIT_SHIFT, 22)
+
+// func dotQ5_0RowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ5_0RowsGFNI(SB), NOSPLIT, $0-48
+	Q5_0_CONSTANTS
+	GFNI_CONSTANTS
+	LEGACY_ROWS(Q5_0_W2, OFFSET_INTS, OFFSET_CY, F16_D, F16_D_HI, SPLIT_GFNI, 22)
 
 // func dotMXFP4RowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotMXFP4RowsVNNI(SB), NOSPLIT, $0-48

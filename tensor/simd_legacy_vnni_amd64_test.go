@@ -24,9 +24,9 @@ func legacyVNNICases(t testing.TB) []legacyVNNICase {
 	if !useVNNI {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
-	avx2 := map[Type]func(n int, w, a []byte) float32{Q4_0: dotQ4_0AVX2, Q8_0: dotQ8_0AVX2, MXFP4: dotMXFP4AVX2}
+	avx2 := map[Type]func(n int, w, a []byte) float32{Q4_0: dotQ4_0AVX2, Q5_0: dotQ5_0AVX2, Q8_0: dotQ8_0AVX2, MXFP4: dotMXFP4AVX2}
 	var cases []legacyVNNICase
-	for _, typ := range []Type{Q4_0, Q8_0, MXFP4} {
+	for _, typ := range []Type{Q4_0, Q5_0, Q8_0, MXFP4} {
 		for name, gfni := range q4KSplits() {
 			if typ == Q8_0 && gfni {
 				continue
