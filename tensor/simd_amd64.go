@@ -89,6 +89,7 @@ func init() {
 		Q8_0:   dotQ8_0AVX2,
 		Q4_0:   dotQ4_0AVX2,
 		Q5_0:   dotQ5_0AVX2,
+		IQ4_NL: dotIQ4_NLAVX2,
 		MXFP4:  dotMXFP4AVX2,
 		F32:    dotF32AVX2,
 		F16:    dotF16AVX2,

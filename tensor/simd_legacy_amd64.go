@@ -127,6 +127,35 @@ func dotQ5_0AVX2(n int, w, a []byte) float32 {
 	return sumLanes(acc)
 }
 
+// dotIQ4_NLAVX2 is IQ4_NL × Q8_0: the nibbles (laid out as Q4_0's) index the signed
+// non-linear levels by VPSHUFB, whose signs move onto the activations (as in dotIQ4_XSAVX2),
+// and each block's exact lanes are accumulated as Q4_0's are. IQ4_NL is llama-quantize's
+// fallback for IQ4_XS, Q2_K and Q3_K tensors whose rows do not fit a 256-value block
+// (DeepSeek's attn_k_b).
+func dotIQ4_NLAVX2(n int, w, a []byte) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[18]byte)(w[:nb*18]), (*[34]byte)(a[:nb*34])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[2:18]))
+		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		v := archsimd.LoadInt8x32(&iq4Levels).PermuteOrZeroGrouped(idx.AsInt8x32())
+		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
+		p32 := v.Abs().AsUint8x32().DotProductPairsSaturated(qy.CopySign(v)).DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		acc = f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])).MulAdd(p32.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
 // dotMXFP4AVX2 is MXFP4 × Q8_0: the nibbles (laid out as Q4_0's) index the doubled E2M1
 // values by VPSHUFB, shifted by 12 to be unsigned, and 12·Σy is taken off again; the scale
 // is the f16 d of the activations times half the E8M0 scale of the block.

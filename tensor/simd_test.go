@@ -13,9 +13,9 @@ import (
 // GOEXPERIMENT=simd, or on a CPU without AVX2 and FMA, none is installed and these tests
 // skip; `make test` runs the package both ways.
 
-// simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32, and Q5_0:
-// llama-quantize's fallback where K-quant rows do not fit, as DeepSeek's attn_k_b).
-var simdHotTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q5_K, IQ4_XS, MXFP4, F16, BF16, F32}
+// simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32, and Q5_0 and
+// IQ4_NL: llama-quantize's fallbacks where K-quant rows do not fit, as DeepSeek's attn_k_b).
+var simdHotTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
 
 // simdTypes lists the types whose VecDot a vector kernel replaced, in id order.
 func simdTypes(t testing.TB) []Type {
