@@ -90,6 +90,8 @@ func init() {
 		Q4_0:   dotQ4_0AVX2,
 		Q5_0:   dotQ5_0AVX2,
 		IQ4_NL: dotIQ4_NLAVX2,
+		Q4_1:   dotQ4_1AVX2,
+		Q5_1:   dotQ5_1AVX2,
 		MXFP4:  dotMXFP4AVX2,
 		F32:    dotF32AVX2,
 		F16:    dotF16AVX2,

@@ -111,10 +111,7 @@ func dotQ5_0AVX2(n int, w, a []byte) float32 {
 		m4 := archsimd.LoadUint8x32(&nibbleMask)
 		qs := archsimd.LoadUint8x16((*[16]uint8)(x[6:22]))
 		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
-		qh := archsimd.BroadcastUint32x8(uint32(x[2]) | uint32(x[3])<<8 | uint32(x[4])<<16 | uint32(x[5])<<24).AsUint8x32()
-		bit := qh.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q5HighByte)).And(archsimd.LoadUint8x32(&q5HighBit))
-		// 0 or 1 per byte, times 16 by a word shift (no carry leaves its byte).
-		q = q.Or(bit.Min(archsimd.LoadUint8x32(&onesU8)).AsUint16x16().ShiftAllLeft(4).AsUint8x32())
+		q = q.Or(fifthBits((*[4]byte)(x[2:6])))
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&sixteens).DotProductPairsSaturated(qy))
 		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
@@ -125,6 +122,48 @@ func dotQ5_0AVX2(n int, w, a []byte) float32 {
 		x, y = next(x), next(y)
 	}
 	return sumLanes(acc)
+}
+
+// fifthBits is 16 in byte i where bit i of a Q5 block's qh is set, else 0.
+func fifthBits(qh *[4]byte) archsimd.Uint8x32 {
+	v := archsimd.BroadcastUint32x8(uint32(qh[0]) | uint32(qh[1])<<8 | uint32(qh[2])<<16 | uint32(qh[3])<<24).AsUint8x32()
+	bit := v.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q5HighByte)).And(archsimd.LoadUint8x32(&q5HighBit))
+	// 0 or 1 per byte, times 16 by a word shift (no carry leaves its byte).
+	return bit.Min(archsimd.LoadUint8x32(&onesU8)).AsUint16x16().ShiftAllLeft(4).AsUint8x32()
+}
+
+// dotQ4_1AVX2 and dotQ5_1AVX2 are Q4_1 and Q5_1 × Q8_1 (dotMinAVX2).
+func dotQ4_1AVX2(n int, w, a []byte) float32 { return dotMinAVX2(n, w, a, &formatQ4_1) }
+func dotQ5_1AVX2(n int, w, a []byte) float32 { return dotMinAVX2(n, w, a, &formatQ5_1) }
+
+// dotMinAVX2 is a format with a min (value d·q + m, q unsigned: Q4_1, or Q5_1 with its
+// fifth bits) against Q8_1 activations as ggml's AVX2 kernels take it: Σq·y by VPMADDUBSW
+// into eight exact lanes, accumulated by an FMA with d_x·d_y per block, and the mins'
+// part m·s (s the activations' d·Σy) summed apart, one float per block, then added.
+func dotMinAVX2(n int, w, a []byte, f *legacyFormat) float32 {
+	nb := n / qk32
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	// The mins' sum runs in the vector unit too (every lane the same sum): scalar float code
+	// between the vector instructions would pay the AVX-SSE transition each time.
+	var acc, mins archsimd.Float32x8
+	for i := range nb {
+		x, y := w[i*f.blockBytes:][:f.blockBytes], (*[36]byte)(a[i*36:][:36])
+		mins = mins.Add(f16Lanes(x[2:4]).Mul(f16Lanes(y[2:4])))
+		m4 := archsimd.LoadUint8x32(&nibbleMask)
+		qs := archsimd.LoadUint8x16((*[16]uint8)(x[f.qsOff : f.qsOff+16]))
+		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		if f.qhOff != 0 {
+			q = q.Or(fifthBits((*[4]byte)(x[f.qhOff : f.qhOff+4])))
+		}
+		p32 := q.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32()).DotProductPairs(archsimd.LoadInt16x16(&ones16))
+		acc = p32.ConvertToFloat32().MulAdd(f16Lanes(x[0:2]).Mul(f16Lanes(y[0:2])), acc)
+	}
+	var m [8]float32
+	mins.Store(&m)
+	return sumLanes(acc) + m[0]
 }
 
 // dotIQ4_NLAVX2 is IQ4_NL × Q8_0: the nibbles (laid out as Q4_0's) index the signed

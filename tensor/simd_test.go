@@ -13,9 +13,10 @@ import (
 // GOEXPERIMENT=simd, or on a CPU without AVX2 and FMA, none is installed and these tests
 // skip; `make test` runs the package both ways.
 
-// simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32, and Q5_0 and
-// IQ4_NL: llama-quantize's fallbacks where K-quant rows do not fit, as DeepSeek's attn_k_b).
-var simdHotTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_0, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
+// simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32; Q5_0, Q5_1
+// and IQ4_NL, llama-quantize's fallbacks where K-quant rows do not fit, as DeepSeek's
+// attn_k_b; and Q4_1).
+var simdHotTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
 
 // simdTypes lists the types whose VecDot a vector kernel replaced, in id order.
 func simdTypes(t testing.TB) []Type {
@@ -39,9 +40,10 @@ var simdExact = map[Type]bool{F16: true}
 const simdTolerance = 1e-5
 
 // dotMagnitude is Σ_k |w_k|·|x_k| over the terms a kernel adds up, from the dequantized
-// operands. Q4_K and Q5_K values are d·sc·q - dmin·m, and both kernels add the two parts
-// separately (they may nearly cancel), so for them each part counts on its own: the row is
-// decoded once with dmin zeroed and once with d zeroed.
+// operands. Q4_K and Q5_K values are d·sc·q - dmin·m (Q4_1 and Q5_1's d·q + m), and both
+// kernels add the two parts separately (they may nearly cancel), so for them each part
+// counts on its own: the row is decoded once with the min's scale zeroed and once with d
+// zeroed (the two F16s at the start of every block of these formats).
 func dotMagnitude(typ Type, n int, w, a []byte) float64 {
 	tr := traits[typ]
 	x := make([]float32, n)
@@ -52,7 +54,7 @@ func dotMagnitude(typ Type, n int, w, a []byte) float64 {
 	}
 	traits[tr.VecDotType].ToFloat(a, x)
 	parts := [][]float32{decode(w)}
-	if typ == Q4_K || typ == Q5_K {
+	if typ == Q4_K || typ == Q5_K || typ == Q4_1 || typ == Q5_1 {
 		bs := int(typ.BlockBytes())
 		scaleOnly, minOnly := slices.Clone(w), slices.Clone(w)
 		for off := 0; off < len(w); off += bs {
