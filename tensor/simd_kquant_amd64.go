@@ -175,6 +175,72 @@ var (
 		0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30}
 )
 
+// q2KScaleShuffle[k] makes VPSHUFB give the values of shift k (32 of a half, two 16-value
+// sub-blocks) their scale words: word 2k in the lower 128 bits, 2k+1 in the upper, from
+// the half's eight scales as words in both (ggml's get_scale_shuffle_q3k).
+var q2KScaleShuffle = func() (idx [4][32]int8) {
+	for k := range idx {
+		for b := 0; b < 16; b += 2 {
+			idx[k][b], idx[k][b+1] = int8(4*k), int8(4*k+1)
+			idx[k][16+b], idx[k][17+b] = int8(4*k+2), int8(4*k+3)
+		}
+	}
+	return idx
+}()
+
+var threes = [32]uint8{3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+	3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}
+
+// dotQ2_KAVX2 is Q2_K × Q8_K as ggml's AVX2 kernel: the mins (high nibbles of the 16 scale
+// bytes) against the bsums by VPMADDWD, accumulated with -y.d·dmin; the 2-bit codes of a
+// 128-value half (32 bytes, four shifts) by VPMADDUBSW, each pair sum times its sub-block
+// scale (low nibbles) by VPMADDWD, accumulated with y.d·d. Q2_K is the experts' type of the
+// low-bit DeepSeek files that fit a 256 GB machine.
+func dotQ2_KAVX2(n int, w, a []byte) float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[84]byte)(w[:nb*84]), (*[292]byte)(a[:nb*292])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		m4 := archsimd.LoadUint8x32(&nibbleMask).GetLo()
+		ms := archsimd.LoadUint8x16((*[16]uint8)(x[0:16]))
+		mins := ms.AsInt16x8().ShiftAllRight(4).AsUint8x16().And(m4).AsInt8x16().ExtendToInt16()
+		prod := mins.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(y[260:292])).AsInt16x16())
+		negYD := f32Lanes(y[0:16]).AsUint32x8().Xor(archsimd.BroadcastUint32x8(0x80000000)).AsFloat32x8()
+		acc = negYD.Mul(f16Lanes(x[82:84])).MulAdd(prod.ConvertToFloat32(), acc)
+
+		all := ms.And(m4).AsInt8x16().ExtendToInt16().AsInt8x32()
+		m3 := archsimd.LoadUint8x32(&threes)
+		sumi := q2KHalf(all.Select128FromPair(0, 0, all), (*[32]byte)(x[16:48]), (*[128]byte)(y[4:132]), m3)
+		sumi = sumi.Add(q2KHalf(all.Select128FromPair(1, 1, all), (*[32]byte)(x[48:80]), (*[128]byte)(y[132:260]), m3))
+		acc = f32Lanes(y[0:16]).Mul(f16Lanes(x[80:82])).MulAdd(sumi.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
+// q2KHalf is a Q2_K half's integer lanes: its 32 bytes of codes at the four shifts against
+// its 128 activations, each pair sum times its sub-block's scale word from sc. (Unrolled,
+// with constant shifts: a loop over the shifts compiled to far slower code.)
+func q2KHalf(sc archsimd.Int8x32, bits *[32]byte, y *[128]byte, m3 archsimd.Uint8x32) archsimd.Int32x8 {
+	b := archsimd.LoadUint8x32((*[32]uint8)(bits)).AsInt16x16()
+	mul := func(q archsimd.Uint8x32, y []byte, k int) archsimd.Int32x8 {
+		return q.And(m3).DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y)).AsInt8x32()).
+			DotProductPairs(sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q2KScaleShuffle[k])).AsInt16x16())
+	}
+	p0 := mul(b.AsUint8x32(), y[0:32], 0)
+	p1 := mul(b.ShiftAllRight(2).AsUint8x32(), y[32:64], 1)
+	p2 := mul(b.ShiftAllRight(4).AsUint8x32(), y[64:96], 2)
+	p3 := mul(b.ShiftAllRight(6).AsUint8x32(), y[96:128], 3)
+	return p0.Add(p1).Add(p2.Add(p3))
+}
+
 // dotQ6_KAVX2 is Q6_K × Q8_K. The 6-bit codes q are stored offset by 32; the kernel
 // multiplies the codes as they are (unsigned, as VPMADDUBSW wants) and subtracts
 // 32·Σ scale·bsum once per super-block, which the bsums of Q8_K make one VPMADDWD.

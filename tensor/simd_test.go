@@ -15,8 +15,8 @@ import (
 
 // simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32; Q5_0, Q5_1
 // and IQ4_NL, llama-quantize's fallbacks where K-quant rows do not fit, as DeepSeek's
-// attn_k_b; and Q4_1).
-var simdHotTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
+// attn_k_b; Q4_1; and Q2_K, the experts of low-bit DeepSeek files).
+var simdHotTypes = []Type{Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
 
 // simdTypes lists the types whose VecDot a vector kernel replaced, in id order.
 func simdTypes(t testing.TB) []Type {
@@ -40,7 +40,7 @@ var simdExact = map[Type]bool{F16: true}
 const simdTolerance = 1e-5
 
 // dotMagnitude is Σ_k |w_k|·|x_k| over the terms a kernel adds up, from the dequantized
-// operands. Q4_K and Q5_K values are d·sc·q - dmin·m (Q4_1 and Q5_1's d·q + m), and both
+// operands. Q2_K, Q4_K and Q5_K values are d·sc·q - dmin·m (Q4_1 and Q5_1's d·q + m), and both
 // kernels add the two parts separately (they may nearly cancel), so for them each part
 // counts on its own: the row is decoded once with the min's scale zeroed and once with d
 // zeroed (the two F16s at the start of every block of these formats).
@@ -54,12 +54,14 @@ func dotMagnitude(typ Type, n int, w, a []byte) float64 {
 	}
 	traits[tr.VecDotType].ToFloat(a, x)
 	parts := [][]float32{decode(w)}
-	if typ == Q4_K || typ == Q5_K || typ == Q4_1 || typ == Q5_1 {
+	// Where each block keeps its d and its min's scale (F16s).
+	scalesAt := map[Type][2]int{Q4_K: {0, 2}, Q5_K: {0, 2}, Q4_1: {0, 2}, Q5_1: {0, 2}, Q2_K: {80, 82}}
+	if at, ok := scalesAt[typ]; ok {
 		bs := int(typ.BlockBytes())
 		scaleOnly, minOnly := slices.Clone(w), slices.Clone(w)
 		for off := 0; off < len(w); off += bs {
-			scaleOnly[off+2], scaleOnly[off+3] = 0, 0 // dmin
-			minOnly[off], minOnly[off+1] = 0, 0       // d
+			scaleOnly[off+at[1]], scaleOnly[off+at[1]+1] = 0, 0 // the min's scale
+			minOnly[off+at[0]], minOnly[off+at[0]+1] = 0, 0     // d
 		}
 		parts = [][]float32{decode(scaleOnly), decode(minOnly)}
 	}
