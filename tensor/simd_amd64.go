@@ -83,6 +83,7 @@ func init() {
 	dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q2_K:   dotQ2_KAVX2,
+		Q3_K:   dotQ3_KAVX2,
 		Q4_K:   dotQ4_KAVX2,
 		Q5_K:   dotQ5_KAVX2,
 		Q6_K:   dotQ6_KAVX2,

@@ -241,6 +241,55 @@ func q2KHalf(sc archsimd.Int8x32, bits *[32]byte, y *[128]byte, m3 archsimd.Uint
 	return p0.Add(p1).Add(p2.Add(p3))
 }
 
+// dotQ3_KAVX2 is Q3_K × Q8_K as ggml's AVX2 kernel: the 16 six-bit scales unpacked (less 32)
+// to words, each half's 2-bit codes at four shifts by VPMADDUBSW less 4 times the
+// activations where the code's hmask bit is clear (a second VPMADDUBSW), each pair sum
+// times its sub-block scale as for Q2_K, accumulated with y.d·d.
+func dotQ3_KAVX2(n int, w, a []byte) float32 {
+	nb := n / qkK
+	if nb == 0 {
+		return 0
+	}
+	prefetchNext(w)
+	x, y := (*[110]byte)(w[:nb*110]), (*[292]byte)(a[:nb*292])
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		const low, top = 0x0F0F0F0F, 0x03030303
+		a0, a1, a2 := binary.LittleEndian.Uint32(x[96:]), binary.LittleEndian.Uint32(x[100:]), binary.LittleEndian.Uint32(x[104:])
+		packed := [4]uint32{a0&low | (a2&top)<<4, a1&low | (a2>>2&top)<<4, a0>>4&low | (a2>>4&top)<<4, a1>>4&low | (a2>>6&top)<<4}
+		all := archsimd.LoadUint32x4(&packed).AsInt8x16().Sub(archsimd.LoadInt8x16(&thirtyTwos)).ExtendToInt16().AsInt8x32()
+		// 1 where a code's high bit is clear, per hmask bit.
+		clear := archsimd.LoadUint8x32((*[32]uint8)(x[0:32])).Xor(archsimd.BroadcastUint8x32(0xFF)).AsInt16x16()
+		m3 := archsimd.LoadUint8x32(&threes)
+		sumi := q3KHalf(all.Select128FromPair(0, 0, all), (*[32]byte)(x[32:64]), clear, (*[128]byte)(y[4:132]), m3)
+		sumi = sumi.Add(q3KHalf(all.Select128FromPair(1, 1, all), (*[32]byte)(x[64:96]), clear.ShiftAllRight(4), (*[128]byte)(y[132:260]), m3))
+		acc = f32Lanes(y[0:16]).Mul(f16Lanes(x[108:110])).MulAdd(sumi.ConvertToFloat32(), acc)
+		if i++; i == nb {
+			break
+		}
+		x, y = next(x), next(y)
+	}
+	return sumLanes(acc)
+}
+
+// q3KHalf is a Q3_K half's integer lanes (see q2KHalf): clear holds, at bits 0-3 of each
+// byte, whether the high bit of the codes at shifts 0-3 is clear.
+func q3KHalf(sc archsimd.Int8x32, bits *[32]byte, clear archsimd.Int16x16, y *[128]byte, m3 archsimd.Uint8x32) archsimd.Int32x8 {
+	b := archsimd.LoadUint8x32((*[32]uint8)(bits)).AsInt16x16()
+	one := archsimd.LoadUint8x32(&onesU8)
+	mul := func(q archsimd.Uint8x32, c archsimd.Int16x16, y []byte, k int) archsimd.Int32x8 {
+		yv := archsimd.LoadUint8x32((*[32]uint8)(y)).AsInt8x32()
+		fours := c.AsUint8x32().And(one).AsUint16x16().ShiftAllLeft(2).AsUint8x32()
+		return q.And(m3).DotProductPairsSaturated(yv).Sub(fours.DotProductPairsSaturated(yv)).
+			DotProductPairs(sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q2KScaleShuffle[k])).AsInt16x16())
+	}
+	p0 := mul(b.AsUint8x32(), clear, y[0:32], 0)
+	p1 := mul(b.ShiftAllRight(2).AsUint8x32(), clear.ShiftAllRight(1), y[32:64], 1)
+	p2 := mul(b.ShiftAllRight(4).AsUint8x32(), clear.ShiftAllRight(2), y[64:96], 2)
+	p3 := mul(b.ShiftAllRight(6).AsUint8x32(), clear.ShiftAllRight(3), y[96:128], 3)
+	return p0.Add(p1).Add(p2.Add(p3))
+}
+
 // dotQ6_KAVX2 is Q6_K × Q8_K. The 6-bit codes q are stored offset by 32; the kernel
 // multiplies the codes as they are (unsigned, as VPMADDUBSW wants) and subtracts
 // 32·Σ scale·bsum once per super-block, which the bsums of Q8_K make one VPMADDWD.

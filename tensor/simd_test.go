@@ -15,8 +15,8 @@ import (
 
 // simdHotTypes are the weight types issue 3 asks vector kernels for (plus F32; Q5_0, Q5_1
 // and IQ4_NL, llama-quantize's fallbacks where K-quant rows do not fit, as DeepSeek's
-// attn_k_b; Q4_1; and Q2_K, the experts of low-bit DeepSeek files).
-var simdHotTypes = []Type{Q2_K, Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
+// attn_k_b; Q4_1; and Q2_K and Q3_K, the experts of low-bit DeepSeek files).
+var simdHotTypes = []Type{Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q5_K, IQ4_XS, IQ4_NL, MXFP4, F16, BF16, F32}
 
 // simdTypes lists the types whose VecDot a vector kernel replaced, in id order.
 func simdTypes(t testing.TB) []Type {
