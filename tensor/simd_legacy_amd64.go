@@ -81,9 +81,7 @@ func dotQ4_0AVX2(n int, w, a []byte) float32 {
 	x, y := (*[18]byte)(w[:nb*18]), (*[34]byte)(a[:nb*34])
 	var acc archsimd.Float32x8
 	for i := 0; ; {
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[2:18]))
-		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		q := nibbles32(x[2:18])
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&eights).DotProductPairsSaturated(qy))
 		p32 := p.DotProductPairs(archsimd.LoadInt16x16(&ones16))
@@ -108,9 +106,7 @@ func dotQ5_0AVX2(n int, w, a []byte) float32 {
 	x, y := (*[22]byte)(w[:nb*22]), (*[34]byte)(a[:nb*34])
 	var acc archsimd.Float32x8
 	for i := 0; ; {
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[6:22]))
-		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		q := nibbles32(x[6:22])
 		q = q.Or(fifthBits((*[4]byte)(x[2:6])))
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&sixteens).DotProductPairsSaturated(qy))
@@ -122,6 +118,15 @@ func dotQ5_0AVX2(n int, w, a []byte) float32 {
 		x, y = next(x), next(y)
 	}
 	return sumLanes(acc)
+}
+
+// nibbles32 spreads the 16 bytes of a 32-value block's nibbles (value j low in byte j,
+// j+16 high) to one byte per value in value order: values 0-15 in the lower 128 bits,
+// 16-31 in the upper.
+func nibbles32(qs []byte) archsimd.Uint8x32 {
+	m4 := archsimd.LoadUint8x32(&nibbleMask)
+	q := archsimd.LoadUint8x16((*[16]uint8)(qs))
+	return m4.SetLo(q).SetHi(q.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
 }
 
 // fifthBits is 16 in byte i where bit i of a Q5 block's qh is set, else 0.
@@ -152,9 +157,7 @@ func dotMinAVX2(n int, w, a []byte, f *legacyFormat) float32 {
 	for i := range nb {
 		x, y := w[i*f.blockBytes:][:f.blockBytes], (*[36]byte)(a[i*36:][:36])
 		mins = mins.Add(f16Lanes(x[2:4]).Mul(f16Lanes(y[2:4])))
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[f.qsOff : f.qsOff+16]))
-		q := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		q := nibbles32(x[f.qsOff : f.qsOff+16])
 		if f.qhOff != 0 {
 			q = q.Or(fifthBits((*[4]byte)(x[f.qhOff : f.qhOff+4])))
 		}
@@ -180,9 +183,7 @@ func dotIQ4_NLAVX2(n int, w, a []byte) float32 {
 	x, y := (*[18]byte)(w[:nb*18]), (*[34]byte)(a[:nb*34])
 	var acc archsimd.Float32x8
 	for i := 0; ; {
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[2:18]))
-		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		idx := nibbles32(x[2:18])
 		v := archsimd.LoadInt8x32(&iq4Levels).PermuteOrZeroGrouped(idx.AsInt8x32())
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p32 := v.Abs().AsUint8x32().DotProductPairsSaturated(qy.CopySign(v)).DotProductPairs(archsimd.LoadInt16x16(&ones16))
@@ -207,9 +208,7 @@ func dotMXFP4AVX2(n int, w, a []byte) float32 {
 	x, y := (*[17]byte)(w[:nb*17]), (*[34]byte)(a[:nb*34])
 	var acc archsimd.Float32x8
 	for i := 0; ; {
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[1:17]))
-		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		idx := nibbles32(x[1:17])
 		q := archsimd.LoadInt8x32(&fp4Shifted).PermuteOrZeroGrouped(idx.AsInt8x32()).AsUint8x32()
 		qy := archsimd.LoadUint8x32((*[32]uint8)(y[2:34])).AsInt8x32()
 		p := q.DotProductPairsSaturated(qy).Sub(archsimd.LoadUint8x32(&twelves).DotProductPairsSaturated(qy))

@@ -455,9 +455,7 @@ func dotMXFP4Tokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
 	x, y, z := (*[17]byte)(w[:nb*17]), (*[34]byte)(a0[:nb*34]), (*[34]byte)(a1[:nb*34])
 	var acc0, acc1 archsimd.Float32x8
 	for i := 0; ; {
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		qs := archsimd.LoadUint8x16((*[16]uint8)(x[1:17]))
-		idx := m4.SetLo(qs).SetHi(qs.AsInt16x8().ShiftAllRight(4).AsUint8x16()).And(m4)
+		idx := nibbles32(x[1:17])
 		q := archsimd.LoadInt8x32(&fp4Shifted).PermuteOrZeroGrouped(idx.AsInt8x32()).AsUint8x32()
 		twelve := archsimd.LoadUint8x32(&twelves)
 		one := archsimd.LoadInt16x16(&ones16)
