@@ -92,12 +92,9 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 // meanwhile, so read it inside a guard such as the one backend workers use). For a File
 // made by NewReader the bytes are read into a new slice.
 func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
-	if t.Split < 0 || t.Split >= len(f.Parts) {
-		return nil, fmt.Errorf("tensor %s: split %d out of range", t.Name, t.Split)
-	}
-	p := f.Parts[t.Split]
-	if t.FileOffset < 0 || t.Size < 0 || t.FileOffset > p.Size-t.Size {
-		return nil, fmt.Errorf("tensor %s: bytes %d..%d lie outside the %d-byte file", t.Name, t.FileOffset, t.FileOffset+t.Size, p.Size)
+	p, err := f.partOf(t)
+	if err != nil {
+		return nil, err
 	}
 	if p.mapping != nil {
 		return p.mapping.Bytes(t.FileOffset, t.Size), nil
@@ -107,6 +104,60 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}
 	return buf, nil
+}
+
+// ReadTensor reads a tensor's bytes into dst, which holds exactly t.Size bytes. For an
+// opened file it reads the file (pread), not the mapping: a caller keeping its own copy
+// leaves the mapping's pages unmapped, so they do not count as its memory a second time.
+func (f *File) ReadTensor(t *TensorInfo, dst []byte) error {
+	if int64(len(dst)) != t.Size {
+		return fmt.Errorf("tensor %s: %d bytes, buffer of %d", t.Name, t.Size, len(dst))
+	}
+	p, err := f.partOf(t)
+	if err != nil {
+		return err
+	}
+	read := p.r.ReadAt
+	if p.mapping != nil {
+		read = p.mapping.ReadFileAt
+	}
+	if n, err := read(dst, t.FileOffset); n < len(dst) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // the file shrank since it was opened
+		}
+		return fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// LockData keeps the first n bytes of part split's file in RAM (mlock on its mapping), as
+// llama.cpp's mmap+mlock load mode locks each file from its start to the end of the last
+// tensor it uses. One call per part: locking tensor by tensor would split the mapping at
+// each tensor's edges and with it the huge pages there.
+func (f *File) LockData(split int, n int64) error {
+	if split < 0 || split >= len(f.Parts) {
+		return fmt.Errorf("split %d out of range", split)
+	}
+	p := f.Parts[split]
+	if n < 0 || n > p.Size {
+		return fmt.Errorf("%s: %d bytes to lock, the file has %d", p.Path, n, p.Size)
+	}
+	if p.mapping == nil {
+		return fmt.Errorf("%s: not memory-mapped", p.Path)
+	}
+	return p.mapping.Lock(0, n)
+}
+
+// partOf returns the part holding t, checking that t's bytes lie inside it.
+func (f *File) partOf(t *TensorInfo) (*Part, error) {
+	if t.Split < 0 || t.Split >= len(f.Parts) {
+		return nil, fmt.Errorf("tensor %s: split %d out of range", t.Name, t.Split)
+	}
+	p := f.Parts[t.Split]
+	if t.FileOffset < 0 || t.Size < 0 || t.FileOffset > p.Size-t.Size {
+		return nil, fmt.Errorf("tensor %s: bytes %d..%d lie outside the %d-byte file", t.Name, t.FileOffset, t.FileOffset+t.Size, p.Size)
+	}
+	return p, nil
 }
 
 // TensorReader returns a reader over a tensor's bytes (works for mapped and unmapped files).

@@ -43,8 +43,12 @@ func FuzzNewReader(f *testing.F) {
 			if ti.FileOffset < 0 || ti.FileOffset+ti.Size > int64(len(data)) {
 				t.Fatalf("tensor %s at %d+%d outside the %d-byte input", ti.Name, ti.FileOffset, ti.Size, len(data))
 			}
-			if _, err := file.TensorData(ti); err != nil {
+			view, err := file.TensorData(ti)
+			if err != nil {
 				t.Fatalf("tensor %s: %v", ti.Name, err)
+			}
+			if read := make([]byte, ti.Size); file.ReadTensor(ti, read) != nil || !bytes.Equal(read, view) {
+				t.Fatalf("tensor %s: ReadTensor differs from TensorData", ti.Name)
 			}
 			specs = append(specs, TensorSpec{ti.Name, ti.Type, ti.Shape})
 		}

@@ -69,6 +69,18 @@ func TestSplitModel(t *testing.T) {
 			if err != nil || !bytes.Equal(data, tensorBytes(TensorInfo{Name: ti.Name, Size: ti.Size})) {
 				t.Errorf("%s (split %d): wrong data, %v", ti.Name, ti.Split, err)
 			}
+			read := make([]byte, ti.Size)
+			if err := f.ReadTensor(ti, read); err != nil || !bytes.Equal(read, data) {
+				t.Errorf("%s (split %d): ReadTensor differs from TensorData, %v", ti.Name, ti.Split, err)
+			}
+		}
+		if err := f.ReadTensor(&f.Tensors[0], make([]byte, f.Tensors[0].Size+1)); err == nil || !strings.Contains(err.Error(), "buffer of") {
+			t.Errorf("ReadTensor into a buffer of the wrong size: %v", err)
+		}
+		past := f.Tensors[0]
+		past.FileOffset = f.Parts[0].Size
+		if err := f.ReadTensor(&past, make([]byte, past.Size)); err == nil || !strings.Contains(err.Error(), "outside") {
+			t.Errorf("ReadTensor past the end of the file: %v", err)
 		}
 		if f.Tensors[2].Split != 1 || f.Tensors[4].Split != 2 {
 			t.Errorf("split indexes %d %d", f.Tensors[2].Split, f.Tensors[4].Split)

@@ -69,6 +69,25 @@ func Anonymous(n int) (data []byte, free func() error, err error) {
 	return data, func() error { return unmap(data) }, nil
 }
 
+// PageUseOf is how the kernel maps memory Anonymous returned (or a part of it) right now:
+// the bytes written so far and, of those, the bytes in transparent huge pages. It fails
+// where the platform cannot tell.
+func PageUseOf(data []byte) (PageUse, error) {
+	if len(data) == 0 {
+		return PageUse{}, nil
+	}
+	return pageUse(data)
+}
+
+// Lock keeps data's pages in RAM (mlock), reading in those not yet there. It fails where
+// the process may not lock that much (RLIMIT_MEMLOCK; ulimit -l) or the platform cannot.
+func Lock(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	return lock(data)
+}
+
 // Name is the path the mapping was opened from.
 func (m *Mapping) Name() string { return m.name }
 
@@ -114,6 +133,19 @@ func (m *Mapping) ReadAt(p []byte, off int64) (n int, err error) {
 	}
 	return n, err
 }
+
+// Lock keeps the mapping's bytes [off, off+n) in RAM (mlock), reading in the pages not yet
+// there (see the package's Lock). The caller must have checked the range against Size.
+func (m *Mapping) Lock(off, n int64) error {
+	if !m.mapped {
+		return fmt.Errorf("%s: not memory-mapped", m.name)
+	}
+	return Lock(m.data[off : off+n])
+}
+
+// ReadFileAt reads from the file with ordinary reads (pread), not through the mapping, so
+// the mapping's pages stay unmapped: for a caller that keeps its own copy of the bytes.
+func (m *Mapping) ReadFileAt(p []byte, off int64) (int, error) { return m.file.ReadAt(p, off) }
 
 // Close unmaps the file. Views returned by Bytes must not be used afterwards.
 func (m *Mapping) Close() error {

@@ -3,6 +3,7 @@
 package mmap
 
 import (
+	"errors"
 	"io"
 	"os"
 )
@@ -21,3 +22,5 @@ func mapAnonymous(n int) ([]byte, bool, error) { return make([]byte, n), false, 
 func unmap([]byte) error { return nil }
 
 func willNeed([]byte) error { return nil }
+
+func lock([]byte) error { return errors.New("locking memory is not supported on this platform") }

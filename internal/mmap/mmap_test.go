@@ -121,3 +121,83 @@ func TestAnonymous(t *testing.T) {
 		t.Errorf("Anonymous(0) = %d bytes, %v", len(data), err)
 	}
 }
+
+// TestLockAndAnonymousPageUse locks anonymous memory (64 KiB: within any RLIMIT_MEMLOCK)
+// and counts its written pages as resident.
+func TestLockAndAnonymousPageUse(t *testing.T) {
+	data, free, err := Anonymous(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	if err := Lock(data); err != nil && runtime.GOOS == "linux" {
+		t.Errorf("locking 64 KiB: %v", err)
+	}
+	if err := Lock(nil); err != nil {
+		t.Errorf("locking nothing: %v", err)
+	}
+	for i := range data {
+		data[i] = 1
+	}
+	use, err := PageUseOf(data)
+	if runtime.GOOS != "linux" {
+		return
+	}
+	if err != nil || use.Resident < int64(len(data)) || use.Huge > use.Resident {
+		t.Errorf("PageUseOf = %+v, %v for %d written bytes", use, err, len(data))
+	}
+}
+
+// TestReadFileAt reads the file behind a mapping with ordinary reads, and locks a range.
+func TestReadFileAt(t *testing.T) {
+	data := bytes.Repeat([]byte("abcdefgh"), 3000)
+	m, err := Open(writeTemp(t, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	buf := make([]byte, 100)
+	if n, err := m.ReadFileAt(buf, 1001); n != 100 || err != nil || !bytes.Equal(buf, data[1001:1101]) {
+		t.Errorf("ReadFileAt: %d, %v, %q", n, err, buf[:n])
+	}
+	if n, err := m.ReadFileAt(buf, int64(len(data))-10); n != 10 || err != io.EOF {
+		t.Errorf("ReadFileAt at the end: %d, %v", n, err)
+	}
+	if err := m.Lock(0, m.Size()); err != nil && runtime.GOOS == "linux" {
+		t.Errorf("locking %d mapped bytes: %v", m.Size(), err)
+	}
+}
+
+// TestOpenDirect reads a file with direct I/O: whole aligned blocks into an aligned buffer,
+// the last one short at the end of the file.
+func TestOpenDirect(t *testing.T) {
+	data := make([]byte, 3*65536+1000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	path := writeTemp(t, data)
+	f, align, err := OpenDirect(path)
+	if runtime.GOOS != "linux" {
+		if err == nil {
+			t.Error("direct I/O opened off Linux")
+		}
+		return
+	}
+	if err != nil {
+		t.Skipf("this file system refuses direct I/O: %v", err)
+	}
+	defer f.Close()
+	if align <= 0 || align&(align-1) != 0 || align > 65536 {
+		t.Fatalf("alignment %d", align)
+	}
+	buf, free, err := Anonymous((len(data) + align - 1) &^ (align - 1)) // page-aligned
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	off := int64(2 * align)
+	n, err := f.ReadAt(buf, off) // a whole number of blocks, past the end of the file
+	if want := len(data) - int(off); n != want || !bytes.Equal(buf[:n], data[off:]) {
+		t.Errorf("direct read from %d: %d bytes (%v), want the %d to the end", off, n, err, want)
+	}
+}

@@ -24,3 +24,5 @@ func mapAnonymous(n int) ([]byte, bool, error) {
 func unmap(data []byte) error { return unix.Munmap(data) }
 
 func willNeed(data []byte) error { return unix.Madvise(data, unix.MADV_WILLNEED) }
+
+func lock(data []byte) error { return unix.Mlock(data) }

@@ -9,14 +9,16 @@ import (
 )
 
 // PageUse is how a mapping's pages are held: the bytes resident (mapped into this process:
-// the pages read so far) and, of those, the bytes mapped with PMD-sized pages (2 MiB on
-// x86-64).
+// the pages read or written so far) and, of those, the bytes mapped with PMD-sized pages
+// (2 MiB on x86-64): page-cache folios of a file mapping, transparent huge pages of
+// anonymous memory.
 type PageUse struct {
 	Resident, Huge int64
 }
 
-// pageUseIn reads a /proc/PID/smaps listing and sums the Rss and FilePmdMapped fields of
-// the memory areas lying inside [start, end). An area that straddles the range's edges does
+// pageUseIn reads a /proc/PID/smaps listing and sums the Rss field, and the FilePmdMapped
+// and AnonHugePages fields (each area has at most one of them non-zero), of the memory
+// areas lying inside [start, end). An area that straddles the range's edges does
 // not count; mappings made by Open never do.
 func pageUseIn(r io.Reader, start, end uintptr) (PageUse, error) {
 	var use PageUse
@@ -30,7 +32,7 @@ func pageUseIn(r io.Reader, start, end uintptr) (PageUse, error) {
 			switch key {
 			case "Rss":
 				sum = &use.Resident
-			case "FilePmdMapped":
+			case "FilePmdMapped", "AnonHugePages":
 				sum = &use.Huge
 			}
 			if !inside || sum == nil {

@@ -9,7 +9,7 @@ import (
 
 // A /proc/self/smaps excerpt as Linux 6.18 writes it (fields trimmed): the model file in two
 // areas, the second partly in huge pages, an area of another file before and one that
-// straddles the range's end after.
+// straddles the range's end after, then anonymous memory partly in transparent huge pages.
 const smapsSample = `55d0c0000000-55d0c0021000 r--p 00000000 fe:00 91 /usr/bin/moerun
 Size:                132 kB
 FilePmdMapped:         0 kB
@@ -28,6 +28,11 @@ VmFlags: rd sh mr mw me ms hg
 7f0000c00000-7f0001400000 r--p 00000000 00:00 0
 Rss:                2048 kB
 FilePmdMapped:      2048 kB
+7f0002000000-7f0002800000 rw-p 00000000 00:00 0
+Size:               8192 kB
+Rss:                6144 kB
+AnonHugePages:      4096 kB
+FilePmdMapped:         0 kB
 `
 
 func TestPageUseIn(t *testing.T) {
@@ -40,6 +45,7 @@ func TestPageUseIn(t *testing.T) {
 		{"only the first area", 0x7f0000000000, 0x7f0000400000, PageUse{Resident: 100 << 10}},
 		{"an area straddling the end does not count", 0x7f0000000000, 0x7f0001000000, PageUse{Resident: (100 + 7168) << 10, Huge: 6144 << 10}},
 		{"nothing there", 0x1000, 0x2000, PageUse{}},
+		{"anonymous memory's huge pages count", 0x7f0002000000, 0x7f0002800000, PageUse{Resident: 6144 << 10, Huge: 4096 << 10}},
 	} {
 		got, err := pageUseIn(strings.NewReader(smapsSample), c.start, c.end)
 		if err != nil || got != c.want {
