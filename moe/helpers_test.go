@@ -74,8 +74,9 @@ type testModel struct {
 	pool *tensor.Pool
 }
 
-// openModel loads a model with every tensor on one CPU backend (threads workers).
-func openModel(t testing.TB, path string, threads int) *testModel {
+// openHost opens a model file and a CPU backend on a pool of threads workers, all closed
+// when the test ends.
+func openHost(t testing.TB, path string, threads int) (*gguf.File, *tensor.Pool, *cpu.Backend) {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -88,6 +89,13 @@ func openModel(t testing.TB, path string, threads int) *testModel {
 		pool.Close()
 		f.Close()
 	})
+	return f, pool, cpuBackend
+}
+
+// openModel loads a model with every tensor on one CPU backend (threads workers).
+func openModel(t testing.TB, path string, threads int) *testModel {
+	t.Helper()
+	f, pool, cpuBackend := openHost(t, path, threads)
 	plan := placeModel(t, f, placement.DefaultRules(), []backend.Device{cpuBackend.Device()})
 	m, err := Load(f, plan, []backend.Backend{cpuBackend}, Options{Host: pool})
 	if err != nil {

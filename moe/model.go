@@ -33,6 +33,7 @@ type Model struct {
 	output     weight
 	layers     []layer
 	host       *tensor.Pool
+	weights    *weightSource
 }
 
 // layer is one transformer block: attention, then a dense or MoE feed-forward network,
@@ -89,7 +90,8 @@ func (e *ModelError) Unwrap() error { return e.Err }
 
 // Load binds a model's tensors to the backends the plan assigns them to (by device name)
 // and builds its layers. The file must stay open while the model is used: CPU-held weights
-// are views of its mapping.
+// are views of its mapping, or, where the plan's load mode does not map the file (-lm none,
+// mlock, dio), copies read into memory that Close releases.
 func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts Options) (*Model, error) {
 	name := plan.Model.Name
 	if opts.Host == nil {
@@ -100,15 +102,47 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts O
 	if err != nil {
 		return nil, &ModelError{Model: name, Err: err}
 	}
-	b := newBinder(f, plan, backends, cfg.Layers, cfg.Layers+cfg.NextN)
-	m := &Model{Name: name, Config: *cfg, host: opts.Host, layers: make([]layer, cfg.Layers)}
+	src, err := newWeightSource(f, plan, hostDevice(backends))
+	if err != nil {
+		return nil, err
+	}
+	b := newBinder(f, plan, backends, src, cfg.Layers, cfg.Layers+cfg.NextN)
+	m := &Model{Name: name, Config: *cfg, host: opts.Host, layers: make([]layer, cfg.Layers), weights: src}
 	if err := m.bind(b, arch); err != nil {
-		return nil, &ModelError{Model: name, Err: err}
+		return nil, errors.Join(&ModelError{Model: name, Err: err}, src.close())
 	}
 	if err := b.checkAllUsed(); err != nil {
-		return nil, &ModelError{Model: name, Err: err}
+		return nil, errors.Join(&ModelError{Model: name, Err: err}, src.close())
 	}
+	src.lockAll()
 	return m, nil
+}
+
+// hostDevice is the name of the host's device among backends ("" if none is the CPU).
+func hostDevice(backends []backend.Backend) string {
+	for _, be := range backends {
+		if d := be.Device(); d.Kind == backend.KindCPU {
+			return d.Name
+		}
+	}
+	return ""
+}
+
+// Close releases the memory the weights were read into where the load mode copies them
+// (--no-mmap, --mlock, -dio). Contexts of the model must not be used afterwards; views into
+// a mapped file need no release (the file's Close unmaps it).
+func (m *Model) Close() error { return m.weights.close() }
+
+// LoadWarnings are what loading the weights met that the user should know, as llama.cpp
+// warns: a lock in RAM refused (RLIMIT_MEMLOCK), a file system without direct I/O.
+func (m *Model) LoadWarnings() []string { return m.weights.warnings }
+
+// CopiedWeights is how much memory the weights were read into (zero where the file is
+// mapped), and how the kernel holds it: resident bytes and those in huge pages. The page
+// use fails where the platform cannot tell.
+func (m *Model) CopiedWeights() (int64, mmap.PageUse, error) {
+	use, err := m.weights.pageUse()
+	return int64(m.weights.used), use, err
 }
 
 // NewExpertStats makes a routing-statistics recorder for the model's MoE layers.
@@ -203,6 +237,7 @@ func supportedArchs() string {
 // plan assigned them to.
 type binder struct {
 	f        *gguf.File
+	src      *weightSource
 	uses     map[string]*placement.TensorUse // by name; the tied output copy is apart
 	tied     *placement.TensorUse
 	backends map[string]backend.Backend
@@ -211,8 +246,8 @@ type binder struct {
 	blocks   int // and the NextN blocks after them
 }
 
-func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, layers, blocks int) *binder {
-	b := &binder{f: f, uses: map[string]*placement.TensorUse{}, backends: map[string]backend.Backend{},
+func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, src *weightSource, layers, blocks int) *binder {
+	b := &binder{f: f, src: src, uses: map[string]*placement.TensorUse{}, backends: map[string]backend.Backend{},
 		used: map[string]bool{}, layers: layers, blocks: blocks}
 	for _, be := range backends {
 		b.backends[be.Device().Name] = be
@@ -238,7 +273,7 @@ func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, erro
 		return weight{}, fmt.Errorf("the plan puts %s on %s, and there is no backend for that device (moerun computes on: %s)",
 			ti.Name, u.Device, strings.Join(slices.Sorted(maps.Keys(b.backends)), ", "))
 	}
-	data, err := b.f.TensorData(ti)
+	data, err := b.src.bytes(ti, u)
 	if err != nil {
 		return weight{}, err
 	}

@@ -407,15 +407,7 @@ func TestBadModels(t *testing.T) {
 			"the sliding window must be positive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := rewriteModel(t, c.src, c.edit)
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			pool := tensor.NewPool(1)
-			defer pool.Close()
-			host := cpu.New(cpu.Options{Pool: pool})
+			f, pool, host := openHost(t, rewriteModel(t, c.src, c.edit), 1)
 			rules := placement.DefaultRules()
 			plan, err := placement.Place(placement.Model{Name: "bad.gguf", Metadata: f.Metadata, Tensors: f.Tensors}, rules, []backend.Device{host.Device()})
 			if err != nil { // placement read the metadata first and refused it
@@ -498,23 +490,26 @@ func TestTinyDeepSeekYaRN(t *testing.T) {
 // TestTiedOutput: a model without output.weight computes its logits with token_embd.weight,
 // exactly as the same model with token_embd's data copied into output.weight.
 func TestTiedOutput(t *testing.T) {
-	edit := func(keep bool) modelEdit {
-		return modelEdit{tensors: func(_ *testing.T, _ *gguf.File, specs []gguf.TensorSpec, data map[string][]byte) []gguf.TensorSpec {
-			for i, s := range specs {
-				if s.Name == "output.weight" {
-					if !keep {
-						return slices.Delete(specs, i, i+1)
-					}
-					data[s.Name] = data["token_embd.weight"]
-				}
-			}
-			return specs
-		}}
-	}
 	tokens := promptOf(t, "tiny-qwen3moe", "fox")
-	tied := evalAll(t, openModel(t, rewriteModel(t, qwenModel, edit(false)), 1), DefaultContextOptions(), tokens)
-	copied := evalAll(t, openModel(t, rewriteModel(t, qwenModel, edit(true)), 1), DefaultContextOptions(), tokens)
+	tied := evalAll(t, openModel(t, rewriteModel(t, qwenModel, outputEdit(false)), 1), DefaultContextOptions(), tokens)
+	copied := evalAll(t, openModel(t, rewriteModel(t, qwenModel, outputEdit(true)), 1), DefaultContextOptions(), tokens)
 	if !slices.Equal(tied, copied) {
 		t.Errorf("tied output differs: %+v", compareLogits(tied, copied))
 	}
+}
+
+// outputEdit drops output.weight (keep false: the output is tied to token_embd.weight) or
+// sets its data to token_embd's (keep true).
+func outputEdit(keep bool) modelEdit {
+	return modelEdit{tensors: func(_ *testing.T, _ *gguf.File, specs []gguf.TensorSpec, data map[string][]byte) []gguf.TensorSpec {
+		for i, s := range specs {
+			if s.Name == "output.weight" {
+				if !keep {
+					return slices.Delete(specs, i, i+1)
+				}
+				data[s.Name] = data["token_embd.weight"]
+			}
+		}
+		return specs
+	}}
 }

@@ -116,7 +116,9 @@ func (c *benchCmd) Run(e *env) error {
 			}
 		}
 	}
-	reportHugePages(e.stderr, f, true)
+	if r.mapsWeights {
+		reportHugePages(e.stderr, f, true)
+	}
 	return p.footer()
 }
 
@@ -267,6 +269,8 @@ type benchRunner struct {
 	rng    *rand.Rand
 	info   benchModelInfo
 	stderr io.Writer // where each test's per-device account goes
+	// mapsWeights is whether a test computed on views of the file's mapping.
+	mapsWeights bool
 }
 
 // run runs one test with a configuration as llama-bench does: the model placed with the
@@ -285,6 +289,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
+	r.mapsWeights = r.mapsWeights || m.mapsWeights
 	started := time.Now() // the warm-up and the repetitions, for the per-device account
 	w := benchWorkload{ctx: ctx, vocab: r.vocab, rng: r.rng, batch: max(1, min(rules.Batch, ctx.Size()))}
 	res := benchResult{

@@ -17,9 +17,14 @@ import (
 // machine is what run, serve and bench compute on: a worker pool for the host and the
 // GPUs this build can drive (none without the cuda build tag, see gpu_cuda.go).
 type machine struct {
-	pool *tensor.Pool
-	host *cpu.Backend
-	gpus []gpuBackend
+	pool   *tensor.Pool
+	host   *cpu.Backend
+	gpus   []gpuBackend
+	models []*moe.Model // loaded here; Close releases their memory
+	stderr io.Writer    // where loading's warnings and account go
+	// mapsWeights is whether the last model loaded computes on views of the file's mapping
+	// (the load mode maps it), whose page sizes reportHugePages tells.
+	mapsWeights bool
 }
 
 // gpuBackend is a GPU backend as the commands see it: it also reports what it did.
@@ -34,7 +39,7 @@ type gpuBackend interface {
 // openMachine starts the pool and opens the GPUs. Without one, a command that asked for
 // GPU layers gets llama.cpp's one-line warning and runs on the CPU.
 func openMachine(stderr io.Writer, threads int, rules placement.Rules) *machine {
-	m := &machine{pool: tensor.NewPool(threads)}
+	m := &machine{pool: tensor.NewPool(threads), stderr: stderr}
 	m.host = cpu.New(cpu.Options{Pool: m.pool})
 	gpus, err := openGPUs(m.pool)
 	m.gpus = gpus
@@ -83,6 +88,9 @@ func (m *machine) report(w io.Writer, wall time.Duration) {
 // Close releases the GPUs and stops the pool.
 func (m *machine) Close() error {
 	var errs []error
+	for _, model := range m.models {
+		errs = append(errs, model.Close())
+	}
 	for _, g := range m.gpus {
 		errs = append(errs, g.Close())
 	}
@@ -101,12 +109,25 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 	if err := m.checkHostMemory(plan, totalRAM()); err != nil {
 		return nil, nil, err
 	}
+	start := time.Now()
 	model, err := moe.Load(f, plan, m.backends(), moe.Options{Host: m.pool})
 	if err != nil {
 		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
 			return nil, nil, usageError{err}
 		}
 		return nil, nil, err
+	}
+	m.models = append(m.models, model)
+	m.mapsWeights = plan.Settings.Mmap
+	for _, w := range model.LoadWarnings() {
+		fmt.Fprintln(m.stderr, "moerun: warning: "+w)
+	}
+	if copied, use, err := model.CopiedWeights(); copied > 0 {
+		fmt.Fprintf(m.stderr, "moerun: weights read into memory (load mode %s): %.2f GiB in %.2f s", plan.Settings.LoadMode, float64(copied)/(1<<30), time.Since(start).Seconds())
+		if err == nil {
+			fmt.Fprintf(m.stderr, ", %.2f GiB of it in huge pages", float64(use.Huge)/(1<<30))
+		}
+		fmt.Fprintln(m.stderr)
 	}
 	return model, plan, nil
 }
@@ -148,7 +169,7 @@ func reportHugePages(w io.Writer, f *gguf.File, always bool) {
 	fmt.Fprintf(w, "moerun: model file mapped with huge pages: %.2f of the %.2f GiB read (file %.2f GiB)",
 		float64(use.Huge)/gib, float64(use.Resident)/gib, float64(f.Size())/gib)
 	if small {
-		fmt.Fprint(w, "; the page cache held it in small pages before moerun mapped it, see \"Huge pages\" in docs/guide.md")
+		fmt.Fprint(w, "; the page cache held it in small pages before moerun mapped it: see \"Huge pages\" in docs/guide.md, or read the weights into memory with --no-mmap")
 	}
 	fmt.Fprintln(w)
 }

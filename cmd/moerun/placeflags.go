@@ -23,10 +23,10 @@ type placementFlags struct {
 	KVOffload   bool     `name:"kv-offload" negatable:"" default:"true" group:"memory" help:"-kvo/-nkvo: KV cache on the layers' devices (default) or all on the CPU."`
 	KVUnified   bool     `name:"kv-unified" negatable:"" group:"memory" help:"-kvu/-no-kvu: one KV cache for all slots."`
 	SWAFull     bool     `name:"swa-full" group:"memory" help:"Full-size sliding-window cache."`
-	Mmap        bool     `name:"mmap" negatable:"" default:"true" group:"memory" help:"--no-mmap: read weights into memory instead of mapping the file."`
-	Mlock       bool     `name:"mlock" group:"memory" help:"Lock weights in RAM (llama.cpp: no mmap)."`
-	DirectIO    bool     `name:"direct-io" negatable:"" group:"memory" help:"-dio: direct I/O (no mmap)."`
-	LoadMode    string   `name:"load-mode" placeholder:"MODE" group:"memory" help:"-lm: auto, none, mmap, mlock, mmap+mlock or dio."`
+	Mmap        bool     `name:"mmap" negatable:"" default:"true" group:"memory" help:"--no-mmap: read the CPU's weights into memory (in huge pages) instead of mapping the file."`
+	Mlock       bool     `name:"mlock" group:"memory" help:"Read the CPU's weights into memory and lock them in RAM (as llama.cpp: no mmap)."`
+	DirectIO    bool     `name:"direct-io" negatable:"" group:"memory" help:"-dio: read the CPU's weights into memory with direct I/O, bypassing the page cache (no mmap)."`
+	LoadMode    string   `name:"load-mode" placeholder:"MODE" group:"memory" help:"-lm: auto or mmap (map the file), none, mlock or dio (read into memory), mmap+mlock (map and lock)."`
 	NoHost      bool     `name:"no-host" group:"memory" help:"Skip the pinned host buffer (lets the CPU repack weights)."`
 	Repack      bool     `name:"repack" negatable:"" default:"true" group:"memory" help:"-nr: --no-repack disables the CPU's repacked layouts."`
 	OpOffload   bool     `name:"op-offload" negatable:"" default:"true" group:"memory" help:"--no-op-offload: never run CPU-held weights on the GPU."`

@@ -126,7 +126,9 @@ func (c *runCmd) Run(e *env) error {
 	}
 	fmt.Fprintf(e.stderr, "moerun: prompt: %d tokens in %.2f ms (%.2f tokens/s); generation: %d tokens, %d decode steps in %.2f ms (%.2f tokens/s); %d threads\n",
 		st.PromptTokens, ms(st.PromptTime.Seconds()), st.PromptSpeed(), st.Generated, st.DecodeSteps, ms(st.DecodeTime.Seconds()), st.DecodeSpeed(), threads)
-	reportHugePages(e.stderr, f, false)
+	if m.mapsWeights {
+		reportHugePages(e.stderr, f, false)
+	}
 	return nil
 }
 

@@ -95,6 +95,25 @@ func TestRunGreedyMatchesLlama(t *testing.T) {
 	}
 }
 
+// The load modes that do not map the file read the weights into memory, say so, and
+// continue the fox prompt exactly as llama.cpp did.
+func TestRunReadsWeightsIntoMemory(t *testing.T) {
+	want := llamaGolden(t, "tiny-deepseek2", "fox")
+	for _, mode := range [][]string{{"--no-mmap"}, {"--mlock"}, {"-lm", "dio"}} {
+		args := append([]string{"run", "-m", tinyDeepSeek, "-n", "32", "--temp", "0", "--ignore-eos", "--print-ids", "-t", "2", "--prompt-ids", joinInts(want.Tokens)}, mode...)
+		code, out, errOut := moerun(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", mode, code, errOut)
+		}
+		if got := parseIDs(t, out); !slices.Equal(got, want.Greedy) {
+			t.Errorf("%v: %v, llama.cpp %v", mode, got, want.Greedy)
+		}
+		if !strings.Contains(errOut, "moerun: weights read into memory (load mode ") || strings.Contains(errOut, "mapped with huge pages") {
+			t.Errorf("%v: no account of the weights read into memory:\n%s", mode, errOut)
+		}
+	}
+}
+
 // Without --print-ids the generated tokens are streamed as text: the detokenized ids.
 func TestRunStreamsText(t *testing.T) {
 	args := []string{"run", "-m", tinyQwen, "-p", "Hello world", "-n", "12", "--temp", "0", "--ignore-eos", "-t", "1"}
