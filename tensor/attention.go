@@ -432,6 +432,13 @@ var (
 			acc[d] = roundToF16(fma32(v, s, acc[d]))
 		}
 	}
+	// scaleHalf is acc = acc·s rounded to F16 precision: ggml's rescaling of an F16
+	// accumulator when the running maximum rises (ggml_vec_scale_f16).
+	scaleHalf = func(acc []float32, s float32) {
+		for d, a := range acc {
+			acc[d] = roundToF16(a * s)
+		}
+	}
 	// madFloat is acc = x·s + acc fused: ggml_vec_mad_f32's update of a float32
 	// accumulator (a V that is not F16).
 	madFloat = func(acc, x []float32, s float32) {
@@ -498,8 +505,12 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 	if raised {
 		ms, vs = e, 1
 		s.max[i] = score
-		for d := range acc {
-			acc[d] = roundIf(half, acc[d]*ms)
+		if half {
+			scaleHalf(acc, ms)
+		} else {
+			for d := range acc {
+				acc[d] *= ms
+			}
 		}
 	}
 	if fused {
@@ -621,14 +632,6 @@ func (j *attnJob) scoreTokens4(s *attnScratch, keys []byte, n int) bool {
 
 // perRowChunk is how many positions perRow scores, and takes the exponentials of, at a time.
 const perRowChunk = 64
-
-// roundIf rounds x to F16 precision when half is set (an F16 accumulator).
-func roundIf(half bool, x float32) float32 {
-	if half {
-		return roundToF16(x)
-	}
-	return x
-}
 
 // tiled is ggml's flash_attn_ext_tiled for one query row per head of the group: positions go
 // in tiles of 64 from 0, each tile's scores are float32 FMA chains over float32 queries and

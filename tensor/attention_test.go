@@ -390,20 +390,21 @@ func BenchmarkAttentionDecodeMLA(b *testing.B) {
 
 // TestMadKernels holds the installed accumulator updates (vector kernels in the SIMD build)
 // to their scalar definitions bit for bit: madHalf to roundToF16(fma32(x, s, acc)), madFloat
-// to fma32(x, s, acc). Accumulators from binary16 subnormals to beyond its range (where
-// madHalf's vector kernel hands over to the scalar code), with signs, zeros and ties, at
-// lengths around the step of eight.
+// to fma32(x, s, acc), scaleHalf to roundToF16(acc·s). Accumulators from binary16
+// subnormals to beyond its range (where madHalf's AVX2 kernel hands over to the scalar
+// code), with signs, zeros and ties, at lengths around the steps of eight and sixteen.
 func TestMadKernels(t *testing.T) {
 	for _, k := range []struct {
 		name   string
 		kernel func(acc, x []float32, s float32)
-		round  func(float32) float32
+		want   func(x, s, acc float32) float32
 	}{
-		{"madHalf", madHalf, roundToF16},
-		{"madFloat", madFloat, func(x float32) float32 { return x }},
+		{"madHalf", madHalf, func(x, s, acc float32) float32 { return roundToF16(fma32(x, s, acc)) }},
+		{"madFloat", madFloat, fma32},
+		{"scaleHalf", func(acc, _ []float32, s float32) { scaleHalf(acc, s) }, func(_, s, acc float32) float32 { return roundToF16(acc * s) }},
 	} {
 		rng := rand.New(rand.NewPCG(9, 10))
-		for _, n := range []int{0, 5, 8, 13, 64, 131} {
+		for _, n := range []int{0, 5, 8, 13, 16, 29, 64, 131} {
 			for round := range 200 {
 				x, acc := randomFloats(rng, n), randomFloats(rng, n)
 				for d := range acc {
@@ -418,7 +419,7 @@ func TestMadKernels(t *testing.T) {
 				}
 				want := make([]float32, n)
 				for d := range want {
-					want[d] = k.round(fma32(x[d], s, acc[d]))
+					want[d] = k.want(x[d], s, acc[d])
 				}
 				k.kernel(acc, x, s)
 				for d := range want {

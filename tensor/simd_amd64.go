@@ -66,6 +66,7 @@ func init() {
 	dotF16Wide = dotF16WideAVX2
 	if useF16C {
 		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
+		scaleHalf = scaleHalfF16C
 	}
 	if useAVX512 {
 		activationFromFloat[Q8_0], f16Tile, exp32s = quantizeQ8_0AVX512, dotF16WideTile, exp32sAVX512

@@ -30,6 +30,12 @@ func madHalfF16CBlocks(acc, x *float32, n int, s float32)
 func madHalfAVX512Blocks(acc, x *float32, n int, s float32)
 
 //go:noescape
+func scaleHalfF16CBlocks(acc *float32, n int, s float32)
+
+//go:noescape
+func scaleHalfAVX512Blocks(acc *float32, n int, s float32)
+
+//go:noescape
 func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 
 //go:noescape
@@ -47,21 +53,42 @@ func dotF16ExactAVX512(n int, w, a []byte) (sum float32, ok bool) {
 }
 
 // madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by
-// VCVTPS2PH, sixteen values a step with AVX-512, then eight, the rest by the scalar code.
+// VCVTPS2PH, in halfSteps.
 func madHalfF16C(acc, x []float32, s float32) {
 	acc = acc[:len(x)]
-	d := 0
-	if useAVX512 && len(x) >= 16 {
-		d = len(x) &^ 15
-		madHalfAVX512Blocks(&acc[0], &x[0], d, s)
-	}
-	if whole := len(x) &^ 7; whole > d {
-		madHalfF16CBlocks(&acc[d], &x[d], whole-d, s)
-		d = whole
-	}
+	d := halfSteps(len(x),
+		func(d, n int) { madHalfAVX512Blocks(&acc[d], &x[d], n, s) },
+		func(d, n int) { madHalfF16CBlocks(&acc[d], &x[d], n, s) })
 	for ; d < len(x); d++ {
 		acc[d] = roundToF16(fma32(x[d], s, acc[d]))
 	}
+}
+
+// scaleHalfF16C is scaleHalf: a float32 product rounded to binary16 by VCVTPS2PH, in
+// halfSteps.
+func scaleHalfF16C(acc []float32, s float32) {
+	d := halfSteps(len(acc),
+		func(d, n int) { scaleHalfAVX512Blocks(&acc[d], n, s) },
+		func(d, n int) { scaleHalfF16CBlocks(&acc[d], n, s) })
+	for ; d < len(acc); d++ {
+		acc[d] = roundToF16(acc[d] * s)
+	}
+}
+
+// halfSteps runs a kernel over n values sixteen a step with AVX-512 (wide), then eight
+// (narrow), from value d for a multiple of the step, and returns how many it did: the
+// caller's scalar code does the rest.
+func halfSteps(n int, wide, narrow func(d, n int)) int {
+	d := 0
+	if useAVX512 && n >= 16 {
+		d = n &^ 15
+		wide(0, d)
+	}
+	if whole := n &^ 7; whole > d {
+		narrow(d, whole-d)
+		d = whole
+	}
+	return d
 }
 
 // decodeF16F16C widens F16 values with VCVTPH2PS, eight at a time; a block holding a NaN

@@ -28,6 +28,24 @@ label: \
 	VZEROUPPER; \
 	RET
 
+// SCALE_HALF is the body of both scaleHalf kernels: acc = round16(acc·s), lanes values
+// (bytes bytes of float32) a step; s lives in register sv, the values in v, and as
+// binary16 in vh, the low half of v.
+#define SCALE_HALF(label, sv, v, vh, bytes, lanes) \
+	MOVQ         acc+0(FP), DI; \
+	MOVQ         n+8(FP), CX; \
+	VBROADCASTSS s+16(FP), sv; \
+label: \
+	VMULPS    (DI), sv, v; \
+	VCVTPS2PH $0, v, vh; \
+	VCVTPH2PS vh, v; \
+	VMOVUPS   v, (DI); \
+	ADDQ      $bytes, DI; \
+	SUBQ      $lanes, CX; \
+	JNZ       label; \
+	VZEROUPPER; \
+	RET
+
 // WIDE1_ROWS is the one-vector wide F16 kernel over rows (see F16_SUMMARY and after),
 // with or without the rows' summaries: init, fold, tail and store are F16_SUMMARY_* or the
 // empty NO_SUMMARY_*. (Defined before the first TEXT, as vet checks the FP offsets of a
@@ -172,6 +190,16 @@ wide8sum: \
 // n is a positive multiple of 8. VCVTPS2PH $0 rounds to nearest binary16, ties to even.
 TEXT ·madHalfF16CBlocks(SB), NOSPLIT, $0-28
 	MAD_HALF(mad8, Y0, Y1, X1, 32, 8)
+
+// func scaleHalfF16CBlocks(acc *float32, n int, s float32)
+// n is a positive multiple of 8.
+TEXT ·scaleHalfF16CBlocks(SB), NOSPLIT, $0-20
+	SCALE_HALF(scale8, Y0, Y1, X1, 32, 8)
+
+// func scaleHalfAVX512Blocks(acc *float32, n int, s float32)
+// scaleHalfF16CBlocks sixteen values a step (AVX-512 F); n is a positive multiple of 16.
+TEXT ·scaleHalfAVX512Blocks(SB), NOSPLIT, $0-20
+	SCALE_HALF(scale16, Z0, Z1, Y1, 64, 16)
 
 // func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 // n is a positive multiple of 8. Stops before a block of eight holding a NaN (VCVTPH2PS
