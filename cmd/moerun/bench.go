@@ -37,6 +37,7 @@ type benchCmd struct {
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
 	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32 with float64 dot products; slower prompts, decoding no faster)." group:"bench"`
 	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
+	Roofline    bool     `name:"roofline" help:"For each tg test on the CPU, measure the stream-read bandwidth before and after every repetition and report on stderr the memory-bandwidth roofline (bandwidth / bytes read per token) and the share of it reached." group:"bench"`
 
 	placementFlags `embed:""`
 }
@@ -285,9 +286,20 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	m := openMachine(r.stderr, cfg.threads, rules)
 	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, Attention: r.cmd.Attention, placementFlags: cfg.flags}
-	ctx, err := place.newContext(m, r.f, rules, moe.SER{})
+	ctx, plan, err := place.newContext(m, r.f, rules, moe.SER{})
 	if err != nil {
 		return benchResult{}, err
+	}
+	var roof *roofline
+	var probe *streamProbe
+	if r.cmd.Roofline && t.nPrompt == 0 && t.nGen > 0 {
+		if roof, err = newRoofline(plan, t); err != nil {
+			return benchResult{}, err
+		}
+		if probe, err = newStreamProbe(m.pool); err != nil {
+			return benchResult{}, err
+		}
+		defer probe.free()
 	}
 	r.mapsWeights = r.mapsWeights || m.mapsWeights
 	started := time.Now() // the warm-up and the repetitions, for the per-device account
@@ -311,14 +323,31 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 				return res, fmt.Errorf("filling the context to depth %d: %w", t.nDepth, err)
 			}
 		}
+		var before float64
+		if probe != nil {
+			if before, err = probe.measure(); err != nil {
+				return res, err
+			}
+		}
 		start := time.Now()
 		if err := w.run(t); err != nil {
 			return res, err
 		}
-		res.SamplesNS = append(res.SamplesNS, uint64(max(1, time.Since(start).Nanoseconds())))
+		took := max(1, time.Since(start).Nanoseconds())
+		res.SamplesNS = append(res.SamplesNS, uint64(took))
+		if probe != nil {
+			after, err := probe.measure()
+			if err != nil {
+				return res, err
+			}
+			roof.add(float64(t.nGen)*1e9/float64(took), before, after)
+		}
 	}
 	res.summarize()
 	m.report(r.stderr, time.Since(started))
+	if roof != nil {
+		roof.report(r.stderr, res.testName(), cfg.threads, res.AvgTS)
+	}
 	return res, nil
 }
 

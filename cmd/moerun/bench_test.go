@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -396,5 +397,52 @@ func TestBenchDepth(t *testing.T) {
 		if want := 1e9 * 4 / ns[k].(float64); math.Abs(ts[k].(float64)-want) > 1e-9*want {
 			t.Errorf("sample %d: %v t/s from %v ns, want %v", k, ts[k], ns[k], want)
 		}
+	}
+}
+
+// --roofline accounts for the tg test only: the bytes a token reads — every weight but the
+// embedding, of which one row, k/E of the routed experts, and the F16 KV cache at the
+// test's mean depth, counted here from the file — and the share of the roofline reached.
+func TestBenchRoofline(t *testing.T) {
+	code, _, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "4", "-n", "8", "-r", "2", "-t", "1", "--roofline")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	line := regexp.MustCompile(`moerun: (\S+) roofline: ([0-9.]+) MB read per token \(KV cache ([0-9.]+) MB at depth (\d+)\); stream read ([0-9.]+) GB/s with 1 threads, measured around each repetition: ([0-9.]+) t/s; ([0-9.]+) t/s is ([0-9.]+)% of it \(repetitions ([0-9.]+)-([0-9.]+)%\)`)
+	found := line.FindAllStringSubmatch(errOut, -1)
+	if len(found) != 1 || found[0][1] != "tg8" {
+		t.Fatalf("want one roofline line, for tg8:\n%s", errOut)
+	}
+	num := func(i int) float64 {
+		v, err := strconv.ParseFloat(found[0][i], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	f, err := gguf.Open(tinyQwen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const layers, kvHeads, headDim, used, experts, depth = 4, 2, 64, 4, 16, 4 // tiny-qwen3moe; 8 tokens from depth 0
+	var weights float64
+	for _, ti := range f.Tensors {
+		switch {
+		case ti.Name == "token_embd.weight":
+			weights += float64(ti.Size) / float64(ti.Shape[1])
+		case strings.Contains(ti.Name, "_exps."):
+			weights += float64(ti.Size) * used / experts
+		default:
+			weights += float64(ti.Size)
+		}
+	}
+	kv := float64(layers * kvHeads * 2 * headDim * 2 * depth) // K and V rows, F16
+	if num(4) != depth || math.Abs(num(3)-kv/1e6) > 0.006 || math.Abs(num(2)-(weights+kv)/1e6) > 0.006 {
+		t.Errorf("%s MB per token, KV %s MB at depth %s; want %.2f, %.2f at %d", found[0][2], found[0][3], found[0][4], (weights+kv)/1e6, kv/1e6, depth)
+	}
+	stream, limit, tps, share := num(5), num(6), num(7), num(8)
+	if stream <= 0 || math.Abs(limit-stream*1e3/num(2)) > 0.01*limit+0.1 || math.Abs(share-100*tps/limit) > 0.1 || num(9) > num(10) {
+		t.Errorf("inconsistent figures: %s", found[0][0])
 	}
 }

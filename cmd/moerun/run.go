@@ -103,7 +103,7 @@ func (c *runCmd) Run(e *env) error {
 	}
 	m := openMachine(e.stderr, threads, rules)
 	defer m.Close()
-	ctx, err := c.newContext(m, f, rules, ser)
+	ctx, _, err := c.newContext(m, f, rules, ser)
 	if err != nil {
 		return err
 	}
@@ -133,11 +133,11 @@ func (c *runCmd) Run(e *env) error {
 }
 
 // newContext places the model on the machine with llama.cpp's rules, loads it and makes a
-// context with the flags' cache, SER and statistics settings.
-func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser moe.SER) (*moe.Context, error) {
+// context with the flags' cache, SER and statistics settings; it returns the plan too.
+func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser moe.SER) (*moe.Context, *placement.Plan, error) {
 	model, plan, err := m.load(c.Model, f, rules)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts := moe.DefaultContextOptions()
 	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
@@ -151,9 +151,9 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 	}
 	ctx, err := model.NewContext(opts)
 	if err != nil {
-		return nil, badInput("%v", err)
+		return nil, nil, badInput("%v", err)
 	}
-	return ctx, nil
+	return ctx, plan, nil
 }
 
 // generate runs the generation, streaming text (or collecting ids for --print-ids) to
