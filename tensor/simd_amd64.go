@@ -63,6 +63,7 @@ func init() {
 	// TestSIMDInstalled notices a format registered later, which would be skipped here.
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	madFloat = madFloatAVX2
+	readStream = readStreamWith(readStreamAVX2)
 	dotF16Wide = dotF16WideAVX2
 	if useF16C {
 		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
@@ -71,6 +72,7 @@ func init() {
 	if useAVX512 {
 		activationFromFloat[Q8_0], f16Tile, exp32s = quantizeQ8_0AVX512, dotF16WideTile, exp32sAVX512
 		activationFromFloat[Q8_K], f16Heads = quantizeQ8KAVX512, dotF16HeadsTile
+		readStream = readStreamWith(readStreamAVX512)
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
@@ -190,6 +192,26 @@ var (
 //
 //go:noescape
 func prefetchLines(p unsafe.Pointer, n int)
+
+// readStreamAVX512 and readStreamAVX2 load n bytes from p (a positive multiple of 256)
+// and nothing else: StreamRead's probe of the memory bandwidth (simd_prefetch_amd64.s).
+//
+//go:noescape
+func readStreamAVX512(p unsafe.Pointer, n int)
+
+//go:noescape
+func readStreamAVX2(p unsafe.Pointer, n int)
+
+// readStreamWith is readStream over one of them.
+func readStreamWith(kernel func(unsafe.Pointer, int)) func(b []byte) int {
+	return func(b []byte) int {
+		n := len(b) &^ 255
+		if n > 0 {
+			kernel(unsafe.Pointer(&b[0]), n)
+		}
+		return n
+	}
+}
 
 // prefetchNext helps the hardware prefetcher when w is a row cut from a larger matrix (its
 // capacity runs on, as the rows the matmul passes do): the kernels are called row after
