@@ -408,7 +408,7 @@ func TestBenchRoofline(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	line := regexp.MustCompile(`moerun: (\S+) roofline: ([0-9.]+) MB read per token \(KV cache ([0-9.]+) MB at depth (\d+)\); stream read ([0-9.]+) GB/s with 1 threads, measured around each repetition: ([0-9.]+) t/s; ([0-9.]+) t/s is ([0-9.]+)% of it \(repetitions ([0-9.]+)-([0-9.]+)%\)`)
+	line := regexp.MustCompile(`moerun: (\S+) roofline: ([0-9.]+) MB read per token \(KV cache ([0-9.]+) MB at depth (\d+)\); stream read ([0-9.]+) GB/s with 1 threads \(the best read around each repetition, averaged\): ([0-9.]+) t/s; ([0-9.]+) t/s is ([0-9.]+)% of it \(repetitions ([0-9.]+)-([0-9.]+)%\)`)
 	found := line.FindAllStringSubmatch(errOut, -1)
 	if len(found) != 1 || found[0][1] != "tg8" {
 		t.Fatalf("want one roofline line, for tg8:\n%s", errOut)
