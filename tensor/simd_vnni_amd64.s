@@ -25,7 +25,7 @@
 // (hence its bits). Registers: Z20-Z31 hold constants, Z16-Z19 a token's integer sums,
 // Z0 Z1 Z4 Z5 a token's float sums, Z10 a block's scales as words, Z11-Z15 are scratch;
 // the one-token Q4_K kernel, which decodes blocks in pairs, keeps the second block's
-// constants in Z1 Z4 Z5 Z17-Z19 instead.
+// constants in Z1 Z5 and its scale bytes in Z17 instead.
 
 #define PREFETCH_AHEAD \
 	PREFETCHT1 4096(SI); \
@@ -56,24 +56,26 @@
 // Q4_K. Q4K_DECODE turns the 12 packed scale bytes of a block in each 128-bit lane of Y3
 // into [sc0..7, m0..7] in the same lane of Y2, as dotQ4_KAVX2 (its VPTERNLOGD is
 // Y2 = (Y2 & maskHi) | Y15). Q4K_SCALES decodes one block (Q4K_SCALES_PAIR two, one per
-// lane) and widens the bytes to words in Z10: a block's sixteen, the next block's in the
+// lane), repeats its sixteen bytes in every 128-bit lane of Z2 (the pair's second block's
+// in Z17) and widens the bytes to words in Z10: a block's sixteen, the next block's in the
 // upper sixteen. Q4K_PICK takes a block's mins from there as word pairs against the bsums
 // (VPERMW by minIdx) and its [d ×8, dmin ×8] (VPERMPS by ddIdx) from X6, which holds the
 // F16 d and dmin of the one or two blocks converted to float32. Q4K_CHUNK broadcasts 32-byte
 // chunk c to both halves of Z13 and splits it so that its low nibbles (sub-block 2c) fill
 // the lower half and its high nibbles (2c+1) the upper, against 64 contiguous activation
-// bytes; Z14 gets their scales. Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
+// bytes; Z14 gets their scales as words by VPSHUFB from the repeated bytes (a VPERMW from
+// Z10 did the same 10% slower). Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
 // lanes), puts the mins' sums beside them and accumulates both at once: acc's lower eight
 // lanes are dotQ4_KAVX2's acc, the upper its accMin, each lane the same operations, so the
-// same bits. Constants: Z20-Z23 block scales (the next block's in Z17-Z19 and Z4 for the
-// one-token kernel), Y24-Y28 the decoding, Z29 and Z8 the first block's mins and d
-// (Z1 and Z5 the next block's), Z30 and Z31 the split's.
+// same bits. Constants: Z20-Z23 the chunks' scale-byte indices (q4KScaleBytes, for either
+// block of a pair), Y24-Y28 the decoding, Z29 and Z8 the first block's mins and d (Z1 and
+// Z5 the next block's), Z30 and Z31 the split's.
 #define Q4K_CONSTANTS \
 	VBROADCASTI64X4 ·nibbleMask(SB), Z31; \
-	VMOVDQU64       ·q4KScaleWords+0(SB), Z20; \
-	VMOVDQU64       ·q4KScaleWords+64(SB), Z21; \
-	VMOVDQU64       ·q4KScaleWords+128(SB), Z22; \
-	VMOVDQU64       ·q4KScaleWords+192(SB), Z23; \
+	VMOVDQU64       ·q4KScaleBytes+0(SB), Z20; \
+	VMOVDQU64       ·q4KScaleBytes+64(SB), Z21; \
+	VMOVDQU64       ·q4KScaleBytes+128(SB), Z22; \
+	VMOVDQU64       ·q4KScaleBytes+192(SB), Z23; \
 	VBROADCASTI32X4 ·q4KPickLo(SB), Y24; \
 	VBROADCASTI32X4 ·q4KShift(SB), Y25; \
 	VBROADCASTI32X4 ·q4KMaskLo(SB), Y26; \
@@ -96,9 +98,10 @@
 	VPERMPS Z6, dIdx, d
 
 #define Q4K_SCALES \
-	VMOVDQU   4(SI), X3; \
+	VMOVDQU    4(SI), X3; \
 	Q4K_DECODE; \
-	VMOVD     (SI), X6; \
+	VSHUFI32X4 $0x00, Z2, Z2, Z2; \
+	VMOVD      (SI), X6; \
 	VCVTPH2PS X6, X6; \
 	Q4K_PICK(Z29, Z3, Z8, Z7)
 
@@ -106,6 +109,8 @@
 	VMOVDQU     4(SI), X3; \
 	VINSERTI128 $1, 148(SI), Y3, Y3; \
 	Q4K_DECODE; \
+	VSHUFI32X4  $0x55, Z2, Z2, Z17; \
+	VSHUFI32X4  $0x00, Z2, Z2, Z2; \
 	VMOVD       (SI), X6; \
 	VPINSRD     $1, 144(SI), X6, X6; \
 	VCVTPH2PS   X6, X6; \
@@ -125,10 +130,10 @@
 #define SPLIT_GFNI \
 	VGF2P8AFFINEQB $0, Z30, Z13, Z13
 
-#define Q4K_CHUNK(split, woff, index) \
+#define Q4K_CHUNK(split, woff, index, bytes) \
 	VBROADCASTI64X4 woff(SI), Z13; \
 	split; \
-	VPERMW          Z10, index, Z14
+	VPSHUFB         index, bytes, Z14
 
 #define Q4K_END(ints, intsY, aoff, areg, acc, minsY, d) \
 	VEXTRACTI64X4 $1, ints, Y15; \
@@ -142,15 +147,15 @@
 
 // Q4K_BLOCK is the one-token kernel's block at SI+woff against the activations at DI+aoff,
 // with its scale indices, mins and d.
-#define Q4K_BLOCK(split, woff, aoff, i0, i1, i2, i3, minsY, d) \
+#define Q4K_BLOCK(split, woff, aoff, bytes, minsY, d) \
 	VPXORD Z16, Z16, Z16; \
-	Q4K_CHUNK(split, woff+16, i0); \
+	Q4K_CHUNK(split, woff+16, Z20, bytes); \
 	DOT_TOKEN(Z13, Z14, aoff+4, DI, Z16); \
-	Q4K_CHUNK(split, woff+48, i1); \
+	Q4K_CHUNK(split, woff+48, Z21, bytes); \
 	DOT_TOKEN(Z13, Z14, aoff+68, DI, Z16); \
-	Q4K_CHUNK(split, woff+80, i2); \
+	Q4K_CHUNK(split, woff+80, Z22, bytes); \
 	DOT_TOKEN(Z13, Z14, aoff+132, DI, Z16); \
-	Q4K_CHUNK(split, woff+112, i3); \
+	Q4K_CHUNK(split, woff+112, Z23, bytes); \
 	DOT_TOKEN(Z13, Z14, aoff+196, DI, Z16); \
 	Q4K_END(Z16, Y16, aoff, DI, Z0, minsY, d)
 
@@ -189,10 +194,6 @@ label: \
 // each), then a last block alone when nb is odd.
 #define Q4K_ROWS(split) \
 	Q4K_CONSTANTS; \
-	VMOVDQU64 ·q4KScaleWords+256(SB), Z17; \
-	VMOVDQU64 ·q4KScaleWords+320(SB), Z18; \
-	VMOVDQU64 ·q4KScaleWords+384(SB), Z19; \
-	VMOVDQU64 ·q4KScaleWords+448(SB), Z4; \
 	VMOVDQU64 ·q4KMinWords+64(SB), Z1; \
 	VMOVDQU64 ·q4KDLanes+64(SB), Z5; \
 	ROWS_BEGIN(q4krow); \
@@ -205,8 +206,8 @@ q4kpair: \
 	PREFETCH_NEAR; \
 	PREFETCHT0 768(SI); \
 	Q4K_SCALES_PAIR; \
-	Q4K_BLOCK(split, 0, 0, Z20, Z21, Z22, Z23, Y3, Z7); \
-	Q4K_BLOCK(split, 144, 292, Z17, Z18, Z19, Z4, Y12, Z9); \
+	Q4K_BLOCK(split, 0, 0, Z2, Y3, Z7); \
+	Q4K_BLOCK(split, 144, 292, Z17, Y12, Z9); \
 	ADDQ  $288, SI; \
 	ADDQ  $584, DI; \
 	SUBQ  $2, CX; \
@@ -217,7 +218,7 @@ q4kpair: \
 q4klast: \
 	PREFETCH_AHEAD; \
 	Q4K_SCALES; \
-	Q4K_BLOCK(split, 0, 0, Z20, Z21, Z22, Z23, Y3, Z7); \
+	Q4K_BLOCK(split, 0, 0, Z2, Y3, Z7); \
 q4kdone: \
 	Q4K_HALVES(Z0, Y0, X0); \
 	VHADDPS X0, X0, X0; \
@@ -236,7 +237,7 @@ TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
 
 // Q4K_TOKENS4 is one chunk against the four tokens.
 #define Q4K_TOKENS4(split, woff, index, aoff) \
-	Q4K_CHUNK(split, woff, index); \
+	Q4K_CHUNK(split, woff, index, Z2); \
 	DOT_TOKEN(Z13, Z14, aoff, R8, Z16); \
 	DOT_TOKEN(Z13, Z14, aoff, R9, Z17); \
 	DOT_TOKEN(Z13, Z14, aoff, R10, Z18); \
