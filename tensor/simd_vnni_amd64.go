@@ -78,13 +78,15 @@ var (
 	// bits 4-5 and 6-7 (right by 0 and 2).
 	q6KHighBitsLo = wordHalves(4, 2)
 	q6KHighBitsHi = wordHalves(0, 2)
-	// q6KScaleWords[2h+p] makes VPERMW give 128-bit lane k the scale of sub-block 8h+4p+k,
-	// from the sixteen scales widened to words: the 64 values of half h, part p (low nibbles
-	// p=0, high nibbles p=1) are sub-blocks 8h+4p to 8h+4p+3.
-	q6KScaleWords = func() (idx [4][32]uint16) {
-		for hp := range idx {
-			for i := range idx[hp] {
-				idx[hp][i] = uint16(4*hp + i/8)
+	// q6KScaleBytes[p] makes VPSHUFB fill 128-bit lane k with word 4p+k of its lane: from
+	// half h's eight scales widened to words and repeated in every lane, the scale of
+	// sub-block 8h+4p+k (the 64 values of half h, part p — low nibbles p=0, high p=1 — are
+	// sub-blocks 8h+4p to 8h+4p+3). A VPERMW from all sixteen words did the same, slower.
+	q6KScaleBytes = func() (idx [2][64]byte) {
+		for p := range idx {
+			for i := range 32 {
+				word := 4*p + i/8
+				idx[p][2*i], idx[p][2*i+1] = byte(2*word), byte(2*word+1)
 			}
 		}
 		return idx

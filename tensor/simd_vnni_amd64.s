@@ -303,8 +303,10 @@ TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 // Q6_K. Per half h of a block, Q6K_HALF_A loads ql's 64 bytes into Z13 (values 128h+0..63
 // in their low nibbles, 128h+64..127 in their high) and qh's 32 bytes broadcast to both
 // halves of Z14, and leaves the unsigned 6-bit values 128h+0..63 in Z15 (each value's two
-// high bits moved to bits 4-5 and merged by VPTERNLOGD: Z15 |= Z11 & 0x30) and their 16-value sub-blocks' scales in Z12 (VPERMW from
-// the sixteen scales as words, Y10); Q6K_HALF_B does the same for 128h+64..127 into Z13.
+// high bits moved to bits 4-5 and merged by VPTERNLOGD: Z15 |= Z11 & 0x30) and their
+// 16-value sub-blocks' scales as words in Z12 (VPSHUFB from half h's eight scale words,
+// repeated in every lane of Z22 or Z23; the sixteen as words stay in Y10 for the total);
+// Q6K_HALF_B does the same for 128h+64..127 into Z13.
 // Q6K_TOTAL folds a token's integer sums to eight lanes less the -32 offset, 32·Σ
 // scale·bsum: right only in total, and that total is exact.
 #define Q6K_CONSTANTS \
@@ -312,25 +314,23 @@ TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	VBROADCASTI64X4 ·bits45Mask(SB), Z30; \
 	VMOVDQU64       ·q6KHighBitsLo(SB), Z29; \
 	VMOVDQU64       ·q6KHighBitsHi(SB), Z28; \
-	VMOVDQU64       ·q6KScaleWords+0(SB), Z20; \
-	VMOVDQU64       ·q6KScaleWords+64(SB), Z21; \
-	VMOVDQU64       ·q6KScaleWords+128(SB), Z22; \
-	VMOVDQU64       ·q6KScaleWords+192(SB), Z23
+	VMOVDQU64       ·q6KScaleBytes+0(SB), Z20; \
+	VMOVDQU64       ·q6KScaleBytes+64(SB), Z21
 
-#define Q6K_HALF_A(qloff, qhoff, index) \
+#define Q6K_HALF_A(qloff, qhoff, index, scales) \
 	VMOVDQU64       qloff(SI), Z13; \
 	VBROADCASTI64X4 qhoff(SI), Z14; \
 	VPANDD          Z31, Z13, Z15; \
 	VPSLLVW         Z29, Z14, Z11; \
 	VPTERNLOGD      $0xF8, Z30, Z11, Z15; \
-	VPERMW          Z10, index, Z12
+	VPSHUFB         index, scales, Z12
 
-#define Q6K_HALF_B(index) \
+#define Q6K_HALF_B(index, scales) \
 	VPSRLW     $4, Z13, Z13; \
 	VPANDD     Z31, Z13, Z13; \
 	VPSRLVW    Z28, Z14, Z14; \
 	VPTERNLOGD $0xF8, Z30, Z14, Z13; \
-	VPERMW     Z10, index, Z12
+	VPSHUFB    index, scales, Z12
 
 #define Q6K_TOTAL(ints, intsY, areg, out) \
 	VEXTRACTI64X4 $1, ints, Y15; \
@@ -350,15 +350,17 @@ TEXT ·dotQ6_KRowsVNNI(SB), NOSPLIT, $0-48
 q6kblock:
 	PREFETCH_AHEAD
 	PREFETCH_NEAR
-	VPMOVSXBW 192(SI), Y10
+	VPMOVSXBW  192(SI), Y10
+	VSHUFI32X4 $0x00, Z10, Z10, Z22
+	VSHUFI32X4 $0x55, Z10, Z10, Z23
 	VPXORD    Z16, Z16, Z16
-	Q6K_HALF_A(0, 128, Z20)
+	Q6K_HALF_A(0, 128, Z20, Z22)
 	DOT_TOKEN(Z15, Z12, 4, DI, Z16)
-	Q6K_HALF_B(Z21)
+	Q6K_HALF_B(Z21, Z22)
 	DOT_TOKEN(Z13, Z12, 68, DI, Z16)
-	Q6K_HALF_A(64, 160, Z22)
+	Q6K_HALF_A(64, 160, Z20, Z23)
 	DOT_TOKEN(Z15, Z12, 132, DI, Z16)
-	Q6K_HALF_B(Z23)
+	Q6K_HALF_B(Z21, Z23)
 	DOT_TOKEN(Z13, Z12, 196, DI, Z16)
 	Q6K_TOTAL(Z16, Y16, DI, Y1)
 	VEXTRACTI128 $1, Y1, X13
@@ -401,18 +403,20 @@ TEXT ·dotQ6_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 
 q6k4block:
 	PREFETCH_AHEAD
-	VPMOVSXBW 192(SI), Y10
+	VPMOVSXBW  192(SI), Y10
+	VSHUFI32X4 $0x00, Z10, Z10, Z22
+	VSHUFI32X4 $0x55, Z10, Z10, Z23
 	VPXORD    Z16, Z16, Z16
 	VPXORD    Z17, Z17, Z17
 	VPXORD    Z18, Z18, Z18
 	VPXORD    Z19, Z19, Z19
-	Q6K_HALF_A(0, 128, Z20)
+	Q6K_HALF_A(0, 128, Z20, Z22)
 	Q6K_TOKENS4(Z15, 4)
-	Q6K_HALF_B(Z21)
+	Q6K_HALF_B(Z21, Z22)
 	Q6K_TOKENS4(Z13, 68)
-	Q6K_HALF_A(64, 160, Z22)
+	Q6K_HALF_A(64, 160, Z20, Z23)
 	Q6K_TOKENS4(Z15, 132)
-	Q6K_HALF_B(Z23)
+	Q6K_HALF_B(Z21, Z23)
 	Q6K_TOKENS4(Z13, 196)
 	Q6K_TOTAL(Z16, Y16, R8, Y1)
 	Q6K_TOTAL(Z17, Y17, R9, Y2)
