@@ -495,9 +495,7 @@ type benchModelInfo struct {
 	size, params uint64
 }
 
-// describeModel builds llama.cpp's model description "ARCH TYPE FTYPE". llama.cpp derives
-// TYPE (30B.A3B) from per-architecture layer counts; moerun uses the file's
-// general.size_label when it has one, and llama.cpp's "?B" for an unknown size otherwise.
+// describeModel builds llama.cpp's model description "ARCH TYPE FTYPE" (llama_model_desc).
 func describeModel(path string, f *gguf.File) benchModelInfo {
 	var info benchModelInfo
 	counts := map[tensor.Type]int{}
@@ -511,12 +509,30 @@ func describeModel(path string, f *gguf.File) benchModelInfo {
 	if arch == "" {
 		arch = filepath.Base(path)
 	}
-	size, err := f.Metadata.StringOr("general.size_label", "?B")
-	if err != nil || size == "" {
-		size = "?B" // a label of another type is no label
-	}
-	info.desc = arch + " " + size + " " + fileTypeName(f.Metadata, counts)
+	info.desc = arch + " " + llamaSizeType(placement.Model{Name: path, Metadata: f.Metadata, Tensors: f.Tensors}) + " " + fileTypeName(f.Metadata, counts)
 	return info
+}
+
+// llamaSizeType is llama.cpp's TYPE of a model (llm_type_name): not the file's
+// general.size_label but a label of its architecture's layer counts, in blocks the main
+// graph runs (NextN blocks aside), "?B" for any other count or architecture.
+func llamaSizeType(m placement.Model) string {
+	hp, err := placement.ReadHParams(m)
+	if label, ok := llamaSizeTypes[hp.Arch][hp.Layers]; err == nil && ok {
+		return label
+	}
+	return "?B"
+}
+
+// llamaSizeTypes are the labels of the architectures moerun runs, by layer count, as each
+// one's load_hparams at llama.cpp 3f545bec sets them (src/models/*.cpp).
+var llamaSizeTypes = map[string]map[int]string{
+	"qwen3moe":  {48: "30B.A3B", 94: "235B.A22B"},
+	"deepseek2": {27: "16B", 47: "30B.A3B", 60: "236B", 61: "671B"},
+	"qwen2moe":  {24: "A2.7B", 28: "57B.A14B"},
+	"glm4moe":   {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
+	"gpt-oss":   {24: "20B", 36: "120B"},
+	"qwen35moe": {40: "35B.A3B", 48: "122B.A10B", 60: "397B.A17B"},
 }
 
 // ftypeNames are llama.cpp's names of its file types (llama_ftype_name), by llama_ftype.

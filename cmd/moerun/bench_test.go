@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -350,6 +352,56 @@ func TestFileTypeName(t *testing.T) {
 		if got := fileTypeName(tc.md, counts); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.md, got, tc.want)
 		}
+	}
+}
+
+// llama-bench's model_type names a model by its architecture's layer counts, not by the
+// file's size label: the built-in layouts of real models get llama.cpp's labels (GLM-4.5-Air
+// and DeepSeek-V3 count their NextN block out), a shortened one and a size label alone "?B".
+func TestLlamaSizeType(t *testing.T) {
+	for spec, want := range map[string]string{
+		"deepseek-v2-lite": "16B", "deepseek-v3": "671B", "qwen3-30b-a3b": "30B.A3B", "qwen3-235b-a22b": "235B.A22B",
+		"gpt-oss-20b": "20B", "gpt-oss-120b": "120B", "glm-4.5-air": "106B.A12B", "qwen3.5-35b-a3b": "35B.A3B",
+	} {
+		m, _, err := presetModel(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := llamaSizeType(m); got != want {
+			t.Errorf("%s: %q, want %q", spec, got, want)
+		}
+	}
+	m, _, err := presetModel("qwen3-30b-a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	label, err := gguf.NewMetadata(append(m.Metadata.All(), gguf.KV{Key: "general.size_label", Value: gguf.NewValue("30B-A3B")})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fewer []gguf.KV
+	for _, kv := range label.All() {
+		if kv.Key == "qwen3moe.block_count" {
+			kv.Value = gguf.NewValue(uint32(8))
+		}
+		fewer = append(fewer, kv)
+	}
+	short, err := gguf.NewMetadata(fewer...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tensors []gguf.TensorInfo // the first eight blocks and the global tensors
+	for _, ti := range m.Tensors {
+		var block int
+		if _, err := fmt.Sscanf(ti.Name, "blk.%d.", &block); err != nil || block < 8 {
+			tensors = append(tensors, ti)
+		}
+	}
+	if got := llamaSizeType(placement.Model{Name: "short", Metadata: short, Tensors: tensors}); got != "?B" {
+		t.Errorf("8 layers with a size label: %q, want ?B", got)
+	}
+	if got := llamaSizeType(placement.Model{Name: "labelled", Metadata: label, Tensors: m.Tensors}); got != "30B.A3B" {
+		t.Errorf("48 layers with the label 30B-A3B: %q, want llama.cpp's 30B.A3B", got)
 	}
 }
 
