@@ -113,18 +113,21 @@ func (s *weightSource) lockAll() {
 		return
 	}
 	var err error
+	bytes := int64(s.used)
 	switch {
 	case s.copy:
 		err = mmap.Lock(s.mem[:s.used])
 	default:
+		bytes = 0
 		for _, part := range slices.Sorted(maps.Keys(s.mappedEnd)) {
-			if err = s.f.LockData(part, s.mappedEnd[part]); err != nil {
-				break
+			bytes += s.mappedEnd[part]
+			if err == nil {
+				err = s.f.LockData(part, s.mappedEnd[part])
 			}
 		}
 	}
 	if err != nil {
-		s.warnings = append(s.warnings, fmt.Sprintf("failed to lock the weights in RAM: %v; try raising RLIMIT_MEMLOCK (ulimit -l)", err))
+		s.warnings = append(s.warnings, fmt.Sprintf("failed to lock %.2f MiB of weights in RAM: %v; try raising RLIMIT_MEMLOCK (ulimit -l)", float64(bytes)/(1<<20), err))
 	}
 }
 
