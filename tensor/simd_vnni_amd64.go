@@ -52,13 +52,12 @@ var (
 		}
 		return idx
 	}()
-	// q4KMinWords[b] makes VPERMW put block b's mins (words 8-15 of its sixteen) as pairs,
-	// m0 m0 m1 m1 … m7 m7, in the lower 16 words: each meets the two bsums of its 32 values.
-	q4KMinWords = func() (idx [2][32]uint16) {
-		for b := range idx {
-			for i := range idx[b] {
-				idx[b][i] = uint16(16*b + 8 + i%16/2)
-			}
+	// q4KMinBytes makes VPSHUFB put a block's mins (bytes 8-15 of its sixteen, repeated
+	// in every 128-bit lane) as words in pairs, m0 m0 m1 m1 … m7 m7, in each 256-bit half:
+	// each meets the two bsums of its 32 values.
+	q4KMinBytes = func() (idx [64]int8) {
+		for i := range 32 {
+			idx[2*i], idx[2*i+1] = int8(8+i%16/2), -128 // 0x80: a zero high byte
 		}
 		return idx
 	}()

@@ -23,9 +23,9 @@
 // The one- and four-token kernels of a format are built from the same macros, so a token
 // of the four-token kernel runs the one-token kernel's integer and float operations
 // (hence its bits). Registers: Z20-Z31 hold constants, Z16-Z19 a token's integer sums,
-// Z0 Z1 Z4 Z5 a token's float sums, Z10 a block's scales as words, Z11-Z15 are scratch;
-// the one-token Q4_K kernel, which decodes blocks in pairs, keeps the second block's
-// constants in Z1 Z5 and its scale bytes in Z17 instead.
+// Z0 Z1 Z4 Z5 a token's float sums, Z2 a Q4_K block's scale bytes (Z10 a Q6_K block's
+// scales as words), Z11-Z15 are scratch; the one-token Q4_K kernel, which decodes blocks
+// in pairs, keeps the second block's d indices in Z5 and its scale bytes in Z17 instead.
 
 #define PREFETCH_AHEAD \
 	PREFETCHT1 4096(SI); \
@@ -56,20 +56,20 @@
 // Q4_K. Q4K_DECODE turns the 12 packed scale bytes of a block in each 128-bit lane of Y3
 // into [sc0..7, m0..7] in the same lane of Y2, as dotQ4_KAVX2 (its VPTERNLOGD is
 // Y2 = (Y2 & maskHi) | Y15). Q4K_SCALES decodes one block (Q4K_SCALES_PAIR two, one per
-// lane), repeats its sixteen bytes in every 128-bit lane of Z2 (the pair's second block's
-// in Z17) and widens the bytes to words in Z10: a block's sixteen, the next block's in the
-// upper sixteen. Q4K_PICK takes a block's mins from there as word pairs against the bsums
-// (VPERMW by minIdx) and its [d ×8, dmin ×8] (VPERMPS by ddIdx) from X6, which holds the
-// F16 d and dmin of the one or two blocks converted to float32. Q4K_CHUNK broadcasts 32-byte
-// chunk c to both halves of Z13 and splits it so that its low nibbles (sub-block 2c) fill
-// the lower half and its high nibbles (2c+1) the upper, against 64 contiguous activation
-// bytes; Z14 gets their scales as words by VPSHUFB from the repeated bytes (a VPERMW from
-// Z10 did the same 10% slower). Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
+// lane) and repeats its sixteen bytes in every 128-bit lane of Z2 (the pair's second
+// block's in Z17). Q4K_PICK takes a block's mins from there as word pairs against the
+// bsums (VPSHUFB by Z29) and its [d ×8, dmin ×8] (VPERMPS by ddIdx) from X6, which holds
+// the F16 d and dmin of the one or two blocks converted to float32. Q4K_CHUNK broadcasts
+// 32-byte chunk c to both halves of Z13 and splits it so that its low nibbles (sub-block 2c)
+// fill the lower half and its high nibbles (2c+1) the upper, against 64 contiguous
+// activation bytes; Z14 gets their scales as words by VPSHUFB from the repeated bytes.
+// (VPERMW from the bytes widened to words did both, 10% slower for the scales, 3-4% for the
+// mins.) Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
 // lanes), puts the mins' sums beside them and accumulates both at once: acc's lower eight
 // lanes are dotQ4_KAVX2's acc, the upper its accMin, each lane the same operations, so the
 // same bits. Constants: Z20-Z23 the chunks' scale-byte indices (q4KScaleBytes, for either
-// block of a pair), Y24-Y28 the decoding, Z29 and Z8 the first block's mins and d (Z1 and
-// Z5 the next block's), Z30 and Z31 the split's.
+// block of a pair), Y24-Y28 the decoding, Z29 the mins' byte indices (q4KMinBytes, either
+// block), Z8 the first block's d indices (Z5 the next block's), Z30 and Z31 the split's.
 #define Q4K_CONSTANTS \
 	VBROADCASTI64X4 ·nibbleMask(SB), Z31; \
 	VMOVDQU64       ·q4KScaleBytes+0(SB), Z20; \
@@ -81,7 +81,7 @@
 	VBROADCASTI32X4 ·q4KMaskLo(SB), Y26; \
 	VBROADCASTI32X4 ·q4KPickHi(SB), Y27; \
 	VBROADCASTI32X4 ·q4KMaskHi(SB), Y28; \
-	VMOVDQU64       ·q4KMinWords+0(SB), Z29; \
+	VMOVDQU64       ·q4KMinBytes(SB), Z29; \
 	VMOVDQU64       ·q4KDLanes+0(SB), Z8
 
 #define Q4K_DECODE \
@@ -90,11 +90,10 @@
 	VPANDD     Y26, Y15, Y15; \
 	VPSHUFB    Y27, Y3, Y2; \
 	VPSRLD     $2, Y2, Y2; \
-	VPTERNLOGD $0xEC, Y28, Y15, Y2; \
-	VPMOVZXBW  Y2, Z10
+	VPTERNLOGD $0xEC, Y28, Y15, Y2
 
-#define Q4K_PICK(minIdx, mins, dIdx, d) \
-	VPERMW  Z10, minIdx, mins; \
+#define Q4K_PICK(bytes, mins, dIdx, d) \
+	VPSHUFB Z29, bytes, mins; \
 	VPERMPS Z6, dIdx, d
 
 #define Q4K_SCALES \
@@ -103,7 +102,7 @@
 	VSHUFI32X4 $0x00, Z2, Z2, Z2; \
 	VMOVD      (SI), X6; \
 	VCVTPH2PS X6, X6; \
-	Q4K_PICK(Z29, Z3, Z8, Z7)
+	Q4K_PICK(Z2, Z3, Z8, Z7)
 
 #define Q4K_SCALES_PAIR \
 	VMOVDQU     4(SI), X3; \
@@ -114,8 +113,8 @@
 	VMOVD       (SI), X6; \
 	VPINSRD     $1, 144(SI), X6, X6; \
 	VCVTPH2PS   X6, X6; \
-	Q4K_PICK(Z29, Z3, Z8, Z7); \
-	Q4K_PICK(Z1, Z12, Z5, Z9)
+	Q4K_PICK(Z2, Z3, Z8, Z7); \
+	Q4K_PICK(Z17, Z12, Z5, Z9)
 
 // The two ways to split a chunk's nibbles, for Q4K_CHUNK's split argument: words of the
 // upper half shifted right by 4 (VPSRLVW by Z30 = highHalfShift4), then masked to the low
@@ -194,7 +193,6 @@ label: \
 // each), then a last block alone when nb is odd.
 #define Q4K_ROWS(split) \
 	Q4K_CONSTANTS; \
-	VMOVDQU64 ·q4KMinWords+64(SB), Z1; \
 	VMOVDQU64 ·q4KDLanes+64(SB), Z5; \
 	ROWS_BEGIN(q4krow); \
 	VPXORD Z0, Z0, Z0; \
