@@ -64,3 +64,26 @@ label: \
 	INCQ       DX; \
 	CMPQ       DX, rows+48(FP); \
 	JLT        label
+
+// ROWS_BEGIN and ROWS_END run a one-token kernel over consecutive rows: SI walks the rows
+// (each rowBytes long, nb blocks), DI restarts at the activation vector for every row, and
+// each row's sum, left in X0 by the body, is stored to out[r]. Constants stay loaded and
+// the upper registers are cleared once, after the last row.
+#define ROWS_BEGIN(label) \
+	MOVQ w+0(FP), SI; \
+	MOVQ rows+24(FP), R10; \
+	MOVQ out+40(FP), R11; \
+label: \
+	MOVQ SI, R12; \
+	MOVQ a+8(FP), DI; \
+	MOVQ nb+16(FP), CX
+
+#define ROWS_END(label) \
+	VMOVSS X0, (R11); \
+	ADDQ   $4, R11; \
+	MOVQ   R12, SI; \
+	ADDQ   rowBytes+32(FP), SI; \
+	DECQ   R10; \
+	JNZ    label; \
+	CLEAR_HIGH; \
+	RET

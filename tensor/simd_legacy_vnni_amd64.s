@@ -4,7 +4,8 @@
 #include "simd_amd64.h"
 
 // AVX-512 VNNI kernels of the 32-value formats Q4_0, Q5_0, Q8_0 and MXFP4 against Q8_0
-// activations: see simd_legacy_vnni_amd64.go. Go's operand order is Intel's reversed:
+// activations, and of IQ4_XS (whose 32-value sub-blocks unpack as theirs) against Q8_K:
+// see simd_legacy_vnni_amd64.go. Go's operand order is Intel's reversed:
 // VPDPBUSD Y, W, S is S += W·Y, four unsigned bytes of W times four signed bytes of Y
 // per 32-bit lane.
 //
@@ -342,3 +343,89 @@ step:
 	TOKENS4_ROWS_END(row)
 	CLEAR_HIGH
 	RET
+
+// IQ4_XS (256-value blocks: F16 d, the eight sub-blocks' 6-bit scales, 128 bytes of 4-bit
+// indices into the IQ4 levels) against Q8_K, one row at a time as the Q4_K kernel, two
+// 32-value sub-blocks a step: lanes [q, q, q', q'] of the sub-blocks' 16 index bytes each,
+// split as the 32-value formats' (values 0-15 and 16-31 of sub-block 2c below, of 2c+1
+// above). dotIQ4_XSAVX2 multiplies the signed levels by the signed activations as
+// VPMADDUBSW(|v|, sign(y, v)); here |v| comes from a table of the levels' magnitudes
+// (Z29) and the sign from the index (levels 0-7 are the negative ones, VPTESTNMB with
+// Z27 = 8), which negates y under the mask (Z28 = 0): the same pairs, so the same integer
+// lanes, then the same scale words (Z10, picked per step by Z20-Z23), float step and
+// reduction. PDEP spreads the scales' bits: the low four of sub-block i from scales_l's
+// nibble i (R8 = 0x0F per byte), the top two from scales_h's bits 2i and 2i+1 (R9 = 0x30).
+#define IQ4XS_STEP(split, woff, aoff, idx) \
+	VBROADCASTI32X4 woff(SI), Z13; \
+	VBROADCASTI32X4 woff+16(SI), K1, Z13; \
+	split(Z13); \
+	VPTESTNMB       Z27, Z13, K2; \
+	VPSHUFB         Z13, Z29, Z13; \
+	VMOVDQU8        aoff(DI), Z14; \
+	VPSUBB          Z14, Z28, K2, Z14; \
+	VPMADDUBSW      Z14, Z13, Z15; \
+	VPSHUFB         idx, Z10, Z12; \
+	VPDPWSSD        Z12, Z15, Z16
+
+#define IQ4XS_ROWS(split) \
+	MOVL            $0xFF00, AX; \
+	KMOVW           AX, K1; \
+	MOVL            $8, AX; \
+	VPBROADCASTB    AX, Z27; \
+	MOVL            $32, AX; \
+	VPBROADCASTB    AX, Z26; \
+	VPXORD          Z28, Z28, Z28; \
+	VBROADCASTI32X4 ·iq4AbsLevels(SB), Z29; \
+	VMOVDQU64       ·iq4XSScaleWords+0(SB), Z20; \
+	VMOVDQU64       ·iq4XSScaleWords+64(SB), Z21; \
+	VMOVDQU64       ·iq4XSScaleWords+128(SB), Z22; \
+	VMOVDQU64       ·iq4XSScaleWords+192(SB), Z23; \
+	MOVQ            $0x0F0F0F0F0F0F0F0F, R8; \
+	MOVQ            $0x3030303030303030, R9; \
+	ROWS_BEGIN(iq4xsrow); \
+	VXORPS          X0, X0, X0; \
+iq4xsblock: \
+	PREFETCHT1      4096(SI); \
+	PREFETCHT1      4160(SI); \
+	PREFETCHT1      4224(SI); \
+	MOVL            4(SI), AX; \
+	PDEPQ           R8, AX, AX; \
+	MOVWLZX         2(SI), BX; \
+	PDEPQ           R9, BX, BX; \
+	ORQ             BX, AX; \
+	VMOVQ           AX, X10; \
+	VPSUBB          X26, X10, X10; \
+	VPMOVSXBW       X10, X10; \
+	VSHUFI32X4      $0, Z10, Z10, Z10; \
+	VPXORD          Z16, Z16, Z16; \
+	IQ4XS_STEP(split, 8, 4, Z20); \
+	IQ4XS_STEP(split, 40, 68, Z21); \
+	IQ4XS_STEP(split, 72, 132, Z22); \
+	IQ4XS_STEP(split, 104, 196, Z23); \
+	VEXTRACTI64X4   $1, Z16, Y15; \
+	VPADDD          Y15, Y16, Y15; \
+	VCVTDQ2PS       Y15, Y15; \
+	VPBROADCASTW    (SI), X14; \
+	VCVTPH2PS       X14, X14; \
+	VMULSS          (DI), X14, X14; \
+	VBROADCASTSS    X14, Y14; \
+	VFMADD231PS     Y15, Y14, Y0; \
+	ADDQ            $136, SI; \
+	ADDQ            $292, DI; \
+	DECQ            CX; \
+	JNZ             iq4xsblock; \
+	VEXTRACTF128    $1, Y0, X1; \
+	VADDPS          X1, X0, X0; \
+	VHADDPS         X0, X0, X0; \
+	VHADDPS         X0, X0, X0; \
+	ROWS_END(iq4xsrow)
+
+// func dotIQ4_XSRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotIQ4_XSRowsVNNI(SB), NOSPLIT, $0-48
+	SHIFT_CONSTANTS
+	IQ4XS_ROWS(SPLIT_SHIFT)
+
+// func dotIQ4_XSRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotIQ4_XSRowsGFNI(SB), NOSPLIT, $0-48
+	GFNI_CONSTANTS
+	IQ4XS_ROWS(SPLIT_GFNI)

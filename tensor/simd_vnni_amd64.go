@@ -81,21 +81,23 @@ var (
 	// half h's eight scales widened to words and repeated in every lane, the scale of
 	// sub-block 8h+4p+k (the 64 values of half h, part p — low nibbles p=0, high p=1 — are
 	// sub-blocks 8h+4p to 8h+4p+3). A VPERMW from all sixteen words did the same, slower.
-	q6KScaleBytes = func() (idx [2][64]byte) {
-		for p := range idx {
-			for i := range 32 {
-				word := 4*p + i/8
-				idx[p][2*i], idx[p][2*i+1] = byte(2*word), byte(2*word+1)
-			}
-		}
-		return idx
-	}()
+	q6KScaleBytes = [2][64]int8{laneWords(func(lane int) int { return lane }), laneWords(func(lane int) int { return 4 + lane })}
 )
 
 const (
 	lowNibble  = 0x01_02_04_08_00_00_00_00
 	highNibble = 0x10_20_40_80_00_00_00_00
 )
+
+// laneWords is a VPSHUFB index vector that fills each 128-bit lane with one word of its
+// source lane: word(lane) for lanes 0-3.
+func laneWords(word func(lane int) int) (idx [64]int8) {
+	for i := range 32 {
+		w := word(i / 8)
+		idx[2*i], idx[2*i+1] = int8(2*w), int8(2*w+1)
+	}
+	return idx
+}
 
 // wordHalves is a 512-bit vector of words, lo in the lower 256 bits and hi in the upper.
 func wordHalves(lo, hi uint16) (v [32]uint16) {

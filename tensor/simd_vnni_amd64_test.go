@@ -33,7 +33,13 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}}
 	for name, gfni := range q4KSplits() {
 		rows, _ := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2},
+			kernel{IQ4_XS, name, vnniDot(pickLegacyRows(IQ4_XS, gfni)), dotIQ4_XSAVX2})
+	}
+	for i, v := range iq4Values { // the IQ4_XS kernel takes a level's sign from its index
+		if (v < 0) != (i < 8) {
+			t.Fatalf("IQ4 level %d is %d: the kernel's signs assume levels 0-7 negative", i, v)
+		}
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, k := range kernels {
@@ -248,6 +254,10 @@ func extremeBlocks(typ Type, w, a []byte) {
 			}
 			for i := 192; i < 208; i++ {
 				b[i] = 0x80 // scale -128
+			}
+		case IQ4_XS:
+			for i := 2; i < bs; i++ {
+				b[i] = 0 // scales -32, every level -127
 			}
 		}
 	}
