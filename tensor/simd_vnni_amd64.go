@@ -89,6 +89,18 @@ const (
 	highNibble = 0x10_20_40_80_00_00_00_00
 )
 
+// q5KFifthBits[c] are GFNI matrices (one per 64-bit lane) that move bit 2c of each byte to
+// bit 4 in the lower 256 bits and bit 2c+1 in the upper, clearing the rest: Q5_K's fifth
+// bits of a chunk's values (result bit 4 is the parity of matrix byte 3 and the byte).
+var q5KFifthBits = func() (m [4][8]uint64) {
+	for c := range m {
+		for q := range 8 {
+			m[c][q] = uint64(1) << (2*c + q/4) << 24
+		}
+	}
+	return m
+}()
+
 // laneWords is a VPSHUFB index vector that fills each 128-bit lane with one word of its
 // source lane: word(lane) for lanes 0-3.
 func laneWords(word func(lane int) int) (idx [64]int8) {
@@ -125,6 +137,9 @@ func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotQ5_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
 func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
@@ -149,7 +164,11 @@ var (
 	dotQ4_KTokens4VNNI   = vnniDotTokens4(dotQ4_KTokens4RowsOf)
 	dotQ6_KTokens4VNNI   = vnniDotTokens4(dotQ6_KTokens4RowsOf)
 
+	dotQ5_KVNNI        = vnniDot(q5KShape, dotQ5_KRowsGFNI)
+	dotQ5_KRowsOneVNNI = vnniDotRows(q5KShape, dotQ5_KRowsGFNI)
+
 	q4KShape = blockShape{values: qkK, bytes: 144, actBytes: 292}
+	q5KShape = blockShape{values: qkK, bytes: 176, actBytes: 292}
 	q6KShape = blockShape{values: qkK, bytes: 210, actBytes: 292}
 )
 

@@ -104,14 +104,14 @@
 	VCVTPH2PS X6, X6; \
 	Q4K_PICK(Z2, Z3, Z8, Z7)
 
-#define Q4K_SCALES_PAIR \
+#define Q4K_SCALES_PAIR(bsize) \
 	VMOVDQU     4(SI), X3; \
-	VINSERTI128 $1, 148(SI), Y3, Y3; \
+	VINSERTI128 $1, bsize+4(SI), Y3, Y3; \
 	Q4K_DECODE; \
 	VSHUFI32X4  $0x55, Z2, Z2, Z17; \
 	VSHUFI32X4  $0x00, Z2, Z2, Z2; \
 	VMOVD       (SI), X6; \
-	VPINSRD     $1, 144(SI), X6, X6; \
+	VPINSRD     $1, bsize(SI), X6, X6; \
 	VCVTPH2PS   X6, X6; \
 	Q4K_PICK(Z2, Z3, Z8, Z7); \
 	Q4K_PICK(Z17, Z12, Z5, Z9)
@@ -145,18 +145,33 @@
 	VFMADD231PS   Z15, Z14, acc
 
 // Q4K_BLOCK is the one-token kernel's block at SI+woff against the activations at DI+aoff,
-// with its scale indices, mins and d.
-#define Q4K_BLOCK(split, woff, aoff, bytes, minsY, d) \
+// with its scale bytes, mins and d; its nibbles start qoff bytes into the block, and
+// fifth(woff, c) adds what else a chunk's values hold (Q5_K's fifth bits; nothing for Q4_K).
+#define Q4K_BLOCK(split, fifth, qoff, woff, aoff, bytes, minsY, d) \
 	VPXORD Z16, Z16, Z16; \
-	Q4K_CHUNK(split, woff+16, Z20, bytes); \
+	Q4K_CHUNK(split, woff+qoff, Z20, bytes); \
+	fifth(woff, 0); \
 	DOT_TOKEN(Z13, Z14, aoff+4, DI, Z16); \
-	Q4K_CHUNK(split, woff+48, Z21, bytes); \
+	Q4K_CHUNK(split, woff+qoff+32, Z21, bytes); \
+	fifth(woff, 64); \
 	DOT_TOKEN(Z13, Z14, aoff+68, DI, Z16); \
-	Q4K_CHUNK(split, woff+80, Z22, bytes); \
+	Q4K_CHUNK(split, woff+qoff+64, Z22, bytes); \
+	fifth(woff, 128); \
 	DOT_TOKEN(Z13, Z14, aoff+132, DI, Z16); \
-	Q4K_CHUNK(split, woff+112, Z23, bytes); \
+	Q4K_CHUNK(split, woff+qoff+96, Z23, bytes); \
+	fifth(woff, 192); \
 	DOT_TOKEN(Z13, Z14, aoff+196, DI, Z16); \
 	Q4K_END(Z16, Y16, aoff, DI, Z0, minsY, d)
+
+#define NO_FIFTH(woff, c)
+
+// Q5K_FIFTH puts the fifth bits of chunk c's values (qh, the 32 bytes after the scales:
+// bit 2c of byte l for value 64c+l below, bit 2c+1 for 64c+32+l above) at bit 4 of their
+// bytes, by one GFNI affine transform per half (q5KFifthBits, c the chunk's offset there).
+#define Q5K_FIFTH(woff, c) \
+	VBROADCASTI64X4 woff+16(SI), Z11; \
+	VGF2P8AFFINEQB  $0, ·q5KFifthBits+c(SB), Z11, Z11; \
+	VPORD           Z11, Z13, Z13
 
 // Q4K_HALVES leaves in X of acc its sums less its mins, halves added (sumLanes' first step).
 #define Q4K_HALVES(acc, accY, accX) \
@@ -165,10 +180,11 @@
 	VEXTRACTF128  $1, accY, X2; \
 	VADDPS        X2, accX, accX
 
-// Q4K_ROWS is the one-token kernel (dotQ4_KRowsVNNI, dotQ4_KRowsGFNI), once Z30 holds the
-// split's constant. Blocks go in pairs, whose scales are decoded together (one 128-bit lane
-// each), then a last block alone when nb is odd.
-#define Q4K_ROWS(split) \
+// Q4K_ROWS is the one-token kernel (dotQ4_KRowsVNNI, dotQ4_KRowsGFNI, and with fifth bits
+// dotQ5_KRowsGFNI), once Z30 holds the split's constant: blocks of bsize bytes (pair, two)
+// whose nibbles start at qoff. Blocks go in pairs, whose scales are decoded together (one
+// 128-bit lane each), then a last block alone when nb is odd.
+#define Q4K_ROWS(split, fifth, bsize, pair, qoff) \
 	Q4K_CONSTANTS; \
 	VMOVDQU64 ·q4KDLanes+64(SB), Z5; \
 	ROWS_BEGIN(q4krow); \
@@ -180,10 +196,10 @@ q4kpair: \
 	PREFETCHT1 4352(SI); \
 	PREFETCH_NEAR; \
 	PREFETCHT0 768(SI); \
-	Q4K_SCALES_PAIR; \
-	Q4K_BLOCK(split, 0, 0, Z2, Y3, Z7); \
-	Q4K_BLOCK(split, 144, 292, Z17, Y12, Z9); \
-	ADDQ  $288, SI; \
+	Q4K_SCALES_PAIR(bsize); \
+	Q4K_BLOCK(split, fifth, qoff, 0, 0, Z2, Y3, Z7); \
+	Q4K_BLOCK(split, fifth, qoff, bsize, 292, Z17, Y12, Z9); \
+	ADDQ  $pair, SI; \
 	ADDQ  $584, DI; \
 	SUBQ  $2, CX; \
 	CMPQ  CX, $2; \
@@ -193,7 +209,7 @@ q4kpair: \
 q4klast: \
 	PREFETCH_AHEAD; \
 	Q4K_SCALES; \
-	Q4K_BLOCK(split, 0, 0, Z2, Y3, Z7); \
+	Q4K_BLOCK(split, fifth, qoff, 0, 0, Z2, Y3, Z7); \
 q4kdone: \
 	Q4K_HALVES(Z0, Y0, X0); \
 	VHADDPS X0, X0, X0; \
@@ -203,12 +219,20 @@ q4kdone: \
 // func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64 ·highHalfShift4(SB), Z30
-	Q4K_ROWS(SPLIT_SHIFT)
+	Q4K_ROWS(SPLIT_SHIFT, NO_FIFTH, 144, 288, 16)
 
 // func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
 	VMOVDQU64 ·nibbleMatrix(SB), Z30
-	Q4K_ROWS(SPLIT_GFNI)
+	Q4K_ROWS(SPLIT_GFNI, NO_FIFTH, 144, 288, 16)
+
+// func dotQ5_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+//
+// Q5_K: Q4_K's block with the fifth bits (qh) between the scales and the nibbles, as
+// dotQ5_KAVX2 (values 0-31, the same scales, mins and float steps).
+TEXT ·dotQ5_KRowsGFNI(SB), NOSPLIT, $0-48
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_ROWS(SPLIT_GFNI, Q5K_FIFTH, 176, 352, 48)
 
 // Q4K_TOKENS4 is one chunk against the four tokens.
 #define Q4K_TOKENS4(split, woff, index, aoff) \

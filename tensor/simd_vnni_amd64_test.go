@@ -36,6 +36,9 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2},
 			kernel{IQ4_XS, name, vnniDot(pickLegacyRows(IQ4_XS, gfni)), dotIQ4_XSAVX2})
 	}
+	if useGFNI {
+		kernels = append(kernels, kernel{Q5_K, "gfni", dotQ5_KVNNI, dotQ5_KAVX2})
+	}
 	for i, v := range iq4Values { // the IQ4_XS kernel takes a level's sign from its index
 		if (v < 0) != (i < 8) {
 			t.Fatalf("IQ4 level %d is %d: the kernel's signs assume levels 0-7 negative", i, v)
@@ -254,6 +257,10 @@ func extremeBlocks(typ Type, w, a []byte) {
 			}
 			for i := 192; i < 208; i++ {
 				b[i] = 0x80 // scale -128
+			}
+		case Q5_K:
+			for i := 4; i < bs; i++ {
+				b[i] = 0xFF
 			}
 		case IQ4_XS:
 			for i := 2; i < bs; i++ {
