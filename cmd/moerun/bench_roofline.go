@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"time"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/internal/mmap"
@@ -57,15 +56,8 @@ func newStreamProbe(pool *tensor.Pool) (*streamProbe, error) {
 
 // measure is the bandwidth of the best of probeReads reads of the buffer, GB/s.
 func (p *streamProbe) measure() (float64, error) {
-	best := 0.0
-	for range probeReads {
-		start := time.Now()
-		if err := p.pool.StreamRead(p.buf); err != nil {
-			return 0, err
-		}
-		best = max(best, float64(len(p.buf))/time.Since(start).Seconds()/1e9)
-	}
-	return best, nil
+	best, _, err := streamBandwidth(p.pool, p.buf, probeReads)
+	return best, err
 }
 
 // newRoofline sizes a decode test's roofline: the bytes the CPU reads per token under plan

@@ -295,7 +295,7 @@ func (c *calibCmd) measureMatVec(e *env, prof *placement.Profile, threads int) e
 	pool := tensor.NewPool(threads)
 	defer pool.Close()
 	fmt.Fprintf(e.stderr, "calibrate: stream read, %d threads…\n", threads)
-	stream, streamSec, err := streamBandwidth(pool, set.buf)
+	stream, streamSec, err := streamBandwidth(pool, set.buf, maxStreamRun)
 	if err != nil {
 		return err
 	}
@@ -316,10 +316,10 @@ func (c *calibCmd) measureMatVec(e *env, prof *placement.Profile, threads int) e
 	return nil
 }
 
-// streamBandwidth is the best of a few stream reads of buf, GB/s, and the time they took.
-func streamBandwidth(pool *tensor.Pool, buf []byte) (float64, float64, error) {
+// streamBandwidth is the best of reads stream reads of buf, GB/s, and the time they took.
+func streamBandwidth(pool *tensor.Pool, buf []byte, reads int) (float64, float64, error) {
 	best, total := 0.0, 0.0
-	for range maxStreamRun {
+	for range reads {
 		start := time.Now()
 		if err := pool.StreamRead(buf); err != nil {
 			return 0, 0, err
