@@ -51,8 +51,9 @@ type directFile struct {
 const copyAlign = 64
 
 // newWeightSource prepares the weights' bytes for plan; host is the host's device name.
-// Memory for the copies is reserved, not yet touched: the kernel gives it pages as the
-// reads fill it.
+// Where the host's weights are copied, memory for all of them is mapped and faulted in
+// (touch) before any is read; the host's small tensors that the binder reads as float32
+// vectors (norms, biases) get room there too, unused.
 func newWeightSource(f *gguf.File, plan *placement.Plan, host string) (*weightSource, error) {
 	s := &weightSource{f: f, host: host, copy: !plan.Settings.Mmap, lock: plan.Settings.Locked,
 		direct: plan.Settings.LoadMode == placement.LoadDirectIO, copies: map[string][]byte{}, files: map[int]*directFile{}, mappedEnd: map[int]int64{},
