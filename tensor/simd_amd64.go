@@ -116,6 +116,7 @@ func init() {
 			traits[Q5_K].VecDot, dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI
 		}
 		installLegacyVNNI()
+		installLowKVNNI()
 	}
 }
 

@@ -196,6 +196,11 @@ func randomBlocks(rng *rand.Rand, typ Type, w []byte) {
 			binary.LittleEndian.PutUint16(b[2:], randomHalf(rng))
 		case Q6_K:
 			binary.LittleEndian.PutUint16(b[208:], randomHalf(rng))
+		case Q2_K:
+			binary.LittleEndian.PutUint16(b[80:], randomHalf(rng))
+			binary.LittleEndian.PutUint16(b[82:], randomHalf(rng))
+		case Q3_K:
+			binary.LittleEndian.PutUint16(b[108:], randomHalf(rng))
 		case IQ4_XS, Q4_0, Q8_0:
 			binary.LittleEndian.PutUint16(b[0:], randomHalf(rng))
 		case MXFP4:

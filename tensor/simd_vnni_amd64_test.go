@@ -30,7 +30,7 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 		name       string
 		vnni, avx2 func(n int, w, a []byte) float32
 	}
-	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}}
+	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}, {Q2_K, "", dotQ2_KVNNI, dotQ2_KAVX2}, {Q3_K, "", dotQ3_KVNNI, dotQ3_KAVX2}}
 	for name, gfni := range q4KSplits() {
 		rows, _ := pickQ4KKernels(gfni)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2},
@@ -83,7 +83,8 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 		name       string
 		vnni, avx2 func(n int, w, a0, a1, a2, a3 []byte) [4]float32
 	}
-	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2}}
+	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2},
+		{Q2_K, "", dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
 	for name, gfni := range q4KSplits() {
 		_, tokens4 := pickQ4KKernels(gfni)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2})
@@ -117,6 +118,14 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 	}
 }
 
+// eachToken is a one-token kernel as a four-token one: Q2_K and Q3_K have no four-token
+// AVX2 kernels, and the VNNI ones must give each token the one-token kernel's bits.
+func eachToken(dot func(n int, w, a []byte) float32) func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+	return func(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
+		return [4]float32{dot(n, w, a0), dot(n, w, a1), dot(n, w, a2), dot(n, w, a3)}
+	}
+}
+
 // TestVNNIRowsMatchOneRow holds the VNNI kernels over consecutive rows (dotRowsOne, the
 // decode mat-vec's path) to the one-row VecDot of each row, bit for bit: every row must
 // restart its sum, read its own bytes and land in its own slot.
@@ -130,7 +139,7 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 		name    string
 		rowsOne func(n int, rows, a []byte, out []float32)
 	}
-	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}}
+	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}, {Q2_K, "", dotRowsOne[Q2_K]}, {Q3_K, "", dotRowsOne[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		rows, _ := pickQ4KKernels(gfni)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(q4KShape, rows)})
@@ -182,7 +191,7 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 		name string
 		rows func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 	}
-	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}}
+	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}, {Q2_K, "", dotTokens4Rows[Q2_K]}, {Q3_K, "", dotTokens4Rows[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		_, rows := pickQ4KKernels(gfni)
 		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)})
@@ -266,6 +275,14 @@ func extremeBlocks(typ Type, w, a []byte) {
 			for i := 2; i < bs; i++ {
 				b[i] = 0 // scales -32, every level -127
 			}
+		case Q2_K:
+			for i := 0; i < 80; i++ {
+				b[i] = 0xFF // scales and mins 15, codes 3
+			}
+		case Q3_K:
+			for i := 0; i < 108; i++ {
+				b[i] = 0 // scales -32, every value -4 (code 0, high bit clear)
+			}
 		}
 	}
 	for off := 0; off < len(a); off += 292 {
@@ -290,6 +307,8 @@ func BenchmarkVNNI(b *testing.B) {
 	}{
 		{"Q4_K/avx2", Q4_K, dotQ4_KAVX2}, {"Q4_K/vnni", Q4_K, dotQ4_KVNNI},
 		{"Q6_K/avx2", Q6_K, dotQ6_KAVX2}, {"Q6_K/vnni", Q6_K, dotQ6_KVNNI},
+		{"Q2_K/avx2", Q2_K, dotQ2_KAVX2}, {"Q2_K/vnni", Q2_K, dotQ2_KVNNI},
+		{"Q3_K/avx2", Q3_K, dotQ3_KAVX2}, {"Q3_K/vnni", Q3_K, dotQ3_KVNNI},
 	} {
 		b.Run(k.name, func(b *testing.B) {
 			w, a := benchOperands(b, k.typ)
