@@ -118,6 +118,7 @@ func init() {
 		installLegacyVNNI()
 		installLowKVNNI()
 	}
+	installIQ2()
 }
 
 // f16Table maps every binary16 bit pattern to its float32 value (the CPU has F16C, archsimd
