@@ -119,6 +119,7 @@ func init() {
 		installLowKVNNI()
 	}
 	installIQ2()
+	installIQ1()
 }
 
 // f16Table maps every binary16 bit pattern to its float32 value (the CPU has F16C, archsimd
