@@ -119,6 +119,7 @@ func init() {
 		installLowKVNNI()
 	}
 	installIQ2()
+	installIQ3()
 	installIQ1()
 }
 

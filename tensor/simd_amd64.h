@@ -79,11 +79,132 @@ label: \
 	MOVQ nb+16(FP), CX
 
 #define ROWS_END(label) \
+	ROWS_NEXT(label); \
+	CLEAR_HIGH; \
+	RET
+
+// ROWS_NEXT is ROWS_END without the ending, for kernels that end otherwise (VEX-only ones
+// with VZEROUPPER) or do more after their last row.
+#define ROWS_NEXT(label) \
 	VMOVSS X0, (R11); \
 	ADDQ   $4, R11; \
 	MOVQ   R12, SI; \
 	ADDQ   rowBytes+32(FP), SI; \
 	DECQ   R10; \
-	JNZ    label; \
-	CLEAR_HIGH; \
-	RET
+	JNZ    label
+
+// HSUM_FLOAT_8 reduces the eight lanes of yr to lane 0 of xr (yr's low half) in ggml's
+// hsum_float_8 order, (l0+l4 + l2+l6) + (l1+l5 + l3+l7); xt is scratch.
+#define HSUM_FLOAT_8(yr, xr, xt) \
+	VEXTRACTF128 $1, yr, xt; \
+	VADDPS       xt, xr, xr; \
+	VMOVHLPS     xr, xr, xt; \
+	VADDPS       xt, xr, xr; \
+	VMOVSHDUP    xr, xt; \
+	VADDSS       xt, xr, xr
+
+// The lattice kernels (simd_iq3_amd64.s; IQ2's could share them) run over rows declared
+// (w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32) of 256-value blocks against
+// Q8_K: SI the weight block, DI its activations, CX the blocks left in the row, R12 the
+// row, R10 the rows left, R11 the next output, R8 f16Table; Y0 the row's float lanes, Y1
+// the block's integer lanes (lane k the sum over the sub-blocks of (2s+1)·q·y for the
+// values 4k..4k+3 of each, as in ggml's AVX2 kernels).
+//
+// LATTICE_ROWS runs body on every block (bs bytes) of every row, after asking for the
+// lines 4 KiB ahead; body leaves the block's integer lanes in Y1, which go into Y0 times
+// d_x·d_y by one FMA. A row ends as hsum_float_8 times the float32 whose bits are factor.
+// AX, X1 and Y7 are scratch.
+#define LATTICE_ROWS(row, block, body, bs, factor) \
+	LEAQ         ·f16Table(SB), R8; \
+	ROWS_BEGIN(row); \
+	VXORPS       Y0, Y0, Y0; \
+block: \
+	PREFETCHT0   4096(SI); \
+	PREFETCHT0   4160(SI); \
+	body; \
+	MOVWLZX      (SI), AX; \
+	VMOVSS       (R8)(AX*4), X7; \
+	VMULSS       (DI), X7, X7; \
+	VBROADCASTSS X7, Y7; \
+	VCVTDQ2PS    Y1, Y1; \
+	VFMADD231PS  Y7, Y1, Y0; \
+	ADDQ         $bs, SI; \
+	ADDQ         $292, DI; \
+	DECQ         CX; \
+	JNZ          block; \
+	HSUM_FLOAT_8(Y0, X0, X1); \
+	MOVL         $factor, AX; \
+	VMOVD        AX, X1; \
+	VMULSS       X1, X0, X0; \
+	ROWS_NEXT(row)
+
+// LATTICE_SIGN_CODES: the u32 at SI+o holds four 7-bit sign codes (ggml's ksigns) and a
+// 4-bit scale s in its top bits. Y3 gets the codes' ±1 bytes (iq2SignBytes at R14), BX
+// 32·s, the offset of s's words in iq2ScaleWords. DX and Y6 are scratch.
+#define LATTICE_SIGN_CODES(o) \
+	MOVL         o(SI), DX; \
+	MOVL         DX, BX; \
+	ANDL         $127, BX; \
+	VPBROADCASTQ (R14)(BX*8), Y3; \
+	LATTICE_SIGN_CODE(7, 0x0C); \
+	LATTICE_SIGN_CODE(14, 0x30); \
+	LATTICE_SIGN_CODE(21, 0xC0); \
+	MOVL         DX, BX; \
+	SHRL         $28, BX; \
+	SHLL         $5, BX
+
+#define LATTICE_SIGN_CODE(shift, m) \
+	MOVL         DX, BX; \
+	SHRL         $shift, BX; \
+	ANDL         $127, BX; \
+	VPBROADCASTQ (R14)(BX*8), Y6; \
+	VPBLENDD     $m, Y6, Y3, Y3
+
+// LATTICE_SIGNED_DOT adds a sub-block's eight lanes to Y1: the grid bytes Y2 times the
+// activations at DI+q8 signed by Y3 (±1 bytes), the pairs times the scale words at R9+BX.
+// LATTICE_SIGN_BITS_DOT does it with explicit sign bits: the 32 at SI+sg made a byte mask
+// (Y12 iq2SSignSpread, Y13 iq2SSignBit) that negates the activations as y ^ m - m. Both
+// wrap a -128 activation against a negative sign to -128, as ggml's kernels do.
+#define LATTICE_SCALED_ADD \
+	VPMADDUBSW Y5, Y2, Y5; \
+	VPMADDWD   (R9)(BX*1), Y5, Y5; \
+	VPADDD     Y5, Y1, Y1
+
+#define LATTICE_SIGNED_DOT(q8) \
+	VMOVDQU q8(DI), Y5; \
+	VPSIGNB Y3, Y5, Y5; \
+	LATTICE_SCALED_ADD
+
+#define LATTICE_SIGN_BITS_DOT(sg, q8) \
+	VPBROADCASTD sg(SI), Y3; \
+	VPSHUFB      Y12, Y3, Y3; \
+	VPAND        Y13, Y3, Y3; \
+	VPCMPEQB     Y13, Y3, Y3; \
+	VMOVDQU      q8(DI), Y5; \
+	VPXOR        Y3, Y5, Y5; \
+	VPSUBB       Y3, Y5, Y5; \
+	LATTICE_SCALED_ADD
+
+// LATTICE_PAIRS is the AVX-512 body's core: pair(p, sidx, acc) adds the 16 lanes of
+// sub-blocks 2p and 2p+1 to acc (Z10 for even p, Z11 for odd), sidx (Z20+p) the VPERMW
+// indices of their scale words; the sum folds to Y1's eight lanes (lower plus upper half).
+// LATTICE_PAIR_DOT is a pair's product: the grid bytes Z7 times pair p's activations,
+// negated where K2 is set (Z28 zero), the VPMADDUBSW pairs times the words of Z5 that sidx
+// picks, added to acc by VPDPWSSD.
+#define LATTICE_PAIRS(pair) \
+	VPXORD        Z10, Z10, Z10; \
+	VPXORD        Z11, Z11, Z11; \
+	pair(0, Z20, Z10); \
+	pair(1, Z21, Z11); \
+	pair(2, Z22, Z10); \
+	pair(3, Z23, Z11); \
+	VPADDD        Z11, Z10, Z10; \
+	VEXTRACTI64X4 $1, Z10, Y11; \
+	VPADDD        Y11, Y10, Y1
+
+#define LATTICE_PAIR_DOT(p, sidx, acc) \
+	VMOVDQU64  4+64*p(DI), Z8; \
+	VPSUBB     Z8, Z28, K2, Z8; \
+	VPMADDUBSW Z8, Z7, Z9; \
+	VPERMW     Z5, sidx, Z12; \
+	VPDPWSSD   Z12, Z9, acc
