@@ -1,5 +1,5 @@
 // Macros shared by the amd64 assembly kernels (simd_f16c_amd64.s, simd_vnni_amd64.s,
-// simd_legacy_vnni_amd64.s).
+// simd_legacy_vnni_amd64.s, simd_lowk_vnni_amd64.s and the lattice formats' simd_iq*_amd64.s).
 
 // CLEAR_HIGH ends a kernel that used 256- or 512-bit registers: VZEROUPPER clears the
 // upper halves of Y0-Y15/Z0-Z15, and Z16-Z31, which it leaves alone, are zeroed whole, so
@@ -103,7 +103,7 @@ label: \
 	VMOVSHDUP    xr, xt; \
 	VADDSS       xt, xr, xr
 
-// The lattice kernels (simd_iq3_amd64.s; IQ2's could share them) run over rows declared
+// The lattice kernels (simd_iq2_amd64.s, simd_iq3_amd64.s) run over rows declared
 // (w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32) of 256-value blocks against
 // Q8_K: SI the weight block, DI its activations, CX the blocks left in the row, R12 the
 // row, R10 the rows left, R11 the next output, R8 f16Table; Y0 the row's float lanes, Y1

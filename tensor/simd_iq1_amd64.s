@@ -6,7 +6,8 @@
 // IQ1_S and IQ1_M kernels on AVX2: see simd_iq1_amd64.go. Go's operand order is Intel's
 // reversed: VPMADDUBSW S, U, D is D = pairs of U (unsigned) · S (signed), VPSIGNB S, V, D
 // is D = V with the sign of S, VPBLENDD $m, S, V, D takes dwords of S where m has a bit.
-// Only VEX instructions (no AVX-512): the kernels end with VZEROUPPER.
+// Only VEX instructions (no AVX-512): the kernels end with ROWS_NEXT and VZEROUPPER (not
+// ROWS_END, whose CLEAR_HIGH touches Z16-Z31). The rows' sums reduce by HSUM_FLOAT_8.
 //
 // The indices of a block are stored to the stack one block ahead, while the block before
 // is computed: read back right after the vector store, each load waited for it (a quarter
@@ -17,18 +18,6 @@
 // sub-block's indices; Y0 (and Y1, IQ1_M) the float sums, X1 the IQ1_S shift sum, Y2 (and
 // Y3) the block's integer pair sums, Y4-Y8 scratch, Y8 IQ1_M's scales, Y9 its shift
 // signs, Y10-Y15 constants.
-
-// IQ1_ROWS_END stores the row's sum (X0) and moves to the next row, as ROWS_END without
-// the AVX-512 clearing.
-#define IQ1_ROWS_END(label) \
-	VMOVSS X0, (R11); \
-	ADDQ   $4, R11; \
-	MOVQ   R12, SI; \
-	ADDQ   rowBytes+32(FP), SI; \
-	DECQ   R10; \
-	JNZ    label; \
-	VZEROUPPER; \
-	RET
 
 // IQ1_INDICES computes sixteen indices (four sub-blocks) and stores them at
 // dst(SP)(buf): the qs bytes at qs(SI) widened to words, or'ed with the top bits from the 8
@@ -56,16 +45,6 @@
 	VPBLENDD     $0x30, Y5, Y4, Y4; \
 	VPBROADCASTQ (R13)(R8*8), Y5; \
 	VPBLENDD     $0xC0, Y5, Y4, Y4
-
-// HSUM8 reduces the eight lanes of Y(r) to lane 0 of X(r) in ggml's hsum_float_8 order
-// (X(t) scratch).
-#define HSUM8(yr, xr, xt) \
-	VEXTRACTF128 $1, yr, xt; \
-	VADDPS       xt, xr, xr; \
-	VMOVHLPS     xr, xr, xt; \
-	VADDPS       xt, xr, xr; \
-	VMOVSHDUP    xr, xt; \
-	VADDSS       xt, xr, xr
 
 // IQ1_S (50-byte blocks: F16 d, 32 qs, eight u16 qh). IQ1S_PREP stores the indices and
 // scales of the block at off(SI) to the buffer at AX: the scales from qh's dwords with qh
@@ -162,11 +141,13 @@ iq1sbody:
 	DECQ CX
 	JNZ  iq1sblock
 
-	HSUM8(Y0, X0, X2)
+	HSUM_FLOAT_8(Y0, X0, X2)
 	MOVL        $0x3E000000, AX // 0.125
 	VMOVD       AX, X3
 	VFMADD231SS X3, X1, X0
-	IQ1_ROWS_END(iq1srow)
+	ROWS_NEXT(iq1srow)
+	VZEROUPPER
+	RET
 
 // IQ1_M (56-byte blocks: 32 qs, 16 qh bytes of a nibble per group, four u16 of scales
 // with d in their top nibbles). IQ1M_PREP stores the indices of the block at off(SI) to the
@@ -266,9 +247,11 @@ iq1mbody:
 	DECQ CX
 	JNZ  iq1mblock
 
-	HSUM8(Y0, X0, X2)
-	HSUM8(Y1, X1, X2)
+	HSUM_FLOAT_8(Y0, X0, X2)
+	HSUM_FLOAT_8(Y1, X1, X2)
 	MOVL        $0x3E000000, AX // 0.125
 	VMOVD       AX, X3
 	VFMADD231SS X3, X1, X0
-	IQ1_ROWS_END(iq1mrow)
+	ROWS_NEXT(iq1mrow)
+	VZEROUPPER
+	RET

@@ -185,45 +185,23 @@ var (
 	iq2XXSShape = blockShape{values: qkK, bytes: 66, actBytes: 292}
 	iq2XSShape  = blockShape{values: qkK, bytes: 74, actBytes: 292}
 	iq2SShape   = blockShape{values: qkK, bytes: 82, actBytes: 292}
-
-	dotIQ2_XXSAVX2 = vnniDot(iq2XXSShape, dotIQ2_XXSRowsAVX2)
-	dotIQ2_XSAVX2  = vnniDot(iq2XSShape, dotIQ2_XSRowsAVX2)
-	dotIQ2_SAVX2   = vnniDot(iq2SShape, dotIQ2_SRowsAVX2)
 )
 
-// iq2Kernels lists the kernels per type: shape and rows kernel.
-var iq2Kernels = map[Type]struct {
-	shape blockShape
-	rows  vnniRowsKernel
-}{
-	IQ2_XXS: {iq2XXSShape, dotIQ2_XXSRowsAVX2},
-	IQ2_XS:  {iq2XSShape, dotIQ2_XSRowsAVX2},
-	IQ2_S:   {iq2SShape, dotIQ2_SRowsAVX2},
-}
-
-// iq2VNNIKernels are the AVX-512 rows kernels, installed over the AVX2 ones where the CPU
-// has VNNI and VBMI.
-var iq2VNNIKernels = map[Type]vnniRowsKernel{
-	IQ2_XXS: dotIQ2_XXSRowsVNNI,
-	IQ2_XS:  dotIQ2_XSRowsVNNI,
-	IQ2_S:   dotIQ2_SRowsVNNI,
-}
+// iq2Kernels lists the AVX2 kernels per type, iq2VNNIKernels the AVX-512 ones installed
+// over them where the CPU has VNNI and VBMI.
+var (
+	iq2Kernels = map[Type]latticeKernel{
+		IQ2_XXS: {iq2XXSShape, dotIQ2_XXSRowsAVX2},
+		IQ2_XS:  {iq2XSShape, dotIQ2_XSRowsAVX2},
+		IQ2_S:   {iq2SShape, dotIQ2_SRowsAVX2},
+	}
+	iq2VNNIKernels = map[Type]vnniRowsKernel{
+		IQ2_XXS: dotIQ2_XXSRowsVNNI,
+		IQ2_XS:  dotIQ2_XSRowsVNNI,
+		IQ2_S:   dotIQ2_SRowsVNNI,
+	}
+)
 
 // installIQ2 puts the kernels in place of the generic ones (init calls it on CPUs with
 // AVX2 and FMA).
-func installIQ2() {
-	for t, k := range iq2Kernels {
-		if v, ok := iq2VNNIKernels[t]; ok && useIQ2VNNI {
-			k.rows = v
-		}
-		tr := traits[t]
-		if tr == nil {
-			continue
-		}
-		if _, ok := scalarVecDot[t]; !ok {
-			scalarVecDot[t] = tr.VecDot
-		}
-		tr.VecDot = vnniDot(k.shape, k.rows)
-		dotRowsOne[t] = vnniDotRows(k.shape, k.rows)
-	}
-}
+func installIQ2() { installLattice(iq2Kernels, iq2VNNIKernels, useIQ2VNNI) }

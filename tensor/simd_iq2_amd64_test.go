@@ -4,7 +4,6 @@ package tensor
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -78,129 +77,26 @@ func iq2Magnitude(typ Type, n int, w, a []byte) float64 {
 	return m
 }
 
-var iq2Types = []Type{IQ2_XXS, IQ2_XS, IQ2_S}
+var (
+	iq2Types = []Type{IQ2_XXS, IQ2_XS, IQ2_S}
+	iq2Set   = latticeKernelSet{iq2Types, iq2Kernels, iq2VNNIKernels, useIQ2VNNI}
+)
 
-// TestIQ2MatchesScalar holds the vector kernels (VecDot as installed, and the AVX2 kernels
-// by name) to the generic kernel within 1e-5·Σ|w·x| on random and extreme blocks of 1-4
-// blocks.
+// TestIQ2MatchesScalar holds the vector kernels (VecDot as installed, the AVX2 and the
+// AVX-512 kernels by name) to the generic kernel within 1e-5·Σ|w·x| on random and extreme
+// blocks of 1-4 blocks, and the AVX-512 kernels to the AVX2 kernels' bits.
 func TestIQ2MatchesScalar(t *testing.T) {
-	kernels := map[Type]func(n int, w, a []byte) float32{IQ2_XXS: dotIQ2_XXSAVX2, IQ2_XS: dotIQ2_XSAVX2, IQ2_S: dotIQ2_SAVX2}
-	rng := rand.New(rand.NewPCG(3, 5))
-	for _, typ := range iq2Types {
-		scalar := ScalarVecDot(typ)
-		installed := traits[typ].VecDot
-		check := func(n int, w, a []byte, what string) {
-			want := scalar(n, w, a)
-			tol := 1e-5 * iq2Magnitude(typ, n, w, a)
-			got := map[string]float32{"installed": installed(n, w, a), "avx2": kernels[typ](n, w, a)}
-			if v, ok := iq2VNNIKernels[typ]; ok && useIQ2VNNI {
-				got["vnni"] = vnniDot(iq2Kernels[typ].shape, v)(n, w, a)
-				if math.Float32bits(got["vnni"]) != math.Float32bits(got["avx2"]) {
-					t.Errorf("%s n=%d %s: VNNI %g, AVX2 %g", typ, n, what, got["vnni"], got["avx2"])
-				}
-			}
-			for name, got := range got {
-				if diff := math.Abs(float64(got) - float64(want)); diff > tol || math.IsNaN(float64(got)) {
-					t.Errorf("%s %s n=%d %s: %g, scalar %g (diff %g > %g)", typ, name, n, what, got, want, diff, tol)
-				}
-			}
-		}
-		for nb := 1; nb <= 4; nb++ {
-			n := nb * qkK
-			for trial := range 50 {
-				w, a := iq2Operands(rng, typ, nb)
-				check(n, w, a, fmt.Sprintf("random %d", trial))
-			}
-			w, a := iq2Operands(rng, typ, nb)
-			iq2Extreme(typ, w, a)
-			want := scalar(n, w, a)
-			if want == 0 {
-				t.Fatalf("%s: extreme blocks give 0", typ)
-			}
-			check(n, w, a, "extreme")
-		}
-	}
+	testLatticeMatchesScalar(t, iq2Set, rand.New(rand.NewPCG(3, 5)))
 }
 
 // TestIQ2RowsMatchOne holds the rows kernels (dotRowsOne) to the one-row kernel's bits row
 // by row, and checks that they write no more than their rows' outputs.
 func TestIQ2RowsMatchOne(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 2))
-	for _, typ := range iq2Types {
-		rowsKernel := dotRowsOne[typ]
-		if rowsKernel == nil {
-			t.Fatalf("%s: no rows kernel", typ)
-		}
-		for _, nb := range []int{1, 2, 3, 5} {
-			for _, count := range []int{1, 2, 3, 7} {
-				w, a := iq2Operands(rng, typ, nb*count)
-				a = a[:nb*292]
-				rb := nb * int(typ.BlockBytes())
-				out := make([]float32, count+1)
-				out[count] = 42
-				rowsKernel(nb*qkK, w, a, out[:count])
-				for r := range count {
-					want := traits[typ].VecDot(nb*qkK, w[r*rb:(r+1)*rb], a)
-					if math.Float32bits(out[r]) != math.Float32bits(want) {
-						t.Errorf("%s nb=%d rows=%d row %d: %g, one row %g", typ, nb, count, r, out[r], want)
-					}
-				}
-				if out[count] != 42 {
-					t.Errorf("%s nb=%d: wrote past %d rows", typ, nb, count)
-				}
-			}
-		}
-	}
+	testLatticeRowsMatchOne(t, iq2Types, rand.New(rand.NewPCG(9, 2)))
 }
 
 // BenchmarkIQ2Kernels times a 2048×768 matrix (an expert's shape) against one vector, one
-// thread, cache-resident: the generic kernel row by row, the vector kernel row by row
-// (VecDot), the rows kernel, and the pool's MatMul. MB/s counts the weight bytes.
+// thread, cache-resident (benchLatticeKernels). MB/s counts the weight bytes.
 //
 //	GOEXPERIMENT=simd go test -run '^$' -bench IQ2Kernels -benchtime 200x ./tensor
-func BenchmarkIQ2Kernels(b *testing.B) {
-	const cols, rows = 2048, 768
-	for _, typ := range iq2Types {
-		rng := rand.New(rand.NewPCG(1, uint64(typ)))
-		nb := cols / qkK
-		rb := nb * int(typ.BlockBytes())
-		w, a := iq2Operands(rng, typ, nb*rows)
-		a = a[:nb*292]
-		out := make([]float32, rows)
-		perRow := func(dot func(n int, w, a []byte) float32) func() {
-			return func() {
-				for r := range rows {
-					out[r] = dot(cols, w[r*rb:(r+1)*rb], a)
-				}
-			}
-		}
-		m, err := NewMatrix(typ, []int64{cols, rows}, w)
-		if err != nil {
-			b.Fatal(err)
-		}
-		x := randomFloats(rng, cols)
-		p := NewPool(1)
-		for _, k := range []struct {
-			name string
-			run  func()
-		}{
-			{"scalar", perRow(ScalarVecDot(typ))},
-			{"vecdot", perRow(traits[typ].VecDot)},
-			{"rows", func() { dotRowsOne[typ](cols, w, a, out) }},
-			{"avx2rows", func() { vnniDotRows(iq2Kernels[typ].shape, iq2Kernels[typ].rows)(cols, w, a, out) }},
-			{"matmul", func() {
-				if err := p.MatMul(out, m, x); err != nil {
-					b.Fatal(err)
-				}
-			}},
-		} {
-			b.Run(fmt.Sprintf("type=%s/%s", typ, k.name), func(b *testing.B) {
-				b.SetBytes(int64(len(w)))
-				for b.Loop() {
-					k.run()
-				}
-			})
-		}
-		p.Close()
-	}
-}
+func BenchmarkIQ2Kernels(b *testing.B) { benchLatticeKernels(b, iq2Set) }

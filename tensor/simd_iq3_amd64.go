@@ -68,9 +68,6 @@ func dotIQ3_SRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 var (
 	iq3XXSShape = blockShape{values: qkK, bytes: 98, actBytes: 292}
 	iq3SShape   = blockShape{values: qkK, bytes: 110, actBytes: 292}
-
-	dotIQ3_XXSAVX2 = vnniDot(iq3XXSShape, dotIQ3_XXSRowsAVX2)
-	dotIQ3_SAVX2   = vnniDot(iq3SShape, dotIQ3_SRowsAVX2)
 )
 
 // latticeKernel is a lattice format's block shape and AVX2 rows kernel (the element type

@@ -104,12 +104,15 @@ func testLatticeRowsMatchOne(t *testing.T, types []Type, rng *rand.Rand) {
 }
 
 // BenchmarkIQ3Kernels times a 2048×768 matrix against one vector, one thread,
-// cache-resident: the generic kernel row by row, the AVX2 and (where the CPU has them)
-// AVX-512 rows kernels. MB/s counts the weight bytes.
+// cache-resident (benchLatticeKernels). MB/s counts the weight bytes.
 //
 //	GOEXPERIMENT=simd go test -run '^$' -bench IQ3Kernels -benchtime 200x ./tensor
 func BenchmarkIQ3Kernels(b *testing.B) { benchLatticeKernels(b, iq3Set) }
 
+// benchLatticeKernels times, per type of set, a 2048×768 matrix against one vector: the
+// generic kernel and the installed vector kernel (VecDot) row by row, the installed rows
+// kernel (dotRowsOne), the AVX2 and (where the CPU has them) AVX-512 rows kernels by name,
+// and the pool's MatMul on one thread.
 func benchLatticeKernels(b *testing.B, set latticeKernelSet) {
 	const cols, rows = 2048, 768
 	for _, typ := range set.types {
@@ -120,23 +123,37 @@ func benchLatticeKernels(b *testing.B, set latticeKernelSet) {
 		a = a[:nb*292]
 		out := make([]float32, rows)
 		k := set.avx2[typ]
-		runs := []struct {
+		perRow := func(dot func(n int, w, a []byte) float32) func() {
+			return func() {
+				for r := range rows {
+					out[r] = dot(cols, w[r*rb:(r+1)*rb], a)
+				}
+			}
+		}
+		m, err := NewMatrix(typ, []int64{cols, rows}, w)
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := randomFloats(rng, cols)
+		p := NewPool(1)
+		type run struct {
 			name string
 			run  func()
-		}{
-			{"scalar", func() {
-				for r := range rows {
-					out[r] = ScalarVecDot(typ)(cols, w[r*rb:(r+1)*rb], a)
-				}
-			}},
+		}
+		runs := []run{
+			{"scalar", perRow(ScalarVecDot(typ))},
+			{"vecdot", perRow(traits[typ].VecDot)},
+			{"rows", func() { dotRowsOne[typ](cols, w, a, out) }},
 			{"avx2", func() { vnniDotRows(k.shape, k.rows)(cols, w, a, out) }},
 		}
 		if v, ok := set.vnni[typ]; ok && set.useAVX {
-			runs = append(runs, struct {
-				name string
-				run  func()
-			}{"vnni", func() { vnniDotRows(k.shape, v)(cols, w, a, out) }})
+			runs = append(runs, run{"vnni", func() { vnniDotRows(k.shape, v)(cols, w, a, out) }})
 		}
+		runs = append(runs, run{"matmul", func() {
+			if err := p.MatMul(out, m, x); err != nil {
+				b.Fatal(err)
+			}
+		}})
 		for _, r := range runs {
 			b.Run(fmt.Sprintf("type=%s/%s", typ, r.name), func(b *testing.B) {
 				b.SetBytes(int64(len(w)))
@@ -145,5 +162,6 @@ func benchLatticeKernels(b *testing.B, set latticeKernelSet) {
 				}
 			})
 		}
+		p.Close()
 	}
 }
