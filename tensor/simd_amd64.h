@@ -208,3 +208,41 @@ block: \
 	VPMADDUBSW Z8, Z7, Z9; \
 	VPERMW     Z5, sidx, Z12; \
 	VPDPWSSD   Z12, Z9, acc
+
+// The four-token kernels' common steps (eight float lanes per token in Y0 Y1 Y4 Y5,
+// sixteen integer lanes in Z16-Z19, the weights in SI and the activations in R8-R11, as
+// TOKENS4_ROWS_BEGIN sets them up). SUM4_LANES8 leaves the four tokens' sums in lanes 0-3
+// of X0, each in sumLanes' order (halves added, then pairs twice); NEXT_BLOCK4 moves to
+// the next block (of bytes bytes) and counts it, leaving the flags for the loop's JNZ.
+#define SUM4_LANES8 \
+	VEXTRACTF128 $1, Y0, X2; \
+	VADDPS       X2, X0, X0; \
+	VEXTRACTF128 $1, Y1, X2; \
+	VADDPS       X2, X1, X1; \
+	VEXTRACTF128 $1, Y4, X2; \
+	VADDPS       X2, X4, X4; \
+	VEXTRACTF128 $1, Y5, X2; \
+	VADDPS       X2, X5, X5; \
+	VHADDPS      X1, X0, X0; \
+	VHADDPS      X5, X4, X4; \
+	VHADDPS      X4, X0, X0
+
+#define ZERO_ACCS4 \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5
+
+#define ZERO_INTS4 \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19
+
+#define NEXT_BLOCK4(bytes) \
+	ADDQ $bytes, SI; \
+	ADDQ $292, R8; \
+	ADDQ $292, R9; \
+	ADDQ $292, R10; \
+	ADDQ $292, R11; \
+	DECQ CX

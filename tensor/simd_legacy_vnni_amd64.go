@@ -78,6 +78,12 @@ func dotIQ4_XSRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32
 func dotIQ4_XSRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotIQ4_XSTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func dotIQ4_XSTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
 func dotQ8_0Tokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 var (
@@ -139,6 +145,15 @@ func pickLegacyRows(t Type, gfni bool) (blockShape, vnniRowsKernel) {
 	panic("tensor: no VNNI kernels for " + t.String())
 }
 
+// pickIQ4XSTokens4 is IQ4_XS's four-token rows kernel (prefill), with GFNI's nibble split
+// where the CPU has it.
+func pickIQ4XSTokens4(gfni bool) vnniTokens4RowsKernel {
+	if gfni {
+		return dotIQ4_XSTokens4RowsGFNI
+	}
+	return dotIQ4_XSTokens4RowsVNNI
+}
+
 // installLegacyVNNI puts the kernels in place of the AVX2 ones where they are faster (see
 // above and dotQ8_0Tokens4RowsVNNI). MXFP4 drops its AVX2 two-token kernel so that its
 // prefill tiles run the rows kernel token by token (mulTokens' last resort), which is
@@ -151,5 +166,7 @@ func installLegacyVNNI() {
 		traits[t].VecDot = vnniDot(pickLegacyRows(t, useGFNI))
 	}
 	dotTokens4[Q8_0], dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
+	iq4XSTokens4 := vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(useGFNI))
+	dotTokens4[IQ4_XS], dotTokens4Rows[IQ4_XS] = vnniDotTokens4(iq4XSTokens4), iq4XSTokens4
 	delete(dotTokens2, MXFP4)
 }

@@ -355,19 +355,57 @@ step:
 // lanes, then the same scale words (Z10, picked per step by Z20-Z23), float step and
 // reduction. PDEP spreads the scales' bits: the low four of sub-block i from scales_l's
 // nibble i (R8 = 0x0F per byte), the top two from scales_h's bits 2i and 2i+1 (R9 = 0x30).
-#define IQ4XS_STEP(split, woff, aoff, idx) \
+//
+// IQ4XS_UNPACK leaves a step's level magnitudes in Z13, their signs in K2 and their scale
+// words in Z12; IQ4XS_DOT adds their products with the 64 activation bytes at aoff(areg)
+// to ints (the four-token kernel runs it per token on one unpacking).
+#define IQ4XS_UNPACK(split, woff, idx) \
 	VBROADCASTI32X4 woff(SI), Z13; \
 	VBROADCASTI32X4 woff+16(SI), K1, Z13; \
 	split(Z13); \
 	VPTESTNMB       Z27, Z13, K2; \
 	VPSHUFB         Z13, Z29, Z13; \
-	VMOVDQU8        aoff(DI), Z14; \
-	VPSUBB          Z14, Z28, K2, Z14; \
-	VPMADDUBSW      Z14, Z13, Z15; \
-	VPSHUFB         idx, Z10, Z12; \
-	VPDPWSSD        Z12, Z15, Z16
+	VPSHUFB         idx, Z10, Z12
 
-#define IQ4XS_ROWS(split) \
+#define IQ4XS_DOT(aoff, areg, ints) \
+	VMOVDQU8   aoff(areg), Z14; \
+	VPSUBB     Z14, Z28, K2, Z14; \
+	VPMADDUBSW Z14, Z13, Z15; \
+	VPDPWSSD   Z12, Z15, ints
+
+// IQ4XS_SCALES puts the block's eight scales as words (less 32) in every lane of Z10, by
+// PDEP with the masks in masklo and maskhi; t1 and t2 are scratch.
+#define IQ4XS_SCALES(masklo, maskhi, t1, t2) \
+	MOVL         4(SI), t1; \
+	PDEPQ        masklo, t1, t1; \
+	MOVWLZX      2(SI), t2; \
+	PDEPQ        maskhi, t2, t2; \
+	ORQ          t2, t1; \
+	VMOVQ        t1, X10; \
+	VPSUBB       X26, X10, X10; \
+	VPMOVSXBW    X10, X10; \
+	VSHUFI32X4   $0, Z10, Z10, Z10
+
+// IQ4XS_END folds a token's integer lanes to eight and accumulates them with d·yd (d, as
+// float32, in X9): dotIQ4_XSAVX2's float step.
+#define IQ4XS_END(ints, intsY, areg, acc) \
+	VEXTRACTI64X4 $1, ints, Y15; \
+	VPADDD        Y15, intsY, Y15; \
+	VCVTDQ2PS     Y15, Y15; \
+	VMULSS        (areg), X9, X14; \
+	VBROADCASTSS  X14, Y14; \
+	VFMADD231PS   Y15, Y14, acc
+
+#define IQ4XS_D \
+	VPBROADCASTW (SI), X9; \
+	VCVTPH2PS    X9, X9
+
+#define IQ4XS_PREFETCH \
+	PREFETCHT1 4096(SI); \
+	PREFETCHT1 4160(SI); \
+	PREFETCHT1 4224(SI)
+
+#define IQ4XS_CONSTANTS \
 	MOVL            $0xFF00, AX; \
 	KMOVW           AX, K1; \
 	MOVL            $8, AX; \
@@ -379,37 +417,28 @@ step:
 	VMOVDQU64       ·iq4XSScaleWords+0(SB), Z20; \
 	VMOVDQU64       ·iq4XSScaleWords+64(SB), Z21; \
 	VMOVDQU64       ·iq4XSScaleWords+128(SB), Z22; \
-	VMOVDQU64       ·iq4XSScaleWords+192(SB), Z23; \
+	VMOVDQU64       ·iq4XSScaleWords+192(SB), Z23
+
+#define IQ4XS_ROWS(split) \
+	IQ4XS_CONSTANTS; \
 	MOVQ            $0x0F0F0F0F0F0F0F0F, R8; \
 	MOVQ            $0x3030303030303030, R9; \
 	ROWS_BEGIN(iq4xsrow); \
 	VXORPS          X0, X0, X0; \
 iq4xsblock: \
-	PREFETCHT1      4096(SI); \
-	PREFETCHT1      4160(SI); \
-	PREFETCHT1      4224(SI); \
-	MOVL            4(SI), AX; \
-	PDEPQ           R8, AX, AX; \
-	MOVWLZX         2(SI), BX; \
-	PDEPQ           R9, BX, BX; \
-	ORQ             BX, AX; \
-	VMOVQ           AX, X10; \
-	VPSUBB          X26, X10, X10; \
-	VPMOVSXBW       X10, X10; \
-	VSHUFI32X4      $0, Z10, Z10, Z10; \
+	IQ4XS_PREFETCH; \
+	IQ4XS_SCALES(R8, R9, AX, BX); \
+	IQ4XS_D; \
 	VPXORD          Z16, Z16, Z16; \
-	IQ4XS_STEP(split, 8, 4, Z20); \
-	IQ4XS_STEP(split, 40, 68, Z21); \
-	IQ4XS_STEP(split, 72, 132, Z22); \
-	IQ4XS_STEP(split, 104, 196, Z23); \
-	VEXTRACTI64X4   $1, Z16, Y15; \
-	VPADDD          Y15, Y16, Y15; \
-	VCVTDQ2PS       Y15, Y15; \
-	VPBROADCASTW    (SI), X14; \
-	VCVTPH2PS       X14, X14; \
-	VMULSS          (DI), X14, X14; \
-	VBROADCASTSS    X14, Y14; \
-	VFMADD231PS     Y15, Y14, Y0; \
+	IQ4XS_UNPACK(split, 8, Z20); \
+	IQ4XS_DOT(4, DI, Z16); \
+	IQ4XS_UNPACK(split, 40, Z21); \
+	IQ4XS_DOT(68, DI, Z16); \
+	IQ4XS_UNPACK(split, 72, Z22); \
+	IQ4XS_DOT(132, DI, Z16); \
+	IQ4XS_UNPACK(split, 104, Z23); \
+	IQ4XS_DOT(196, DI, Z16); \
+	IQ4XS_END(Z16, Y16, DI, Y0); \
 	ADDQ            $136, SI; \
 	ADDQ            $292, DI; \
 	DECQ            CX; \
@@ -429,3 +458,51 @@ TEXT ·dotIQ4_XSRowsVNNI(SB), NOSPLIT, $0-48
 TEXT ·dotIQ4_XSRowsGFNI(SB), NOSPLIT, $0-48
 	GFNI_CONSTANTS
 	IQ4XS_ROWS(SPLIT_GFNI)
+
+// IQ4XS_STEP4 is a step's unpacking against the four tokens' activations at aoff.
+#define IQ4XS_STEP4(split, woff, aoff, idx) \
+	IQ4XS_UNPACK(split, woff, idx); \
+	IQ4XS_DOT(aoff, R8, Z16); \
+	IQ4XS_DOT(aoff, R9, Z17); \
+	IQ4XS_DOT(aoff, R10, Z18); \
+	IQ4XS_DOT(aoff, R11, Z19)
+
+// IQ4XS_TOKENS4_ROWS is the one-token kernel for four activation vectors (prefill): each
+// block's scales and each step's levels unpacked once for all four, each token's
+// operations the one-token kernel's (so its bits). R8-R11 hold the activations here, so
+// the PDEP masks live in R12 and R13.
+#define IQ4XS_TOKENS4_ROWS(split) \
+	IQ4XS_CONSTANTS; \
+	MOVQ $0x0F0F0F0F0F0F0F0F, R12; \
+	MOVQ $0x3030303030303030, R13; \
+	TOKENS4_ROWS_BEGIN(iq4xs4row); \
+	ZERO_ACCS4; \
+iq4xs4block: \
+	IQ4XS_PREFETCH; \
+	IQ4XS_SCALES(R12, R13, AX, R14); \
+	IQ4XS_D; \
+	ZERO_INTS4; \
+	IQ4XS_STEP4(split, 8, 4, Z20); \
+	IQ4XS_STEP4(split, 40, 68, Z21); \
+	IQ4XS_STEP4(split, 72, 132, Z22); \
+	IQ4XS_STEP4(split, 104, 196, Z23); \
+	IQ4XS_END(Z16, Y16, R8, Y0); \
+	IQ4XS_END(Z17, Y17, R9, Y1); \
+	IQ4XS_END(Z18, Y18, R10, Y4); \
+	IQ4XS_END(Z19, Y19, R11, Y5); \
+	NEXT_BLOCK4(136); \
+	JNZ iq4xs4block; \
+	SUM4_LANES8; \
+	TOKENS4_ROWS_END(iq4xs4row); \
+	CLEAR_HIGH; \
+	RET
+
+// func dotIQ4_XSTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotIQ4_XSTokens4RowsVNNI(SB), NOSPLIT, $0-96
+	SHIFT_CONSTANTS
+	IQ4XS_TOKENS4_ROWS(SPLIT_SHIFT)
+
+// func dotIQ4_XSTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotIQ4_XSTokens4RowsGFNI(SB), NOSPLIT, $0-96
+	GFNI_CONSTANTS
+	IQ4XS_TOKENS4_ROWS(SPLIT_GFNI)

@@ -128,40 +128,6 @@
 	VHADDPS      accX, accX, accX; \
 	VHADDPS      accX, accX, accX
 
-// LOWK_SUM4 leaves the four tokens' sums in lanes 0-3 of X0, each in sumLanes' order.
-#define LOWK_SUM4 \
-	VEXTRACTF128 $1, Y0, X2; \
-	VADDPS       X2, X0, X0; \
-	VEXTRACTF128 $1, Y1, X2; \
-	VADDPS       X2, X1, X1; \
-	VEXTRACTF128 $1, Y4, X2; \
-	VADDPS       X2, X4, X4; \
-	VEXTRACTF128 $1, Y5, X2; \
-	VADDPS       X2, X5, X5; \
-	VHADDPS      X1, X0, X0; \
-	VHADDPS      X5, X4, X4; \
-	VHADDPS      X4, X0, X0
-
-#define ZERO_ACCS4 \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5
-
-#define ZERO_INTS4 \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19
-
-#define NEXT_BLOCK4(bytes) \
-	ADDQ $bytes, SI; \
-	ADDQ $292, R8; \
-	ADDQ $292, R9; \
-	ADDQ $292, R10; \
-	ADDQ $292, R11; \
-	DECQ CX
-
 // func dotQ2_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ2_KRowsVNNI(SB), NOSPLIT, $0-48
 	LOWK_CONSTANTS
@@ -274,7 +240,7 @@ q2k4block:
 	NEXT_BLOCK4(84)
 	JNZ q2k4block
 
-	LOWK_SUM4
+	SUM4_LANES8
 	TOKENS4_ROWS_END(q2k4row)
 	CLEAR_HIGH
 	RET
@@ -307,7 +273,7 @@ q3k4block:
 	NEXT_BLOCK4(110)
 	JNZ q3k4block
 
-	LOWK_SUM4
+	SUM4_LANES8
 	TOKENS4_ROWS_END(q3k4row)
 	CLEAR_HIGH
 	RET

@@ -87,7 +87,8 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 		{Q2_K, "", dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
 	for name, gfni := range q4KSplits() {
 		_, tokens4 := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2},
+			kernel{IQ4_XS, name, vnniDotTokens4(vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))), eachToken(dotIQ4_XSAVX2)})
 	}
 	for _, k := range kernels {
 		for _, n := range simdLengths(k.typ) {
@@ -194,7 +195,8 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}, {Q2_K, "", dotTokens4Rows[Q2_K]}, {Q3_K, "", dotTokens4Rows[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		_, rows := pickQ4KKernels(gfni)
-		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)})
+		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)},
+			kernel{IQ4_XS, name, vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))})
 	}
 	for _, k := range kernels {
 		if k.rows == nil {
