@@ -4,7 +4,6 @@ package main
 
 import (
 	"os"
-	"strings"
 	"syscall"
 )
 
@@ -17,17 +16,13 @@ import (
 // preempted at function calls, which every kernel loop makes. If the re-exec fails, moerun
 // simply runs as it is.
 func avoidAsyncPreemption() {
-	if strings.Contains(os.Getenv("GODEBUG"), "asyncpreemptoff=1") {
+	env, changed := asyncPreemptOffEnv(os.Environ())
+	if !changed {
 		return
-	}
-	godebug := "asyncpreemptoff=1"
-	if old := os.Getenv("GODEBUG"); old != "" {
-		godebug = old + "," + godebug
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return
 	}
-	env := append(os.Environ(), "GODEBUG="+godebug)
 	_ = syscall.Exec(exe, os.Args, env) // returns only on failure
 }
