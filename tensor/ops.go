@@ -34,20 +34,49 @@ func checkSame(op string, dst []float32, srcs ...[]float32) {
 }
 
 // RMSNorm normalizes each row to unit root mean square: y = x / sqrt(mean(x²) + eps), as
-// ggml_rms_norm (the squares summed in float64). Multiply by the norm weights with Mul.
+// ggml_rms_norm (the squares summed in float64, in element order). Multiply by the norm
+// weights with Mul.
 func RMSNorm(dst, x []float32, cols int, eps float32) {
 	checkRows("RMSNorm", cols, dst, x)
-	for r := 0; r < len(x); r += cols {
-		row, out := x[r:r+cols], dst[r:r+cols]
+	r := 0
+	// Rows four at a time: each row's sum is still one chain of additions in element
+	// order (so the same bits), but four chains run side by side where one waited on its
+	// last addition at every element (a decode step's 36 per-head q/k norms of Qwen3).
+	for ; r+4*cols <= len(x); r += 4 * cols {
+		sums := sumSquares4(x[r:r+4*cols], cols)
+		for i, sum := range sums {
+			scaleToRMS(dst[r+i*cols:r+(i+1)*cols], x[r+i*cols:r+(i+1)*cols], sum, eps)
+		}
+	}
+	for ; r < len(x); r += cols {
+		row := x[r : r+cols]
 		var sum float64
 		for _, v := range row {
 			sum += float64(float32(v * v))
 		}
-		mean := float32(sum / float64(cols))
-		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
-		for i, v := range row {
-			out[i] = v * scale
-		}
+		scaleToRMS(dst[r:r+cols], row, sum, eps)
+	}
+}
+
+// sumSquares4 is RMSNorm's float64 sum of squares of each of four rows of cols values.
+func sumSquares4(x []float32, cols int) [4]float64 {
+	a, b, c, d := x[:cols], x[cols:2*cols], x[2*cols:3*cols], x[3*cols:4*cols]
+	var s0, s1, s2, s3 float64
+	for i := range a {
+		s0 += float64(float32(a[i] * a[i]))
+		s1 += float64(float32(b[i] * b[i]))
+		s2 += float64(float32(c[i] * c[i]))
+		s3 += float64(float32(d[i] * d[i]))
+	}
+	return [4]float64{s0, s1, s2, s3}
+}
+
+// scaleToRMS sets out = row / sqrt(sum/len(row) + eps), ggml's roundings.
+func scaleToRMS(out, row []float32, sum float64, eps float32) {
+	mean := float32(sum / float64(len(row)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+	for i, v := range row {
+		out[i] = v * scale
 	}
 }
 
@@ -161,9 +190,7 @@ func Sigmoid(dst, x []float32) {
 func Add(dst, a, b []float32) {
 	checkBroadcast("Add", dst, a, b)
 	for r := 0; r < len(a); r += len(b) {
-		for i, v := range b {
-			dst[r+i] = a[r+i] + v
-		}
+		addRow(dst[r:r+len(b)], a[r:r+len(b)], b)
 	}
 }
 
@@ -171,10 +198,27 @@ func Add(dst, a, b []float32) {
 func Mul(dst, a, b []float32) {
 	checkBroadcast("Mul", dst, a, b)
 	for r := 0; r < len(a); r += len(b) {
-		for i, v := range b {
-			dst[r+i] = a[r+i] * v
-		}
+		mulRow(dst[r:r+len(b)], a[r:r+len(b)], b)
 	}
+}
+
+// addRow and mulRow set dst[i] = a[i] + b[i] and a[i]·b[i] for slices of one length. The
+// SIMD build installs vector versions: the same operation on each element, the same bits.
+var addRow, mulRow = func(dst, a, b []float32) {
+	for i, v := range b {
+		dst[i] = a[i] + v
+	}
+}, func(dst, a, b []float32) {
+	for i, v := range b {
+		dst[i] = a[i] * v
+	}
+}
+
+// AddScaled sets acc[i] += x[i]·s, the product rounded before it is added (ggml_mul, then
+// ggml_add).
+func AddScaled(acc, x []float32, s float32) {
+	checkSame("AddScaled", acc, x)
+	addScaled(acc, x, s)
 }
 
 func checkBroadcast(op string, dst, a, b []float32) {

@@ -219,3 +219,46 @@ func TestVSiLURun(t *testing.T) {
 		}
 	}
 }
+
+// TestRMSNormRowsAlike checks that the four-row path of RMSNorm gives each row the bits it
+// gets normalized alone (the path the ggml fixtures check, with at most three rows).
+func TestRMSNormRowsAlike(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, cols := range []int{1, 7, 128, 2048} {
+		x := randomFloats(rng, 9*cols)
+		for i := range x[:cols] {
+			x[i] *= 1e-20 // a row of tiny values, where eps dominates
+		}
+		got := make([]float32, len(x))
+		RMSNorm(got, x, cols, 1e-6)
+		for r := range 9 {
+			want := make([]float32, cols)
+			RMSNorm(want, x[r*cols:(r+1)*cols], cols, 1e-6)
+			expectBits(t, fmt.Sprintf("cols %d row %d", cols, r), got[r*cols:(r+1)*cols], want)
+		}
+	}
+}
+
+// TestElementwiseKernels checks Add, Mul (with b repeated over rows) and AddScaled on
+// lengths around the vector width against the operations written out per element.
+func TestElementwiseKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 7, 8, 9, 16, 31, 2048} {
+		a, b := randomFloats(rng, 3*n), randomFloats(rng, n)
+		sum, prod := make([]float32, 3*n), make([]float32, 3*n)
+		Add(sum, a, b)
+		Mul(prod, a, b)
+		acc := append([]float32(nil), a[:n]...)
+		AddScaled(acc, b, 0.37)
+		wantSum, wantProd, wantAcc := make([]float32, 3*n), make([]float32, 3*n), make([]float32, n)
+		for i := range a {
+			wantSum[i], wantProd[i] = a[i]+b[i%n], a[i]*b[i%n]
+		}
+		for i := range n {
+			wantAcc[i] = a[i] + float32(b[i]*0.37)
+		}
+		expectBits(t, fmt.Sprintf("Add %d", n), sum, wantSum)
+		expectBits(t, fmt.Sprintf("Mul %d", n), prod, wantProd)
+		expectBits(t, fmt.Sprintf("AddScaled %d", n), acc, wantAcc)
+	}
+}

@@ -66,11 +66,11 @@ func (r *RoPE) corrDims() (low, high float32) {
 
 func log32(x float32) float32 { return float32(math.Log(float64(x))) }
 
-// cache fills cache[2i], cache[2i+1] with the cos and sin of pair i at position pos
+// cache fills cos[i] and sin[i] with the cosine and sine of pair i at position pos
 // (ggml_rope_cache_init: the angle advances by one float32 multiplication per pair). Where
 // a multiply feeds an add, ggml's build (GCC, -ffp-contract=fast) fuses one of them; the
 // fused one is the one that gives ggml's bits in TestRoPEMatchesGGML.
-func (r *RoPE) cache(cache []float32, pos int32) {
+func (r *RoPE) cache(cos, sin []float32, pos int32) {
 	thetaScale := float32(math.Pow(float64(r.Base), float64(-2/float32(r.Dims))))
 	low, high := r.corrDims()
 	mscale := r.AttnFactor
@@ -78,19 +78,19 @@ func (r *RoPE) cache(cache []float32, pos int32) {
 		mscale *= fma32(0.1, log32(1/r.FreqScale), 1)
 	}
 	theta := float32(pos)
-	for i := 0; i < r.Dims; i += 2 {
+	for i := range cos {
 		extrap := theta
 		if r.FreqFactors != nil {
-			extrap = theta / r.FreqFactors[i/2]
+			extrap = theta / r.FreqFactors[i]
 		}
 		angle := r.FreqScale * extrap // interpolation
 		if r.ExtFactor != 0 {
-			y := (float32(i/2) - low) / max(0.001, high-low)
+			y := (float32(i) - low) / max(0.001, high-low)
 			mix := (1 - min(1, max(0, y))) * r.ExtFactor
 			angle = fma32(angle, 1-mix, float32(extrap*mix))
 		}
-		cache[i] = cos32(angle) * mscale
-		cache[i+1] = sin32(angle) * mscale
+		cos[i] = cos32(angle) * mscale
+		sin[i] = sin32(angle) * mscale
 		theta *= thetaScale
 	}
 }
@@ -99,38 +99,102 @@ func (r *RoPE) cache(cache []float32, pos int32) {
 // token, one token after the other) for the positions pos, one per token:
 // len(x) = len(pos) × heads × rowLen. Elements outside [Offset, Offset+Dims) are unchanged.
 func (r *RoPE) Apply(x []float32, rowLen int, pos []int32) {
-	r.check(rowLen)
-	if len(pos) == 0 && len(x) == 0 {
-		return
-	}
-	if len(pos) == 0 || len(x)%(len(pos)*rowLen) != 0 {
-		panic(fmt.Sprintf("tensor.RoPE: %d elements are not rows of %d for %d positions", len(x), rowLen, len(pos)))
-	}
-	perToken := len(x) / len(pos)
+	tokens := r.checkApply(x, rowLen, len(pos))
 	var buf [maxRoPEDims]float32
-	cache := buf[:r.Dims]
-	for t, p := range pos {
-		r.cache(cache, p)
-		for h := t * perToken; h < (t+1)*perToken; h += rowLen {
-			r.rotate(x[h+r.Offset:h+r.Offset+r.Dims], cache)
-		}
+	for t := range pos {
+		r.Angles(buf[:r.Dims], pos[t:t+1])
+		r.rotateToken(x, rowLen, tokens, t, buf[:r.Dims])
 	}
 }
 
-// rotate turns the pairs of one head's window by the angles in cache: x0·cos − x1·sin and
-// x0·sin + x1·cos, the first product of each fused as in ggml's build.
-func (r *RoPE) rotate(x, cache []float32) {
+// Angles fills table with what Apply turns by at the positions pos: for each position
+// the Dims/2 cosines, then the Dims/2 sines, so len(table) = len(pos)·Dims. They depend
+// only on the parameters SameAngles compares: the layers of a model that share them can
+// compute them once per batch and rotate with ApplyAngles.
+func (r *RoPE) Angles(table []float32, pos []int32) {
 	half := r.Dims / 2
-	for i := 0; i < half; i++ {
-		cos, sin := cache[2*i], cache[2*i+1]
-		var a, b *float32
-		if r.Mode == RoPENormal {
-			a, b = &x[2*i], &x[2*i+1]
-		} else {
-			a, b = &x[i], &x[i+half]
+	if len(table) != len(pos)*r.Dims {
+		panic(fmt.Sprintf("tensor.RoPE: a table of %d values for %d positions of %d dims", len(table), len(pos), r.Dims))
+	}
+	for t, p := range pos {
+		angles := table[t*r.Dims : (t+1)*r.Dims]
+		r.cache(angles[:half], angles[half:], p)
+	}
+}
+
+// ApplyAngles is Apply with the angles Angles computed for the same positions, by this
+// RoPE or one whose SameAngles(r) is true.
+func (r *RoPE) ApplyAngles(x []float32, rowLen int, table []float32) {
+	if len(table)%max(r.Dims, 1) != 0 {
+		panic(fmt.Sprintf("tensor.RoPE: a table of %d values is not whole positions of %d dims", len(table), r.Dims))
+	}
+	tokens := r.checkApply(x, rowLen, len(table)/r.Dims)
+	for t := range tokens {
+		r.rotateToken(x, rowLen, tokens, t, table[t*r.Dims:(t+1)*r.Dims])
+	}
+}
+
+// SameAngles says whether o turns every pair by the same angle as r at every position
+// (Mode and Offset, which only say which elements turn, may differ).
+func (r *RoPE) SameAngles(o *RoPE) bool {
+	if r.Dims != o.Dims || r.Base != o.Base || r.FreqScale != o.FreqScale || r.ExtFactor != o.ExtFactor ||
+		r.AttnFactor != o.AttnFactor || r.BetaFast != o.BetaFast || r.BetaSlow != o.BetaSlow || r.OrigCtx != o.OrigCtx ||
+		len(r.FreqFactors) != len(o.FreqFactors) {
+		return false
+	}
+	for i, f := range r.FreqFactors {
+		if o.FreqFactors[i] != f {
+			return false
 		}
-		x0, x1 := *a, *b
-		*a = fma32(x0, cos, -float32(x1*sin))
-		*b = fma32(x0, sin, float32(x1*cos))
+	}
+	return true
+}
+
+// checkApply checks Apply's arguments for the given number of tokens and returns it.
+func (r *RoPE) checkApply(x []float32, rowLen, tokens int) int {
+	r.check(rowLen)
+	if (tokens == 0) != (len(x) == 0) || (tokens > 0 && len(x)%(tokens*rowLen) != 0) {
+		panic(fmt.Sprintf("tensor.RoPE: %d elements are not rows of %d for %d positions", len(x), rowLen, tokens))
+	}
+	return tokens
+}
+
+// rotateToken rotates the heads of token t of tokens in x by angles (one position's part
+// of an Angles table).
+func (r *RoPE) rotateToken(x []float32, rowLen, tokens, t int, angles []float32) {
+	perToken := len(x) / tokens
+	rotate := ropeNeoX
+	if r.Mode == RoPENormal {
+		rotate = ropeNormal
+	}
+	half := r.Dims / 2
+	rotate(x[t*perToken+r.Offset:(t+1)*perToken], rowLen, perToken/rowLen, angles[:half], angles[half:])
+}
+
+// ropeNeoX and ropeNormal turn the window at the start of each of rows rows of x (rowLen
+// apart; the window is 2·len(cos) elements) by the angles whose cosines and sines are cos
+// and sin: x0·cos − x1·sin and x0·sin + x1·cos, where NeoX pairs x[i] with x[i+len(cos)]
+// and normal x[2i] with x[2i+1]. The SIMD build installs vector versions.
+var ropeNeoX, ropeNormal = rotateNeoX, rotateNormal
+
+func rotateNeoX(x []float32, rowLen, rows int, cos, sin []float32) {
+	rotatePairs(x, rowLen, rows, cos, sin, 0, len(cos), 1)
+}
+
+func rotateNormal(x []float32, rowLen, rows int, cos, sin []float32) {
+	rotatePairs(x, rowLen, rows, cos, sin, 0, 1, 2)
+}
+
+// rotatePairs turns pairs first..len(cos)-1 of each row's window; pair i is the elements
+// i·stride and i·stride+other. The first product of each result is fused as in ggml's build.
+func rotatePairs(x []float32, rowLen, rows int, cos, sin []float32, first, other, stride int) {
+	for h := range rows {
+		w := x[h*rowLen : h*rowLen+2*len(cos)]
+		for i := first; i < len(cos); i++ {
+			a, b := &w[i*stride], &w[i*stride+other]
+			x0, x1 := *a, *b
+			*a = fma32(x0, cos[i], -float32(x1*sin[i]))
+			*b = fma32(x0, sin[i], float32(x1*cos[i]))
+		}
 	}
 }

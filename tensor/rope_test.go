@@ -1,7 +1,9 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -130,5 +132,83 @@ func TestLibmSinCos(t *testing.T) {
 	}
 	if v := cos32(float32(math.Inf(1))); v == v {
 		t.Errorf("cos(+Inf) = %g, want NaN", v)
+	}
+}
+
+// TestRoPEKernelsAgree runs the installed rotation kernels (the SIMD build's vector ones)
+// and the scalar ones on windows whose pair counts leave every kind of tail, several rows
+// apart: the same bits (the vector code's float32 fusion and fma32's rounding through
+// float64 could part only on a float32 tie, which these values do not hit).
+func TestRoPEKernelsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, dims := range []int{2, 6, 8, 14, 16, 24, 64, 66, 128, 130} {
+		for _, k := range []struct {
+			name         string
+			fast, scalar func(x []float32, rowLen, rows int, cos, sin []float32)
+		}{{"neox", ropeNeoX, rotateNeoX}, {"normal", ropeNormal, rotateNormal}} {
+			const rows, pad = 5, 6
+			rowLen := dims + pad
+			x := randomFloats(rng, rows*rowLen)
+			cos, sin := randomFloats(rng, dims/2), randomFloats(rng, dims/2)
+			want := append([]float32(nil), x...)
+			k.scalar(want[pad/2:], rowLen, rows, cos, sin)
+			got := append([]float32(nil), x...)
+			k.fast(got[pad/2:], rowLen, rows, cos, sin)
+			expectBits(t, fmt.Sprintf("%s %d dims", k.name, dims), got, want)
+			for h := range rows {
+				for _, i := range []int{h * rowLen, h*rowLen + 1, h*rowLen + pad/2 + dims} {
+					if got[i] != x[i] {
+						t.Fatalf("%s %d dims: element %d outside the window changed", k.name, dims, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRoPEAngles checks that rotating by a table of Angles, computed once for a batch by
+// a RoPE that differs only in which elements turn, gives Apply's bits, and that
+// SameAngles tells apart every parameter the angles depend on.
+func TestRoPEAngles(t *testing.T) {
+	base := RoPE{Mode: RoPENeoX, Dims: 64, Base: 10000, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigCtx: 4096}
+	pos := []int32{0, 5, 4097, 100000}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, mode := range []RoPEMode{RoPENeoX, RoPENormal} {
+		for _, offset := range []int{0, 64} {
+			r := base
+			r.Mode, r.Offset = mode, offset
+			x := randomFloats(rng, len(pos)*3*128)
+			want := append([]float32(nil), x...)
+			r.Apply(want, 128, pos)
+			table := make([]float32, len(pos)*base.Dims)
+			base.Angles(table, pos)
+			if !base.SameAngles(&r) {
+				t.Fatalf("mode %d offset %d: not the same angles", mode, offset)
+			}
+			r.ApplyAngles(x, 128, table)
+			expectBits(t, fmt.Sprintf("mode %d offset %d", mode, offset), x, want)
+		}
+	}
+	for name, change := range map[string]func(*RoPE){
+		"dims":         func(r *RoPE) { r.Dims = 32 },
+		"base":         func(r *RoPE) { r.Base = 20000 },
+		"freq scale":   func(r *RoPE) { r.FreqScale = 0.5 },
+		"ext factor":   func(r *RoPE) { r.ExtFactor = 0 },
+		"attn factor":  func(r *RoPE) { r.AttnFactor = 2 },
+		"beta fast":    func(r *RoPE) { r.BetaFast = 16 },
+		"beta slow":    func(r *RoPE) { r.BetaSlow = 2 },
+		"orig ctx":     func(r *RoPE) { r.OrigCtx = 8192 },
+		"freq factors": func(r *RoPE) { r.FreqFactors = nil },
+		"a freq factor": func(r *RoPE) {
+			r.FreqFactors = []float32{1, 2}
+		},
+	} {
+		a, b := base, base
+		a.FreqFactors = []float32{1, 1}
+		b.FreqFactors = []float32{1, 1}
+		change(&b)
+		if a.SameAngles(&b) || b.SameAngles(&a) {
+			t.Errorf("%s: reported as the same angles", name)
+		}
 	}
 }

@@ -75,6 +75,9 @@ func init() {
 		readStream = readStreamWith(readStreamAVX512)
 	}
 	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
+	ropeNeoX, ropeNormal = ropeNeoXAVX2, ropeNormalAVX2
+	addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }
+	mulRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, true) }
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
 	decayDot, axpyDot, convRow = decayDotAVX2, axpyDotAVX2, convRowAVX2
 	if useAVX512 {

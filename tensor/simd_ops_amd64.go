@@ -59,3 +59,28 @@ func expfAVX2(x, n archsimd.Float32x8) archsimd.Float32x8 {
 	pow := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
 	return j.Mul(pow)
 }
+
+// addMulAVX2 is addRow (mul false) or mulRow (mul true) eight elements a step.
+func addMulAVX2(dst, a, b []float32, mul bool) {
+	dst, a = dst[:len(b)], a[:len(b)]
+	i := 0
+	if len(b) >= 8 {
+		for ; i+8 <= len(b); i += 8 {
+			x, y := archsimd.LoadFloat32x8((*[8]float32)(a[i:i+8])), archsimd.LoadFloat32x8((*[8]float32)(b[i:i+8]))
+			if mul {
+				x = x.Mul(y)
+			} else {
+				x = x.Add(y)
+			}
+			x.Store((*[8]float32)(dst[i : i+8]))
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for ; i < len(b); i++ {
+		if mul {
+			dst[i] = a[i] * b[i]
+		} else {
+			dst[i] = a[i] + b[i]
+		}
+	}
+}
