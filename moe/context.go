@@ -55,6 +55,17 @@ type Context struct {
 	logits    []float32 // logits of the last forward pass
 	allLogits []float32 // every token's logits across ubatches (Eval with all)
 	scratch   arena     // per-layer working memory of attention and FFN
+
+	// RoPE angles of pos, computed once per forward pass for each distinct set of RoPE
+	// parameters (all layers share one, or two where sliding-window layers have their own
+	// base): the first angleSets entries are this pass's, and their tables are reused.
+	angles    []ropeAngles
+	angleSets int
+}
+
+type ropeAngles struct {
+	rope  tensor.RoPE
+	table []float32
 }
 
 // NewContext allocates a context: the KV cache for every layer at once, and the router.
@@ -192,6 +203,7 @@ func (c *Context) forward(tokens []int32, outputs int) ([]float32, error) {
 	for i := range c.pos {
 		c.pos[i] = int32(c.n + i)
 	}
+	c.angleSets = 0
 	c.x, c.h, c.y = grow(c.x, n*embd), grow(c.h, n*embd), grow(c.y, n*embd)
 	x, h, y := c.x, c.h, c.y
 	if err := m.embd.on.GetRows(x, m.embd.w, tokens); err != nil {
@@ -227,6 +239,26 @@ func (c *Context) forward(tokens []int32, outputs int) ([]float32, error) {
 		return nil, err
 	}
 	return c.logits, nil
+}
+
+// rope rotates x (rows of rowLen values, the heads of each token being evaluated) by r at
+// their positions. The cosines and sines, which cost more than the rotation of a decode
+// step's heads, are computed by the first layer that asks and reused by the others.
+func (c *Context) rope(r *tensor.RoPE, x []float32, rowLen int) {
+	for i := range c.angles[:c.angleSets] {
+		if a := &c.angles[i]; a.rope.SameAngles(r) {
+			r.ApplyAngles(x, rowLen, a.table)
+			return
+		}
+	}
+	if c.angleSets == len(c.angles) {
+		c.angles = append(c.angles, ropeAngles{})
+	}
+	a := &c.angles[c.angleSets]
+	c.angleSets++
+	a.rope, a.table = *r, grow(a.table, len(c.pos)*r.Dims)
+	r.Angles(a.table, c.pos)
+	r.ApplyAngles(x, rowLen, a.table)
 }
 
 // rmsNorm sets dst to the rows of x (of cols values) RMS-normalized and multiplied by the

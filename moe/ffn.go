@@ -146,13 +146,9 @@ func weightedSum(out, y, w []float32, n, k, embd int) {
 			wj := w[t*k+j]
 			row := y[(t*k+j)*embd:][:embd]
 			if j == 0 {
-				for i, v := range row {
-					o[i] = v * wj
-				}
-				continue
-			}
-			for i, v := range row {
-				o[i] += float32(v * wj)
+				tensor.Scale(o, row, wj)
+			} else {
+				tensor.AddScaled(o, row, wj)
 			}
 		}
 	}

@@ -62,14 +62,14 @@ func (a *mla) forward(c *Context, il int, in, out []float32) error {
 	}
 	kRope := a.rope
 	kRope.Offset = a.kvLoRA
-	kRope.Apply(kvpe, kvRow, c.pos)
+	c.rope(&kRope, kvpe, kvRow)
 	for t := range n {
 		ckv := kvpe[t*kvRow : t*kvRow+a.kvLoRA]
 		rmsNorm(ckv, ckv, a.kvANorm, a.kvLoRA, a.eps)
 	}
 	qRope := a.rope
 	qRope.Offset = a.nope
-	qRope.Apply(q, qHead, c.pos)
+	c.rope(&qRope, q, qHead)
 	if a.absorbed {
 		return a.absorbedAttention(c, il, q, kvpe, out)
 	}

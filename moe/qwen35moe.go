@@ -126,8 +126,8 @@ func (a *gatedAttention) forward(c *Context, il int, in, out []float32) error {
 	}
 	rmsNorm(q, q, a.qNorm, a.dim, a.eps)
 	rmsNorm(k, k, a.kNorm, a.dim, a.eps)
-	a.rope.Apply(q, a.dim, c.pos)
-	a.rope.Apply(k, a.dim, c.pos)
+	c.rope(&a.rope, q, a.dim)
+	c.rope(&a.rope, k, a.dim)
 	c.caches[il].store(c.n, n, k, v)
 	o := c.scratch.floats(n * a.heads * a.dim)
 	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
