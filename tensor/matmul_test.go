@@ -490,3 +490,83 @@ func TestStreamTiles(t *testing.T) {
 		check("mulmatid", got[i*rows:(i+1)*rows], int(e))
 	}
 }
+
+// TestFusedMatchSeparate checks MatMuls and MulMatIDs against MatMul and MulMatID called
+// once per matrix: the same bits, for decode and prefill, on one and three threads, with
+// unused slots (zero in every output), per-slot activations, and matrices that cannot be
+// fused (other activation formats, other shapes), which run one after the other.
+func TestFusedMatchSeparate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const cols, experts, k = 512, 6, 3
+	mat := func(typ Type, rows int, experts ...int64) *Matrix {
+		w, _ := randomMatrix(t, rng, typ, append([]int64{cols, int64(rows)}, experts...)...)
+		return w
+	}
+	for _, threads := range []int{1, 3} {
+		p := NewPool(threads)
+		defer p.Close()
+		for _, tokens := range []int{1, 7} {
+			x := randomFloats(rng, tokens*cols)
+			for name, ws := range map[string][]*Matrix{
+				"alike":           {mat(Q4_K, 96), mat(Q4_K, 16), mat(Q6_K, 40)},
+				"other formats":   {mat(Q4_K, 32), mat(Q8_0, 48), mat(Q4_K, 8)},
+				"a single matrix": {mat(Q8_0, 33)},
+			} {
+				dsts := make([][]float32, len(ws))
+				for i, w := range ws {
+					dsts[i] = make([]float32, tokens*w.Rows())
+				}
+				if err := p.MatMuls(dsts, ws, x); err != nil {
+					t.Fatal(err)
+				}
+				for i, w := range ws {
+					want := make([]float32, tokens*w.Rows())
+					if err := p.MatMul(want, w, x); err != nil {
+						t.Fatal(err)
+					}
+					expectBits(t, fmt.Sprintf("MatMuls %s, %d threads, %d tokens, matrix %d", name, threads, tokens, i), dsts[i], want)
+				}
+			}
+			ids := routeTokens(rng, tokens, k, experts)
+			ids[1] = -1 // an unused slot
+			for _, perSlot := range []bool{false, true} {
+				xs := x
+				if perSlot {
+					xs = randomFloats(rng, tokens*k*cols)
+				}
+				for name, ws := range map[string][]*Matrix{
+					"alike":        {mat(Q4_K, 40, experts), mat(Q4_K, 40, experts)},
+					"other format": {mat(Q4_K, 24, experts), mat(Q8_0, 24, experts)},
+					"other shape":  {mat(Q4_K, 24, experts), mat(Q4_K, 16, experts)},
+				} {
+					dsts := make([][]float32, len(ws))
+					for i, w := range ws {
+						dsts[i] = make([]float32, tokens*k*w.Rows())
+						for j := range dsts[i] {
+							dsts[i][j] = float32(math.NaN())
+						}
+					}
+					if err := p.MulMatIDs(dsts, ws, xs, ids, k); err != nil {
+						t.Fatal(err)
+					}
+					for i, w := range ws {
+						want := make([]float32, tokens*k*w.Rows())
+						if err := p.MulMatID(want, w, xs, ids, k); err != nil {
+							t.Fatal(err)
+						}
+						expectBits(t, fmt.Sprintf("MulMatIDs %s, %d threads, %d tokens, per slot %v, stack %d", name, threads, tokens, perSlot, i), dsts[i], want)
+					}
+				}
+			}
+		}
+	}
+	p := NewPool(2)
+	defer p.Close()
+	a, b := mat(Q4_K, 16), mat(Q4_K, 16)
+	if err := p.MatMuls([][]float32{make([]float32, 16)}, []*Matrix{a, b}, randomFloats(rng, cols)); err == nil {
+		t.Error("MatMuls: one output for two matrices accepted")
+	}
+	if err := p.MatMuls([][]float32{make([]float32, 16), make([]float32, 15)}, []*Matrix{a, b}, randomFloats(rng, cols)); err == nil {
+		t.Error("MatMuls: an output of the wrong size accepted")
+	}
+}

@@ -246,11 +246,12 @@ func (k *parker) signal() {
 // jobs are the operations' job values, kept in the pool so that starting one does not
 // allocate.
 type jobs struct {
-	convert  convertJob
-	matmul   matmulJob
-	mulMatID mulMatIDJob
-	attn     attnJob
-	stream   streamJob
+	convert   convertJob
+	matmul    matmulJob
+	matmuls   matmulsJob
+	mulMatIDs mulMatIDsJob
+	attn      attnJob
+	stream    streamJob
 }
 
 // scratch holds the buffers operations reuse from one call to the next.
