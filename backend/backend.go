@@ -45,6 +45,16 @@ type Backend interface {
 	Close() error
 }
 
+// Fuser is a Backend that can also run several operations that read the same activations
+// as one (tensor.Pool.MatMuls and MulMatIDs: the input converted once, no wait between
+// the weights). The runtime uses it for a layer's q, k and v projections and its gate and
+// up projections where they sit on one backend, and calls the weights one by one
+// elsewhere; dsts[i] receives what MatMul or MulMatID would give for ws[i].
+type Fuser interface {
+	MatMuls(dsts [][]float32, ws []Weight, x []float32) error
+	MulMatIDs(dsts [][]float32, ws []Weight, x []float32, ids []int32, k int) error
+}
+
 // Weight is a tensor resident on a backend, as Load returned it. It can only be passed to
 // the backend that loaded it.
 type Weight interface {

@@ -36,13 +36,7 @@ func (a *gqa) forward(c *Context, il int, in, out []float32) error {
 	q := c.scratch.floats(n * a.heads * a.dim)
 	k := c.scratch.floats(n * a.kvHeads * a.dim)
 	v := c.scratch.floats(n * a.kvHeads * a.dim)
-	if err := a.q.matmul(q, in); err != nil {
-		return err
-	}
-	if err := a.k.matmul(k, in); err != nil {
-		return err
-	}
-	if err := a.v.matmul(v, in); err != nil {
+	if err := c.matmuls(in, weightOut{a.q, q}, weightOut{a.k, k}, weightOut{a.v, v}); err != nil {
 		return err
 	}
 	addBias(q, a.qBias)

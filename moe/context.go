@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -61,6 +62,9 @@ type Context struct {
 	// base): the first angleSets entries are this pass's, and their tables are reused.
 	angles    []ropeAngles
 	angleSets int
+
+	fusedWeights []backend.Weight // the weights of a matmuls or mulMatIDs call
+	fusedOut     [][]float32
 }
 
 type ropeAngles struct {
@@ -239,6 +243,47 @@ func (c *Context) forward(tokens []int32, outputs int) ([]float32, error) {
 		return nil, err
 	}
 	return c.logits, nil
+}
+
+// matmuls multiplies x by each weight of ops into its dst: as one operation where they
+// sit on one backend that can fuse them, else one after the other.
+func (c *Context) matmuls(x []float32, ops ...weightOut) error {
+	f, ok := fuser(ops)
+	if !ok {
+		for _, o := range ops {
+			if err := o.w.matmul(o.dst, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c.fuse(ops)
+	return f.MatMuls(c.fusedOut, c.fusedWeights, x)
+}
+
+// mulMatIDs is matmuls for stacks of experts with the same routing (MulMatID).
+func (c *Context) mulMatIDs(x []float32, ids []int32, k int, ops ...weightOut) error {
+	f, ok := fuser(ops)
+	if !ok {
+		for _, o := range ops {
+			if err := o.w.mulMatID(o.dst, x, ids, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c.fuse(ops)
+	return f.MulMatIDs(c.fusedOut, c.fusedWeights, x, ids, k)
+}
+
+// fuse lists the weights and outputs of ops in the context's buffers, which it reuses so
+// that a decode step does not allocate.
+func (c *Context) fuse(ops []weightOut) {
+	c.fusedWeights, c.fusedOut = c.fusedWeights[:0], c.fusedOut[:0]
+	for _, o := range ops {
+		c.fusedWeights = append(c.fusedWeights, o.w.w)
+		c.fusedOut = append(c.fusedOut, o.dst)
+	}
 }
 
 // rope rotates x (rows of rowLen values, the heads of each token being evaluated) by r at

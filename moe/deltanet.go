@@ -84,13 +84,8 @@ func (d *deltaNet) forward(c *Context, il int, in, out []float32) error {
 	z := c.scratch.floats(n * inner)
 	beta := c.scratch.floats(n * vh)
 	decay := c.scratch.floats(n * vh)
-	for _, p := range []struct {
-		w   weight
-		dst []float32
-	}{{d.qkv, mixed}, {d.gate, z}, {d.beta, beta}, {d.alpha, decay}} {
-		if err := p.w.matmul(p.dst, in); err != nil {
-			return err
-		}
+	if err := c.matmuls(in, weightOut{d.qkv, mixed}, weightOut{d.gate, z}, weightOut{d.beta, beta}, weightOut{d.alpha, decay}); err != nil {
+		return err
 	}
 	tensor.Sigmoid(beta, beta)
 	for i, v := range decay {

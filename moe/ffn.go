@@ -17,10 +17,7 @@ type denseFFN struct {
 func (f *denseFFN) forward(c *Context, _ int, in, out []float32, n int) error {
 	g := c.scratch.floats(n * f.width)
 	u := c.scratch.floats(n * f.width)
-	if err := f.gate.matmul(g, in); err != nil {
-		return err
-	}
-	if err := f.up.matmul(u, in); err != nil {
+	if err := c.matmuls(in, weightOut{f.gate, g}, weightOut{f.up, u}); err != nil {
 		return err
 	}
 	tensor.SwiGLU(g, g, u, f.width)
@@ -77,10 +74,7 @@ func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
 	}
 	g := c.scratch.floats(n * k * f.width)
 	u := c.scratch.floats(n * k * f.width)
-	if err := f.gate.mulMatID(g, in, ids, k); err != nil {
-		return err
-	}
-	if err := f.up.mulMatID(u, in, ids, k); err != nil {
+	if err := c.mulMatIDs(in, ids, k, weightOut{f.gate, g}, weightOut{f.up, u}); err != nil {
 		return err
 	}
 	addExpertBias(g, f.gateBias, ids, f.width)

@@ -405,3 +405,21 @@ func (b *binder) checkAllUsed() error {
 	}
 	return nil
 }
+
+// weightOut is a weight and where its product goes, for Context.matmuls and mulMatIDs.
+type weightOut struct {
+	w   weight
+	dst []float32
+}
+
+// fuser returns the backend that holds every weight of ops when it can run them as one
+// operation (backend.Fuser).
+func fuser(ops []weightOut) (backend.Fuser, bool) {
+	for _, o := range ops[1:] {
+		if o.w.on != ops[0].w.on {
+			return nil, false
+		}
+	}
+	f, ok := ops[0].w.on.(backend.Fuser)
+	return f, ok
+}

@@ -109,13 +109,8 @@ func (a *gatedAttention) forward(c *Context, il int, in, out []float32) error {
 	qg := c.scratch.floats(n * a.heads * 2 * a.dim)
 	k := c.scratch.floats(n * a.kvHeads * a.dim)
 	v := c.scratch.floats(n * a.kvHeads * a.dim)
-	for _, p := range []struct {
-		w   weight
-		dst []float32
-	}{{a.q, qg}, {a.k, k}, {a.v, v}} {
-		if err := p.w.matmul(p.dst, in); err != nil {
-			return err
-		}
+	if err := c.matmuls(in, weightOut{a.q, qg}, weightOut{a.k, k}, weightOut{a.v, v}); err != nil {
+		return err
 	}
 	// Split each head's [query | gate] into the queries and the gates.
 	q := c.scratch.floats(n * a.heads * a.dim)

@@ -6,6 +6,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/internal/mmap"
@@ -37,6 +38,7 @@ type Backend struct {
 	copy     bool
 	buffers  int64 // bytes of copied weights
 	closed   bool
+	fused    []*tensor.Matrix // the matrices of a MatMuls or MulMatIDs call
 }
 
 // New makes a CPU backend.
@@ -120,6 +122,51 @@ func (b *Backend) MatMul(dst []float32, w backend.Weight, x []float32) error {
 		return fmt.Errorf("tensor %s: %w", w.Name(), err)
 	}
 	return nil
+}
+
+// MatMuls is tensor.Pool.MatMuls (backend.Fuser).
+func (b *Backend) MatMuls(dsts [][]float32, ws []backend.Weight, x []float32) error {
+	ms, err := b.matrices(ws)
+	if err != nil {
+		return err
+	}
+	if err := b.pool.MatMuls(dsts, ms, x); err != nil {
+		return fmt.Errorf("tensors %s: %w", names(ws), err)
+	}
+	return nil
+}
+
+// MulMatIDs is tensor.Pool.MulMatIDs (backend.Fuser).
+func (b *Backend) MulMatIDs(dsts [][]float32, ws []backend.Weight, x []float32, ids []int32, k int) error {
+	ms, err := b.matrices(ws)
+	if err != nil {
+		return err
+	}
+	if err := b.pool.MulMatIDs(dsts, ms, x, ids, k); err != nil {
+		return fmt.Errorf("tensors %s: %w", names(ws), err)
+	}
+	return nil
+}
+
+// matrices returns the matrices of weights this backend loaded, in a slice it reuses.
+func (b *Backend) matrices(ws []backend.Weight) ([]*tensor.Matrix, error) {
+	b.fused = b.fused[:0]
+	for _, w := range ws {
+		m, err := b.matrix(w)
+		if err != nil {
+			return nil, err
+		}
+		b.fused = append(b.fused, m)
+	}
+	return b.fused, nil
+}
+
+func names(ws []backend.Weight) string {
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = w.Name()
+	}
+	return strings.Join(s, ", ")
 }
 
 // MulMatID is tensor.Pool.MulMatID.

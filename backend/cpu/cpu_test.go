@@ -135,3 +135,57 @@ func TestErrors(t *testing.T) {
 		t.Errorf("default device %+v", a.Device())
 	}
 }
+
+// The fused operations (backend.Fuser) give what the weights give one by one, and name
+// the tensors in their errors.
+func TestFused(t *testing.T) {
+	const cols, rows, experts = 64, 8, 3
+	b := New(Options{Threads: 2})
+	defer b.Close()
+	var fuser backend.Fuser = b
+	data := q8Matrix(t, cols, rows, experts)
+	var plain, stacks []backend.Weight
+	for i, name := range []string{"q", "k"} {
+		w, err := b.Load("blk.0.attn_"+name+".weight", tensor.Q8_0, []int64{cols, rows}, data[i*rows*cols/32*34:][:rows*cols/32*34])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain = append(plain, w)
+		s, err := b.Load("blk.0.ffn_"+name+"_exps.weight", tensor.Q8_0, []int64{cols, rows, experts}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stacks = append(stacks, s)
+	}
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = float32(i%5) - 2
+	}
+	ids := []int32{2, -1, 0}
+	gotMM := [][]float32{make([]float32, rows), make([]float32, rows)}
+	gotID := [][]float32{make([]float32, len(ids)*rows), make([]float32, len(ids)*rows)}
+	if err := fuser.MatMuls(gotMM, plain, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := fuser.MulMatIDs(gotID, stacks, x, ids, len(ids)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range plain {
+		want := make([]float32, rows)
+		if err := b.MatMul(want, plain[i], x); err != nil || !slices.Equal(gotMM[i], want) {
+			t.Errorf("MatMuls output %d: %v, MatMul %v (%v)", i, gotMM[i], want, err)
+		}
+		want = make([]float32, len(ids)*rows)
+		if err := b.MulMatID(want, stacks[i], x, ids, len(ids)); err != nil || !slices.Equal(gotID[i], want) {
+			t.Errorf("MulMatIDs output %d: %v, MulMatID %v (%v)", i, gotID[i], want, err)
+		}
+	}
+	if err := fuser.MatMuls([][]float32{gotMM[0], gotMM[1][:3]}, plain, x); err == nil || !strings.Contains(err.Error(), "blk.0.attn_q.weight, blk.0.attn_k.weight") {
+		t.Errorf("a short output: %v", err)
+	}
+	other := New(Options{Threads: 1})
+	defer other.Close()
+	if err := other.MatMuls(gotMM, plain, x); err == nil || !strings.Contains(err.Error(), "not held by backend") {
+		t.Errorf("weights of another backend: %v", err)
+	}
+}
