@@ -155,9 +155,7 @@ func SwiGLU(dst, gate, up []float32, cols int) {
 	for r := 0; r < len(dst); r += cols {
 		out, g, u := dst[r:r+cols], gate[r:r+cols], up[r:r+cols]
 		vsiluRun(out[:vec], g[:vec])
-		for i := range vec {
-			out[i] *= u[i]
-		}
+		mulRow(out[:vec], out[:vec], u[:vec])
 		for i := vec; i < cols; i++ {
 			out[i] = silu32(g[i]) * u[i]
 		}
