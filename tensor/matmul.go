@@ -478,26 +478,28 @@ func (p *Pool) MulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	if len(ws) == 0 {
 		return nil
 	}
-	w := ws[0]
-	var shared bool
+	w, alike := ws[0], len(ids) == k
 	for i, wi := range ws {
 		if err := wi.checkDot("mul_mat_id"); err != nil {
 			return err
 		}
-		var err error
-		if shared, err = wi.CheckMulMatID(len(dsts[i]), len(x), ids, k); err != nil {
+		if _, err := wi.CheckMulMatID(len(dsts[i]), len(x), ids, k); err != nil {
 			return err
 		}
-		if wi.typ != w.typ || wi.cols != w.cols || wi.rows != w.rows || wi.experts != w.experts || len(ids) != k {
-			for i := range ws {
-				if err := p.mulMatIDs(dsts[i:i+1], ws[i:i+1], x, ids, k, shared); err != nil {
-					return err
-				}
-			}
-			return nil
+		alike = alike && wi.typ == w.typ && wi.cols == w.cols && wi.rows == w.rows && wi.experts == w.experts
+	}
+	if alike {
+		shared, _ := w.CheckMulMatID(len(dsts[0]), len(x), ids, k)
+		return p.mulMatIDs(dsts, ws, x, ids, k, shared)
+	}
+	for i, wi := range ws {
+		// Whether x holds a vector per token or per slot depends on the stack's columns.
+		shared, _ := wi.CheckMulMatID(len(dsts[i]), len(x), ids, k)
+		if err := p.mulMatIDs(dsts[i:i+1], ws[i:i+1], x, ids, k, shared); err != nil {
+			return err
 		}
 	}
-	return p.mulMatIDs(dsts, ws, x, ids, k, shared)
+	return nil
 }
 
 // mulMatIDs is MulMatIDs once the operands are checked and the stacks known to be alike.

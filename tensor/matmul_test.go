@@ -569,4 +569,32 @@ func TestFusedMatchSeparate(t *testing.T) {
 	if err := p.MatMuls([][]float32{make([]float32, 16), make([]float32, 15)}, []*Matrix{a, b}, randomFloats(rng, cols)); err == nil {
 		t.Error("MatMuls: an output of the wrong size accepted")
 	}
+	if p.MatMuls(nil, nil, nil) != nil || p.MulMatIDs(nil, nil, nil, nil, 1) != nil {
+		t.Error("no matrices: an error")
+	}
+
+	// Two stacks whose columns make x one vector per token for the first and one per slot
+	// for the second (k = 2): each is multiplied as MulMatID would.
+	wide, narrow := mat(Q8_0, 8, experts), func() *Matrix {
+		w, _ := randomMatrix(t, rng, Q8_0, cols/2, 8, experts)
+		return w
+	}()
+	ids := []int32{4, 1}
+	x := randomFloats(rng, cols)
+	dsts := [][]float32{make([]float32, 2*8), make([]float32, 2*8)}
+	if err := p.MulMatIDs(dsts, []*Matrix{wide, narrow}, x, ids, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []*Matrix{wide, narrow} {
+		want := make([]float32, 2*8)
+		if err := p.MulMatID(want, w, x, ids, 2); err != nil {
+			t.Fatal(err)
+		}
+		expectBits(t, fmt.Sprintf("stacks of other widths, stack %d", i), dsts[i], want)
+	}
+	// A bad stack after a mismatched one is still an error, not a panic.
+	bad := mat(Q8_0, 8, experts)
+	if err := p.MulMatIDs([][]float32{dsts[0], dsts[1], make([]float32, 5)}, []*Matrix{wide, narrow, bad}, x, ids, 2); err == nil {
+		t.Error("MulMatIDs: an output of the wrong size after a mismatched stack accepted")
+	}
 }
