@@ -479,17 +479,21 @@ func (p *Pool) MulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 		return nil
 	}
 	w, alike := ws[0], len(ids) == k
+	var shared bool // of the first stack, and of every stack alike
 	for i, wi := range ws {
 		if err := wi.checkDot("mul_mat_id"); err != nil {
 			return err
 		}
-		if _, err := wi.CheckMulMatID(len(dsts[i]), len(x), ids, k); err != nil {
+		sh, err := wi.CheckMulMatID(len(dsts[i]), len(x), ids, k)
+		if err != nil {
 			return err
+		}
+		if i == 0 {
+			shared = sh
 		}
 		alike = alike && wi.typ == w.typ && wi.cols == w.cols && wi.rows == w.rows && wi.experts == w.experts
 	}
 	if alike {
-		shared, _ := w.CheckMulMatID(len(dsts[0]), len(x), ids, k)
 		return p.mulMatIDs(dsts, ws, x, ids, k, shared)
 	}
 	for i, wi := range ws {
