@@ -79,11 +79,31 @@ var exp2Table32 = func() (t [32]uint64) {
 	return t
 }()
 
-// fma32 is a float32 fused multiply-add, a·b + c with one rounding. (The float64 FMA is exact
-// before its rounding except in rare cases where rounding twice, to float64 and then to
-// float32, differs from rounding once; those are left as they are.)
+// fma32 is a float32 fused multiply-add, a·b + c with one rounding, as the CPU's FMA
+// instructions give it. a·b is exact in float64, so the float64 FMA rounds only the sum;
+// rounding that on to float32 can differ from rounding the exact sum once only where the
+// float64 result lies exactly halfway between two float32 values (its low 28 bits zero,
+// which also holds for float32's subnormal range). There the sum is redone with its last
+// bit forced odd where it was inexact (round to odd), which makes the second rounding the
+// same as one (float64 has more than two bits to spare).
 func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
+	s := math.FMA(float64(a), float64(b), float64(c))
+	if math.Float64bits(s)&(1<<28-1) != 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	// Knuth's two-sum of the exact product and c: the sum's rounding error.
+	p, q := float64(a)*float64(b), float64(c)
+	pv := s - q
+	e := (p - pv) + (q - (s - pv))
+	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
+		if (e > 0) == (s > 0) {
+			bits++ // away from zero
+		} else {
+			bits--
+		}
+		s = math.Float64frombits(bits)
+	}
+	return float32(s)
 }
 
 // vexp32 is one lane of ggml_v_expf (AVX-512): e^x = 2^n · p(b) with n = round(x·log2 e) and

@@ -262,3 +262,21 @@ func TestElementwiseKernels(t *testing.T) {
 		expectBits(t, fmt.Sprintf("AddScaled %d", n), acc, wantAcc)
 	}
 }
+
+// TestFMA32RoundsOnce checks fma32 where the float64 sum lands exactly halfway between
+// two float32 values: a·b = -2^-24 + 2^-60 and c = 1 + 2^-23 make the exact sum
+// 1 + 2^-24 + 2^-60, just above the midpoint of 1 and 1 + 2^-23; rounded to float64 first
+// it is the midpoint itself, which float32 rounds to even (1).
+func TestFMA32RoundsOnce(t *testing.T) {
+	for _, sign := range []float32{1, -1} {
+		a := float32(1 - math.Ldexp(1, -18))
+		b := sign * float32(-(1+math.Ldexp(1, -18))*math.Ldexp(1, -24))
+		c := sign * float32(1+math.Ldexp(1, -23))
+		if twice := float32(math.FMA(float64(a), float64(b), float64(c))); twice != sign {
+			t.Fatalf("the case does not round differently twice: %v", twice)
+		}
+		if got := fma32(a, b, c); got != c {
+			t.Errorf("fma32(%v, %v, %v) = %v, want %v", a, b, c, got, c)
+		}
+	}
+}
