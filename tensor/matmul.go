@@ -28,6 +28,8 @@ type Matrix struct {
 	// rows4T against four (dotTokens4Rows).
 	rows1  func(n int, rows, a []byte, out []float32)
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
+	packed *packedFormat
 	// summaries is, for F16, each row's f16Tile summary once a decode step has computed it
 	// (0 until then): the weights do not change, so later steps skip that work. Shared by
 	// copies of the Matrix and sliced by Expert views.
@@ -73,7 +75,8 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t]}
+		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t],
+		packed: packedFormatOf(t, int(dims[1]))}
 	if t == F16 {
 		m.summaries = make([]atomic.Uint32, m.rows*m.experts)
 	}
@@ -193,12 +196,14 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 		return err
 	}
 	defer p.mu.Unlock()
-	act, actBytes, err := p.convert(w, x, tokens)
+	packed := p.usePacked(w, tokens)
+	act, actBytes, err := p.convert(w, x, tokens, packed)
 	if err != nil {
 		return err
 	}
 	j := &p.jobs.matmul
 	units := j.set(p, w, dst, act, actBytes, tokens)
+	j.packed = packed
 	return p.run(j, units)
 }
 
@@ -237,7 +242,7 @@ func (p *Pool) MatMuls(dsts [][]float32, ws []*Matrix, x []float32) error {
 		return err
 	}
 	defer p.mu.Unlock()
-	act, actBytes, err := p.convert(ws[0], x, 1)
+	act, actBytes, err := p.convert(ws[0], x, 1, false)
 	if err != nil {
 		return err
 	}
@@ -266,28 +271,41 @@ func (j *matmulsJob) unit(worker, u int) {
 	j.parts[i].unit(worker, u-j.starts[i])
 }
 
-// convert turns rows of activations into w's VecDotType in the pool's scratch, in parallel.
-func (p *Pool) convert(w *Matrix, x []float32, rows int) ([]byte, int, error) {
+// convert turns rows of activations into w's VecDotType in the pool's scratch, in parallel,
+// and for w's packed kernels (packed) on into their layout (prepPackedActs). It returns
+// the converted rows and the bytes of each.
+func (p *Pool) convert(w *Matrix, x []float32, rows int, packed bool) ([]byte, int, error) {
 	vt := w.tr.VecDotType
-	actBytes, _ := vt.RowBytes(int64(w.cols)) // checked by NewMatrix
-	p.scratch.act = grow(p.scratch.act, rows*int(actBytes))
+	q8Bytes, _ := vt.RowBytes(int64(w.cols)) // checked by NewMatrix
 	j := &p.jobs.convert
-	*j = convertJob{typ: vt, cols: w.cols, x: x, dst: p.scratch.act, rowBytes: int(actBytes)}
-	return p.scratch.act, int(actBytes), p.run(j, rows)
+	*j = convertJob{typ: vt, cols: w.cols, x: x, rowBytes: int(q8Bytes), typeBytes: int(q8Bytes)}
+	if packed {
+		p.packedOps++
+		j.packed, j.rowBytes = w.packed, w.cols/qk32*packedActBytes
+	}
+	p.scratch.act = grow(p.scratch.act, rows*j.rowBytes)
+	j.dst = p.scratch.act
+	return p.scratch.act, j.rowBytes, p.run(j, rows)
 }
 
 type convertJob struct {
-	typ      Type
-	cols     int
-	x        []float32
-	dst      []byte
-	rowBytes int
+	typ       Type
+	cols      int
+	x         []float32
+	dst       []byte
+	rowBytes  int
+	typeBytes int           // a row's bytes in typ
+	packed    *packedFormat // then prepared for its kernels
 }
 
 func (j *convertJob) unit(_, u int) {
-	err := QuantizeActivations(j.typ, j.x[u*j.cols:(u+1)*j.cols], j.dst[u*j.rowBytes:(u+1)*j.rowBytes])
+	row := j.dst[u*j.rowBytes : (u+1)*j.rowBytes]
+	err := QuantizeActivations(j.typ, j.x[u*j.cols:(u+1)*j.cols], row[:j.typeBytes])
 	if err != nil {
 		panic(fmt.Sprintf("tensor: activations converted at a length NewMatrix accepted: %v", err))
+	}
+	if j.packed != nil {
+		prepPackedActs(row, j.cols/qk32, j.packed.offset)
 	}
 }
 
@@ -339,7 +357,7 @@ var dotRowsOne = map[Type]func(n int, rows, a []byte, out []float32){}
 func (j *matmulJob) set(p *Pool, w *Matrix, dst []float32, act []byte, actBytes, tokens int) int {
 	p.scratch.wide = grow(p.scratch.wide, p.threads)
 	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile),
-		rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide}
+		rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide, op: p.packedOps}
 	return ceilDiv(w.rows, j.rowTile) * j.tokenTiles
 }
 
@@ -351,7 +369,9 @@ type matmulJob struct {
 	tokens     int
 	tokenTiles int
 	rowTile    int
-	wide       []wideScratch // per worker, for f16Tile
+	wide       []wideScratch // per worker, for f16Tile and the packed kernels
+	packed     bool          // act is prepared for w's packed kernels
+	op         uint64        // Pool.packedOps of this operation
 }
 
 // unit computes one tile. Units that follow each other share their weight rows (the token
@@ -361,6 +381,12 @@ func (j *matmulJob) unit(worker, u int) {
 	r0, t0 := u/j.tokenTiles*j.rowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+j.rowTile, w.rows), min(t0+matTokenTile, j.tokens)
 	n, rb, ab := w.cols, w.rowBytes, j.actBytes
+	act := func(i int) []byte { return j.act[(t0+i)*ab : (t0+i+1)*ab] }
+	out := func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] }
+	if j.packed {
+		w.mulPacked(&j.wide[worker].packed, j.op, w.data[r0*rb:r1*rb], r1-r0, t1-t0, act, out)
+		return
+	}
 	if w.typ == F16 && f16Tile != nil && f16Tile(n, w.data[r0*rb:r1*rb], rb, r1-r0, j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker], w.summaries[r0:r1]) {
 		return
 	}
@@ -373,9 +399,7 @@ func (j *matmulJob) unit(worker, u int) {
 			}
 		}
 	}
-	w.mulTokens(w.data[r0*rb:r1*rb], t1-t0,
-		func(i int) []byte { return j.act[(t0+i)*ab : (t0+i+1)*ab] },
-		func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] })
+	w.mulTokens(w.data[r0*rb:r1*rb], t1-t0, act, out)
 }
 
 // f16Tile is the SIMD build's kernel for F16 × F16 dot products of many rows and vectors
@@ -394,6 +418,7 @@ type wideScratch struct {
 	summaries [][2]uint16
 	gather    []byte    // MulMatID: a tile's activation vectors, gathered
 	out       []float32 // MulMatID: their outputs, before they are scattered
+	packed    packedScratch
 }
 
 // reserve makes room for rows rows of n values, keeping what is there when it is large
@@ -564,7 +589,8 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	if !shared {
 		vectors = len(ids) // one per (token, slot)
 	}
-	act, actBytes, err := p.convert(w, x, vectors)
+	packed := p.usePacked(w, len(ids)/k)
+	act, actBytes, err := p.convert(w, x, vectors, packed)
 	if err != nil {
 		return err
 	}
@@ -572,7 +598,8 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	j := &p.jobs.mulMatIDs
 	j.parts = grow(j.parts, len(ws))
 	for i, wi := range ws {
-		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared, wide: p.scratch.wide}
+		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared,
+			wide: p.scratch.wide, packed: packed, op: p.packedOps}
 	}
 	return p.run(j, len(ws)*len(s.tiles))
 }
@@ -603,7 +630,9 @@ type mulMatIDJob struct {
 	tiles    []idTile
 	k        int
 	shared   bool
-	wide     []wideScratch // per worker, for f16Tile
+	wide     []wideScratch // per worker, for f16Tile and the packed kernels
+	packed   bool          // act is prepared for w's packed kernels
+	op       uint64        // Pool.packedOps of this operation
 }
 
 func (j *mulMatIDJob) unit(worker, u int) {
@@ -616,9 +645,13 @@ func (j *mulMatIDJob) unit(worker, u int) {
 	if w.typ == F16 && f16Tile != nil && j.wideF16(&j.wide[worker], rows, pairs, r0, r1, w.summaries[int(tile.expert)*w.rows:][r0:r1]) {
 		return
 	}
-	w.mulTokens(rows, len(pairs),
-		func(i int) []byte { return j.vector(pairs[i]) },
-		func(i int) []float32 { return j.dst[int(pairs[i])*w.rows+r0 : int(pairs[i])*w.rows+r1] })
+	act := func(i int) []byte { return j.vector(pairs[i]) }
+	out := func(i int) []float32 { return j.dst[int(pairs[i])*w.rows+r0 : int(pairs[i])*w.rows+r1] }
+	if j.packed {
+		w.mulPacked(&j.wide[worker].packed, j.op, rows, r1-r0, len(pairs), act, out)
+		return
+	}
+	w.mulTokens(rows, len(pairs), act, out)
 }
 
 // wideF16 runs a tile of F16 weights through f16Tile: the tile's activation vectors are

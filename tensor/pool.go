@@ -40,6 +40,10 @@ type Pool struct {
 
 	scratch scratch
 	jobs    jobs
+	// packedOps numbers the operations that run packed kernels, so that a worker can tell
+	// the rows it packed in this operation from those of an earlier one at the same address.
+	packedOps uint64
+	noRepack  bool // SetRepack(false)
 }
 
 // unitRange is a worker's share of a job's units, next..end-1, handed out from the front.
@@ -264,7 +268,7 @@ type scratch struct {
 	attn     []attnScratch // Attention: per worker
 	partials []float32     // Attention: the chunks of a split query
 	stream   []byte        // StreamRead: per worker
-	wide     []wideScratch // MatMul of F16 weights: per worker
+	wide     []wideScratch // MatMul of F16 weights and packed kernels: per worker
 }
 
 // grow returns b resized to n elements, reusing its storage when it is large enough.

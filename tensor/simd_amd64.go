@@ -119,6 +119,7 @@ func init() {
 			traits[Q5_K].VecDot, dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI
 		}
 		installLegacyVNNI()
+		installPacked()
 		installLowKVNNI()
 	}
 	installIQ2()

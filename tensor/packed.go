@@ -1,0 +1,147 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
+
+// Row-interleaved ("packed") products of the 32-value 4-bit formats (Q4_0, IQ4_NL, MXFP4)
+// by Q8_0 activations, for prefill.
+//
+// On an x86 CPU with AVX2, llama.cpp copies these tensors (those with a multiple of 8
+// rows) into its CPU_REPACK buffer, eight rows interleaved, and multiplies them with
+// ggml_gemm_q4_0_8x8_q8_0 and its siblings: per row, token and 32-value block the exact
+// integer sum, then acc = float(sum)·(d_w·d_y) + acc, one FMA a block, where
+// ggml_vec_dot_q4_0_q8_0 keeps eight float lanes a row. The tiny-qwen3moe fixture's Q4_0
+// experts ran that way. moerun's prefill does the same arithmetic, so it gets the same
+// bits, without copying the weights: a tile packs its rows, 16 at a time, into a worker's
+// scratch, each 32-bit lane one row, and every token of the tile then multiplies them with
+// VPDPBUSD against its activation bytes broadcast four at a time: 64 useful byte products
+// an instruction, where the rows kernel's 512-bit registers hold two rows' eight lanes each
+// and need a float step per row and block.
+//
+// Decode (one token) keeps the rows kernels and so VecDot's arithmetic, as llama.cpp with
+// --no-repack: packing 16 rows for a single token cost more than it saved (gpt-oss-shaped
+// MXFP4 experts, 2 threads: 18.5-19.8 t/s against 22.0-23.1). A prompt's logits therefore
+// differ from token-by-token decoding's in the last bits for these formats; Pool.SetRepack
+// turns packing off for callers that need the two to agree.
+//
+// The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats is empty
+// and these formats run the rows kernels.
+
+// packedFormat describes a format with packed kernels: pack lays out 16 rows (rowBytes
+// apart) of nb blocks as packedBlockBytes a block; offset is what the packed value bytes,
+// unsigned, exceed the format's signed values by.
+type packedFormat struct {
+	pack   func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+	offset int32
+}
+
+// packedFormats holds the formats whose prefill runs on packed kernels (SIMD builds with
+// AVX-512 VNNI), and packedDots the kernels for 8, 4, 2 and 1 tokens: each multiplies one
+// packed group of 16 rows by its tokens' prepared activations (acts[t]) and stores to
+// outs[t] the rows mask selects.
+var (
+	packedFormats = map[Type]*packedFormat{}
+	packedDots    [4]func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+)
+
+const (
+	packedGroupRows  = 16
+	packedBlockBytes = 8*64 + 64 // eight registers of value bytes, 16 float32 scales
+	packedActBytes   = 40        // 32 value bytes, int32 correction, float32 scale
+)
+
+// packedFormatOf is t's packedFormat for a matrix of rows rows, or nil: as llama.cpp, only
+// matrices whose rows are a multiple of 8 are interleaved.
+func packedFormatOf(t Type, rows int) *packedFormat {
+	if rows%8 != 0 {
+		return nil
+	}
+	return packedFormats[t]
+}
+
+// prepPackedActs turns a row of Q8_0 blocks, in place at the start of row, into the packed
+// kernels' activations: per block its 32 value bytes, −offset·Σy as int32 (so that the
+// unsigned weight bytes give the signed values' sum) and its scale as float32. row holds
+// nb·packedActBytes bytes; the blocks are expanded from the last, which never overwrites
+// one not yet read.
+func prepPackedActs(row []byte, nb int, offset int32) {
+	const q8Bytes = 34
+	for b := nb - 1; b >= 0; b-- {
+		var blk [q8Bytes]byte
+		copy(blk[:], row[b*q8Bytes:])
+		sum := int32(0)
+		for _, q := range blk[2:] {
+			sum += int32(int8(q))
+		}
+		dst := row[b*packedActBytes : (b+1)*packedActBytes]
+		copy(dst, blk[2:])
+		binary.LittleEndian.PutUint32(dst[32:], uint32(-offset*sum))
+		binary.LittleEndian.PutUint32(dst[36:], math.Float32bits(F16ToF32(binary.LittleEndian.Uint16(blk[:]))))
+	}
+}
+
+// usePacked reports whether a product of w by the vectors of tokens tokens runs on the
+// packed kernels: a prefill, a format with them, and packing not turned off.
+func (p *Pool) usePacked(w *Matrix, tokens int) bool {
+	return w.packed != nil && tokens > 1 && !p.noRepack
+}
+
+// SetRepack turns the packed prefill kernels on (the default) or off, as llama.cpp's
+// --no-repack does its repacked weights: off, every product runs the rows kernels, and a
+// prompt gives bit for bit the logits of feeding it token by token.
+func (p *Pool) SetRepack(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noRepack = !on
+}
+
+// packedScratch is a worker's scratch for the packed kernels: a group of packed rows (kept,
+// with where it came from, for the next tile of the same rows) and a group of rows padded
+// with zero rows to 16.
+type packedScratch struct {
+	group  []byte
+	padded []byte
+	op     uint64 // the operation and the first row the group was packed from
+	from   *byte
+	// The kernels' token pointers, here rather than on the stack: a call through a
+	// function value would move them to the heap on every call.
+	acts [8]unsafe.Pointer
+	outs [8]*float32
+}
+
+// mulPacked multiplies nr whole rows of w (rows) by count activation vectors prepared by
+// prepPackedActs: out(i)[r] is row r times act(i). Each group of 16 rows is packed and
+// then multiplied by every vector while it is in L1. op numbers the pool's operation, so
+// that a group the worker packed last in the same operation (a prefill tile's rows, one
+// group, with the next tile of tokens) is not packed again.
+func (w *Matrix) mulPacked(s *packedScratch, op uint64, rows []byte, nr, count int, act func(i int) []byte, out func(i int) []float32) {
+	nb, rb := w.cols/qk32, w.rowBytes
+	s.group = grow(s.group, nb*packedBlockBytes)
+	packed := unsafe.Pointer(&s.group[0])
+	for g := 0; g < nr; g += packedGroupRows {
+		src := rows[g*rb:]
+		if s.op != op || s.from != &src[0] {
+			s.op, s.from = op, &src[0]
+			if nr-g < packedGroupRows {
+				s.padded = grow(s.padded, packedGroupRows*rb)
+				clear(s.padded[copy(s.padded, src[:(nr-g)*rb]):])
+				src = s.padded
+			}
+			w.packed.pack(unsafe.Pointer(&src[0]), rb, nb, packed)
+		}
+		mask := uint16(1<<min(nr-g, packedGroupRows) - 1)
+		i := 0
+		for k, size := range [...]int{8, 4, 2, 1} {
+			for ; i+size <= count; i += size {
+				for t := range size {
+					s.acts[t] = unsafe.Pointer(&act(i + t)[0])
+					s.outs[t] = &out(i + t)[g]
+				}
+				packedDots[k](packed, nb, &s.acts[0], &s.outs[0], mask)
+			}
+		}
+	}
+}

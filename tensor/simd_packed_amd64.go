@@ -1,0 +1,57 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import "unsafe"
+
+// The packed kernels of packed.go (simd_packed_amd64.s). Packing a group of 16 rows loads
+// each block's 16 value bytes of four rows into one register, transposes the four
+// registers' dwords (VPERMI2D, VSHUFI64X2) so that register j holds dword j of every row,
+// splits the nibbles and looks them up in the format's table (Q4_0's nibbles are its
+// unsigned bytes already), and gathers the rows' scales.
+
+// Constants of the packing: packRowIndex numbers the 16 lanes (times rowBytes, each row's
+// offset for the scale gather); packPairs01 picks dwords 0 and 1 of eight rows from two
+// registers of four rows each (VPERMI2D), packPairs23 dwords 2 and 3; iq4Unsigned is the
+// IQ4 levels plus 128.
+var (
+	packRowIndex = [16]int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	packPairs01  = [16]int32{0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29}
+	packPairs23  = [16]int32{2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31}
+	iq4Unsigned  = func() (t [16]uint8) {
+		for i, v := range iq4Values {
+			t[i] = uint8(int(v) + 128)
+		}
+		return t
+	}()
+)
+
+//go:noescape
+func packQ4_0Rows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+
+//go:noescape
+func packIQ4_NLRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+
+//go:noescape
+func packMXFP4Rows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+
+//go:noescape
+func dotPackedTokens8(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotPackedTokens4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotPackedTokens2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotPackedTokens1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+// installPacked registers the packed kernels (the CPU has AVX-512 VNNI).
+func installPacked() {
+	packedDots = [4]func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16){
+		dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
+	packedFormats[Q4_0] = &packedFormat{pack: packQ4_0Rows16, offset: 8}
+	packedFormats[IQ4_NL] = &packedFormat{pack: packIQ4_NLRows16, offset: 128}
+	packedFormats[MXFP4] = &packedFormat{pack: packMXFP4Rows16, offset: 12}
+}
