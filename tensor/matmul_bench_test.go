@@ -90,9 +90,9 @@ var hotExpertTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, IQ4_XS, MXFP4, F16, BF
 
 // BenchmarkMulMatIDQwen3 is the expert FFN of one Qwen3-30B-A3B layer: 128 experts with
 // gate and up [2048 → 768] and down [768 → 2048], 8 experts per token; decode (1 token) for
-// the hot expert types and a prefill micro-batch of 512 for Q4_K and Q8_0 (the scalar
-// kernels take about a minute per batch). MB/s counts the bytes of the experts the batch
-// touches.
+// the hot expert types and a prefill micro-batch of 512 for Q4_K, Q8_0, Q4_0 and MXFP4 (the
+// scalar kernels take about a minute per batch), the last two with their packed kernels
+// and without (repack=false). MB/s counts the bytes of the experts the batch touches.
 func BenchmarkMulMatIDQwen3(b *testing.B) {
 	const embd, ff, experts, used = 2048, 768, 128, 8
 	for _, typ := range hotExpertTypes {
@@ -107,7 +107,7 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 		down, _ := NewMatrix(typ, []int64{ff, embd, experts}, tiledWeights(b, typ, ff, embd, experts))
 		expertBytes, _ := typ.Bytes([]int64{embd, ff, 3})
 		for _, tokens := range []int{1, 512} {
-			if tokens > 1 && typ != Q4_K && typ != Q8_0 {
+			if tokens > 1 && typ != Q4_K && typ != Q8_0 && typ != Q4_0 && typ != MXFP4 {
 				continue
 			}
 			rng := rand.New(rand.NewPCG(51, 52))
@@ -122,29 +122,40 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 			x := randomFloats(rng, tokens*embd)
 			g, u := make([]float32, tokens*used*ff), make([]float32, tokens*used*ff)
 			out := make([]float32, tokens*used*embd)
+			repacks := []bool{true}
+			if tokens > 1 && packedFormats[typ] != nil {
+				repacks = append(repacks, false)
+			}
 			for _, threads := range []int{1, 2} {
-				b.Run(fmt.Sprintf("type=%s/tokens=%d/threads=%d", typ, tokens, threads), func(b *testing.B) {
-					p := NewPool(threads)
-					defer p.Close()
-					b.SetBytes(int64(len(touched)) * expertBytes)
-					cpu := processCPU()
-					for b.Loop() {
-						if err := p.MulMatID(g, gate, x, ids, used); err != nil {
-							b.Fatal(err)
-						}
-						if err := p.MulMatID(u, up, x, ids, used); err != nil {
-							b.Fatal(err)
-						}
-						SwiGLU(g, g, u, ff)
-						if err := p.MulMatID(out, down, g, ids, used); err != nil {
-							b.Fatal(err)
-						}
+				for _, repack := range repacks {
+					name := fmt.Sprintf("type=%s/tokens=%d/threads=%d", typ, tokens, threads)
+					if !repack {
+						name += "/repack=false"
 					}
-					reportCPU(b, cpu)
-					flops := 2 * 3 * float64(embd*ff) * float64(tokens*used)
-					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tokens/s")
-				})
+					b.Run(name, func(b *testing.B) {
+						p := NewPool(threads)
+						defer p.Close()
+						p.SetRepack(repack)
+						b.SetBytes(int64(len(touched)) * expertBytes)
+						cpu := processCPU()
+						for b.Loop() {
+							if err := p.MulMatID(g, gate, x, ids, used); err != nil {
+								b.Fatal(err)
+							}
+							if err := p.MulMatID(u, up, x, ids, used); err != nil {
+								b.Fatal(err)
+							}
+							SwiGLU(g, g, u, ff)
+							if err := p.MulMatID(out, down, g, ids, used); err != nil {
+								b.Fatal(err)
+							}
+						}
+						reportCPU(b, cpu)
+						flops := 2 * 3 * float64(embd*ff) * float64(tokens*used)
+						b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tokens/s")
+					})
+				}
 			}
 		}
 	}

@@ -37,9 +37,11 @@ type gpuBackend interface {
 }
 
 // openMachine starts the pool and opens the GPUs. Without one, a command that asked for
-// GPU layers gets llama.cpp's one-line warning and runs on the CPU.
+// GPU layers gets llama.cpp's one-line warning and runs on the CPU. --no-repack turns the
+// pool's packed prefill kernels off: llama.cpp's repacked arithmetic is theirs.
 func openMachine(stderr io.Writer, threads int, rules placement.Rules) *machine {
 	m := &machine{pool: tensor.NewPool(threads), stderr: stderr}
+	m.pool.SetRepack(rules.Repack)
 	m.host = cpu.New(cpu.Options{Pool: m.pool})
 	gpus, err := openGPUs(m.pool)
 	m.gpus = gpus
