@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"math"
@@ -275,5 +276,28 @@ func TestRunLlamaOptions(t *testing.T) {
 		if !found || !flags[key] {
 			t.Errorf("run reads option %q: in table %v, a flag of run %v", key, found, flags[key])
 		}
+	}
+}
+
+// --no-repack reaches the runtime: without the packed prefill kernels a prompt evaluated
+// in one batch gives bit for bit the logits of feeding it one token at a time (-ub 1),
+// which never packs (tensor.Pool.SetRepack).
+func TestRunNoRepack(t *testing.T) {
+	ids := joinInts(llamaGolden(t, "tiny-qwen3moe", "fox").Tokens)
+	logits := func(args ...string) []byte {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "logits.json")
+		args = append([]string{"run", "-m", tinyQwen, "--prompt-ids", ids, "-n", "1", "--logits-out", path}, args...)
+		if code, _, errOut := moerun(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if batch, single := logits("--no-repack"), logits("-ub", "1"); !bytes.Equal(batch, single) {
+		t.Error("--no-repack: the prompt's logits in one batch differ from one token at a time")
 	}
 }
