@@ -22,12 +22,9 @@ const qwen35Model = "../testdata/models/tiny-qwen35moe.gguf"
 // deliberate difference is Context.attend's switch to float32 arithmetic for batches of 64
 // tokens or more, where a single token uses ggml's F16-rounding kernel (0.04 apart in the
 // logits at 169 tokens): the long prompt therefore runs with AttnPrecise in both, the short
-// ones with the defaults. The other is the Q4_0 experts' packed prefill kernels (the
-// arithmetic of llama.cpp's repacked weights, tensor/packed.go), turned off here as
-// llama.cpp's --no-repack does.
+// ones with the defaults.
 func TestQwen35PrefillMatchesDecode(t *testing.T) {
 	m := openModel(t, qwen35Model, 2)
-	m.pool.SetRepack(false)
 	vocab := m.Config.Vocab
 	for _, p := range loadGolden(t, "tiny-qwen35moe").Prompts {
 		o := DefaultContextOptions()

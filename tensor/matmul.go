@@ -196,7 +196,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 		return err
 	}
 	defer p.mu.Unlock()
-	packed := p.usePacked(w, tokens)
+	packed := p.usePacked(w)
 	act, actBytes, err := p.convert(w, x, tokens, packed)
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (p *Pool) MatMuls(dsts [][]float32, ws []*Matrix, x []float32) error {
 		if _, err := w.CheckMatMul(len(dsts[i]), len(x)); err != nil {
 			return err
 		}
-		if w.cols != ws[0].cols || w.tr.VecDotType != ws[0].tr.VecDotType || len(x) != w.cols {
+		if w.cols != ws[0].cols || w.tr.VecDotType != ws[0].tr.VecDotType || w.packed != ws[0].packed || len(x) != w.cols {
 			for i, w := range ws {
 				if err := p.MatMul(dsts[i], w, x); err != nil {
 					return err
@@ -242,7 +242,8 @@ func (p *Pool) MatMuls(dsts [][]float32, ws []*Matrix, x []float32) error {
 		return err
 	}
 	defer p.mu.Unlock()
-	act, actBytes, err := p.convert(ws[0], x, 1, false)
+	packed := p.usePacked(ws[0])
+	act, actBytes, err := p.convert(ws[0], x, 1, packed)
 	if err != nil {
 		return err
 	}
@@ -252,6 +253,7 @@ func (p *Pool) MatMuls(dsts [][]float32, ws []*Matrix, x []float32) error {
 	for i, w := range ws {
 		j.starts[i] = units
 		units += j.parts[i].set(p, w, dsts[i], act, actBytes, 1)
+		j.parts[i].packed = packed
 	}
 	return p.run(j, units)
 }
@@ -589,7 +591,7 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	if !shared {
 		vectors = len(ids) // one per (token, slot)
 	}
-	packed := p.usePacked(w, len(ids)/k)
+	packed := p.usePacked(w)
 	act, actBytes, err := p.convert(w, x, vectors, packed)
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ var hotExpertTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, IQ4_XS, MXFP4, F16, BF
 // BenchmarkMulMatIDQwen3 is the expert FFN of one Qwen3-30B-A3B layer: 128 experts with
 // gate and up [2048 → 768] and down [768 → 2048], 8 experts per token; decode (1 token) for
 // the hot expert types and a prefill micro-batch of 512 for Q4_K, Q8_0, Q4_0 and MXFP4 (the
-// scalar kernels take about a minute per batch), the last two with their packed kernels
+// scalar kernels take about a minute per batch); Q4_0 and MXFP4 with their packed kernels
 // and without (repack=false). MB/s counts the bytes of the experts the batch touches.
 func BenchmarkMulMatIDQwen3(b *testing.B) {
 	const embd, ff, experts, used = 2048, 768, 128, 8
@@ -123,7 +123,7 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 			g, u := make([]float32, tokens*used*ff), make([]float32, tokens*used*ff)
 			out := make([]float32, tokens*used*embd)
 			repacks := []bool{true}
-			if tokens > 1 && packedFormats[typ] != nil {
+			if packedFormats[typ] != nil {
 				repacks = append(repacks, false)
 			}
 			for _, threads := range []int{1, 2} {

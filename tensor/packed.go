@@ -7,34 +7,38 @@ import (
 )
 
 // Row-interleaved ("packed") products of the 32-value 4-bit formats (Q4_0, IQ4_NL, MXFP4)
-// by Q8_0 activations, for prefill.
+// by Q8_0 activations.
 //
 // On an x86 CPU with AVX2, llama.cpp copies these tensors (those with a multiple of 8
 // rows) into its CPU_REPACK buffer, eight rows interleaved, and multiplies them with
-// ggml_gemm_q4_0_8x8_q8_0 and its siblings: per row, token and 32-value block the exact
-// integer sum, then acc = float(sum)·(d_w·d_y) + acc, one FMA a block, where
-// ggml_vec_dot_q4_0_q8_0 keeps eight float lanes a row. The tiny-qwen3moe fixture's Q4_0
-// experts ran that way. moerun's prefill does the same arithmetic, so it gets the same
-// bits, without copying the weights: a tile packs its rows, 16 at a time, into a worker's
-// scratch, each 32-bit lane one row, and every token of the tile then multiplies them with
-// VPDPBUSD against its activation bytes broadcast four at a time: 64 useful byte products
-// an instruction, where the rows kernel's 512-bit registers hold two rows' eight lanes each
-// and need a float step per row and block.
+// ggml_gemm_q4_0_8x8_q8_0 (prefill), ggml_gemv_q4_0_8x8_q8_0 (one token) and their
+// siblings: per row, token and 32-value block the exact integer sum, then
+// acc = float(sum)·(d_w·d_y) + acc, one FMA a block, where ggml_vec_dot_q4_0_q8_0 keeps
+// eight float lanes a row. The tiny-qwen3moe fixture's Q4_0 experts ran that way. moerun
+// does the same arithmetic, so it gets the same bits, without copying the weights:
 //
-// Decode (one token) keeps the rows kernels and so VecDot's arithmetic, as llama.cpp with
-// --no-repack: packing 16 rows for a single token cost more than it saved (gpt-oss-shaped
-// MXFP4 experts, 2 threads: 18.5-19.8 t/s against 22.0-23.1). A prompt's logits therefore
-// differ from token-by-token decoding's in the last bits for these formats; Pool.SetRepack
-// turns packing off for callers that need the two to agree.
+//   - several tokens: a tile packs its rows, 16 at a time, into a worker's scratch, each
+//     32-bit lane one row, and every token of the tile then multiplies them with VPDPBUSD
+//     against its activation bytes broadcast four at a time: 64 useful byte products an
+//     instruction, where the rows kernel's 512-bit registers hold two rows' eight lanes
+//     each and need a float step per row and block;
+//   - one token (decode): a kernel reads 16 rows straight from the weights, one row a
+//     128-bit lane, and adds each row's four dword sums up by a 4×4 transpose, with half
+//     the rows kernel's instructions.
 //
-// The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats is empty
-// and these formats run the rows kernels.
+// So a prompt gives bit for bit the logits of feeding it token by token, as in llama.cpp.
+// Pool.SetRepack(false) (--no-repack) gives VecDot's arithmetic instead, as llama.cpp's
+// flag does. The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats
+// is empty and these formats run the rows kernels.
 
 // packedFormat describes a format with packed kernels: pack lays out 16 rows (rowBytes
 // apart) of nb blocks as packedBlockBytes a block; offset is what the packed value bytes,
 // unsigned, exceed the format's signed values by.
 type packedFormat struct {
-	pack   func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+	pack func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+	// rows1 multiplies groups whole groups of 16 rows by one token's prepared activations
+	// a, straight from the weights, into out (decode).
+	rows1  func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
 	offset int32
 }
 
@@ -83,15 +87,20 @@ func prepPackedActs(row []byte, nb int, offset int32) {
 	}
 }
 
-// usePacked reports whether a product of w by the vectors of tokens tokens runs on the
-// packed kernels: a prefill, a format with them, and packing not turned off.
-func (p *Pool) usePacked(w *Matrix, tokens int) bool {
-	return w.packed != nil && tokens > 1 && !p.noRepack
+// usePacked reports whether products of w run on the packed kernels: a format with them,
+// and packing not turned off.
+func (p *Pool) usePacked(w *Matrix) bool {
+	return w.packed != nil && !p.noRepack
 }
 
-// SetRepack turns the packed prefill kernels on (the default) or off, as llama.cpp's
-// --no-repack does its repacked weights: off, every product runs the rows kernels, and a
-// prompt gives bit for bit the logits of feeding it token by token.
+// PackedKernels reports whether this machine multiplies matrices of type t (with a
+// multiple of 8 rows) with the packed kernels, llama.cpp's repacked arithmetic, unless a
+// pool turns them off.
+func PackedKernels(t Type) bool { return packedFormats[t] != nil }
+
+// SetRepack turns the packed kernels on (the default) or off, as llama.cpp's --no-repack
+// does its repacked weights: off, every product of the packed formats runs the rows
+// kernels and VecDot's arithmetic.
 func (p *Pool) SetRepack(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,7 +130,12 @@ func (w *Matrix) mulPacked(s *packedScratch, op uint64, rows []byte, nr, count i
 	nb, rb := w.cols/qk32, w.rowBytes
 	s.group = grow(s.group, nb*packedBlockBytes)
 	packed := unsafe.Pointer(&s.group[0])
-	for g := 0; g < nr; g += packedGroupRows {
+	g0 := 0
+	if full := nr / packedGroupRows; count == 1 && full > 0 {
+		w.packed.rows1(unsafe.Pointer(&rows[0]), rb, full, nb, unsafe.Pointer(&act(0)[0]), &out(0)[0])
+		g0 = full * packedGroupRows
+	}
+	for g := g0; g < nr; g += packedGroupRows {
 		src := rows[g*rb:]
 		if s.op != op || s.from != &src[0] {
 			s.op, s.from = op, &src[0]

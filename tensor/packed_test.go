@@ -140,11 +140,20 @@ func TestPackedMatchesBlockwise(t *testing.T) {
 				}
 				var s packedScratch
 				m.mulPacked(&s, 1, data, rows, count, func(i int) []byte { return acts[i] }, func(i int) []float32 { return out[i][:rows] })
+				// One token at a time takes the one-token kernel for whole groups of 16.
+				single := make([][]float32, count)
+				for i := range single {
+					single[i] = make([]float32, rows)
+					m.mulPacked(&s, 2, data, rows, 1, func(int) []byte { return acts[i] }, func(int) []float32 { return single[i] })
+				}
 				for i := range count {
 					for r := range rows {
 						want := blockwiseDot(typ, n, data[r*m.rowBytes:], q8[i*q8Bytes:])
 						if got := out[i][r]; math.Float32bits(got) != math.Float32bits(want) {
 							t.Fatalf("token %d row %d: %v, want %v", i, r, got, want)
+						}
+						if got := single[i][r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("token %d alone, row %d: %v, want %v", i, r, got, want)
 						}
 					}
 					if out[i][rows] != 0 {
@@ -157,9 +166,9 @@ func TestPackedMatchesBlockwise(t *testing.T) {
 }
 
 // TestPackedMatMuls checks which arithmetic MatMul and MulMatID give a packed format: the
-// packed kernels' (blockwiseDot) for several tokens, the rows kernels' (VecDot) for one
-// token, for a matrix whose rows are not a multiple of 8 (llama.cpp repacks only the
-// others) and with packing turned off.
+// packed kernels' (blockwiseDot) for one token and several, the rows kernels' (VecDot) for
+// a matrix whose rows are not a multiple of 8 (llama.cpp repacks only the others) and
+// with packing turned off.
 func TestPackedMatMuls(t *testing.T) {
 	if packedFormats[Q4_0] == nil {
 		t.Skip("no packed kernels on this CPU or build")
@@ -184,9 +193,11 @@ func TestPackedMatMuls(t *testing.T) {
 		dot          func(typ Type, n int, w, a []byte) float32
 	}{
 		{32, 5, true, blockwiseDot},
-		{32, 1, true, vecDot},
+		{32, 1, true, blockwiseDot},
+		{48, 1, true, blockwiseDot},
 		{20, 5, true, vecDot},
 		{32, 5, false, vecDot},
+		{32, 1, false, vecDot},
 	} {
 		p.SetRepack(tc.repack)
 		rows, tokens := tc.rows, tc.tokens

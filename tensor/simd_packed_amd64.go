@@ -18,6 +18,9 @@ var (
 	packRowIndex = [16]int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 	packPairs01  = [16]int32{0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29}
 	packPairs23  = [16]int32{2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31}
+	// transpose4x4 maps dword 4l+j to 4j+l (its own inverse): the one-token kernel's row
+	// order, and back.
+	transpose4x4 = [16]int32{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}
 	iq4Unsigned  = func() (t [16]uint8) {
 		for i, v := range iq4Values {
 			t[i] = uint8(int(v) + 128)
@@ -36,6 +39,15 @@ func packIQ4_NLRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 func packMXFP4Rows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 
 //go:noescape
+func dotQ4_0Rows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+
+//go:noescape
+func dotIQ4_NLRows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+
+//go:noescape
+func dotMXFP4Rows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+
+//go:noescape
 func dotPackedTokens8(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 
 //go:noescape
@@ -51,7 +63,7 @@ func dotPackedTokens1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **flo
 func installPacked() {
 	packedDots = [4]func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16){
 		dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
-	packedFormats[Q4_0] = &packedFormat{pack: packQ4_0Rows16, offset: 8}
-	packedFormats[IQ4_NL] = &packedFormat{pack: packIQ4_NLRows16, offset: 128}
-	packedFormats[MXFP4] = &packedFormat{pack: packMXFP4Rows16, offset: 12}
+	packedFormats[Q4_0] = &packedFormat{pack: packQ4_0Rows16, rows1: dotQ4_0Rows16x1, offset: 8}
+	packedFormats[IQ4_NL] = &packedFormat{pack: packIQ4_NLRows16, rows1: dotIQ4_NLRows16x1, offset: 128}
+	packedFormats[MXFP4] = &packedFormat{pack: packMXFP4Rows16, rows1: dotMXFP4Rows16x1, offset: 12}
 }

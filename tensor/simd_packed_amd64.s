@@ -61,24 +61,57 @@
 	PREFETCHT1 192(R15); \
 	PREFETCHT1 256(R15)
 
+// The 16 rows of a group: ROW_POINTERS16 sets rows 0-3 (SI BX DX R10) and 8-11 (R11-R14)
+// from SI and R9 = rowBytes (rows 4-7 and 12-15 are the same plus 4 rowBytes);
+// LOAD_ROWS16 loads 16 bytes at qoff of each row's block, four rows a register (Z0-Z3);
+// NEXT_BLOCK16 moves every row, and R15 (PACK_PREFETCH), on by a block.
+#define ROW_POINTERS16 \
+	LEAQ (SI)(R9*1), BX; \
+	LEAQ (BX)(R9*1), DX; \
+	LEAQ (DX)(R9*1), R10; \
+	LEAQ (SI)(R9*8), R11; \
+	LEAQ (BX)(R9*8), R12; \
+	LEAQ (DX)(R9*8), R13; \
+	LEAQ (R10)(R9*8), R14
+
+#define LOAD_ROWS16(qoff) \
+	PACK_LOAD4(qoff(SI), qoff(BX), qoff(DX), qoff(R10), Z0, X0); \
+	PACK_LOAD4(qoff(SI)(R9*4), qoff(BX)(R9*4), qoff(DX)(R9*4), qoff(R10)(R9*4), Z1, X1); \
+	PACK_LOAD4(qoff(R11), qoff(R12), qoff(R13), qoff(R14), Z2, X2); \
+	PACK_LOAD4(qoff(R11)(R9*4), qoff(R12)(R9*4), qoff(R13)(R9*4), qoff(R14)(R9*4), Z3, X3)
+
+#define NEXT_BLOCK16(bs) \
+	ADDQ $bs, SI; \
+	ADDQ $bs, BX; \
+	ADDQ $bs, DX; \
+	ADDQ $bs, R10; \
+	ADDQ $bs, R11; \
+	ADDQ $bs, R12; \
+	ADDQ $bs, R13; \
+	ADDQ $bs, R14; \
+	ADDQ $(16*bs), R15
+
+// MXFP4_CONSTANTS loads its value table (Z29) and SCALE_E8M0's constants.
+#define MXFP4_CONSTANTS \
+	VBROADCASTI32X4 ·fp4Shifted(SB), Z29; \
+	MOVL            $0x00200000, AX; \
+	VPBROADCASTD    AX, Z23; \
+	MOVL            $2, AX; \
+	VPBROADCASTD    AX, Z24; \
+	MOVL            $1, AX; \
+	VPBROADCASTD    AX, Z25
+
 // PACK16 packs 16 rows (SI the first, R9 rowBytes apart) of nb blocks of bs bytes, the
 // values at qoff in the block, into dst: per block eight 64-byte registers of value bytes
 // (W0-W7, lane r row r: W(2j) values 4j..4j+3, W(2j+1) values 16+4j..16+4j+3) and the
-// 16 rows' scales as float32, 576 bytes. Rows 0-3 are SI BX DX R10, and rows 4-7, 8-11
-// and 12-15 the same plus 4, 8 and 12 rowBytes (R11-R14 hold rows 8-11); R15 walks the
-// next 16 rows for PACK_PREFETCH.
+// 16 rows' scales as float32, 576 bytes. The rows' registers are ROW_POINTERS16's; R15
+// walks the next 16 rows for PACK_PREFETCH.
 #define PACK16(bs, qoff, LUT, SCALE) \
 	MOVQ         w+0(FP), SI; \
 	MOVQ         rowBytes+8(FP), R9; \
 	MOVQ         nb+16(FP), CX; \
 	MOVQ         dst+24(FP), DI; \
-	LEAQ         (SI)(R9*1), BX; \
-	LEAQ         (BX)(R9*1), DX; \
-	LEAQ         (DX)(R9*1), R10; \
-	LEAQ         (SI)(R9*8), R11; \
-	LEAQ         (BX)(R9*8), R12; \
-	LEAQ         (DX)(R9*8), R13; \
-	LEAQ         (R10)(R9*8), R14; \
+	ROW_POINTERS16; \
 	MOVQ         R9, R15; \
 	SHLQ         $4, R15; \
 	ADDQ         SI, R15; \
@@ -91,10 +124,7 @@
 	VPBROADCASTD AX, Z28; \
 packblock: \
 	PACK_PREFETCH; \
-	PACK_LOAD4(qoff(SI), qoff(BX), qoff(DX), qoff(R10), Z0, X0); \
-	PACK_LOAD4(qoff(SI)(R9*4), qoff(BX)(R9*4), qoff(DX)(R9*4), qoff(R10)(R9*4), Z1, X1); \
-	PACK_LOAD4(qoff(R11), qoff(R12), qoff(R13), qoff(R14), Z2, X2); \
-	PACK_LOAD4(qoff(R11)(R9*4), qoff(R12)(R9*4), qoff(R13)(R9*4), qoff(R14)(R9*4), Z3, X3); \
+	LOAD_ROWS16(qoff); \
 	VMOVDQA64    Z26, Z4; \
 	VPERMI2D     Z1, Z0, Z4; \
 	VMOVDQA64    Z27, Z5; \
@@ -114,17 +144,79 @@ packblock: \
 	SCALE; \
 	VMOVUPS      Z14, 512(DI); \
 	ADDQ         $576, DI; \
-	ADDQ         $bs, SI; \
-	ADDQ         $bs, BX; \
-	ADDQ         $bs, DX; \
-	ADDQ         $bs, R10; \
-	ADDQ         $bs, R11; \
-	ADDQ         $bs, R12; \
-	ADDQ         $bs, R13; \
-	ADDQ         $bs, R14; \
-	ADDQ         $(16*bs), R15; \
+	NEXT_BLOCK16(bs); \
 	DECQ         CX; \
 	JNZ          packblock; \
+	CLEAR_HIGH; \
+	RET
+
+// ROWS1 is the packed arithmetic for one token straight from the weights (decode), groups
+// groups of 16 rows: per block, four registers of four rows' value bytes (PACK_LOAD4, one
+// row a 128-bit lane) against the token's values broadcast to every lane give each row
+// four dword sums, which a 4×4 transpose of the registers' dwords adds up (VPUNPCK*),
+// leaving row 4j+l in dword 4l+j; the rows' scales are gathered in that order (Z15) and
+// the sums put back in row order at the end (VPERMD by Z22). Registers as PACK16's; Z16
+// the group's float sums, DI the token's prepared activations, R8 the next group.
+#define ROWS1_DOT(r, ints, LUT) \
+	VPANDD   Z30, r, Z12; \
+	VPSRLW   $4, r, Z13; \
+	VPANDD   Z30, Z13, Z13; \
+	LUT(Z12); \
+	LUT(Z13); \
+	VPXORD   ints, ints, ints; \
+	VPDPBUSD Z4, Z12, ints; \
+	VPDPBUSD Z5, Z13, ints
+
+#define ROWS1(bs, qoff, LUT, SCALE) \
+	MOVQ         w+0(FP), R8; \
+	MOVQ         rowBytes+8(FP), R9; \
+	MOVQ         out+40(FP), AX; \
+	VPBROADCASTD R9, Z15; \
+	VPMULLD      ·transpose4x4(SB), Z15, Z15; \
+	VMOVDQU64    ·transpose4x4(SB), Z22; \
+	VPBROADCASTB ·nibbleMask(SB), Z30; \
+	MOVL         $0xFF, BX; \
+	VPBROADCASTD BX, Z28; \
+rows1group: \
+	MOVQ         R8, SI; \
+	ROW_POINTERS16; \
+	LEAQ         (R11)(R9*8), R8; \
+	MOVQ         R8, R15; \
+	MOVQ         a+32(FP), DI; \
+	MOVQ         nb+24(FP), CX; \
+	VPXORD       Z16, Z16, Z16; \
+rows1block: \
+	PACK_PREFETCH; \
+	LOAD_ROWS16(qoff); \
+	VBROADCASTI32X4 (DI), Z4; \
+	VBROADCASTI32X4 16(DI), Z5; \
+	ROWS1_DOT(Z0, Z6, LUT); \
+	ROWS1_DOT(Z1, Z7, LUT); \
+	ROWS1_DOT(Z2, Z8, LUT); \
+	ROWS1_DOT(Z3, Z9, LUT); \
+	VPUNPCKLDQ   Z7, Z6, Z10; \
+	VPUNPCKHDQ   Z7, Z6, Z11; \
+	VPADDD       Z11, Z10, Z10; \
+	VPUNPCKLDQ   Z9, Z8, Z11; \
+	VPUNPCKHDQ   Z9, Z8, Z12; \
+	VPADDD       Z12, Z11, Z11; \
+	VPUNPCKLQDQ  Z11, Z10, Z12; \
+	VPUNPCKHQDQ  Z11, Z10, Z13; \
+	VPADDD       Z13, Z12, Z12; \
+	VPADDD.BCST  32(DI), Z12, Z12; \
+	SCALE; \
+	VMULPS.BCST  36(DI), Z14, Z14; \
+	VCVTDQ2PS    Z12, Z12; \
+	VFMADD231PS  Z12, Z14, Z16; \
+	NEXT_BLOCK16(bs); \
+	ADDQ         $40, DI; \
+	DECQ         CX; \
+	JNZ          rows1block; \
+	VPERMD       Z16, Z22, Z16; \
+	VMOVUPS      Z16, (AX); \
+	ADDQ         $64, AX; \
+	DECQ         groups+16(FP); \
+	JNZ          rows1group; \
 	CLEAR_HIGH; \
 	RET
 
@@ -345,14 +437,22 @@ TEXT ·packIQ4_NLRows16(SB), NOSPLIT, $0-32
 
 // func packMXFP4Rows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 TEXT ·packMXFP4Rows16(SB), NOSPLIT, $0-32
-	VBROADCASTI32X4 ·fp4Shifted(SB), Z29
-	MOVL            $0x00200000, AX
-	VPBROADCASTD    AX, Z23
-	MOVL            $2, AX
-	VPBROADCASTD    AX, Z24
-	MOVL            $1, AX
-	VPBROADCASTD    AX, Z25
+	MXFP4_CONSTANTS
 	PACK16(17, 1, LUT_TABLE, SCALE_E8M0)
+
+// func dotQ4_0Rows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+TEXT ·dotQ4_0Rows16x1(SB), NOSPLIT, $0-48
+	ROWS1(18, 2, LUT_NONE, SCALE_F16)
+
+// func dotIQ4_NLRows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+TEXT ·dotIQ4_NLRows16x1(SB), NOSPLIT, $0-48
+	VBROADCASTI32X4 ·iq4Unsigned(SB), Z29
+	ROWS1(18, 2, LUT_TABLE, SCALE_F16)
+
+// func dotMXFP4Rows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+TEXT ·dotMXFP4Rows16x1(SB), NOSPLIT, $0-48
+	MXFP4_CONSTANTS
+	ROWS1(17, 1, LUT_TABLE, SCALE_E8M0)
 
 // func dotPackedTokens8(w unsafe.Pointer, nb int, acts *[8]unsafe.Pointer, outs *[8]*float32, mask uint16)
 TEXT ·dotPackedTokens8(SB), NOSPLIT, $0-34

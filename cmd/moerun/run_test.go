@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/tensor"
 	"github.com/moerun/moerun/tokenizer"
 )
 
@@ -279,9 +280,10 @@ func TestRunLlamaOptions(t *testing.T) {
 	}
 }
 
-// --no-repack reaches the runtime: without the packed prefill kernels a prompt evaluated
-// in one batch gives bit for bit the logits of feeding it one token at a time (-ub 1),
-// which never packs (tensor.Pool.SetRepack).
+// A prompt's logits in one batch are bit for bit those of feeding it one token at a time
+// (-ub 1), with the packed kernels of tiny-qwen3moe's Q4_0 experts and without
+// (--no-repack, which must reach the runtime: where the machine has packed kernels, the
+// logits then differ).
 func TestRunNoRepack(t *testing.T) {
 	ids := joinInts(llamaGolden(t, "tiny-qwen3moe", "fox").Tokens)
 	logits := func(args ...string) []byte {
@@ -297,7 +299,14 @@ func TestRunNoRepack(t *testing.T) {
 		}
 		return b
 	}
-	if batch, single := logits("--no-repack"), logits("-ub", "1"); !bytes.Equal(batch, single) {
+	packed, unpacked := logits(), logits("--no-repack")
+	if single := logits("-ub", "1"); !bytes.Equal(packed, single) {
+		t.Error("the prompt's logits in one batch differ from one token at a time")
+	}
+	if single := logits("--no-repack", "-ub", "1"); !bytes.Equal(unpacked, single) {
 		t.Error("--no-repack: the prompt's logits in one batch differ from one token at a time")
+	}
+	if tensor.PackedKernels(tensor.Q4_0) == bytes.Equal(packed, unpacked) {
+		t.Errorf("packed kernels on this machine: %v; logits with --no-repack the same: %v", tensor.PackedKernels(tensor.Q4_0), bytes.Equal(packed, unpacked))
 	}
 }
