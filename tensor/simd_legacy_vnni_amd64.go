@@ -84,6 +84,9 @@ func dotIQ4_XSTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowByt
 func dotIQ4_XSTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
+func dotQ8_0Tokens4Rows4VNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
 func dotQ8_0Tokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 var (
@@ -113,10 +116,25 @@ var (
 	}()
 )
 
-// dotQ8_0Tokens4RowsOf and dotQ8_0Tokens4VNNI are dotTokens4Rows and dotTokens4 for Q8_0.
+// dotQ8_0Tokens4RowsOf and dotQ8_0Tokens4VNNI are dotTokens4Rows and dotTokens4 for Q8_0:
+// rows in fours through dotQ8_0Tokens4Rows4VNNI, the rest one at a time.
 var (
-	dotQ8_0Tokens4RowsOf = vnniTokens4Rows(q8_0Shape, dotQ8_0Tokens4RowsVNNI)
-	dotQ8_0Tokens4VNNI   = vnniDotTokens4(dotQ8_0Tokens4RowsOf)
+	dotQ8_0Tokens4Row1   = vnniTokens4Rows(q8_0Shape, dotQ8_0Tokens4RowsVNNI)
+	dotQ8_0Tokens4RowsOf = func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+		count, nb := len(o0), n/qk32
+		four := count &^ 3
+		if four > 0 && nb > 0 {
+			act := func(a []byte) unsafe.Pointer { return unsafe.Pointer(&a[:nb*34][0]) }
+			dotQ8_0Tokens4Rows4VNNI(unsafe.Pointer(&rows[:(four-1)*rowBytes+nb*34][0]), act(a0), act(a1), act(a2), act(a3),
+				nb, four, rowBytes, &o0[0], &o1[:four][0], &o2[:four][0], &o3[:four][0])
+		} else {
+			four = 0
+		}
+		if four < count {
+			dotQ8_0Tokens4Row1(n, rows[four*rowBytes:], rowBytes, a0, a1, a2, a3, o0[four:], o1[four:count], o2[four:count], o3[four:count])
+		}
+	}
+	dotQ8_0Tokens4VNNI = vnniDotTokens4(dotQ8_0Tokens4Row1)
 )
 
 // pickLegacyRows returns the rows kernel of t (Q4_0, Q5_0, Q8_0 or MXFP4) and its block shape,

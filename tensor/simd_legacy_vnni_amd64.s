@@ -506,3 +506,120 @@ TEXT ·dotIQ4_XSTokens4RowsVNNI(SB), NOSPLIT, $0-96
 TEXT ·dotIQ4_XSTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	GFNI_CONSTANTS
 	IQ4XS_TOKENS4_ROWS(SPLIT_GFNI)
+
+// Q8_0_ROW4 is one block of row r (signed weight bytes in both halves of Z12) against the
+// four tokens' blocks prepared in Z8 Z9 (their bytes plus 128, as unsigned: two tokens a
+// register) and Z10 Z11 (their d, eight lanes a token): VPDPBUSD of the weights by
+// y+128 less 128·Σw (Z13, from VPDPBUSD by the constant 128 bytes in Z19) is Σ w·y for each
+// lane, the integers the four-token kernel gets with the signs moved onto y (for every
+// activation byte but -128, whose negation stays -128 there; quantizeQ8_0 never writes
+// it), and the float step is its d_w·d_y and FMA, so each (row, token) keeps its bits.
+#define Q8_0_ROW4(r, acc01, acc23) \
+	VBROADCASTI64X4 2(r), Z12; \
+	VPXORD          Z13, Z13, Z13; \
+	VPDPBUSD        Z12, Z19, Z13; \
+	VPSUBD          Z13, Z28, Z13; \
+	F16_D(r, Z14); \
+	VMOVDQA64       Z13, Z15; \
+	VPDPBUSD        Z12, Z8, Z15; \
+	VMULPS          Z14, Z10, Z17; \
+	VCVTDQ2PS       Z15, Z15; \
+	VFMADD231PS     Z15, Z17, acc01; \
+	VMOVDQA64       Z13, Z16; \
+	VPDPBUSD        Z12, Z9, Z16; \
+	VMULPS          Z14, Z11, Z18; \
+	VCVTDQ2PS       Z16, Z16; \
+	VFMADD231PS     Z16, Z18, acc23
+
+// Q8_0_TOKENS2 loads the blocks of tokens a and b into y (bytes plus 128) and dy.
+#define Q8_0_TOKENS2(a, b, y, yY, dy) \
+	VMOVDQU      2(a), yY; \
+	VINSERTI64X4 $1, 2(b), y, y; \
+	VPXORD       Z19, y, y; \
+	F16_D(a, dy); \
+	F16_D_HI(b, dy)
+
+// Q8_0_SUMS4 reduces a row's two registers of float lanes (tokens 0-1, 2-3) to its four
+// sums in x, in the four-token kernel's order.
+#define Q8_0_SUMS4(acc01, x01, acc23, x23) \
+	REDUCE_PAIR(acc01, x01, Z13, X13); \
+	REDUCE_PAIR(acc23, x23, Z14, X14); \
+	VHADDPS x23, x01, x01
+
+// func dotQ8_0Tokens4Rows4VNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+//
+// dotQ8_0Tokens4RowsVNNI four rows at a time (rows a multiple of 4): each block's four
+// activation vectors are loaded and converted once for the four rows, and the weights'
+// signs need no per-token step (see Q8_0_ROW4). The four rows' sums are transposed to
+// four tokens' and stored together.
+TEXT ·dotQ8_0Tokens4Rows4VNNI(SB), NOSPLIT, $0-96
+	LEGACY_SETUP
+	MOVL         $0x80, AX
+	VPBROADCASTB AX, Z19
+	MOVQ         w+0(FP), R15
+	MOVQ         rowBytes+56(FP), R14
+	XORQ         DI, DI
+
+q8rows4:
+	MOVQ   R15, SI
+	LEAQ   (SI)(R14*1), BX
+	LEAQ   (BX)(R14*1), DX
+	LEAQ   (DX)(R14*1), R12
+	LEAQ   (R12)(R14*1), R15
+	MOVQ   a0+8(FP), R8
+	MOVQ   a1+16(FP), R9
+	MOVQ   a2+24(FP), R10
+	MOVQ   a3+32(FP), R11
+	MOVQ   nb+40(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+q8rows4block:
+	Q8_0_TOKENS2(R8, R9, Z8, Y8, Z10)
+	Q8_0_TOKENS2(R10, R11, Z9, Y9, Z11)
+	Q8_0_ROW4(SI, Z0, Z1)
+	Q8_0_ROW4(BX, Z2, Z3)
+	Q8_0_ROW4(DX, Z4, Z5)
+	Q8_0_ROW4(R12, Z6, Z7)
+	ADDQ $34, SI
+	ADDQ $34, BX
+	ADDQ $34, DX
+	ADDQ $34, R12
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $34, R11
+	DECQ CX
+	JNZ  q8rows4block
+
+	Q8_0_SUMS4(Z0, X0, Z1, X1)
+	Q8_0_SUMS4(Z2, X2, Z3, X3)
+	Q8_0_SUMS4(Z4, X4, Z5, X5)
+	Q8_0_SUMS4(Z6, X6, Z7, X7)
+	VUNPCKLPS X2, X0, X8
+	VUNPCKHPS X2, X0, X9
+	VUNPCKLPS X6, X4, X10
+	VUNPCKHPS X6, X4, X11
+	VMOVLHPS  X10, X8, X0
+	VMOVHLPS  X8, X10, X1
+	VMOVLHPS  X11, X9, X2
+	VMOVHLPS  X9, X11, X3
+	MOVQ      o0+64(FP), AX
+	VMOVUPS   X0, (AX)(DI*1)
+	MOVQ      o1+72(FP), AX
+	VMOVUPS   X1, (AX)(DI*1)
+	MOVQ      o2+80(FP), AX
+	VMOVUPS   X2, (AX)(DI*1)
+	MOVQ      o3+88(FP), AX
+	VMOVUPS   X3, (AX)(DI*1)
+	ADDQ      $16, DI
+	SUBQ      $4, rows+48(FP)
+	JNZ       q8rows4
+	CLEAR_HIGH
+	RET
