@@ -55,6 +55,15 @@ type Fuser interface {
 	MulMatIDs(dsts [][]float32, ws []Weight, x []float32, ids []int32, k int) error
 }
 
+// Stacker is a Backend that can also multiply a stack of matrices as ggml_mul_mat of a 3-D
+// weight does (tensor.Pool.MatMulStack): MulMatID's operands, ggml_mul_mat's arithmetic.
+// DeepSeek's absorbed attention multiplies each head's query by that head's slice of
+// attn_k_b so; a backend without it runs MulMatID, whose float weights differ in the last
+// bits.
+type Stacker interface {
+	MatMulStack(dst []float32, w Weight, x []float32, ids []int32, k int) error
+}
+
 // Weight is a tensor resident on a backend, as Load returned it. It can only be passed to
 // the backend that loaded it.
 type Weight interface {

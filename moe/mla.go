@@ -87,7 +87,7 @@ func (a *mla) absorbedAttention(c *Context, il int, q, kvpe, out []float32) erro
 		copy(qNope[i*a.nope:(i+1)*a.nope], q[i*qHead:])
 	}
 	absorbed := c.scratch.floats(n * a.heads * a.kvLoRA)
-	if err := a.kB.mulMatID(absorbed, qNope, heads, a.heads); err != nil {
+	if err := a.kB.matMulStack(absorbed, qNope, heads, a.heads); err != nil {
 		return err
 	}
 	query := c.scratch.floats(n * a.heads * kvRow) // per head [absorbed | q_pe]
@@ -101,7 +101,7 @@ func (a *mla) absorbedAttention(c *Context, il int, q, kvpe, out []float32) erro
 		return err
 	}
 	values := c.scratch.floats(n * a.heads * a.vHead)
-	if err := a.vB.mulMatID(values, latent, heads, a.heads); err != nil {
+	if err := a.vB.matMulStack(values, latent, heads, a.heads); err != nil {
 		return err
 	}
 	return a.o.matmul(out, values)

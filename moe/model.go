@@ -71,6 +71,15 @@ func (w weight) mulMatID(dst, x []float32, ids []int32, k int) error {
 	return w.on.MulMatID(dst, w.w, x, ids, k)
 }
 
+// matMulStack is ggml_mul_mat of a stack of matrices (backend.Stacker) where the backend
+// has it, else MulMatID.
+func (w weight) matMulStack(dst, x []float32, ids []int32, k int) error {
+	if s, ok := w.on.(backend.Stacker); ok {
+		return s.MatMulStack(dst, w.w, x, ids, k)
+	}
+	return w.on.MulMatID(dst, w.w, x, ids, k)
+}
+
 // Options are the runtime settings of Load.
 type Options struct {
 	// Host runs the work between weight operations (attention over the KV cache, norms,

@@ -49,12 +49,11 @@ const (
 	//     the online softmax advances 64 positions at a time with ggml_v_expf, and V is
 	//     accumulated in float32.
 	// Checked against ggml itself (tools/oracle/ops_golden.cpp), it gives the same bits for an
-	// F16 cache: with head sizes below 128, those of the build the fixtures come from
-	// (-march=native on a CPU with AVX512-FP16); from 128 on, where that build multiplies
-	// and adds in half precision (scores and the V accumulator ~1e-3 away), those of
-	// ggml's AVX-512 build without AVX512-FP16 (see wideF16Dot). Not reproduced: the order
-	// in which ggml's SIMD dot products of F32 and Q8_0 caches add up (scores use K's VecDot
-	// as Traits defines it, which differs in the last bits).
+	// F16 cache as the build the fixtures come from, ggml's AVX-512 build without
+	// AVX512-FP16 (ggml_float.go; a build with AVX512-FP16 multiplies and adds the F16 scores
+	// in half precision, ~1e-3 away). Not reproduced: the order in which ggml's SIMD dot
+	// products of Q8_0 caches add up (scores use K's VecDot as Traits defines it, which
+	// differs in the last bits).
 	AttnGGML
 )
 
@@ -253,18 +252,17 @@ type attnJob struct {
 
 // attnScratch is one worker's working memory.
 type attnScratch struct {
-	q      []byte      // the group's queries converted for K's VecDot
-	qWide  []float32   // or rounded to F16 for dotF16Wide
-	keys   []float32   // decoded K rows (the tiled kernel: a tile, transposed)
-	values []float32   // decoded V rows
-	krow   []float32   // the tiled kernel: one K row before it is transposed
-	acc    []float32   // per row (query token and head of the group): the weighted sum of V
-	max    []float32   // per row: the running maximum score (M)
-	sum    []float32   // per row: the running sum of exponentials (S)
-	scores []float32   // a tile of scores (perRow: a chunk's for the group)
-	exps   []float32   // perRow: each step's exponential
-	raised []bool      // perRow: whether the step's score raised the running maximum
-	wide   wideScratch // perRow: f16Tile's
+	q      []byte    // the group's queries converted for K's VecDot
+	qWide  []float32 // or rounded to F16 and widened (an F16 K)
+	keys   []float32 // decoded K rows (the tiled kernel: a tile, transposed)
+	values []float32 // decoded V rows
+	krow   []float32 // the tiled kernel: one K row before it is transposed
+	acc    []float32 // per row (query token and head of the group): the weighted sum of V
+	max    []float32 // per row: the running maximum score (M)
+	sum    []float32 // per row: the running sum of exponentials (S)
+	scores []float32 // a tile of scores (perRow: a chunk's for the group)
+	exps   []float32 // perRow: each step's exponential
+	raised []bool    // perRow: whether the step's score raised the running maximum
 }
 
 func (j *attnJob) unit(w, u int) {
@@ -417,9 +415,7 @@ var (
 		}
 		return (s0 + s1) + (s2 + s3)
 	}
-	// dotF16Wide is dotF16WideScalar.
-	dotF16Wide = dotF16WideScalar
-	// f16Heads, where the build has it, is dotF16Wide of each query head (q: heads·dk
+	// f16Heads, where the build has it, is vecDotF16 of each query head (q: heads·dk
 	// floats, rounded to F16) against each of positions F16 key rows kStride bytes apart:
 	// scores[h·headStride + p], the same bits, with keys (dk floats) as scratch. It returns
 	// false for a dk it does not take.
@@ -455,35 +451,6 @@ var (
 		}
 	}
 )
-
-// dotF16WideScalar is ggml_vec_dot_f16 of a query and a key already widened from F16 to
-// float32 (exactly), as ggml's AVX-512 build without AVX512-FP16 sums it: 64 values a
-// step into four 16-lane float32 accumulators by fused multiply-adds, the accumulators
-// added 0+2 and 1+3, then the two, then the 16 lanes in _mm512_reduce_add_ps's order,
-// and the len%64 values left added one by one in float64.
-func dotF16WideScalar(q, k []float32) float32 {
-	k = k[:len(q)]
-	var acc [4][vecWidth]float32
-	whole := len(q) / (4 * vecWidth) * (4 * vecWidth) // the values of whole steps
-	for i := 0; i < whole; i += 4 * vecWidth {
-		for a := range acc {
-			for l := range vecWidth {
-				d := i + a*vecWidth + l
-				acc[a][l] = fma32(q[d], k[d], acc[a][l])
-			}
-		}
-	}
-	for l := range vecWidth {
-		acc[0][l] += acc[2][l]
-		acc[1][l] += acc[3][l]
-		acc[0][l] += acc[1][l]
-	}
-	sum := float64(sum16(&acc[0]))
-	for d := whole; d < len(q); d++ {
-		sum += float64(q[d] * k[d])
-	}
-	return float32(sum)
-}
 
 // step adds one position (its score and the values in s.values) to head i's online softmax:
 // a new maximum rescales the sum and the accumulator by e^(old−new), otherwise the position
@@ -526,20 +493,13 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 	s.sum[i] = s.sum[i]*ms + vs
 }
 
-// wideF16Dot is the shortest F16 K row whose scores the per-row kernel sums as dotF16Wide
-// does. Below it, it reproduces the build the fixtures come from (-march=native on a CPU
-// with AVX512-FP16), which sums them one by one in float64 (its vector loop takes 128
-// values a step). From it on, that build multiplies and adds in half precision, which is
-// not reproduced: scores follow ggml's AVX-512 build without AVX512-FP16 instead
-// (Zen 4 and 5, Ice Lake, Skylake-X), checked against it (ggml-ops-avx512f.json).
-const wideF16Dot = 128
-
 // perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last. The rows of an
-// F16 K of wideF16Dot values or more are widened once for the whole group of query heads
-// (exact), the queries rounded to F16 and widened once per call.
+// F16 K are widened once for the whole group of query heads (exact), the queries rounded
+// to F16 and widened once per call, and each score summed as ggml_vec_dot_f16 does
+// (vecDotF16).
 func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	dk, dv, group := j.k.Dim, j.v.Dim, j.group
-	wide := j.k.Type == F16 && dk >= wideF16Dot
+	wide := j.k.Type == F16
 	if wide {
 		s.qWide = grow(s.qWide, group*dk)
 		for d, x := range qs[:group*dk] {
@@ -556,22 +516,16 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	}
 	s.values = grow(s.values, dv)
 	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
-	// A chunk of positions at a time: first the group's scores (from f16Tile for an F16 K
-	// below wideF16Dot where the build has it, each score VecDot's bits), then the running
-	// maximum each score meets and so each softmax step's one exponential, all of them by
-	// exp32s (the same bits as one by one), then the steps in ggml's order.
-	batched := !wide && j.k.Type == F16 && f16Tile != nil
+	// A chunk of positions at a time: first the group's scores, then the running maximum
+	// each score meets and so each softmax step's one exponential, all of them by exp32s
+	// (the same bits as one by one), then the steps in ggml's order.
 	s.scores = grow(s.scores, group*perRowChunk)
 	s.exps = grow(s.exps, group*perRowChunk)
 	s.raised = grow(s.raised, group*perRowChunk)
-	if batched {
-		s.wide.reserve(dk, perRowChunk)
-	}
 	for c0 := first; c0 <= last; c0 += perRowChunk {
 		c1 := min(c0+perRowChunk, last+1)
 		keys := j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:]
-		batched = batched && f16Tile(dk, keys, j.k.PosStride, c1-c0, s.q[:group*j.qBytes], s.scores, perRowChunk, &s.wide, nil)
-		scored := batched || wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
+		scored := wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
 			!wide && j.scoreTokens4(s, keys, c1-c0)
 		if !scored {
 			for pos := c0; pos < c1; pos++ {
@@ -582,7 +536,7 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 				for i := range group {
 					score := &s.scores[i*perRowChunk+pos-c0]
 					if wide {
-						*score = dotF16Wide(s.qWide[i*dk:(i+1)*dk], s.keys)
+						*score = vecDotF16(s.qWide[i*dk:(i+1)*dk], s.keys)
 					} else {
 						*score = j.kTraits.VecDot(dk, krow, s.q[i*j.qBytes:(i+1)*j.qBytes])
 					}

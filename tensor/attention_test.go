@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -324,21 +325,80 @@ func BenchmarkAttentionDecode(b *testing.B) {
 	}
 }
 
-// TestDotF16Wide holds the installed dotF16Wide (a vector kernel in the SIMD build) to the
-// scalar one bit for bit, on F16 values of mixed magnitudes at lengths around its steps of
-// 64 (the oracle cases check the scalar one against ggml).
-func TestDotF16Wide(t *testing.T) {
+// TestFloatDots holds the float products (vector kernels in the SIMD build) to ggml's
+// orders written out plainly: ggml_vec_dot_f16/f32's four 16-lane accumulators over steps
+// of 64 and tinyBLAS's one over steps of 16, each lane a chain of fused multiply-adds,
+// reduced as _mm512_reduce_add_ps; the values past the last step of 64 in float64 (F16) or
+// by fused multiply-adds (F32). Values of mixed magnitudes, lengths around the steps.
+func TestFloatDots(t *testing.T) {
+	reduce := func(v [16]float32) float32 {
+		for half := 8; half >= 2; half /= 2 {
+			for i := range half {
+				v[i] = v[i+half] + v[i]
+			}
+		}
+		return v[0] + v[1]
+	}
+	vec := func(q, k []float32, f16 bool) float32 {
+		var acc [4][16]float32
+		whole := len(q) / 64 * 64
+		for d := range whole {
+			a, l := d%64/16, d%16
+			acc[a][l] = fma32(q[d], k[d], acc[a][l])
+		}
+		var v [16]float32
+		for l := range v {
+			v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l])
+		}
+		if f16 {
+			sum := float64(reduce(v))
+			for d := whole; d < len(q); d++ {
+				sum += float64(q[d] * k[d])
+			}
+			return float32(sum)
+		}
+		sum := reduce(v)
+		for d := whole; d < len(q); d++ {
+			sum = fma32(q[d], k[d], sum)
+		}
+		return sum
+	}
+	tiny := func(q, k []float32) float32 {
+		var acc [16]float32
+		for d := range q {
+			acc[d%16] = fma32(q[d], k[d], acc[d%16])
+		}
+		return reduce(acc)
+	}
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 160, 192, 576} {
+	for _, n := range []int{0, 1, 16, 48, 63, 64, 65, 127, 128, 160, 192, 576} {
 		q, k := make([]float32, n), make([]float32, n)
 		for d := range q {
 			q[d] = roundToF16(float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(20)-10))))
 			k[d] = roundToF16(float32(rng.NormFloat64()))
 		}
-		got, want := dotF16Wide(q, k), dotF16WideScalar(q, k)
-		if math.Float32bits(got) != math.Float32bits(want) {
-			t.Errorf("n=%d: %v (%#x), scalar %v (%#x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+		check := func(what string, got, want float32) {
+			t.Helper()
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("n=%d %s: %v (%#x), want %v (%#x)", n, what, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
 		}
+		check("vecDotF16", vecDotF16(q, k), vec(q, k, true))
+		check("vecDotF32", vecDotF32(q, k), vec(q, k, false))
+		if n%16 == 0 && n > 0 {
+			check("tinyDot", tinyDot(q, k), tiny(q, k))
+		}
+		w, a := make([]byte, 4*n), make([]byte, 4*n)
+		for d := range q {
+			binary.LittleEndian.PutUint32(w[4*d:], math.Float32bits(q[d]))
+			binary.LittleEndian.PutUint32(a[4*d:], math.Float32bits(k[d]))
+		}
+		check("F32 VecDot", traits[F32].VecDot(n, w, a), vec(q, k, false))
+		for d := range q {
+			binary.LittleEndian.PutUint16(w[2*d:], F32ToF16(q[d]))
+			binary.LittleEndian.PutUint16(a[2*d:], F32ToF16(k[d]))
+		}
+		check("F16 VecDot", traits[F16].VecDot(n, w, a), vec(q, k, true))
 	}
 }
 
@@ -460,5 +520,64 @@ func TestAttentionQuantizedKeysFourHeads(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectBits(t, fmt.Sprintf("dim %d, %d heads over %d", c.dim, c.heads, c.kvHeads), got, want)
+	}
+}
+
+// TestFloatMatMul checks which order MatMul and MulMatID give F16 and F32 weights: tinyBLAS's
+// (tinyDot) for a batch of two tokens or more when the rows are a multiple of 4 and the
+// row length of 16, ggml_vec_dot's otherwise and always for MulMatID (mul_mat_id), row by
+// row against dotF16/dotF32 and a plain tinyDot, through the four-row kernels and the
+// rows left over.
+func TestFloatMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	p := NewPool(2)
+	defer p.Close()
+	for _, typ := range []Type{F16, F32} {
+		for _, shape := range [][2]int{{8, 96}, {6, 96}, {8, 72}, {12, 16}} {
+			rows, cols := shape[0], shape[1]
+			data := make([]byte, 2*rows*int(must(typ.RowBytes(int64(cols)))))
+			traits[typ].FromFloat(wideFloats(rng, 2*rows*cols), data)
+			m, err := NewMatrix(typ, []int64{int64(cols), int64(rows), 2}, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb := m.rowBytes
+			for _, tokens := range []int{1, 2, 5} {
+				x := wideFloats(rng, tokens*cols)
+				act := make([]byte, tokens*rb)
+				traits[typ].FromFloat(x, act)
+				want := func(e, r, tok int, tiny bool) float32 {
+					w, a := data[(e*rows+r)*rb:][:rb], act[tok*rb:][:rb]
+					if !tiny {
+						return traits[typ].VecDot(cols, w, a)
+					}
+					q, k := make([]float32, cols), make([]float32, cols)
+					traits[typ].ToFloat(w, q)
+					traits[typ].ToFloat(a, k)
+					return tinyDotGo(q, k)
+				}
+				expert := m.Expert(1)
+				dst := make([]float32, tokens*rows)
+				if err := p.MatMul(dst, &expert, x); err != nil {
+					t.Fatal(err)
+				}
+				tiny := tokens >= 2 && rows%4 == 0 && cols%16 == 0
+				ids := make([]int32, tokens)
+				idDst := make([]float32, tokens*rows)
+				if err := p.MulMatID(idDst, m, x, ids, 1); err != nil {
+					t.Fatal(err)
+				}
+				for tok := range tokens {
+					for r := range rows {
+						if got, w := dst[tok*rows+r], want(1, r, tok, tiny); math.Float32bits(got) != math.Float32bits(w) {
+							t.Fatalf("%s %dx%d, %d tokens: MatMul token %d row %d: %v, want %v (tinyBLAS %v)", typ, rows, cols, tokens, tok, r, got, w, tiny)
+						}
+						if got, w := idDst[tok*rows+r], want(0, r, tok, false); math.Float32bits(got) != math.Float32bits(w) {
+							t.Fatalf("%s %dx%d, %d tokens: MulMatID token %d row %d: %v, want %v", typ, rows, cols, tokens, tok, r, got, w)
+						}
+					}
+				}
+			}
+		}
 	}
 }

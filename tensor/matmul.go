@@ -1,9 +1,7 @@
 package tensor
 
 import (
-	"encoding/binary"
 	"fmt"
-	"sync/atomic"
 )
 
 // Matrix is a weight in ggml's layout, usually a view straight into a memory-mapped GGUF
@@ -18,10 +16,8 @@ type Matrix struct {
 	rowBytes int
 	data     []byte
 	tr       *Traits
-	// dot4 is the type's multi-row kernel (dotRows4), dot2 and dot4T its two- and
-	// four-token kernels (dotTokens2, dotTokens4), nil where it has none: looked up once
-	// here, not in every work unit.
-	dot4  func(n int, w0, w1, w2, w3, a []byte) [4]float32
+	// dot2 and dot4T are the type's two- and four-token kernels (dotTokens2, dotTokens4),
+	// nil where it has none: looked up once here, not in every work unit.
 	dot2  func(n int, w, a0, a1 []byte) [2]float32
 	dot4T func(n int, w, a0, a1, a2, a3 []byte) [4]float32
 	// rows1 is the type's kernel over consecutive rows against one vector (dotRowsOne),
@@ -30,10 +26,6 @@ type Matrix struct {
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
-	// summaries is, for F16, each row's f16Tile summary once a decode step has computed it
-	// (0 until then): the weights do not change, so later steps skip that work. Shared by
-	// copies of the Matrix and sliced by Expert views.
-	summaries []atomic.Uint32
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -75,11 +67,8 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot4: dotRows4[t], dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t],
+		dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t],
 		packed: packedFormatOf(t, int(dims[1]))}
-	if t == F16 {
-		m.summaries = make([]atomic.Uint32, m.rows*m.experts)
-	}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -118,9 +107,6 @@ func (m *Matrix) Expert(e int) Matrix {
 	v := *m
 	size := m.rows * m.rowBytes
 	v.data, v.experts = m.data[e*size:(e+1)*size:(e+1)*size], 1
-	if v.summaries != nil {
-		v.summaries = m.summaries[e*m.rows : (e+1)*m.rows]
-	}
 	return v
 }
 
@@ -311,26 +297,6 @@ func (j *convertJob) unit(_, u int) {
 	}
 }
 
-// dotRows4 holds, for a type whose dot product is one chain of additions that each wait
-// for the last (F16's float64 sum, kept for its bits), a kernel that takes four weight rows
-// against one activation vector: the four chains then run side by side, and each result
-// is the bits VecDot gives for its row.
-var dotRows4 = map[Type]func(n int, w0, w1, w2, w3, a []byte) [4]float32{F16: dotF16Rows4}
-
-// dotF16Rows4 is dotHalf for F16 on four rows at once.
-func dotF16Rows4(n int, w0, w1, w2, w3, a []byte) [4]float32 {
-	w0, w1, w2, w3, a = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n], a[:2*n]
-	var s0, s1, s2, s3 float64
-	for i := 0; i < 2*n; i += 2 {
-		y := F16ToF32(binary.LittleEndian.Uint16(a[i:]))
-		s0 += float64(F16ToF32(binary.LittleEndian.Uint16(w0[i:])) * y)
-		s1 += float64(F16ToF32(binary.LittleEndian.Uint16(w1[i:])) * y)
-		s2 += float64(F16ToF32(binary.LittleEndian.Uint16(w2[i:])) * y)
-		s3 += float64(F16ToF32(binary.LittleEndian.Uint16(w3[i:])) * y)
-	}
-	return [4]float32{float32(s0), float32(s1), float32(s2), float32(s3)}
-}
-
 // dotTokens2 holds, for a type whose kernel spends much of its time unpacking weights
 // (nibbles to bytes, packed sub-block scales), a kernel that takes one weight row against
 // two activation vectors and unpacks each block once for both; each result is the bits
@@ -371,7 +337,7 @@ type matmulJob struct {
 	tokens     int
 	tokenTiles int
 	rowTile    int
-	wide       []wideScratch // per worker, for f16Tile and the packed kernels
+	wide       []wideScratch // per worker, for float weights and the packed kernels
 	packed     bool          // act is prepared for w's packed kernels
 	op         uint64        // Pool.packedOps of this operation
 }
@@ -382,54 +348,30 @@ func (j *matmulJob) unit(worker, u int) {
 	w := &j.w
 	r0, t0 := u/j.tokenTiles*j.rowTile, u%j.tokenTiles*matTokenTile
 	r1, t1 := min(r0+j.rowTile, w.rows), min(t0+matTokenTile, j.tokens)
-	n, rb, ab := w.cols, w.rowBytes, j.actBytes
+	rb, ab := w.rowBytes, j.actBytes
 	act := func(i int) []byte { return j.act[(t0+i)*ab : (t0+i+1)*ab] }
 	out := func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] }
 	if j.packed {
 		w.mulPacked(&j.wide[worker].packed, j.op, w.data[r0*rb:r1*rb], r1-r0, t1-t0, act, out)
 		return
 	}
-	if w.typ == F16 && f16Tile != nil && f16Tile(n, w.data[r0*rb:r1*rb], rb, r1-r0, j.act[t0*ab:t1*ab], j.dst[t0*w.rows+r0:], w.rows, &j.wide[worker], w.summaries[r0:r1]) {
+	if w.typ == F16 || w.typ == F32 {
+		w.mulFloat(&j.wide[worker], w.data[r0*rb:r1*rb], r1-r0, t1-t0, act, out, w.tinyMatMul(j.tokens))
 		return
-	}
-	if dot4 := w.dot4; dot4 != nil {
-		for ; r0+4 <= r1; r0 += 4 {
-			rows := w.data[r0*rb : (r0+4)*rb]
-			for t := t0; t < t1; t++ {
-				out := dot4(n, rows[:rb], rows[rb:2*rb], rows[2*rb:3*rb], rows[3*rb:], j.act[t*ab:(t+1)*ab])
-				copy(j.dst[t*w.rows+r0:][:4], out[:])
-			}
-		}
 	}
 	w.mulTokens(w.data[r0*rb:r1*rb], t1-t0, act, out)
 }
 
-// f16Tile is the SIMD build's kernel for F16 × F16 dot products of many rows and vectors
-// (dotF16WideTile), nil elsewhere: nr rows of n values, rowBytes apart from rows[0],
-// times each activation vector in acts (one after the other), with VecDot's bits; the
-// products with vector i go to dst[i*stride:][:nr]. It uses scratch of its own and returns
-// false where it cannot (the caller then takes its usual path). summaries is the rows'
-// entries of Matrix.summaries, or nil for rows that change (a KV cache).
-var f16Tile func(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch, summaries []atomic.Uint32) bool
-
-// wideScratch is a worker's scratch for f16Tile: activation vectors widened to
-// float64, and a tile's sums and row summaries; and MulMatID's gathered vectors.
+// wideScratch is a worker's scratch for products of float weights (an F16 or F32 tile's
+// activation vectors and a row, widened to float32), MulMatID's gathered vectors and the
+// packed kernels'.
 type wideScratch struct {
-	act       []float64
-	sums      []float64
-	summaries [][2]uint16
-	gather    []byte    // MulMatID: a tile's activation vectors, gathered
-	out       []float32 // MulMatID: their outputs, before they are scattered
-	packed    packedScratch
-}
-
-// reserve makes room for rows rows of n values, keeping what is there when it is large
-// enough; a caller whose tiles grow (perRow's chunks as the context fills) reserves its
-// largest at once, so that decode steps do not allocate.
-func (s *wideScratch) reserve(n, rows int) {
-	s.act = grow(s.act, 8*n)
-	s.sums = grow(s.sums, 8*rows)
-	s.summaries = grow(s.summaries, rows)
+	acts   []float32
+	rows   []float32
+	w4, x4 [4][]float32 // mulFloat's rows and vectors in fours
+	out16  [16]float32
+	out4   [4]float32
+	packed packedScratch
 }
 
 // mulTokens multiplies whole rows of w, rows, by count activation vectors: out(i)[r] is
@@ -521,20 +463,39 @@ func (p *Pool) MulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 		alike = alike && wi.typ == w.typ && wi.cols == w.cols && wi.rows == w.rows && wi.experts == w.experts
 	}
 	if alike {
-		return p.mulMatIDs(dsts, ws, x, ids, k, shared)
+		return p.mulMatIDs(dsts, ws, x, ids, k, shared, false)
 	}
 	for i, wi := range ws {
 		// Whether x holds a vector per token or per slot depends on the stack's columns.
 		shared, _ := wi.CheckMulMatID(len(dsts[i]), len(x), ids, k)
-		if err := p.mulMatIDs(dsts[i:i+1], ws[i:i+1], x, ids, k, shared); err != nil {
+		if err := p.mulMatIDs(dsts[i:i+1], ws[i:i+1], x, ids, k, shared, false); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mulMatIDs is MulMatIDs once the operands are checked and the stacks known to be alike.
-func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int32, k int, shared bool) error {
+// MatMulStack is MulMatID's product with ggml_mul_mat's arithmetic: ggml_mul_mat of a 3-D
+// weight, a stack of matrices each multiplied by its own vectors, such as DeepSeek's
+// absorbed attention multiplying each head's query by that head's slice of attn_k_b (ids
+// names each (token, slot) vector's matrix, as for MulMatID). The two differ only for
+// float weights, which a batch of two tokens or more multiplies in tinyBLAS's order here
+// (ggml_float.go) and in ggml_vec_dot's in ggml_mul_mat_id.
+func (p *Pool) MatMulStack(dst []float32, w *Matrix, x []float32, ids []int32, k int) error {
+	if err := w.checkDot("mul_mat"); err != nil {
+		return err
+	}
+	shared, err := w.CheckMulMatID(len(dst), len(x), ids, k)
+	if err != nil {
+		return err
+	}
+	dsts, ws := [1][]float32{dst}, [1]*Matrix{w}
+	return p.mulMatIDs(dsts[:], ws[:], x, ids, k, shared, true)
+}
+
+// mulMatIDs is MulMatIDs once the operands are checked and the stacks known to be alike;
+// stack is MatMulStack's arithmetic.
+func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int32, k int, shared, stack bool) error {
 	w := ws[0]
 	if err := p.lock(); err != nil {
 		return err
@@ -601,7 +562,7 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	j.parts = grow(j.parts, len(ws))
 	for i, wi := range ws {
 		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared,
-			wide: p.scratch.wide, packed: packed, op: p.packedOps}
+			wide: p.scratch.wide, packed: packed, op: p.packedOps, tiny: stack && wi.tinyMatMul(len(ids)/k)}
 	}
 	return p.run(j, len(ws)*len(s.tiles))
 }
@@ -632,9 +593,10 @@ type mulMatIDJob struct {
 	tiles    []idTile
 	k        int
 	shared   bool
-	wide     []wideScratch // per worker, for f16Tile and the packed kernels
+	wide     []wideScratch // per worker, for float weights and the packed kernels
 	packed   bool          // act is prepared for w's packed kernels
 	op       uint64        // Pool.packedOps of this operation
+	tiny     bool          // float weights in tinyBLAS's order (MatMulStack)
 }
 
 func (j *mulMatIDJob) unit(worker, u int) {
@@ -644,34 +606,17 @@ func (j *mulMatIDJob) unit(worker, u int) {
 	rb := w.rowBytes
 	pairs := j.order[tile.pair : tile.pair+tile.pairs]
 	rows := w.data[int(tile.expert)*w.rows*rb:][r0*rb : r1*rb]
-	if w.typ == F16 && f16Tile != nil && j.wideF16(&j.wide[worker], rows, pairs, r0, r1, w.summaries[int(tile.expert)*w.rows:][r0:r1]) {
-		return
-	}
 	act := func(i int) []byte { return j.vector(pairs[i]) }
 	out := func(i int) []float32 { return j.dst[int(pairs[i])*w.rows+r0 : int(pairs[i])*w.rows+r1] }
 	if j.packed {
 		w.mulPacked(&j.wide[worker].packed, j.op, rows, r1-r0, len(pairs), act, out)
 		return
 	}
+	if w.typ == F16 || w.typ == F32 {
+		w.mulFloat(&j.wide[worker], rows, r1-r0, len(pairs), act, out, j.tiny)
+		return
+	}
 	w.mulTokens(rows, len(pairs), act, out)
-}
-
-// wideF16 runs a tile of F16 weights through f16Tile: the tile's activation vectors are
-// gathered one after the other and its outputs scattered back to their pairs' places.
-func (j *mulMatIDJob) wideF16(s *wideScratch, rows []byte, pairs []int32, r0, r1 int, summaries []atomic.Uint32) bool {
-	nr := r1 - r0
-	s.gather = grow(s.gather, len(pairs)*j.actBytes)
-	s.out = grow(s.out, len(pairs)*nr)
-	for i, pair := range pairs {
-		copy(s.gather[i*j.actBytes:], j.vector(pair))
-	}
-	if !f16Tile(j.w.cols, rows, j.w.rowBytes, nr, s.gather, s.out, nr, s, summaries) {
-		return false
-	}
-	for i, pair := range pairs {
-		copy(j.dst[int(pair)*j.w.rows+r0:][:nr], s.out[i*nr:][:nr])
-	}
-	return true
 }
 
 // vector is the activation vector of a (token, slot) pair: its token's when the k slots

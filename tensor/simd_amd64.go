@@ -40,9 +40,8 @@ import (
 //     re-slicing (w = w[144:]) costs six instructions per pointer per block.
 //
 // Audit for SSE after a change: the legitimate hits are the tables' setup in the package
-// initialisation, return 0 for an empty row, code after sumLanes and storeLanes4, the
-// scalar float64 sums of dotF16AVX2 and dotF16Rows4AVX2 (which run with the upper halves
-// clean), in simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar
+// initialisation, return 0 for an empty row, code after sumLanes and storeLanes4, in
+// simd_attn_amd64.go and simd_ops_amd64.go the spills at entry and the scalar
 // code after ClearAVXUpperBits, and vsiluAVX2's scalar finish of a step with |x| above ~87
 // (rare enough to pay for it):
 //
@@ -64,17 +63,23 @@ func init() {
 	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
 	madFloat = madFloatAVX2
 	readStream = readStreamWith(readStreamAVX2)
-	dotF16Wide = dotF16WideAVX2
+	vecReduced, tinyDot = vecReducedAVX2, tinyDotAVX2
 	if useF16C {
 		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
+		widenHalf = decodeF16F16C
 		scaleHalf = scaleHalfF16C
 	}
 	if useAVX512 {
-		activationFromFloat[Q8_0], f16Tile, exp32s = quantizeQ8_0AVX512, dotF16WideTile, exp32sAVX512
+		activationFromFloat[Q8_0], exp32s = quantizeQ8_0AVX512, exp32sAVX512
 		activationFromFloat[Q8_K], f16Heads = quantizeQ8KAVX512, dotF16HeadsTile
 		readStream = readStreamWith(readStreamAVX512)
+		vecReduced, tinyDot = vecReducedAVX512, tinyDotAVX512
+		tinyDots4x4, vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
+		if useF16C {
+			vecF16Rows4, tinyF16Rows4x4 = vecF16Rows4AVX512, tinyF16Rows4x4AVX512
+		}
 	}
-	vsiluRun, dotRows4[F16] = vsiluAVX2, dotF16Rows4AVX2
+	vsiluRun = vsiluAVX2
 	ropeNeoX, ropeNormal = ropeNeoXAVX2, ropeNormalAVX2
 	addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }
 	mulRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, true) }
@@ -101,8 +106,6 @@ func init() {
 		Q4_1:   dotQ4_1AVX2,
 		Q5_1:   dotQ5_1AVX2,
 		MXFP4:  dotMXFP4AVX2,
-		F32:    dotF32AVX2,
-		F16:    dotF16AVX2,
 		BF16:   dotBF16AVX2,
 	} {
 		if tr := traits[t]; tr != nil {

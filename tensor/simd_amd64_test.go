@@ -134,8 +134,7 @@ func TestDeltaRowKernels(t *testing.T) {
 	}
 }
 
-// TestF16HeadsKernel holds the many-head F16 score kernel to dotF16Wide's vector form
-// (dotF16WideAVX2) bit for bit: each head's query (rounded to F16) against key rows read
+// TestF16HeadsKernel holds the many-head F16 score kernel to vecDotF16 bit for bit: each head's query (rounded to F16) against key rows read
 // from F16 with a stride of their own, for row lengths in registers (64-256) and through
 // scratch (576, MLA's latent), one to eight heads and scores strided per head; lengths it
 // does not take are refused.
@@ -168,9 +167,9 @@ func TestF16HeadsKernel(t *testing.T) {
 			}
 			for h := range heads {
 				for p := range positions {
-					want := dotF16WideAVX2(q[h*dk:(h+1)*dk], widened[p])
+					want := vecDotF16(q[h*dk:(h+1)*dk], widened[p])
 					if got := scores[h*stride+p]; math.Float32bits(got) != math.Float32bits(want) {
-						t.Errorf("dk %d, %d heads: head %d position %d: %g, dotF16Wide %g", dk, heads, h, p, got, want)
+						t.Errorf("dk %d, %d heads: head %d position %d: %g, vecDotF16 %g", dk, heads, h, p, got, want)
 					}
 				}
 			}

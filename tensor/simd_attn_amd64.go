@@ -37,44 +37,6 @@ func dotFloat64AVX2(q, k []float32) float64 {
 	return sum
 }
 
-// dotF16WideAVX2 is dotF16Wide with each 16-lane accumulator held as two vectors of
-// eight (lanes 0–7 and 8–15): the same fused multiply-adds lane by lane, then the same
-// reduction (_mm512_reduce_add_ps adds the high eight lanes onto the low eight, then the
-// high four onto the low four, then lanes 0+2 and 1+3, then those two).
-func dotF16WideAVX2(q, k []float32) float32 {
-	steps := len(q) / 64
-	if steps == 0 {
-		return dotF16WideScalar(q, k)
-	}
-	x, y := (*[64]float32)(q[:steps*64]), (*[64]float32)(k[:steps*64])
-	var a0, b0, a1, b1, a2, b2, a3, b3 archsimd.Float32x8
-	for i := 0; ; {
-		a0 = f32x8s(x[0:8]).MulAdd(f32x8s(y[0:8]), a0)
-		b0 = f32x8s(x[8:16]).MulAdd(f32x8s(y[8:16]), b0)
-		a1 = f32x8s(x[16:24]).MulAdd(f32x8s(y[16:24]), a1)
-		b1 = f32x8s(x[24:32]).MulAdd(f32x8s(y[24:32]), b1)
-		a2 = f32x8s(x[32:40]).MulAdd(f32x8s(y[32:40]), a2)
-		b2 = f32x8s(x[40:48]).MulAdd(f32x8s(y[40:48]), b2)
-		a3 = f32x8s(x[48:56]).MulAdd(f32x8s(y[48:56]), a3)
-		b3 = f32x8s(x[56:64]).MulAdd(f32x8s(y[56:64]), b3)
-		if i++; i == steps {
-			break
-		}
-		x, y = next(x), next(y)
-	}
-	lo := a0.Add(a2).Add(a1.Add(a3))
-	hi := b0.Add(b2).Add(b1.Add(b3))
-	h8 := hi.Add(lo)
-	var h4 [4]float32
-	h8.GetHi().Add(h8.GetLo()).Store(&h4)
-	archsimd.ClearAVXUpperBits()
-	sum := float64((h4[0] + h4[2]) + (h4[1] + h4[3]))
-	for d := steps * 64; d < len(q); d++ {
-		sum += float64(q[d] * k[d])
-	}
-	return float32(sum)
-}
-
 // f32x8s loads the eight float32 values of v.
 func f32x8s(v []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8((*[8]float32)(v)) }
 

@@ -4,9 +4,7 @@ package tensor
 
 import (
 	"encoding/binary"
-	"math"
 	"simd/archsimd"
-	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
 )
@@ -37,20 +35,6 @@ func scaleHalfAVX512Blocks(acc *float32, n int, s float32)
 
 //go:noescape
 func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
-
-//go:noescape
-func dotF16ExactAVX512Blocks(x, y *byte, blocks int) (sum float64, peak float32, field, lsb uint16)
-
-// dotF16ExactAVX512 is dotF16ExactAVX2 32 values a step on AVX-512 (several times faster):
-// the same proof, so the same result, or ok false where the bound fails, for lengths not a
-// multiple of 32 and for infinities and NaNs.
-func dotF16ExactAVX512(n int, w, a []byte) (sum float32, ok bool) {
-	if n == 0 || n%32 != 0 {
-		return 0, false
-	}
-	s, peak, field, g := dotF16ExactAVX512Blocks(&w[:2*n][0], &a[:2*n][0], n/32)
-	return exactF16Sum(n, int32(field), int32(g), peak, s)
-}
 
 // madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by
 // VCVTPS2PH, in halfSteps.
@@ -186,157 +170,18 @@ func vectorBlocks(src []float32, dst []byte, values, bytes int, kernel func(dst 
 	}
 }
 
+// vecF16Rows4AVX512 is vecReduced of four F16 rows (rowBytes apart) by a widened vector,
+// steps steps of 64 values, widening the rows in registers (decode reads each row once).
+//
 //go:noescape
-func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
+func vecF16Rows4AVX512(w *byte, rowBytes, steps int, a *float32, out *[4]float32)
 
+// tinyF16Rows4x4AVX512 is tinyDot of four F16 rows (rowBytes apart, widened in
+// registers) by four widened vectors (aStride bytes apart), steps steps of 16 values:
+// out[4r+t] for row r and vector t.
+//
 //go:noescape
-func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-
-//go:noescape
-func dotF16WideSums1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-
-//go:noescape
-func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-
-//go:noescape
-func f16SumSquares(x *byte, n int) float64
-
-//go:noescape
-func dotF16WideSums8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-
-//go:noescape
-func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-
-// dotF16WideTile is the f16Tile hook on AVX-512, for lengths n a multiple of 16 (F16
-// weight matmuls, the tiny fixtures' attention and output, and attention scores of heads
-// below 128). dotF16Exact proves its sums product by product, which costs as much as the
-// sums; here a vector is widened to float64 once, each row once for up to eight vectors,
-// and the products are summed by float64 FMAs in any order, with only each row's and each
-// vector's largest and smallest magnitudes kept. Those bound every product (f16Bound), more
-// loosely than product by product; a pair the loose bound cannot prove (3-4% of them on
-// tiny-qwen3moe) goes to dotF16AVX2, which tries the tight bound and else adds in ggml's
-// order. So every output is the sequential float64 sum's bits.
-func dotF16WideTile(n int, rows []byte, rowBytes, nr int, acts []byte, dst []float32, stride int, s *wideScratch, summaries []atomic.Uint32) bool {
-	if !useAVX512 || n%16 != 0 || nr == 0 {
-		return false
-	}
-	rows = rows[:(nr-1)*rowBytes+2*n]
-	count := len(acts) / (2 * n)
-	s.reserve(n, nr)
-	lim := f16BoundLimit(n)
-	for i := 0; i < count; {
-		group, kernel := 1, dotF16WideRows1
-		switch {
-		case count-i >= 8:
-			group, kernel = 8, dotF16WideRows8
-		case count-i >= 4:
-			group, kernel = 4, dotF16WideRows4
-		}
-		var as [8][2]uint16
-		var bounds [8]f16Bound
-		for k := range group {
-			widenF16Summary(&s.act[k*n], &acts[(i+k)*2*n], n, &as[k])
-			bounds[k] = f16BoundOf(as[k])
-		}
-		// Rows whose summaries a matrix keeps skip that work in the one- and eight-vector
-		// kernels (the four-vector one, for a tile's last few vectors, recomputes the same
-		// values); unknown ones are kept for the next tiles.
-		cached := len(summaries) == nr
-		known := cached && loadSummaries(s.summaries[:nr], summaries)
-		switch {
-		case known && group == 1:
-			kernel = dotF16WideSums1
-		case known && group == 8:
-			kernel = dotF16WideSums8
-		}
-		kernel(&rows[0], rowBytes, nr, n, &s.act[0], &s.sums[0], &s.summaries[0])
-		if cached && !known {
-			keepSummaries(summaries, s.summaries[:nr])
-		}
-		var squares [8]float64 // the vectors' sums of squares, found when first needed
-		var squared [8]bool
-		for r, summary := range s.summaries[:nr] {
-			row, rowSquares := f16BoundOf(summary), -1.0
-			for k, sum := range s.sums[r*group : (r+1)*group] {
-				if row.exact(bounds[k], lim) {
-					dst[(i+k)*stride+r] = float32(sum)
-					continue
-				}
-				w, a := rows[r*rowBytes:][:2*n], acts[(i+k)*2*n:][:2*n]
-				if rowSquares < 0 {
-					rowSquares = f16SumSquares(&w[0], n)
-				}
-				if !squared[k] {
-					squares[k], squared[k] = f16SumSquares(&a[0], n), true
-				}
-				if f16NormsExact(rowSquares, squares[k], row.g+bounds[k].g) {
-					dst[(i+k)*stride+r] = float32(sum)
-				} else {
-					dst[(i+k)*stride+r] = dotF16AVX2(n, w, a)
-				}
-			}
-		}
-		i += group
-	}
-	return true
-}
-
-// loadSummaries unpacks the rows' stored summaries (Matrix.summaries) into out and reports
-// whether all were known. A stored summary is 1<<31 | largest<<16 | smallest nonzero less
-// one (the largest magnitude has bit 15 clear, so a known summary is never 0).
-func loadSummaries(out [][2]uint16, stored []atomic.Uint32) bool {
-	for r := range out {
-		v := stored[r].Load()
-		if v == 0 {
-			return false
-		}
-		out[r] = [2]uint16{uint16(v >> 16 & 0x7FFF), uint16(v)}
-	}
-	return true
-}
-
-// keepSummaries stores the rows' summaries for later decode steps.
-func keepSummaries(stored []atomic.Uint32, summaries [][2]uint16) {
-	for r, sum := range summaries {
-		stored[r].Store(1<<31 | uint32(sum[0])<<16 | uint32(sum[1]))
-	}
-}
-
-// f16Bound is what exactF16Sum's bound needs to know of one vector, from its summary
-// (largest magnitude, smallest nonzero magnitude less one, as binary16 bits): the largest
-// magnitude, and max(E,1) for the exponent field E of the smallest nonzero value; g is
-// far below any reachable value for a vector holding an infinity or a NaN. A pair's
-// largest magnitudes bound every |product|, the sum of their g every product's last bit
-// from below.
-type f16Bound struct {
-	peak float32
-	g    int32
-}
-
-func f16BoundOf(s [2]uint16) f16Bound {
-	if s[0] >= 0x7C00 {
-		return f16Bound{g: -1 << 20}
-	}
-	return f16Bound{peak: f16Table[s[0]], g: max(int32((s[1]+1)>>10), 1)} // +1 wraps to 0 for zeros
-}
-
-// exact is f16PeakBound for the pair of b and o (lim = f16BoundLimit(n)): their largest
-// magnitudes' product bounds every |product|. A vector of zeros passes with any other: its
-// products are ±0 and sum to +0 in any order.
-func (b f16Bound) exact(o f16Bound, lim int32) bool {
-	return f16PeakBound(b.peak*o.peak, b.g+o.g, lim)
-}
-
-// f16NormsExact is the second chance of a pair that f16Bound.exact cannot prove: by
-// Cauchy-Schwarz, Σ|x·y| ≤ √(Σx²·Σy²), which for values spread over many binades is
-// several bits below n·max|x|·max|y|; every partial sum must stay within 2^53 units of
-// 2^(g−50), g the sum of the pair's f16Bound.g. sx and sy are f16SumSquares (each square
-// exact, the sums within n·2^-53 relatively), so the bound, computed in float64, is
-// widened by 2^-30 (more than all the roundings for n up to 2^20). A vector holding an
-// infinity or a NaN has an infinite or NaN sum of squares and fails.
-func f16NormsExact(sx, sy float64, g int32) bool {
-	return math.Sqrt(sx*sy)*(1+0x1p-30) <= math.Ldexp(1, int(g)+3)
-}
+func tinyF16Rows4x4AVX512(w *byte, rowBytes, steps int, a *float32, aStride int, out *[16]float32)
 
 //go:noescape
 func exp32Blocks(x *float32, n int, table *[32]uint64) int

@@ -46,146 +46,6 @@ label: \
 	VZEROUPPER; \
 	RET
 
-// WIDE1_ROWS is the one-vector wide F16 kernel over rows (see F16_SUMMARY and after),
-// with or without the rows' summaries: init, fold, tail and store are F16_SUMMARY_* or the
-// empty NO_SUMMARY_*. (Defined before the first TEXT, as vet checks the FP offsets of a
-// macro against the TEXT above it.)
-#define WIDE1_ROWS(init, fold, tail, store) \
-	MOVQ w+0(FP), R8; \
-	MOVQ rows+16(FP), R9; \
-	MOVQ a+32(FP), R10; \
-	MOVQ out+40(FP), DI; \
-	MOVQ summaries+48(FP), DX; \
-wide1row: \
-	init; \
-	MOVQ   R8, SI; \
-	MOVQ   R10, R11; \
-	MOVQ   n+24(FP), CX; \
-	VPXORQ Z8, Z8, Z8; \
-	VPXORQ Z9, Z9, Z9; \
-wide1step: \
-	CMPQ CX, $32; \
-	JLT  wide1tail; \
-	F16_WIDEN; \
-	fold(0); \
-	F16_WIDE_FMA(R11, 0, Z8, Z9); \
-	ADDQ $64, SI; \
-	ADDQ $256, R11; \
-	SUBQ $32, CX; \
-	JMP  wide1step; \
-wide1tail: \
-	TESTQ CX, CX; \
-	JZ    wide1sum; \
-	F16_WIDEN16; \
-	tail; \
-	F16_WIDE_FMA16(R11, Z8, Z9); \
-wide1sum: \
-	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0); \
-	store(DX); \
-	ADDQ rowBytes+8(FP), R8; \
-	ADDQ $8, DI; \
-	ADDQ $4, DX; \
-	DECQ R9; \
-	JNZ  wide1row; \
-	CLEAR_HIGH; \
-	RET
-
-// WIDE8_ROWS is dotF16WideRows8's body, with or without the rows' summaries (as
-// WIDE1_ROWS).
-#define WIDE8_ROWS(init, fold, tail, store) \
-	MOVQ w+0(FP), R8; \
-	MOVQ out+40(FP), DI; \
-	MOVQ summaries+48(FP), DX; \
-wide8row: \
-	init; \
-	MOVQ   R8, SI; \
-	MOVQ   n+24(FP), CX; \
-	MOVQ   CX, BX; \
-	SHLQ   $3, BX; \
-	MOVQ   a+32(FP), R9; \
-	LEAQ   (R9)(BX*1), R10; \
-	LEAQ   (R10)(BX*1), R11; \
-	LEAQ   (R11)(BX*1), R12; \
-	LEAQ   (R12)(BX*1), R13; \
-	LEAQ   (R13)(BX*1), R14; \
-	LEAQ   (R14)(BX*1), AX; \
-	ADDQ   AX, BX; \
-	VPXORQ Z8, Z8, Z8; \
-	VPXORQ Z9, Z9, Z9; \
-	VPXORQ Z10, Z10, Z10; \
-	VPXORQ Z11, Z11, Z11; \
-	VPXORQ Z12, Z12, Z12; \
-	VPXORQ Z13, Z13, Z13; \
-	VPXORQ Z14, Z14, Z14; \
-	VPXORQ Z15, Z15, Z15; \
-	VPXORQ Z16, Z16, Z16; \
-	VPXORQ Z17, Z17, Z17; \
-	VPXORQ Z18, Z18, Z18; \
-	VPXORQ Z19, Z19, Z19; \
-	VPXORQ Z20, Z20, Z20; \
-	VPXORQ Z21, Z21, Z21; \
-	VPXORQ Z22, Z22, Z22; \
-	VPXORQ Z23, Z23, Z23; \
-wide8step: \
-	CMPQ CX, $32; \
-	JLT  wide8tail; \
-	F16_WIDEN; \
-	fold(0); \
-	F16_WIDE_FMA(R9, 0, Z8, Z16); \
-	F16_WIDE_FMA(R10, 0, Z9, Z17); \
-	F16_WIDE_FMA(R11, 0, Z10, Z18); \
-	F16_WIDE_FMA(R12, 0, Z11, Z19); \
-	F16_WIDE_FMA(R13, 0, Z12, Z20); \
-	F16_WIDE_FMA(R14, 0, Z13, Z21); \
-	F16_WIDE_FMA(AX, 0, Z14, Z22); \
-	F16_WIDE_FMA(BX, 0, Z15, Z23); \
-	ADDQ $64, SI; \
-	ADDQ $256, R9; \
-	ADDQ $256, R10; \
-	ADDQ $256, R11; \
-	ADDQ $256, R12; \
-	ADDQ $256, R13; \
-	ADDQ $256, R14; \
-	ADDQ $256, AX; \
-	ADDQ $256, BX; \
-	SUBQ $32, CX; \
-	JMP  wide8step; \
-wide8tail: \
-	TESTQ CX, CX; \
-	JZ    wide8sum; \
-	F16_WIDEN16; \
-	tail; \
-	F16_WIDE_FMA16(R9, Z8, Z16); \
-	F16_WIDE_FMA16(R10, Z9, Z17); \
-	F16_WIDE_FMA16(R11, Z10, Z18); \
-	F16_WIDE_FMA16(R12, Z11, Z19); \
-	F16_WIDE_FMA16(R13, Z12, Z20); \
-	F16_WIDE_FMA16(R14, Z13, Z21); \
-	F16_WIDE_FMA16(AX, Z14, Z22); \
-	F16_WIDE_FMA16(BX, Z15, Z23); \
-wide8sum: \
-	F16_WIDE_SUM(Z8, Z16, Y8, Y0, X8, X0, 0); \
-	F16_WIDE_SUM(Z9, Z17, Y9, Y0, X9, X0, 8); \
-	F16_WIDE_SUM(Z10, Z18, Y10, Y0, X10, X0, 16); \
-	F16_WIDE_SUM(Z11, Z19, Y11, Y0, X11, X0, 24); \
-	F16_WIDE_SUM(Z12, Z20, Y12, Y0, X12, X0, 32); \
-	F16_WIDE_SUM(Z13, Z21, Y13, Y0, X13, X0, 40); \
-	F16_WIDE_SUM(Z14, Z22, Y14, Y0, X14, X0, 48); \
-	F16_WIDE_SUM(Z15, Z23, Y15, Y0, X15, X0, 56); \
-	store(DX); \
-	ADDQ rowBytes+8(FP), R8; \
-	ADDQ $64, DI; \
-	ADDQ $4, DX; \
-	DECQ rows+16(FP); \
-	JNZ  wide8row; \
-	CLEAR_HIGH; \
-	RET
-
-#define NO_SUMMARY_INIT
-#define NO_SUMMARY(off)
-#define NO_SUMMARY_TAIL
-#define NO_SUMMARY_STORE(reg)
-
 // func madHalfF16CBlocks(acc, x *float32, n int, s float32)
 // n is a positive multiple of 8. VCVTPS2PH $0 rounds to nearest binary16, ties to even.
 TEXT ·madHalfF16CBlocks(SB), NOSPLIT, $0-28
@@ -233,115 +93,6 @@ done:
 // uses only Z0 and Z1, whose upper halves VZEROUPPER clears.
 TEXT ·madHalfAVX512Blocks(SB), NOSPLIT, $0-28
 	MAD_HALF(mad16, Z0, Z1, Y1, 64, 16)
-
-// func dotF16ExactAVX512Blocks(x, y *byte, blocks int) (sum float64, peak float32, field, lsb uint16)
-//
-// dotF16ExactAVX512's loop, 32 binary16 values of x and y a step (blocks ≥ 1 steps): the
-// products (exact in float32) summed into two float64 accumulators of eight lanes, the
-// largest |product| per float32 lane, and per word lane the largest exponent field of x
-// and y and the smallest max(Ex,1)+max(Ey,1) over the nonzero products; then each folded
-// to the one value returned (the largest word as the complement of the smallest
-// complement, VPHMINPOSUW finding the smallest of eight). Uses Z0-Z15 and K1-K2 only.
-TEXT ·dotF16ExactAVX512Blocks(SB), NOSPLIT, $0-40
-	MOVQ       x+0(FP), SI
-	MOVQ       y+8(FP), DI
-	MOVQ       blocks+16(FP), CX
-	VPXORQ     Z8, Z8, Z8
-	VPXORQ     Z9, Z9, Z9
-	VPXORQ     Z10, Z10, Z10
-	VPXORQ     Z11, Z11, Z11
-	VPTERNLOGD $0xFF, Z12, Z12, Z12
-	MOVL         $0x7FFFFFFF, AX
-	VPBROADCASTD AX, Z13 // |float32|
-	MOVL         $0x1F, AX
-	VPBROADCASTW AX, Z14 // a binary16 exponent field, shifted down
-	MOVL         $1, AX
-	VPBROADCASTW AX, Z15
-	MOVL         $0x7FFF, AX
-	VPBROADCASTW AX, Z7  // a binary16 magnitude
-
-exact32:
-	VMOVDQU64     (SI), Z1
-	VMOVDQU64     (DI), Z2
-	VCVTPH2PS     Y1, Z3
-	VCVTPH2PS     Y2, Z5
-	VMULPS        Z5, Z3, Z3
-	VEXTRACTI64X4 $1, Z1, Y4
-	VEXTRACTI64X4 $1, Z2, Y5
-	VCVTPH2PS     Y4, Z4
-	VCVTPH2PS     Y5, Z5
-	VMULPS        Z5, Z4, Z4
-	VCVTPS2PD     Y3, Z5
-	VADDPD        Z5, Z8, Z8
-	VEXTRACTF64X4 $1, Z3, Y5
-	VCVTPS2PD     Y5, Z5
-	VADDPD        Z5, Z9, Z9
-	VCVTPS2PD     Y4, Z5
-	VADDPD        Z5, Z8, Z8
-	VEXTRACTF64X4 $1, Z4, Y5
-	VCVTPS2PD     Y5, Z5
-	VADDPD        Z5, Z9, Z9
-	VPANDD        Z13, Z3, Z3
-	VPANDD        Z13, Z4, Z4
-	VMAXPS        Z3, Z10, Z10
-	VMAXPS        Z4, Z10, Z10
-	VPSRLW        $10, Z1, Z5
-	VPANDD        Z14, Z5, Z5
-	VPSRLW        $10, Z2, Z6
-	VPANDD        Z14, Z6, Z6
-	VPMAXUW       Z5, Z11, Z11
-	VPMAXUW       Z6, Z11, Z11
-	VPMAXUW       Z15, Z5, Z5
-	VPMAXUW       Z15, Z6, Z6
-	VPADDW        Z6, Z5, Z5
-	VPTESTMW      Z7, Z1, K1
-	VPTESTMW      Z7, Z2, K2
-	KANDD         K1, K2, K1
-	VPMINUW       Z5, Z12, K1, Z12
-	ADDQ          $64, SI
-	ADDQ          $64, DI
-	DECQ          CX
-	JNZ           exact32
-
-	VADDPD        Z9, Z8, Z8
-	VEXTRACTF64X4 $1, Z8, Y9
-	VADDPD        Y9, Y8, Y8
-	VEXTRACTF128  $1, Y8, X9
-	VADDPD        X9, X8, X8
-	VUNPCKHPD     X8, X8, X9
-	VADDSD        X9, X8, X8
-	VMOVSD        X8, sum+24(FP)
-
-	VEXTRACTF64X4 $1, Z10, Y9
-	VMAXPS        Y9, Y10, Y10
-	VEXTRACTF128  $1, Y10, X9
-	VMAXPS        X9, X10, X10
-	VMOVHLPS      X10, X10, X9
-	VMAXPS        X9, X10, X10
-	VMOVSHDUP     X10, X9
-	VMAXSS        X9, X10, X10
-	VMOVSS        X10, peak+32(FP)
-
-	VPTERNLOGD    $0xFF, Z0, Z0, Z0
-	VPXORD        Z0, Z11, Z11
-	VEXTRACTI64X4 $1, Z11, Y9
-	VPMINUW       Y9, Y11, Y11
-	VEXTRACTI128  $1, Y11, X9
-	VPMINUW       X9, X11, X11
-	VPHMINPOSUW   X11, X11
-	VMOVD         X11, AX
-	NOTL          AX
-	MOVW          AX, field+36(FP)
-
-	VEXTRACTI64X4 $1, Z12, Y9
-	VPMINUW       Y9, Y12, Y12
-	VEXTRACTI128  $1, Y12, X9
-	VPMINUW       X9, X12, X12
-	VPHMINPOSUW   X12, X12
-	VMOVD         X12, AX
-	MOVW          AX, lsb+38(FP)
-	VZEROUPPER
-	RET
 
 // func encodeF16F16CBlocks(dst *byte, src *float32, n int)
 // Narrows n float32 values (a positive multiple of 8) to binary16, VCVTPS2PH $0: to the
@@ -432,280 +183,6 @@ q8next:
 q8done:
 	VZEROUPPER
 	MOVQ AX, ret+24(FP)
-	RET
-
-// The wide F16 kernels compute F16 × F16 dot products as float64 fused multiply-adds of
-// the values widened to float64 (each product of two binary16 values is exact in float64,
-// so an FMA adds the exact product: the same as adding it), 32 values a step (16 for the
-// last step of a length that is an odd multiple of 16) in two chains per vector. The order
-// of the additions is not ggml's; the caller uses a sum only where a bound proves every
-// order gives the same float64 (see f16Bound), from the summaries these kernels return
-// beside it: the largest binary16 magnitude (bits & 0x7FFF) of a vector and its smallest
-// nonzero magnitude less one (0xFFFF for a vector of zeros: the subtraction wraps), both
-// as unsigned words.
-
-// F16_SUMMARY folds the 32 binary16 values at off(SI) into the running word-lane maxima
-// (Z30) and minima less one (Z31); Z28 holds 0x7FFF words, Z29 ones. Clobbers Z27.
-#define F16_SUMMARY(off) \
-	VPANDD  off(SI), Z28, Z27; \
-	VPMAXUW Z27, Z30, Z30; \
-	VPSUBW  Z29, Z27, Z27; \
-	VPMINUW Z27, Z31, Z31
-
-#define F16_SUMMARY_INIT \
-	MOVL         $0xFFFF, AX; \
-	KMOVD        AX, K1; \
-	MOVL         $0x7FFF, AX; \
-	VPBROADCASTW AX, Z28; \
-	MOVL         $1, AX; \
-	VPBROADCASTW AX, Z29; \
-	VPXORD       Z30, Z30, Z30; \
-	VPTERNLOGD   $0xFF, Z31, Z31, Z31
-
-// F16_SUMMARY_TAIL is F16_SUMMARY for the last 16 values at (SI) of a vector whose length
-// is an odd multiple of 16: loaded under K1 (0xFFFF), the other words are zeros, which
-// change no maximum, and 0xFFFF less one, which change no minimum.
-#define F16_SUMMARY_TAIL \
-	VMOVDQU16.Z (SI), K1, Z27; \
-	VPANDD      Z28, Z27, Z27; \
-	VPMAXUW     Z27, Z30, Z30; \
-	VPSUBW      Z29, Z27, Z27; \
-	VPMINUW     Z27, Z31, Z31
-
-// F16_SUMMARY_STORE folds Z30 and Z31 to one word each and stores them at 0(reg) and
-// 2(reg) (VPHMINPOSUW, which finds the smallest of eight words, has no EVEX form, so the
-// folding moves to Z0 and Z1; the largest word is the complement of the smallest
-// complement). Clobbers Z0, Z1 and AX.
-#define F16_SUMMARY_STORE(reg) \
-	VPTERNLOGD    $0x55, Z30, Z30, Z30; \
-	F16_FOLD_MIN(Z30, Y30); \
-	NOTL          AX; \
-	MOVW          AX, 0(reg); \
-	F16_FOLD_MIN(Z31, Y31); \
-	MOVW          AX, 2(reg)
-
-// F16_FOLD_MIN leaves the smallest word of z (zY its lower half) in AX. Clobbers Z0 and Z1.
-#define F16_FOLD_MIN(z, zY) \
-	VEXTRACTI64X4 $1, z, Y0; \
-	VPMINUW       Y0, zY, Y0; \
-	VEXTRACTI128  $1, Y0, X1; \
-	VPMINUW       X1, X0, X0; \
-	VPHMINPOSUW   X0, X0; \
-	VMOVD         X0, AX
-
-// F16_WIDEN widens the 32 binary16 values at (SI) to float64 in Z2-Z5.
-#define F16_WIDEN \
-	VCVTPH2PS     (SI), Z0; \
-	VCVTPH2PS     32(SI), Z1; \
-	VCVTPS2PD     Y0, Z2; \
-	VEXTRACTF64X4 $1, Z0, Y3; \
-	VCVTPS2PD     Y3, Z3; \
-	VCVTPS2PD     Y1, Z4; \
-	VEXTRACTF64X4 $1, Z1, Y5; \
-	VCVTPS2PD     Y5, Z5
-
-// F16_WIDEN16 widens the 16 binary16 values at (SI) to float64 in Z2 and Z3.
-#define F16_WIDEN16 \
-	VCVTPH2PS     (SI), Z0; \
-	VCVTPS2PD     Y0, Z2; \
-	VEXTRACTF64X4 $1, Z0, Y3; \
-	VCVTPS2PD     Y3, Z3
-
-// F16_WIDE_FMA16 is F16_WIDE_FMA for F16_WIDEN16's 16 values.
-#define F16_WIDE_FMA16(areg, a, b) \
-	VFMADD231PD (areg), Z2, a; \
-	VFMADD231PD 64(areg), Z3, b
-
-// F16_WIDE_FMA adds the products of Z2-Z5 with the 32 float64 values at off(areg) into
-// accumulators a and b.
-#define F16_WIDE_FMA(areg, off, a, b) \
-	VFMADD231PD off(areg), Z2, a; \
-	VFMADD231PD 64+off(areg), Z3, b; \
-	VFMADD231PD 128+off(areg), Z4, a; \
-	VFMADD231PD 192+off(areg), Z5, b
-
-// F16_WIDE_FOLD adds the eight lanes of a (clobbered, with b) and stores the sum at off(DI).
-#define F16_WIDE_FOLD(a, aY, bY, aX, bX, off) \
-	VEXTRACTF64X4 $1, a, bY; \
-	VADDPD        bY, aY, aY; \
-	VEXTRACTF128  $1, aY, bX; \
-	VADDPD        bX, aX, aX; \
-	VUNPCKHPD     aX, aX, bX; \
-	VADDSD        bX, aX, aX; \
-	VMOVSD        aX, off(DI)
-
-// F16_WIDE_SUM adds accumulators a and b (clobbered) to one float64 and stores it at
-// off(DI).
-#define F16_WIDE_SUM(a, b, aY, bY, aX, bX, off) \
-	VADDPD b, a, a; \
-	F16_WIDE_FOLD(a, aY, bY, aX, bX, off)
-
-// func widenF16Summary(dst *float64, src *byte, n int, summary *[2]uint16)
-// Widens n binary16 values (a positive multiple of 16) to float64 and summarizes them.
-TEXT ·widenF16Summary(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVQ summary+24(FP), DX
-	F16_SUMMARY_INIT
-
-widen32:
-	CMPQ    CX, $32
-	JLT     widen16
-	F16_WIDEN
-	F16_SUMMARY(0)
-	VMOVUPD Z2, (DI)
-	VMOVUPD Z3, 64(DI)
-	VMOVUPD Z4, 128(DI)
-	VMOVUPD Z5, 192(DI)
-	ADDQ    $64, SI
-	ADDQ    $256, DI
-	SUBQ    $32, CX
-	JMP     widen32
-
-widen16:
-	TESTQ   CX, CX
-	JZ      widened
-	F16_WIDEN16
-	F16_SUMMARY_TAIL
-	VMOVUPD Z2, (DI)
-	VMOVUPD Z3, 64(DI)
-
-widened:
-	F16_SUMMARY_STORE(DX)
-	CLEAR_HIGH
-	RET
-
-// func dotF16WideRows1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-// For each of rows weight rows (rowBytes apart, n binary16 values, n a positive multiple
-// of 16): out[r] = Σ w·a in some order, summaries[r] its summary.
-TEXT ·dotF16WideRows1(SB), NOSPLIT, $0-56
-	WIDE1_ROWS(F16_SUMMARY_INIT, F16_SUMMARY, F16_SUMMARY_TAIL, F16_SUMMARY_STORE)
-
-// func dotF16WideSums1(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-// dotF16WideRows1 for rows whose summaries are known (summaries is not touched): a decode
-// mat-vec of F16 weights, whose rows do not change, 10% faster on cache-hot rows.
-TEXT ·dotF16WideSums1(SB), NOSPLIT, $0-56
-	WIDE1_ROWS(NO_SUMMARY_INIT, NO_SUMMARY, NO_SUMMARY_TAIL, NO_SUMMARY_STORE)
-
-// func dotF16WideRows4(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-// dotF16WideRows1 against four activation vectors of n float64 values each, one after
-// the other at a: out[4r+k] is row r times vector k. A row is widened once for the four.
-TEXT ·dotF16WideRows4(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), R8
-	MOVQ rows+16(FP), R9
-	MOVQ a+32(FP), R10
-	MOVQ out+40(FP), DI
-	MOVQ summaries+48(FP), DX
-	MOVQ n+24(FP), BX
-	SHLQ $3, BX // bytes of one activation vector
-
-wide4row:
-	F16_SUMMARY_INIT
-	MOVQ   R8, SI
-	MOVQ   R10, R11
-	LEAQ   (R10)(BX*1), R12
-	LEAQ   (R12)(BX*1), R13
-	LEAQ   (R13)(BX*1), R14
-	MOVQ   n+24(FP), CX
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	VPXORQ Z11, Z11, Z11
-	VPXORQ Z12, Z12, Z12
-	VPXORQ Z13, Z13, Z13
-	VPXORQ Z14, Z14, Z14
-	VPXORQ Z15, Z15, Z15
-
-wide4step:
-	CMPQ CX, $32
-	JLT  wide4tail
-	F16_WIDEN
-	F16_SUMMARY(0)
-	F16_WIDE_FMA(R11, 0, Z8, Z9)
-	F16_WIDE_FMA(R12, 0, Z10, Z11)
-	F16_WIDE_FMA(R13, 0, Z12, Z13)
-	F16_WIDE_FMA(R14, 0, Z14, Z15)
-	ADDQ $64, SI
-	ADDQ $256, R11
-	ADDQ $256, R12
-	ADDQ $256, R13
-	ADDQ $256, R14
-	SUBQ $32, CX
-	JMP  wide4step
-
-wide4tail:
-	TESTQ CX, CX
-	JZ    wide4sum
-	F16_WIDEN16
-	F16_SUMMARY_TAIL
-	F16_WIDE_FMA16(R11, Z8, Z9)
-	F16_WIDE_FMA16(R12, Z10, Z11)
-	F16_WIDE_FMA16(R13, Z12, Z13)
-	F16_WIDE_FMA16(R14, Z14, Z15)
-
-wide4sum:
-
-	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
-	F16_WIDE_SUM(Z10, Z11, Y10, Y11, X10, X11, 8)
-	F16_WIDE_SUM(Z12, Z13, Y12, Y13, X12, X13, 16)
-	F16_WIDE_SUM(Z14, Z15, Y14, Y15, X14, X15, 24)
-	F16_SUMMARY_STORE(DX)
-	ADDQ rowBytes+8(FP), R8
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ R9
-	JNZ  wide4row
-	CLEAR_HIGH
-	RET
-
-// func dotF16WideRows8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-// dotF16WideRows4 for eight activation vectors: out[8r+k] is row r times vector k. The
-// widening of a row, which costs as much as four vectors' FMAs, is shared by eight. The
-// pointers to the eight vectors take R9-R14, AX and BX, so the rows left are counted in
-// the argument's own slot; the sixteen accumulators (two chains a vector, as in the other
-// kernels) take Z8-Z23. On a 64-row tile of 256 values, 25% faster than two four-vector
-// passes (BenchmarkF16WideRows).
-TEXT ·dotF16WideRows8(SB), NOSPLIT, $0-56
-	WIDE8_ROWS(F16_SUMMARY_INIT, F16_SUMMARY, F16_SUMMARY_TAIL, F16_SUMMARY_STORE)
-
-// func dotF16WideSums8(w *byte, rowBytes, rows, n int, a *float64, out *float64, summaries *[2]uint16)
-// dotF16WideRows8 for rows whose summaries are known (summaries is not touched).
-TEXT ·dotF16WideSums8(SB), NOSPLIT, $0-56
-	WIDE8_ROWS(NO_SUMMARY_INIT, NO_SUMMARY, NO_SUMMARY_TAIL, NO_SUMMARY_STORE)
-
-// func f16SumSquares(x *byte, n int) float64
-// The sum of the squares of n binary16 values (n a positive multiple of 16), each square
-// exact in float64, added in some order (so within n·2^-53 of the exact sum, relatively).
-TEXT ·f16SumSquares(SB), NOSPLIT, $0-24
-	MOVQ   x+0(FP), SI
-	MOVQ   n+8(FP), CX
-	LEAQ   ret+16(FP), DI
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-
-squares32:
-	CMPQ        CX, $32
-	JLT         squares16
-	F16_WIDEN
-	VFMADD231PD Z2, Z2, Z8
-	VFMADD231PD Z3, Z3, Z9
-	VFMADD231PD Z4, Z4, Z8
-	VFMADD231PD Z5, Z5, Z9
-	ADDQ        $64, SI
-	SUBQ        $32, CX
-	JMP         squares32
-
-squares16:
-	TESTQ       CX, CX
-	JZ          squared
-	F16_WIDEN16
-	VFMADD231PD Z2, Z2, Z8
-	VFMADD231PD Z3, Z3, Z9
-
-squared:
-	F16_WIDE_SUM(Z8, Z9, Y8, Y9, X8, X9, 0)
-	VZEROUPPER
 	RET
 
 // func exp32Blocks(x *float32, n int, table *[32]uint64) int
@@ -1106,5 +583,149 @@ f16rstep:
 	ADDQ        R10, R12
 	DECQ        CX
 	JNZ         f16rhead
+	CLEAR_HIGH
+	RET
+
+// ROWS4_POINTERS points BX, DX and R10 at the three rows after SI's, R9 bytes apart.
+#define ROWS4_POINTERS \
+	LEAQ (SI)(R9*1), BX; \
+	LEAQ (BX)(R9*1), DX; \
+	LEAQ (DX)(R9*1), R10
+
+// VEC_F16_ROW multiplies the four 16-value quarters of a step of row r (F16 at p, widened
+// by VCVTPH2PS) by the activations in Z16-Z19 into the row's four accumulators: the
+// fused multiply-adds of ggml_vec_dot_f16's AVX-512 loop.
+#define VEC_F16_ROW(p, a0, a1, a2, a3) \
+	VCVTPH2PS   (p), Z20; \
+	VFMADD231PS Z16, Z20, a0; \
+	VCVTPH2PS   32(p), Z21; \
+	VFMADD231PS Z17, Z21, a1; \
+	VCVTPH2PS   64(p), Z22; \
+	VFMADD231PS Z18, Z22, a2; \
+	VCVTPH2PS   96(p), Z23; \
+	VFMADD231PS Z19, Z23, a3
+
+// TINY_REDUCE stores at off(AX) the 16 lanes of c added as _mm512_reduce_add_ps does.
+#define TINY_REDUCE(c, cY, off) \
+	VEXTRACTF32X8 $1, c, Y24; \
+	VADDPS        Y24, cY, Y24; \
+	VEXTRACTF32X4 $1, Y24, X25; \
+	VADDPS        X25, X24, X25; \
+	VMOVHLPS      X25, X25, X26; \
+	VADDPS        X26, X25, X25; \
+	VMOVSHDUP     X25, X26; \
+	VADDSS        X26, X25, X25; \
+	VMOVSS        X25, off(AX)
+
+// VEC_REDUCE stores at off(AX) a row's four accumulators added as GGML_F32x16_REDUCE
+// does: (a0+a2)+(a1+a3), then the 16 lanes as TINY_REDUCE.
+#define VEC_REDUCE(a0, a1, a2, a3, a0Y, off) \
+	VADDPS a2, a0, a0; \
+	VADDPS a3, a1, a1; \
+	VADDPS a1, a0, a0; \
+	TINY_REDUCE(a0, a0Y, off)
+
+// func vecF16Rows4AVX512(w *byte, rowBytes, steps int, a *float32, out *[4]float32)
+//
+// vecReduced of four F16 rows (rowBytes apart) by one widened vector, steps steps of 64
+// values, the rows read as F16 and widened in registers.
+TEXT ·vecF16Rows4AVX512(SB), NOSPLIT, $0-40
+	MOVQ   w+0(FP), SI
+	MOVQ   rowBytes+8(FP), R9
+	MOVQ   steps+16(FP), CX
+	MOVQ   a+24(FP), DI
+	MOVQ   out+32(FP), AX
+	ROWS4_POINTERS
+	ZERO_Z0_7
+	ZERO_Z8_15
+
+vecf16step:
+	VMOVUPS (DI), Z16
+	VMOVUPS 64(DI), Z17
+	VMOVUPS 128(DI), Z18
+	VMOVUPS 192(DI), Z19
+	VEC_F16_ROW(SI, Z0, Z1, Z2, Z3)
+	VEC_F16_ROW(BX, Z4, Z5, Z6, Z7)
+	VEC_F16_ROW(DX, Z8, Z9, Z10, Z11)
+	VEC_F16_ROW(R10, Z12, Z13, Z14, Z15)
+	ADDQ $128, SI
+	ADDQ $128, BX
+	ADDQ $128, DX
+	ADDQ $128, R10
+	ADDQ $256, DI
+	DECQ CX
+	JNZ  vecf16step
+
+	VEC_REDUCE(Z0, Z1, Z2, Z3, Y0, 0)
+	VEC_REDUCE(Z4, Z5, Z6, Z7, Y4, 4)
+	VEC_REDUCE(Z8, Z9, Z10, Z11, Y8, 8)
+	VEC_REDUCE(Z12, Z13, Z14, Z15, Y12, 12)
+	CLEAR_HIGH
+	RET
+
+// TINY_F16_ROW widens 16 values of an F16 row (p) and multiplies them by the four
+// vectors' 16 values in Z16-Z19 into the row's four accumulators.
+#define TINY_F16_ROW(p, c0, c1, c2, c3) \
+	VCVTPH2PS   (p), Z20; \
+	VFMADD231PS Z16, Z20, c0; \
+	VFMADD231PS Z17, Z20, c1; \
+	VFMADD231PS Z18, Z20, c2; \
+	VFMADD231PS Z19, Z20, c3
+
+// func tinyF16Rows4x4AVX512(w *byte, rowBytes, steps int, a *float32, aStride int, out *[16]float32)
+//
+// tinyDot of four F16 rows (rowBytes apart, read as F16 and widened in registers) by four
+// widened vectors (aStride bytes apart), steps steps of 16 values: out[4r+t] for row r and
+// vector t, each output in its own accumulator.
+TEXT ·tinyF16Rows4x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ   w+0(FP), SI
+	MOVQ   rowBytes+8(FP), R9
+	MOVQ   steps+16(FP), CX
+	MOVQ   a+24(FP), DI
+	MOVQ   aStride+32(FP), R11
+	MOVQ   out+40(FP), AX
+	ROWS4_POINTERS
+	LEAQ   (DI)(R11*1), R8
+	LEAQ   (R8)(R11*1), R12
+	LEAQ   (R12)(R11*1), R13
+	ZERO_Z0_7
+	ZERO_Z8_15
+
+tinyf16step:
+	VMOVUPS (DI), Z16
+	VMOVUPS (R8), Z17
+	VMOVUPS (R12), Z18
+	VMOVUPS (R13), Z19
+	TINY_F16_ROW(SI, Z0, Z1, Z2, Z3)
+	TINY_F16_ROW(BX, Z4, Z5, Z6, Z7)
+	TINY_F16_ROW(DX, Z8, Z9, Z10, Z11)
+	TINY_F16_ROW(R10, Z12, Z13, Z14, Z15)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, DX
+	ADDQ $32, R10
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $64, R12
+	ADDQ $64, R13
+	DECQ CX
+	JNZ  tinyf16step
+
+	TINY_REDUCE(Z0, Y0, 0)
+	TINY_REDUCE(Z1, Y1, 4)
+	TINY_REDUCE(Z2, Y2, 8)
+	TINY_REDUCE(Z3, Y3, 12)
+	TINY_REDUCE(Z4, Y4, 16)
+	TINY_REDUCE(Z5, Y5, 20)
+	TINY_REDUCE(Z6, Y6, 24)
+	TINY_REDUCE(Z7, Y7, 28)
+	TINY_REDUCE(Z8, Y8, 32)
+	TINY_REDUCE(Z9, Y9, 36)
+	TINY_REDUCE(Z10, Y10, 40)
+	TINY_REDUCE(Z11, Y11, 44)
+	TINY_REDUCE(Z12, Y12, 48)
+	TINY_REDUCE(Z13, Y13, 52)
+	TINY_REDUCE(Z14, Y14, 56)
+	TINY_REDUCE(Z15, Y15, 60)
 	CLEAR_HIGH
 	RET

@@ -270,15 +270,7 @@ rows1block: \
 	ADDQ $40, R13; \
 	ADDQ $40, R14; \
 	ADDQ $40, R15
-#define PK_ZERO8 \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7
+#define PK_ZERO8 ZERO_Z0_7
 #define PK_LOAD8 \
 	MOVQ 0(AX), R8; \
 	MOVQ 8(AX), R9; \

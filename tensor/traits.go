@@ -40,7 +40,7 @@ var traits = map[Type]*Traits{
 		ToFloat:    decodeF16,
 		FromFloat:  func(src []float32, dst []byte) { encodeHalf(src, dst, F32ToF16) },
 		VecDotType: F16,
-		VecDot:     func(n int, w, a []byte) float32 { return dotHalf(n, w, a, F16ToF32) },
+		VecDot:     dotF16,
 	},
 	BF16: {
 		ToFloat:    func(src []byte, dst []float32) { decodeHalf(src, dst, BF16ToF32) },
@@ -172,17 +172,6 @@ func encodeHalf(src []float32, dst []byte, narrow func(float32) uint16) {
 	for i, x := range src {
 		binary.LittleEndian.PutUint16(dst[2*i:], narrow(x))
 	}
-}
-
-// dotF32 sums in float64 like ggml's scalar path (ggml_float).
-func dotF32(n int, w, a []byte) float32 {
-	var sum float64
-	for i := range n {
-		x := math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:]))
-		y := math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
-		sum += float64(x * y)
-	}
-	return float32(sum)
 }
 
 // dotHalf multiplies widened halves and sums in float64 like ggml's scalar path.

@@ -181,6 +181,18 @@ func (b *Backend) MulMatID(dst []float32, w backend.Weight, x []float32, ids []i
 	return nil
 }
 
+// MatMulStack is tensor.Pool.MatMulStack (backend.Stacker).
+func (b *Backend) MatMulStack(dst []float32, w backend.Weight, x []float32, ids []int32, k int) error {
+	m, err := b.matrix(w)
+	if err != nil {
+		return err
+	}
+	if err := b.pool.MatMulStack(dst, m, x, ids, k); err != nil {
+		return fmt.Errorf("tensor %s: %w", w.Name(), err)
+	}
+	return nil
+}
+
 // GetRows is tensor.GetRows.
 func (b *Backend) GetRows(dst []float32, w backend.Weight, ids []int32) error {
 	m, err := b.matrix(w)

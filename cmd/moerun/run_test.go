@@ -280,10 +280,10 @@ func TestRunLlamaOptions(t *testing.T) {
 	}
 }
 
-// A prompt's logits in one batch are bit for bit those of feeding it one token at a time
-// (-ub 1), with the packed kernels of tiny-qwen3moe's Q4_0 experts and without
-// (--no-repack, which must reach the runtime: where the machine has packed kernels, the
-// logits then differ).
+// A prompt's logits in one batch are bit for bit those of feeding it two tokens at a time
+// (-ub 2: llama.cpp too multiplies a batch of one in another order), with the packed
+// kernels of tiny-qwen3moe's Q4_0 experts and without (--no-repack, which must reach the
+// runtime: where the machine has packed kernels, the logits then differ).
 func TestRunNoRepack(t *testing.T) {
 	ids := joinInts(llamaGolden(t, "tiny-qwen3moe", "fox").Tokens)
 	logits := func(args ...string) []byte {
@@ -300,11 +300,11 @@ func TestRunNoRepack(t *testing.T) {
 		return b
 	}
 	packed, unpacked := logits(), logits("--no-repack")
-	if single := logits("-ub", "1"); !bytes.Equal(packed, single) {
-		t.Error("the prompt's logits in one batch differ from one token at a time")
+	if pairs := logits("-ub", "2"); !bytes.Equal(packed, pairs) {
+		t.Error("the prompt's logits in one batch differ from two tokens at a time")
 	}
-	if single := logits("--no-repack", "-ub", "1"); !bytes.Equal(unpacked, single) {
-		t.Error("--no-repack: the prompt's logits in one batch differ from one token at a time")
+	if pairs := logits("--no-repack", "-ub", "2"); !bytes.Equal(unpacked, pairs) {
+		t.Error("--no-repack: the prompt's logits in one batch differ from two tokens at a time")
 	}
 	if tensor.PackedKernels(tensor.Q4_0) == bytes.Equal(packed, unpacked) {
 		t.Errorf("packed kernels on this machine: %v; logits with --no-repack the same: %v", tensor.PackedKernels(tensor.Q4_0), bytes.Equal(packed, unpacked))

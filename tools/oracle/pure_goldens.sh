@@ -10,19 +10,23 @@
 #
 #   LLAMA=/path/to/llama.cpp sh tools/oracle/pure_goldens.sh
 #
-# LLAMA is a checkout of ngxson/llama.cpp at 3f545beccee69d9975f466ec7e45fd9aacd8ba90 with a
-# CPU build in $LLAMA/build (see synth_goldens.sh).
+# LLAMA is a checkout of ngxson/llama.cpp at 3f545beccee69d9975f466ec7e45fd9aacd8ba90; BUILD
+# (default $LLAMA/build) a CPU build of it like the shared fixtures', for AVX-512 without
+# AVX512-FP16, whose F16 and F32 products moerun reproduces (tensor/ggml_float.go):
+#   cmake -B build-avx512 -DGGML_NATIVE=OFF -DGGML_AVX512=ON -DLLAMA_CURL=OFF &&
+#   cmake --build build-avx512 --target llama-debug llama-quantize -j
 set -eu
 : "${LLAMA:?set LLAMA to a llama.cpp checkout with a build in LLAMA/build}"
+BUILD=${BUILD:-$LLAMA/build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 for typ in Q4_0 IQ4_NL; do
-	"$LLAMA/build/bin/llama-quantize" --allow-requantize --pure \
+	"$BUILD/bin/llama-quantize" --allow-requantize --pure \
 		"$root/testdata/models/tiny-qwen3moe.gguf" "$tmp/$typ.gguf" "$typ" >/dev/null 2>&1
 done
-python3 - "$LLAMA/build/bin/llama-debug" "$tmp" "$root/moe/testdata/golden/tiny-qwen3moe-pure.json.gz" <<'PY'
+python3 - "$BUILD/bin/llama-debug" "$tmp" "$root/moe/testdata/golden/tiny-qwen3moe-pure.json.gz" <<'PY'
 import glob, gzip, json, os, shutil, struct, subprocess, sys
 debug, tmp, dst = sys.argv[1:4]
 prompts = {
@@ -30,7 +34,7 @@ prompts = {
     "fox": "The quick brown fox jumps over the lazy dog because it wanted to see what was on the other side",
     "long": "In the beginning there was a small village by the sea, where the fishermen went out every morning before the sun rose and came back at noon with their nets full of silver fish, and the children ran along the shore to meet them, shouting and laughing, while the old women mended sails in the shade of the houses and told stories of storms long past.",
 }
-out = {"llama_cpp": "3f545bec, llama-debug --save-logits -t 2", "models": {}}
+out = {"llama_cpp": "3f545bec, AVX-512 build without AVX512-FP16, llama-debug --save-logits -t 2", "models": {}}
 for typ in ("Q4_0", "IQ4_NL"):
     res = []
     for name, text in prompts.items():
