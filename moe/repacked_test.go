@@ -139,38 +139,45 @@ func TestRepackedMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
-// TestFixtureBitExact: on tiny-qwen3moe (F16 attention and output, F32 router, Q4_0
-// experts) moerun gives the shared fixtures' logits bit for bit, after every prompt and
-// after each of the 32 greedy steps (teacher-forced): llama.cpp's AVX-512 build sums the
-// float products in ggml_vec_dot's and tinyBLAS's orders (ggml_float.go) and its repacked
-// Q4_0 as the packed kernels do. Machines without the packed kernels are left to the golden
-// tests' tolerances.
+// TestFixtureBitExact: moerun gives the shared fixtures' logits bit for bit, after every
+// prompt and after each of the 32 greedy steps (teacher-forced), on tiny-qwen3moe (F16
+// attention and output, F32 router, Q4_0 experts), tiny-deepseek2 (MLA, Q8_0 experts) and
+// tiny-qwen3moe's Q8_0 variant: llama.cpp's AVX-512 build sums the float products in
+// ggml_vec_dot's and tinyBLAS's orders (ggml_float.go), its repacked Q4_0 as the packed
+// kernels do and Q8_0 as ggml_vec_dot_q8_0 (hsum_float_8). Machines without the packed
+// kernels (AVX-512 VNNI) are left to the golden tests' tolerances.
 func TestFixtureBitExact(t *testing.T) {
 	if !tensor.PackedKernels(tensor.Q4_0) {
 		t.Skip("no packed kernels on this machine: the Q4_0 experts take another order")
 	}
-	m := openModel(t, qwenModel, 2)
-	for _, p := range loadGolden(t, "tiny-qwen3moe").Prompts {
-		c := m.context(t, DefaultContextOptions())
-		logits, err := c.Eval(p.Tokens, false)
-		for k := 0; ; k++ {
-			if err != nil {
-				t.Fatal(err)
-			}
-			diff := 0
-			for i, w := range p.StepLogits[k] {
-				if math.Float32bits(logits[i]) != math.Float32bits(w) {
-					diff++
+	for _, c := range []struct{ model, golden string }{
+		{qwenModel, "tiny-qwen3moe"},
+		{deepseekModel, "tiny-deepseek2"},
+		{quantModel("q8_0"), "tiny-qwen3moe-q8_0"},
+	} {
+		m := openModel(t, c.model, 2)
+		for _, p := range loadGolden(t, c.golden).Prompts {
+			ctx := m.context(t, DefaultContextOptions())
+			logits, err := ctx.Eval(p.Tokens, false)
+			for k := 0; ; k++ {
+				if err != nil {
+					t.Fatal(err)
 				}
+				diff := 0
+				for i, w := range p.StepLogits[k] {
+					if math.Float32bits(logits[i]) != math.Float32bits(w) {
+						diff++
+					}
+				}
+				if diff != 0 {
+					t.Errorf("%s %s step %d: %d of %d logits differ from llama.cpp's bits", c.golden, p.Name, k, diff, len(logits))
+					break
+				}
+				if k == len(p.Greedy) {
+					break
+				}
+				logits, err = ctx.Eval(p.Greedy[k:k+1], false)
 			}
-			if diff != 0 {
-				t.Errorf("%s step %d: %d of %d logits differ from llama.cpp's bits", p.Name, k, diff, len(logits))
-				break
-			}
-			if k == len(p.Greedy) {
-				break
-			}
-			logits, err = c.Eval(p.Greedy[k:k+1], false)
 		}
 	}
 }

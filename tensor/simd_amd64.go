@@ -154,14 +154,20 @@ func f32Lanes(b []byte) archsimd.Float32x8 {
 // points past the row).
 func next[B any](p *B) *B { return (*B)(unsafe.Add(unsafe.Pointer(p), unsafe.Sizeof(*p))) }
 
-// sumLanes adds up the eight lanes of v and clears the upper halves of the vector
-// registers, leaving the caller in a clean state for scalar float code (see above). The
-// sum goes through memory because VZEROUPPER is ordered only against memory operations:
-// returned in a register, the reduction could be scheduled after it.
+// sumLanes adds up the eight lanes of v as ggml's hsum_float_8 does (the high four onto the
+// low four, then lanes 0+2 and 1+3, then those two) and clears the upper halves of the
+// vector registers, leaving the caller in a clean state for scalar float code (see above).
+// The sum goes through memory because VZEROUPPER is ordered only against memory
+// operations: returned in a register, the reduction could be scheduled after it.
 func sumLanes(v archsimd.Float32x8) float32 {
-	h := v.GetLo().Add(v.GetHi())
-	h = h.AddPairs(h)
+	h := crossPairs(v.GetLo().Add(v.GetHi()), archsimd.Float32x4{})
 	return firstLane(h.AddPairs(h))
+}
+
+// crossPairs is [h0+h2, h1+h3, g0+g2, g1+g3]: hsum_float_8's middle step for two sums of
+// four lanes, whose pairs VHADDPS then adds (AddPairs).
+func crossPairs(h, g archsimd.Float32x4) archsimd.Float32x4 {
+	return h.SelectFromPair(0, 1, 4, 5, g).Add(h.SelectFromPair(2, 3, 6, 7, g))
 }
 
 // firstLane is lane 0 of v, with the upper halves of the vector registers cleared as in

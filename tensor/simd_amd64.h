@@ -93,6 +93,14 @@ label: \
 	DECQ   R10; \
 	JNZ    label
 
+// CROSS_PAIRS sets a to [a0+a2, a1+a3, b0+b2, b1+b3] (t scratch): the middle step of
+// ggml's hsum_float_8 for two sums of four lanes, whose pairs VHADDPS then adds
+// (crossPairs in the Go kernels).
+#define CROSS_PAIRS(a, b, t) \
+	VSHUFPS $0xEE, b, a, t; \
+	VSHUFPS $0x44, b, a, a; \
+	VADDPS  t, a, a
+
 // HSUM_FLOAT_8 reduces the eight lanes of yr to lane 0 of xr (yr's low half) in ggml's
 // hsum_float_8 order, (l0+l4 + l2+l6) + (l1+l5 + l3+l7); xt is scratch.
 #define HSUM_FLOAT_8(yr, xr, xt) \
@@ -212,7 +220,7 @@ block: \
 // The four-token kernels' common steps (eight float lanes per token in Y0 Y1 Y4 Y5,
 // sixteen integer lanes in Z16-Z19, the weights in SI and the activations in R8-R11, as
 // TOKENS4_ROWS_BEGIN sets them up). SUM4_LANES8 leaves the four tokens' sums in lanes 0-3
-// of X0, each in sumLanes' order (halves added, then pairs twice); NEXT_BLOCK4 moves to
+// of X0, each in sumLanes' order (halves added, then lanes 0+2 and 1+3, then those two); NEXT_BLOCK4 moves to
 // the next block (of bytes bytes) and counts it, leaving the flags for the loop's JNZ.
 #define SUM4_LANES8 \
 	VEXTRACTF128 $1, Y0, X2; \
@@ -223,8 +231,8 @@ block: \
 	VADDPS       X2, X4, X4; \
 	VEXTRACTF128 $1, Y5, X2; \
 	VADDPS       X2, X5, X5; \
-	VHADDPS      X1, X0, X0; \
-	VHADDPS      X5, X4, X4; \
+	CROSS_PAIRS(X0, X1, X2); \
+	CROSS_PAIRS(X4, X5, X2); \
 	VHADDPS      X4, X0, X0
 
 #define ZERO_ACCS4 \

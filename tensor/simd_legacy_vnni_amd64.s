@@ -127,13 +127,13 @@
 	LEAQ   ·e8m0Table(SB), R12
 
 // REDUCE_PAIR leaves in lanes 0 and 2 of acc's X the two halves' eight lanes added as
-// sumLanes does (lower 128 bits plus upper), and in accX lanes 0-3 the first half's pairs
-// added (VHADDPS) beside the second's: [a01, a23, b01, b23].
+// sumLanes does (lower 128 bits plus upper), and in accX lanes 0-3 the first half's lanes
+// 0+2 and 1+3 beside the second's (CROSS_PAIRS, X15 scratch): [a02, a13, b02, b13].
 #define REDUCE_PAIR(acc, accX, tmp, tmpX) \
 	VSHUFF32X4    $0xB1, acc, acc, tmp; \
 	VADDPS        tmp, acc, acc; \
 	VEXTRACTF32X4 $2, acc, tmpX; \
-	VHADDPS       tmpX, accX, accX
+	CROSS_PAIRS(accX, tmpX, X15)
 
 // PREFETCH_NEXT4 (NEXT2) asks (into L2) for the line of each row's current block four
 // (two) rows on, the same place in the next group of rows (R9 = rowBytes): a tile's rows
@@ -445,7 +445,7 @@ iq4xsblock: \
 	JNZ             iq4xsblock; \
 	VEXTRACTF128    $1, Y0, X1; \
 	VADDPS          X1, X0, X0; \
-	VHADDPS         X0, X0, X0; \
+	CROSS_PAIRS(X0, X0, X1); \
 	VHADDPS         X0, X0, X0; \
 	ROWS_END(iq4xsrow)
 

@@ -121,11 +121,11 @@
 	LOWK_SCALE_WORDS(X9)
 
 // LOWK_SUM leaves a token's float sum (acc, eight lanes) in the low lane of accX in
-// sumLanes' order: halves added, then pairs twice.
+// sumLanes' order: halves added, then lanes 0+2 and 1+3, then those two (hsum_float_8).
 #define LOWK_SUM(accY, accX) \
 	VEXTRACTF128 $1, accY, X2; \
 	VADDPS       X2, accX, accX; \
-	VHADDPS      accX, accX, accX; \
+	CROSS_PAIRS(accX, accX, X2); \
 	VHADDPS      accX, accX, accX
 
 // func dotQ2_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)

@@ -600,7 +600,7 @@ func dotIQ4_XSTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
 // sumLanes2 is sumLanes of v0 and of v1, the same additions in the same order for each
 // (see sumLanes4).
 func sumLanes2(v0, v1 archsimd.Float32x8) [2]float32 {
-	h := v0.GetLo().Add(v0.GetHi()).AddPairs(v1.GetLo().Add(v1.GetHi()))
+	h := crossPairs(v0.GetLo().Add(v0.GetHi()), v1.GetLo().Add(v1.GetHi()))
 	l := storeLanes4(h.AddPairs(h))
 	return [2]float32(l[:2])
 }
@@ -612,13 +612,11 @@ func firstLanes2(v0, v1 archsimd.Float32x4) [2]float32 {
 }
 
 // sumLanes4 is sumLanes of each of v0..v3, the same additions in the same order for each:
-// VHADDPS of two vectors adds the pairs of each as sumLanes does for one.
+// crossPairs of two vectors, then VHADDPS, adds them as sumLanes does for one.
 func sumLanes4(v0, v1, v2, v3 archsimd.Float32x8) [4]float32 {
-	h0 := v0.GetLo().Add(v0.GetHi())
-	h1 := v1.GetLo().Add(v1.GetHi())
-	h2 := v2.GetLo().Add(v2.GetHi())
-	h3 := v3.GetLo().Add(v3.GetHi())
-	return storeLanes4(h0.AddPairs(h1).AddPairs(h2.AddPairs(h3)))
+	h01 := crossPairs(v0.GetLo().Add(v0.GetHi()), v1.GetLo().Add(v1.GetHi()))
+	h23 := crossPairs(v2.GetLo().Add(v2.GetHi()), v3.GetLo().Add(v3.GetHi()))
+	return storeLanes4(h01.AddPairs(h23))
 }
 
 // firstLanes4 is firstLane of each of v0..v3.

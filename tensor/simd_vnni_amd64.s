@@ -212,7 +212,7 @@ q4klast: \
 	Q4K_BLOCK(split, fifth, qoff, 0, 0, Z2, Y3, Z7); \
 q4kdone: \
 	Q4K_HALVES(Z0, Y0, X0); \
-	VHADDPS X0, X0, X0; \
+	CROSS_PAIRS(X0, X0, X2); \
 	VHADDPS X0, X0, X0; \
 	ROWS_END(q4krow)
 
@@ -245,7 +245,7 @@ TEXT ·dotQ5_KRowsGFNI(SB), NOSPLIT, $0-48
 // Q4K_TOKENS4_ROW is the four-token kernel's row (dotQ4_KTokens4RowsVNNI and …GFNI, for
 // prefill): Q4K_ROWS's one-block steps for four activation vectors at once, each block's
 // scales and each chunk's nibbles unpacked once for all four; the sums come out in
-// sumLanes4's order (each token's halves added, then pairs twice).
+// sumLanes4's order (each token's halves added, then lanes 0+2 and 1+3, then those two).
 #define Q4K_TOKENS4_ROW(split) \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
@@ -277,8 +277,8 @@ q4k4block: \
 	Q4K_HALVES(Z1, Y1, X1); \
 	Q4K_HALVES(Z4, Y4, X4); \
 	Q4K_HALVES(Z5, Y5, X5); \
-	VHADDPS X1, X0, X0; \
-	VHADDPS X5, X4, X4; \
+	CROSS_PAIRS(X0, X1, X2); \
+	CROSS_PAIRS(X4, X5, X2); \
 	VHADDPS X4, X0, X0
 
 #define Q4K_TOKENS4_ROWS(split) \
