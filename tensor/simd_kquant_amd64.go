@@ -336,21 +336,16 @@ func dotQ6_KAVX2(n int, w, a []byte) float32 {
 		sum = sum.Add(q.DotProductPairs(sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q6KSpread[3])).AsInt16x16()))
 
 		// The offset comes off lane by lane in another arrangement of the values than the
-		// products' (it is right only in total), so the lanes are added up before the
-		// conversion to float: converted one by one they could be large and cancel.
-		// (The running sum stays in 256-bit registers, all lanes alike: the compiler copies
-		// 128-bit vectors with the legacy-SSE MOVUPS.)
+		// products' (it is right only in total), and each lane is converted and accumulated
+		// on its own: ggml_vec_dot_q6_K_q8_K's AVX2 steps, so its bits.
 		sum = sum.Sub(offset.ShiftAllLeft(5))
-		total := sum.Add(sum.Select128FromPair(1, 0, sum))
-		total = total.AddPairsGrouped(total)
-		total = total.AddPairsGrouped(total)
-		acc = f32Lanes(y[0:16]).Mul(f16Lanes(x[208:210])).MulAdd(total.ConvertToFloat32(), acc)
+		acc = f32Lanes(y[0:16]).Mul(f16Lanes(x[208:210])).MulAdd(sum.ConvertToFloat32(), acc)
 		if i++; i == nb {
 			break
 		}
 		x, y = next(x), next(y)
 	}
-	return firstLane(acc.GetLo())
+	return sumLanes(acc)
 }
 
 // iq4Levels is the IQ4 level table in both 128-bit halves, for VPSHUFB lookups.

@@ -337,7 +337,7 @@ func dotQ6_KTokens2AVX2(n int, w, a0, a1 []byte) [2]float32 {
 		}
 		x, y, z = next(x), next(y), next(z)
 	}
-	return firstLanes2(acc0.GetLo(), acc1.GetLo())
+	return sumLanes2(acc0, acc1)
 }
 
 // dotQ6_KTokens4AVX2 is dotQ6_KTokens2AVX2 for four activation rows (see dotTokens4): each
@@ -426,20 +426,16 @@ func dotQ6_KTokens4AVX2(n int, w, a0, a1, a2, a3 []byte) [4]float32 {
 		}
 		x, y0, y1, y2, y3 = next(x), next(y0), next(y1), next(y2), next(y3)
 	}
-	return firstLanes4(acc0.GetLo(), acc1.GetLo(), acc2.GetLo(), acc3.GetLo())
+	return sumLanes4(acc0, acc1, acc2, acc3)
 }
 
 // q6KAccumulate is the end of a Q6_K block for one token, as in dotQ6_KAVX2: the offset
 // (32 × the token's sums of 16 quants, each times its scale, wide) comes off the block's
-// integer sum, whose lanes are added up before the conversion to float, and the block is
-// accumulated into acc with its scale d and the token's. Inlined after the groups, where
+// integer lanes, which are accumulated into acc with its scale d and the token's. Inlined after the groups, where
 // the multi-token kernels call it, it is scheduled where it stands.
 func q6KAccumulate(acc archsimd.Float32x8, sum archsimd.Int32x8, wide archsimd.Int16x16, d archsimd.Float32x8, y *[292]byte) archsimd.Float32x8 {
 	sum = sum.Sub(wide.DotProductPairs(archsimd.LoadUint8x32((*[32]uint8)(y[260:292])).AsInt16x16()).ShiftAllLeft(5))
-	total := sum.Add(sum.Select128FromPair(1, 0, sum))
-	total = total.AddPairsGrouped(total)
-	total = total.AddPairsGrouped(total)
-	return f32Lanes(y[0:16]).Mul(d).MulAdd(total.ConvertToFloat32(), acc)
+	return f32Lanes(y[0:16]).Mul(d).MulAdd(sum.ConvertToFloat32(), acc)
 }
 
 // dotMXFP4Tokens2AVX2 is dotMXFP4AVX2 for one weight row against two activation rows (see
@@ -605,23 +601,12 @@ func sumLanes2(v0, v1 archsimd.Float32x8) [2]float32 {
 	return [2]float32(l[:2])
 }
 
-// firstLanes2 is firstLane of v0 and of v1.
-func firstLanes2(v0, v1 archsimd.Float32x4) [2]float32 {
-	l := storeLanes4(v0.SelectFromPair(0, 0, 4, 4, v1).SelectFromPair(0, 2, 0, 2, v0))
-	return [2]float32(l[:2])
-}
-
 // sumLanes4 is sumLanes of each of v0..v3, the same additions in the same order for each:
 // crossPairs of two vectors, then VHADDPS, adds them as sumLanes does for one.
 func sumLanes4(v0, v1, v2, v3 archsimd.Float32x8) [4]float32 {
 	h01 := crossPairs(v0.GetLo().Add(v0.GetHi()), v1.GetLo().Add(v1.GetHi()))
 	h23 := crossPairs(v2.GetLo().Add(v2.GetHi()), v3.GetLo().Add(v3.GetHi()))
 	return storeLanes4(h01.AddPairs(h23))
-}
-
-// firstLanes4 is firstLane of each of v0..v3.
-func firstLanes4(v0, v1, v2, v3 archsimd.Float32x4) [4]float32 {
-	return storeLanes4(v0.SelectFromPair(0, 0, 4, 4, v1).SelectFromPair(0, 2, 4, 6, v2.SelectFromPair(0, 0, 4, 4, v3)))
 }
 
 // storeLanes4 is the four lanes of v, with the upper halves of the vector registers

@@ -270,21 +270,13 @@ func TestSIMDExtremeActivations(t *testing.T) {
 
 // TestSIMDZeroCodes uses blocks whose values are all zero although their scales are not
 // (codes at the format's zero point): the exact integer sums are 0, so every kernel must
-// return exactly 0, whatever its sums look like before the zero point is taken off.
+// return exactly 0, whatever its sums look like before the zero point is taken off. (Not
+// Q6_K: ggml's AVX2 kernel takes its offset off lane by lane in another arrangement than
+// the products' and converts each lane to float, so zero codes give it a small nonzero
+// sum, and moerun's kernels keep its bits.)
 func TestSIMDZeroCodes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	zeroCodes := map[Type]func(b []byte){
-		// q = 32: low nibbles 0, top bit pairs 2; the 16 scales random.
-		Q6_K: func(b []byte) {
-			clear(b[0:128])
-			for i := 128; i < 192; i++ {
-				b[i] = 0xAA
-			}
-			for i := 192; i < 208; i++ {
-				b[i] = byte(rng.Uint32())
-			}
-			binary.LittleEndian.PutUint16(b[208:], randomHalf(rng))
-		},
 		Q4_0: func(b []byte) { // q = 8
 			binary.LittleEndian.PutUint16(b, randomHalf(rng))
 			for i := 2; i < 18; i++ {

@@ -331,6 +331,14 @@ TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	VPTERNLOGD $0xF8, Z30, Z14, Z13; \
 	VPSHUFB    index, scales, Z12
 
+// Q6K_ACCUMULATE converts a token's eight integer lanes (ints) and adds them times yd·d
+// (d, as float32, in X14; yd at (areg)) into acc.
+#define Q6K_ACCUMULATE(ints, areg, acc) \
+	VCVTDQ2PS    ints, ints; \
+	VMULSS       (areg), X14, X13; \
+	VBROADCASTSS X13, Y13; \
+	VFMADD231PS  ints, Y13, acc
+
 #define Q6K_TOTAL(ints, intsY, areg, out) \
 	VEXTRACTI64X4 $1, ints, Y15; \
 	VPADDD        Y15, intsY, out; \
@@ -340,7 +348,8 @@ TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 
 // func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 //
-// The block's exact total is scaled by yd·d into X0 (dotQ6_KAVX2's order).
+// The block's eight integer lanes are converted and accumulated by yd·d into Y0, which
+// the row ends with as hsum_float_8 (dotQ6_KAVX2's order, ggml's).
 TEXT ·dotQ6_KRowsVNNI(SB), NOSPLIT, $0-48
 	Q6K_CONSTANTS
 	ROWS_BEGIN(q6krow)
@@ -362,23 +371,19 @@ q6kblock:
 	Q6K_HALF_B(Z21, Z23)
 	DOT_TOKEN(Z13, Z12, 196, DI, Z16)
 	Q6K_TOTAL(Z16, Y16, DI, Y1)
-	VEXTRACTI128 $1, Y1, X13
-	VPADDD       X13, X1, X1
-	VPSHUFD      $0x4E, X1, X13
-	VPADDD       X13, X1, X1
-	VPSHUFD      $0xB1, X1, X13
-	VPADDD       X13, X1, X1
-	VCVTDQ2PS    X1, X1
+	VCVTDQ2PS    Y1, Y1
 	VMOVSS       (DI), X13        // yd
 	VPBROADCASTW 208(SI), X14
 	VCVTPH2PS    X14, X14         // d
 	VMULSS       X14, X13, X13
-	VFMADD231SS  X1, X13, X0
+	VBROADCASTSS X13, Y13
+	VFMADD231PS  Y1, Y13, Y0
 	ADDQ $210, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  q6kblock
 
+	HSUM_FLOAT_8(Y0, X0, X13)
 	ROWS_END(q6krow)
 
 // Q6K_TOKENS4 is DOT_TOKEN of values against the four tokens' activations at aoff.
@@ -391,14 +396,15 @@ q6kblock:
 // func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 //
 // dotQ6_KRowsVNNI for four activation vectors at once (prefill): each half block's
-// 6-bit values and scales are unpacked once for all four. The four blocks' totals are
-// exact integers, so they are added up together (VPHADDD) into one vector, token t in lane
-// t, and X0 lane t accumulates (yd_t·d)·total_t: the one-token kernel's operations on each
-// token, so its bits.
+// 6-bit values and scales are unpacked once for all four; token t's eight lanes accumulate
+// in Y5+t as the one-token kernel's do, so its bits.
 TEXT ·dotQ6_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 	Q6K_CONSTANTS
 	TOKENS4_ROWS_BEGIN(q6k4row)
-	VXORPS X0, X0, X0
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
 
 q6k4block:
 	PREFETCH_AHEAD
@@ -417,24 +423,16 @@ q6k4block:
 	Q6K_TOKENS4(Z15, 132)
 	Q6K_HALF_B(Z21, Z23)
 	Q6K_TOKENS4(Z13, 196)
-	Q6K_TOTAL(Z16, Y16, R8, Y1)
-	Q6K_TOTAL(Z17, Y17, R9, Y2)
-	Q6K_TOTAL(Z18, Y18, R10, Y3)
-	Q6K_TOTAL(Z19, Y19, R11, Y4)
-	VPHADDD      Y2, Y1, Y1
-	VPHADDD      Y4, Y3, Y3
-	VPHADDD      Y3, Y1, Y1
-	VEXTRACTI128 $1, Y1, X15
-	VPADDD       X15, X1, X1
-	VCVTDQ2PS    X1, X1
-	VMOVSS       (R8), X13
-	VINSERTPS    $0x10, (R9), X13, X13
-	VINSERTPS    $0x20, (R10), X13, X13
-	VINSERTPS    $0x30, (R11), X13, X13
 	VPBROADCASTW 208(SI), X14
 	VCVTPH2PS    X14, X14         // d
-	VMULPS       X14, X13, X13
-	VFMADD231PS  X1, X13, X0
+	Q6K_TOTAL(Z16, Y16, R8, Y1)
+	Q6K_ACCUMULATE(Y1, R8, Y5)
+	Q6K_TOTAL(Z17, Y17, R9, Y1)
+	Q6K_ACCUMULATE(Y1, R9, Y6)
+	Q6K_TOTAL(Z18, Y18, R10, Y1)
+	Q6K_ACCUMULATE(Y1, R10, Y7)
+	Q6K_TOTAL(Z19, Y19, R11, Y1)
+	Q6K_ACCUMULATE(Y1, R11, Y8)
 	ADDQ $210, SI
 	ADDQ $292, R8
 	ADDQ $292, R9
@@ -443,6 +441,13 @@ q6k4block:
 	DECQ CX
 	JNZ  q6k4block
 
+	HSUM_FLOAT_8(Y5, X5, X13)
+	HSUM_FLOAT_8(Y6, X6, X13)
+	HSUM_FLOAT_8(Y7, X7, X13)
+	HSUM_FLOAT_8(Y8, X8, X13)
+	VINSERTPS $0x10, X6, X5, X0
+	VINSERTPS $0x20, X7, X0, X0
+	VINSERTPS $0x30, X8, X0, X0
 	TOKENS4_ROWS_END(q6k4row)
 	CLEAR_HIGH
 	RET
