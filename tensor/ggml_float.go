@@ -9,9 +9,10 @@ import (
 // Products of float weights (F32 and F16) in the order of the llama.cpp build the shared
 // fixtures come from: ggml's CPU backend built for AVX-512 without AVX512-FP16 (vectors of
 // 16 float32 lanes), whose F16 and F32 products are all float32 arithmetic. With these
-// orders, and the packed kernels' for Q4_0 (packed.go), moerun gives the fixtures' logits
-// bit for bit (TestFixtureLogitsBitExact). A build with AVX512-FP16 sums F16 dot products in
-// half precision instead, and an AVX2 build in vectors of 8: those are not reproduced.
+// orders, the packed kernels' for Q4_0 (packed.go) and the quantized kernels ending as
+// ggml's hsum_float_8 (sumLanes), moerun gives the fixtures' logits bit for bit
+// (moe's TestFixtureBitExact). A build with AVX512-FP16 sums F16 dot products in half
+// precision instead, and an AVX2 build in vectors of 8: those are not reproduced.
 //
 //   - vecDot, ggml_vec_dot_f16 and ggml_vec_dot_f32 (one token, mul_mat_id, attention
 //     scores): 64 values a step into four 16-lane accumulators by fused multiply-adds; the
