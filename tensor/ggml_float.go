@@ -95,18 +95,12 @@ func finishF32(sum float32, q, k []float32) float32 {
 	return sum
 }
 
-// vecDotF16 is ggml_vec_dot_f16 of two vectors of F16 values already widened to float32,
-// vecDotF32 ggml_vec_dot_f32.
+// vecDotF16 is ggml_vec_dot_f16 of two vectors of F16 values already widened to float32
+// (ggml_vec_dot_f32 is the same steps with finishF32).
 func vecDotF16(q, k []float32) float32 {
 	k = k[:len(q)]
 	whole := len(q) &^ (floatStep - 1)
 	return finishF16(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
-}
-
-func vecDotF32(q, k []float32) float32 {
-	k = k[:len(q)]
-	whole := len(q) &^ (floatStep - 1)
-	return finishF32(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
 }
 
 func tinyDotGo(q, k []float32) float32 {
@@ -125,8 +119,8 @@ func (w *Matrix) tinyMatMul(tokens int) bool {
 	return (w.typ == F16 || w.typ == F32) && tokens >= 2 && w.rows%4 == 0 && w.cols%vecWidth == 0
 }
 
-// dotF16 and dotF32 are the VecDot of F16 and F32: vecDotF16 and vecDotF32 of a row and an
-// activation vector in their bytes, widened a step at a time, in scalar code (mulFloat
+// dotF16 and dotF32 are the VecDot of F16 and F32: ggml_vec_dot_f16 and _f32 of a row and
+// an activation vector in their bytes, widened a step at a time, in scalar code (mulFloat
 // widens whole rows and vectors for the matmuls and takes the vector kernels).
 func dotF16(n int, w, a []byte) float32 { return dotFloatBytes(n, w, a, true) }
 
