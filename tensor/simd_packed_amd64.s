@@ -234,149 +234,120 @@ rows1block: \
 	VCVTDQ2PS   ints, ints; \
 	VFMADD231PS ints, Z18, acc
 
-#define PK_INIT8 \
-	PK_INIT(R8, Z8); \
-	PK_INIT(R9, Z9); \
+#define PK_NEXT(a) ADDQ $40, a
+#define PK_LOAD(slot, a) MOVQ slot(AX), a
+#define PK_STORE(slot, acc) \
+	MOVQ    slot(AX), DX; \
+	VMOVUPS acc, K1, (DX)
+
+// The kernels for 1, 2, 4 and 8 tokens: each family's macro for G tokens is that for G/2
+// and the next G/2 tokens.
+#define PK_INIT1 \
+	PK_INIT(R8, Z8)
+#define PK_INIT2 \
+	PK_INIT1; \
+	PK_INIT(R9, Z9)
+#define PK_INIT4 \
+	PK_INIT2; \
 	PK_INIT(R10, Z10); \
-	PK_INIT(R11, Z11); \
+	PK_INIT(R11, Z11)
+#define PK_INIT8 \
+	PK_INIT4; \
 	PK_INIT(R12, Z12); \
 	PK_INIT(R13, Z13); \
 	PK_INIT(R14, Z14); \
 	PK_INIT(R15, Z15)
-#define PK_DOT8(off) \
-	PK_DOT(off, R8, Z8); \
-	PK_DOT(off, R9, Z9); \
+
+#define PK_DOT1(off) \
+	PK_DOT(off, R8, Z8)
+#define PK_DOT2(off) \
+	PK_DOT1(off); \
+	PK_DOT(off, R9, Z9)
+#define PK_DOT4(off) \
+	PK_DOT2(off); \
 	PK_DOT(off, R10, Z10); \
-	PK_DOT(off, R11, Z11); \
+	PK_DOT(off, R11, Z11)
+#define PK_DOT8(off) \
+	PK_DOT4(off); \
 	PK_DOT(off, R12, Z12); \
 	PK_DOT(off, R13, Z13); \
 	PK_DOT(off, R14, Z14); \
 	PK_DOT(off, R15, Z15)
-#define PK_END8 \
-	PK_END(R8, Z8, Z0); \
-	PK_END(R9, Z9, Z1); \
+
+#define PK_END1 \
+	PK_END(R8, Z8, Z0)
+#define PK_END2 \
+	PK_END1; \
+	PK_END(R9, Z9, Z1)
+#define PK_END4 \
+	PK_END2; \
 	PK_END(R10, Z10, Z2); \
-	PK_END(R11, Z11, Z3); \
+	PK_END(R11, Z11, Z3)
+#define PK_END8 \
+	PK_END4; \
 	PK_END(R12, Z12, Z4); \
 	PK_END(R13, Z13, Z5); \
 	PK_END(R14, Z14, Z6); \
 	PK_END(R15, Z15, Z7)
-#define PK_NEXT8 \
-	ADDQ $40, R8; \
-	ADDQ $40, R9; \
-	ADDQ $40, R10; \
-	ADDQ $40, R11; \
-	ADDQ $40, R12; \
-	ADDQ $40, R13; \
-	ADDQ $40, R14; \
-	ADDQ $40, R15
-#define PK_ZERO8 ZERO_Z0_7
-#define PK_LOAD8 \
-	MOVQ 0(AX), R8; \
-	MOVQ 8(AX), R9; \
-	MOVQ 16(AX), R10; \
-	MOVQ 24(AX), R11; \
-	MOVQ 32(AX), R12; \
-	MOVQ 40(AX), R13; \
-	MOVQ 48(AX), R14; \
-	MOVQ 56(AX), R15
-#define PK_STORE8 \
-	MOVQ 0(AX), DX; \
-	VMOVUPS Z0, K1, (DX); \
-	MOVQ 8(AX), DX; \
-	VMOVUPS Z1, K1, (DX); \
-	MOVQ 16(AX), DX; \
-	VMOVUPS Z2, K1, (DX); \
-	MOVQ 24(AX), DX; \
-	VMOVUPS Z3, K1, (DX); \
-	MOVQ 32(AX), DX; \
-	VMOVUPS Z4, K1, (DX); \
-	MOVQ 40(AX), DX; \
-	VMOVUPS Z5, K1, (DX); \
-	MOVQ 48(AX), DX; \
-	VMOVUPS Z6, K1, (DX); \
-	MOVQ 56(AX), DX; \
-	VMOVUPS Z7, K1, (DX)
 
-#define PK_INIT4 \
-	PK_INIT(R8, Z8); \
-	PK_INIT(R9, Z9); \
-	PK_INIT(R10, Z10); \
-	PK_INIT(R11, Z11)
-#define PK_DOT4(off) \
-	PK_DOT(off, R8, Z8); \
-	PK_DOT(off, R9, Z9); \
-	PK_DOT(off, R10, Z10); \
-	PK_DOT(off, R11, Z11)
-#define PK_END4 \
-	PK_END(R8, Z8, Z0); \
-	PK_END(R9, Z9, Z1); \
-	PK_END(R10, Z10, Z2); \
-	PK_END(R11, Z11, Z3)
-#define PK_NEXT4 \
-	ADDQ $40, R8; \
-	ADDQ $40, R9; \
-	ADDQ $40, R10; \
-	ADDQ $40, R11
-#define PK_ZERO4 \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3
-#define PK_LOAD4 \
-	MOVQ 0(AX), R8; \
-	MOVQ 8(AX), R9; \
-	MOVQ 16(AX), R10; \
-	MOVQ 24(AX), R11
-#define PK_STORE4 \
-	MOVQ 0(AX), DX; \
-	VMOVUPS Z0, K1, (DX); \
-	MOVQ 8(AX), DX; \
-	VMOVUPS Z1, K1, (DX); \
-	MOVQ 16(AX), DX; \
-	VMOVUPS Z2, K1, (DX); \
-	MOVQ 24(AX), DX; \
-	VMOVUPS Z3, K1, (DX)
-
-#define PK_INIT2 \
-	PK_INIT(R8, Z8); \
-	PK_INIT(R9, Z9)
-#define PK_DOT2(off) \
-	PK_DOT(off, R8, Z8); \
-	PK_DOT(off, R9, Z9)
-#define PK_END2 \
-	PK_END(R8, Z8, Z0); \
-	PK_END(R9, Z9, Z1)
-#define PK_NEXT2 \
-	ADDQ $40, R8; \
-	ADDQ $40, R9
-#define PK_ZERO2 \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1
-#define PK_LOAD2 \
-	MOVQ 0(AX), R8; \
-	MOVQ 8(AX), R9
-#define PK_STORE2 \
-	MOVQ 0(AX), DX; \
-	VMOVUPS Z0, K1, (DX); \
-	MOVQ 8(AX), DX; \
-	VMOVUPS Z1, K1, (DX)
-
-#define PK_INIT1 \
-	PK_INIT(R8, Z8)
-#define PK_DOT1(off) \
-	PK_DOT(off, R8, Z8)
-#define PK_END1 \
-	PK_END(R8, Z8, Z0)
 #define PK_NEXT1 \
-	ADDQ $40, R8
+	PK_NEXT(R8)
+#define PK_NEXT2 \
+	PK_NEXT1; \
+	PK_NEXT(R9)
+#define PK_NEXT4 \
+	PK_NEXT2; \
+	PK_NEXT(R10); \
+	PK_NEXT(R11)
+#define PK_NEXT8 \
+	PK_NEXT4; \
+	PK_NEXT(R12); \
+	PK_NEXT(R13); \
+	PK_NEXT(R14); \
+	PK_NEXT(R15)
+
 #define PK_ZERO1 \
 	VPXORD Z0, Z0, Z0
+#define PK_ZERO2 \
+	PK_ZERO1; \
+	VPXORD Z1, Z1, Z1
+#define PK_ZERO4 \
+	PK_ZERO2; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3
+#define PK_ZERO8 ZERO_Z0_7
+
 #define PK_LOAD1 \
-	MOVQ 0(AX), R8
+	PK_LOAD(0, R8)
+#define PK_LOAD2 \
+	PK_LOAD1; \
+	PK_LOAD(8, R9)
+#define PK_LOAD4 \
+	PK_LOAD2; \
+	PK_LOAD(16, R10); \
+	PK_LOAD(24, R11)
+#define PK_LOAD8 \
+	PK_LOAD4; \
+	PK_LOAD(32, R12); \
+	PK_LOAD(40, R13); \
+	PK_LOAD(48, R14); \
+	PK_LOAD(56, R15)
+
 #define PK_STORE1 \
-	MOVQ 0(AX), DX; \
-	VMOVUPS Z0, K1, (DX)
+	PK_STORE(0, Z0)
+#define PK_STORE2 \
+	PK_STORE1; \
+	PK_STORE(8, Z1)
+#define PK_STORE4 \
+	PK_STORE2; \
+	PK_STORE(16, Z2); \
+	PK_STORE(24, Z3)
+#define PK_STORE8 \
+	PK_STORE4; \
+	PK_STORE(32, Z4); \
+	PK_STORE(40, Z5); \
+	PK_STORE(48, Z6); \
+	PK_STORE(56, Z7)
 
 // PACKED_TOKENS runs G tokens (their activation pointers at acts) down one packed group of
 // 16 rows (w, nb blocks), and stores each token's 16 sums, those mask selects, at its
