@@ -73,7 +73,6 @@ func init() {
 		activationFromFloat[Q8_0], exp32s = quantizeQ8_0AVX512, exp32sAVX512
 		activationFromFloat[Q8_K], f16Heads = quantizeQ8KAVX512, dotF16HeadsTile
 		readStream = readStreamWith(readStreamAVX512)
-		vecReduced, tinyDot = vecReducedAVX512, tinyDotAVX512
 		tinyDots4x4, vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
 		if useF16C {
 			vecF16Rows4, tinyF16Rows4x4 = vecF16Rows4AVX512, tinyF16Rows4x4AVX512

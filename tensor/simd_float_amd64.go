@@ -37,28 +37,6 @@ func vecReducedAVX2(q, k []float32) float32 {
 	return sum16x8(a0.Add(a2).Add(a1.Add(a3)), b0.Add(b2).Add(b1.Add(b3)))
 }
 
-// vecReducedAVX512 is vecReduced with each accumulator one 16-lane vector.
-func vecReducedAVX512(q, k []float32) float32 {
-	steps := len(q) / floatStep
-	if steps == 0 {
-		return 0
-	}
-	x, y := (*[floatStep]float32)(q[:steps*floatStep]), (*[floatStep]float32)(k[:steps*floatStep])
-	var a0, a1, a2, a3 archsimd.Float32x16
-	for i := 0; ; {
-		a0 = f32x16s(x[0:16]).MulAdd(f32x16s(y[0:16]), a0)
-		a1 = f32x16s(x[16:32]).MulAdd(f32x16s(y[16:32]), a1)
-		a2 = f32x16s(x[32:48]).MulAdd(f32x16s(y[32:48]), a2)
-		a3 = f32x16s(x[48:64]).MulAdd(f32x16s(y[48:64]), a3)
-		if i++; i == steps {
-			break
-		}
-		x, y = next(x), next(y)
-	}
-	v := a0.Add(a2).Add(a1.Add(a3))
-	return sum16x8(v.GetLo(), v.GetHi())
-}
-
 // tinyDotAVX2 is tinyDot.
 func tinyDotAVX2(q, k []float32) float32 {
 	steps := len(q) / vecWidth
@@ -73,21 +51,6 @@ func tinyDotAVX2(q, k []float32) float32 {
 		x, y = next(x), next(y)
 	}
 	return sum16x8(lo, hi)
-}
-
-// tinyDotAVX512 is tinyDot with the accumulator one 16-lane vector.
-func tinyDotAVX512(q, k []float32) float32 {
-	steps := len(q) / vecWidth
-	x, y := (*[vecWidth]float32)(q[:steps*vecWidth]), (*[vecWidth]float32)(k[:steps*vecWidth])
-	var acc archsimd.Float32x16
-	for i := 0; ; {
-		acc = f32x16s(x[:]).MulAdd(f32x16s(y[:]), acc)
-		if i++; i == steps {
-			break
-		}
-		x, y = next(x), next(y)
-	}
-	return sum16x8(acc.GetLo(), acc.GetHi())
 }
 
 // sum16x8 is sum16 of the 16 lanes lo (0-7) and hi (8-15).
