@@ -51,6 +51,14 @@ type goldenPrompt struct {
 
 func loadGolden(t testing.TB, name string) *golden {
 	t.Helper()
+	var g golden
+	readGoldenFile(t, name, &g)
+	return &g
+}
+
+// readGoldenFile decodes testdata/golden/<name>.json.gz into v.
+func readGoldenFile(t testing.TB, name string, v any) {
+	t.Helper()
 	f, err := os.Open("testdata/golden/" + name + ".json.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -60,11 +68,9 @@ func loadGolden(t testing.TB, name string) *golden {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g golden
-	if err := json.NewDecoder(zr).Decode(&g); err != nil {
+	if err := json.NewDecoder(zr).Decode(v); err != nil {
 		t.Fatal(err)
 	}
-	return &g
 }
 
 // testModel is a model loaded on the CPU backend as moerun run loads it.

@@ -2,8 +2,6 @@ package moe
 
 import (
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -90,19 +88,8 @@ type pureGolden struct {
 // router, attention and F16 cache llama.cpp's AVX-512 order, ggml_float.go). Machines
 // without the packed kernels are held to the usual tolerance.
 func TestRepackedMatchesLlamaCpp(t *testing.T) {
-	f, err := os.Open("testdata/golden/tiny-qwen3moe-pure.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var g pureGolden
-	if err := json.NewDecoder(zr).Decode(&g); err != nil {
-		t.Fatal(err)
-	}
+	readGoldenFile(t, "tiny-qwen3moe-pure", &g)
 	for name, typ := range map[string]tensor.Type{"q4_0": tensor.Q4_0, "iq4_nl": tensor.IQ4_NL} {
 		m := openModel(t, pureModel(t, qwenModel, typ), 2)
 		for _, p := range g.Models[name] {
