@@ -196,6 +196,14 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 		}
 		vec = func(i int) []float32 { return s.acts[i*n : (i+1)*n] }
 	}
+	// store16 puts a four-by-four kernel's outputs (s.out16[4r+t]) at vectors i.. and rows r0..
+	store16 := func(i, r0 int) {
+		for r := range 4 {
+			for t := range 4 {
+				out(i + t)[r0+r] = s.out16[4*r+t]
+			}
+		}
+	}
 	whole := n &^ (floatStep - 1)
 	s.rows = grow(s.rows, 4*n)
 	for r0 := 0; r0 < nr; r0 += 4 {
@@ -208,11 +216,7 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 		if four && tiny && !f32 && tinyF16Rows4x4 != nil {
 			for ; done+4 <= count; done += 4 {
 				tinyF16Rows4x4(&rows[r0*rb], rb, n/vecWidth, &s.acts[done*n], 4*n, &s.out16)
-				for r := range 4 {
-					for t := range 4 {
-						out(done + t)[r0+r] = s.out16[4*r+t]
-					}
-				}
+				store16(done, r0)
 			}
 			if done == count {
 				continue
@@ -237,11 +241,7 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 						s.x4[t] = vec(i + t)
 					}
 					tinyDots4x4(&s.w4, &s.x4, &s.out16)
-					for r := range 4 {
-						for t := range 4 {
-							out(i + t)[r0+r] = s.out16[4*r+t]
-						}
-					}
+					store16(i, r0)
 				}
 			}
 			for ; i < count; i++ {
