@@ -26,6 +26,9 @@ type Matrix struct {
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
+	// repacked is the type's kernels in llama.cpp's repacked arithmetic where it needs no
+	// layout of its own (Q4_K, repacked.go), or nil.
+	repacked *rowKernels
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -68,7 +71,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
 		dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t],
-		packed: packedFormatOf(t, int(dims[1]))}
+		packed: packedFormatOf(t, int(dims[1])), repacked: repackedKernelsOf(t, int(dims[1]))}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -326,6 +329,7 @@ func (j *matmulJob) set(p *Pool, w *Matrix, dst []float32, act []byte, actBytes,
 	p.scratch.wide = grow(p.scratch.wide, p.threads)
 	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile),
 		rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide, op: p.packedOps}
+	p.useRepacked(&j.w, true)
 	return ceilDiv(w.rows, j.rowTile) * j.tokenTiles
 }
 
@@ -563,6 +567,7 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	for i, wi := range ws {
 		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared,
 			wide: p.scratch.wide, packed: packed, op: p.packedOps, tiny: stack && wi.tinyMatMul(len(ids)/k)}
+		p.useRepacked(&j.parts[i].w, false)
 	}
 	return p.run(j, len(ws)*len(s.tiles))
 }

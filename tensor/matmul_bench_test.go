@@ -123,7 +123,7 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 			g, u := make([]float32, tokens*used*ff), make([]float32, tokens*used*ff)
 			out := make([]float32, tokens*used*embd)
 			repacks := []bool{true}
-			if packedFormats[typ] != nil {
+			if PackedKernels(typ) {
 				repacks = append(repacks, false)
 			}
 			for _, threads := range []int{1, 2} {
@@ -156,6 +156,39 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 						b.ReportMetric(float64(tokens*b.N)/b.Elapsed().Seconds(), "tokens/s")
 					})
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulPrefill is a prefill micro-batch of 512 tokens through Qwen3-30B-A3B's
+// attn_q ([2048 → 4096]), for the formats with repacked arithmetic, with it and without
+// (repack=false): llama.cpp's gemm for Q4_K folds its sums every 64 values.
+func BenchmarkMatMulPrefill(b *testing.B) {
+	const cols, rows, tokens = 2048, 4096, 512
+	for _, typ := range []Type{Q4_K, Q4_0} {
+		if !PackedKernels(typ) {
+			continue
+		}
+		m, err := NewMatrix(typ, []int64{cols, rows}, tiledWeights(b, typ, cols, rows, 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := randomFloats(rand.New(rand.NewPCG(7, 8)), tokens*cols)
+		dst := make([]float32, tokens*rows)
+		for _, threads := range []int{1, 2} {
+			for _, repack := range []bool{true, false} {
+				b.Run(fmt.Sprintf("type=%s/threads=%d/repack=%v", typ, threads, repack), func(b *testing.B) {
+					p := NewPool(threads)
+					defer p.Close()
+					p.SetRepack(repack)
+					for b.Loop() {
+						if err := p.MatMul(dst, m, x); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(2*float64(rows*cols*tokens)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
 			}
 		}
 	}

@@ -96,7 +96,7 @@ func (p *Pool) usePacked(w *Matrix) bool {
 // PackedKernels reports whether this machine multiplies matrices of type t (with a
 // multiple of 8 rows) with the packed kernels, llama.cpp's repacked arithmetic, unless a
 // pool turns them off.
-func PackedKernels(t Type) bool { return packedFormats[t] != nil }
+func PackedKernels(t Type) bool { return packedFormats[t] != nil || repackedKernels[t] != nil }
 
 // SetRepack turns the packed kernels on (the default) or off, as llama.cpp's --no-repack
 // does its repacked weights: off, every product of the packed formats runs the rows

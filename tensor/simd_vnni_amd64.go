@@ -71,6 +71,9 @@ var (
 		}
 		return idx
 	}()
+	// q4KPairLanes makes VPERMPS spread a pair of blocks' [dA, dminA, dB, dminB] to
+	// [dA ×4, dB ×4, dminA ×4, dminB ×4], the repacked one-token kernel's lanes.
+	q4KPairLanes = [16]uint32{0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3}
 	// q6KHighBitsLo/Hi shift Q6_K's qh (32 bytes broadcast to both halves) so that the two
 	// high bits of a value land on bits 4-5 of its byte: for the low nibbles of ql's first
 	// and second 32 bytes, bits 0-1 and 2-3 of qh (left by 4 and 2); for the high nibbles,
@@ -140,6 +143,24 @@ func dotQ6_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 func dotQ5_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotQ4_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ4_KRepackedRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
+func dotQ4_KRepackedTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func dotQ4_KRepackedTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func dotQ4_KGemm4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func dotQ4_KGemm4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
 func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
@@ -153,7 +174,8 @@ func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes
 // pointers.
 // The Q4_K ones use GFNI's nibble split where the CPU has it (q4KRows, q4KTokens4).
 var (
-	q4KRows, q4KTokens4Rows = pickQ4KKernels(useGFNI)
+	q4KRows, q4KTokens4Rows                 = pickQ4KKernels(useGFNI, false)
+	q4KRepackedRows, q4KRepackedTokens4Rows = pickQ4KKernels(useGFNI, true)
 
 	dotQ4_KVNNI          = vnniDot(q4KShape, q4KRows)
 	dotQ6_KVNNI          = vnniDot(q6KShape, dotQ6_KRowsVNNI)
@@ -163,6 +185,10 @@ var (
 	dotQ6_KTokens4RowsOf = vnniTokens4Rows(q6KShape, dotQ6_KTokens4RowsVNNI)
 	dotQ4_KTokens4VNNI   = vnniDotTokens4(dotQ4_KTokens4RowsOf)
 	dotQ6_KTokens4VNNI   = vnniDotTokens4(dotQ6_KTokens4RowsOf)
+
+	// Q4_K in llama.cpp's repacked arithmetic (repacked.go).
+	q4KRepacked = &rowKernels{rows1: vnniDotRows(q4KShape, q4KRepackedRows), rows4T: vnniTokens4Rows(q4KShape, q4KRepackedTokens4Rows),
+		gemm4T: vnniTokens4Rows(q4KShape, pickGemm(useGFNI, dotQ4_KGemm4RowsGFNI, dotQ4_KGemm4RowsVNNI))}
 
 	dotQ5_KVNNI        = vnniDot(q5KShape, dotQ5_KRowsGFNI)
 	dotQ5_KRowsOneVNNI = vnniDotRows(q5KShape, dotQ5_KRowsGFNI)
@@ -179,12 +205,25 @@ type blockShape struct{ values, bytes, actBytes int }
 type vnniTokens4RowsKernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 // pickQ4KKernels returns the Q4_K one- and four-token kernels that split nibbles with GFNI
-// or with shifts.
-func pickQ4KKernels(gfni bool) (vnniRowsKernel, vnniTokens4RowsKernel) {
-	if gfni {
+// or with shifts, in VecDot's arithmetic or the repacked one.
+func pickQ4KKernels(gfni, repacked bool) (vnniRowsKernel, vnniTokens4RowsKernel) {
+	switch {
+	case gfni && repacked:
+		return dotQ4_KRepackedRowsGFNI, dotQ4_KRepackedTokens4RowsGFNI
+	case repacked:
+		return dotQ4_KRepackedRowsVNNI, dotQ4_KRepackedTokens4RowsVNNI
+	case gfni:
 		return dotQ4_KRowsGFNI, dotQ4_KTokens4RowsGFNI
 	}
 	return dotQ4_KRowsVNNI, dotQ4_KTokens4RowsVNNI
+}
+
+// pickGemm is gfni's kernel where the CPU has GFNI, else shift's.
+func pickGemm(gfni bool, withGFNI, shift vnniTokens4RowsKernel) vnniTokens4RowsKernel {
+	if gfni {
+		return withGFNI
+	}
+	return shift
 }
 
 type vnniRowsKernel = func(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)

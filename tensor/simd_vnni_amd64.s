@@ -65,9 +65,9 @@
 // activation bytes; Z14 gets their scales as words by VPSHUFB from the repeated bytes.
 // (VPERMW from the bytes widened to words did both, 10% slower for the scales, 3-4% for the
 // mins.) Q4K_END adds the integer sums' halves (dotQ4_KAVX2's eight
-// lanes), puts the mins' sums beside them and accumulates both at once: acc's lower eight
-// lanes are dotQ4_KAVX2's acc, the upper its accMin, each lane the same operations, so the
-// same bits. Constants: Z20-Z23 the chunks' scale-byte indices (q4KScaleBytes, for either
+// lanes), puts the mins' sums beside them, folds them (fold, below) and accumulates both
+// at once: with Q4K_LANES acc's lower eight lanes are dotQ4_KAVX2's acc, the upper its
+// accMin, each lane the same operations, so the same bits. Constants: Z20-Z23 the chunks' scale-byte indices (q4KScaleBytes, for either
 // block of a pair), Y24-Y28 the decoding, Z29 the mins' byte indices (q4KMinBytes, either
 // block), Z8 the first block's d indices (Z5 the next block's), Z30 and Z31 the split's.
 #define Q4K_CONSTANTS \
@@ -104,6 +104,8 @@
 	VCVTPH2PS X6, X6; \
 	Q4K_PICK(Z2, Z3, Z8, Z7)
 
+// Q4K_SCALES_PAIR leaves the pair's d and dmin in X6 as [dA, dminA, dB, dminB], for the
+// kernel's end of the pair to pick.
 #define Q4K_SCALES_PAIR(bsize) \
 	VMOVDQU     4(SI), X3; \
 	VINSERTI128 $1, bsize+4(SI), Y3, Y3; \
@@ -113,8 +115,8 @@
 	VMOVD       (SI), X6; \
 	VPINSRD     $1, bsize(SI), X6, X6; \
 	VCVTPH2PS   X6, X6; \
-	Q4K_PICK(Z2, Z3, Z8, Z7); \
-	Q4K_PICK(Z17, Z12, Z5, Z9)
+	VPSHUFB     Z29, Z2, Z3; \
+	VPSHUFB     Z29, Z17, Z12
 
 // The two ways to split a chunk's nibbles, for Q4K_CHUNK's split argument: words of the
 // upper half shifted right by 4 (VPSRLVW by Z30 = highHalfShift4), then masked to the low
@@ -144,24 +146,28 @@
 	VMULPS        d, Z13, Z14; \
 	VFMADD231PS   Z15, Z14, acc
 
-// Q4K_BLOCK is the one-token kernel's block at SI+woff against the activations at DI+aoff,
-// with its scale bytes, mins and d; its nibbles start qoff bytes into the block, and
-// fifth(woff, c) adds what else a chunk's values hold (Q5_K's fifth bits; nothing for Q4_K).
-#define Q4K_BLOCK(split, fifth, qoff, woff, aoff, bytes, minsY, d) \
-	VPXORD Z16, Z16, Z16; \
+// DOT_FRESH is DOT_TOKEN that sets ints to the products' sums rather than adding them.
+#define DOT_FRESH(values, scales, off, areg, ints) \
+	VPMADDUBSW off(areg), values, Z11; \
+	VPMADDWD   scales, Z11, ints
+
+// Q4K_DOTS leaves in ints the one-token kernel's integer sums of the block at SI+woff
+// against the activations at DI+aoff, with its scale bytes; its nibbles start qoff bytes
+// into the block, and fifth(woff, c) adds what else a chunk's values hold (Q5_K's fifth
+// bits; nothing for Q4_K).
+#define Q4K_DOTS(split, fifth, qoff, woff, aoff, bytes, ints) \
 	Q4K_CHUNK(split, woff+qoff, Z20, bytes); \
 	fifth(woff, 0); \
-	DOT_TOKEN(Z13, Z14, aoff+4, DI, Z16); \
+	DOT_FRESH(Z13, Z14, aoff+4, DI, ints); \
 	Q4K_CHUNK(split, woff+qoff+32, Z21, bytes); \
 	fifth(woff, 64); \
-	DOT_TOKEN(Z13, Z14, aoff+68, DI, Z16); \
+	DOT_TOKEN(Z13, Z14, aoff+68, DI, ints); \
 	Q4K_CHUNK(split, woff+qoff+64, Z22, bytes); \
 	fifth(woff, 128); \
-	DOT_TOKEN(Z13, Z14, aoff+132, DI, Z16); \
+	DOT_TOKEN(Z13, Z14, aoff+132, DI, ints); \
 	Q4K_CHUNK(split, woff+qoff+96, Z23, bytes); \
 	fifth(woff, 192); \
-	DOT_TOKEN(Z13, Z14, aoff+196, DI, Z16); \
-	Q4K_END(Z16, Y16, aoff, DI, Z0, minsY, d)
+	DOT_TOKEN(Z13, Z14, aoff+196, DI, ints)
 
 #define NO_FIFTH(woff, c)
 
@@ -173,20 +179,103 @@
 	VGF2P8AFFINEQB  $0, ·q5KFifthBits+c(SB), Z11, Z11; \
 	VPORD           Z11, Z13, Z13
 
-// Q4K_HALVES leaves in X of acc its sums less its mins, halves added (sumLanes' first step).
+// WITHIN_LANES adds the four dwords of each 128-bit lane of v up, the total in each (t
+// scratch).
+#define WITHIN_LANES(v, t) \
+	VPSHUFD $0x4E, v, t; \
+	VPADDD  t, v, v; \
+	VPSHUFD $0xB1, v, t; \
+	VPADDD  t, v, v
+
+// The one-token kernels' two arithmetics, for Q4K_ROWS's setup, pair, last and finish
+// arguments (block A of a pair has its sums in Z16, mins' words in Y3; block B in Z18 and
+// Y12; a last block alone in Z16 and Y3).
+//
+// LANES is ggml_vec_dot_q4_K_q8_K's (dotQ4_KAVX2's): Q4K_END per block, with d picked as
+// [d ×8, dmin ×8] (Z8, Z5: q4KDLanes), then Q4K_HALVES leaves in X of acc its sums less
+// its mins, halves added (sumLanes' first step), and the row ends as hsum_float_8.
+#define Q4K_LANES_SETUP \
+	VMOVDQU64 ·q4KDLanes+64(SB), Z5
+
+#define Q4K_LANES_PAIR \
+	VPERMPS Z6, Z8, Z7; \
+	VPERMPS Z6, Z5, Z9; \
+	Q4K_END(Z16, Y16, 0, DI, Z0, Y3, Z7); \
+	Q4K_END(Z18, Y18, 292, DI, Z0, Y12, Z9)
+
+#define Q4K_LANES_LAST \
+	Q4K_END(Z16, Y16, 0, DI, Z0, Y3, Z7)
+
 #define Q4K_HALVES(acc, accY, accX) \
 	VEXTRACTF64X4 $1, acc, Y2; \
 	VSUBPS        Y2, accY, accY; \
 	VEXTRACTF128  $1, accY, X2; \
 	VADDPS        X2, accX, accX
 
+#define Q4K_LANES_FINISH \
+	Q4K_HALVES(Z0, Y0, X0); \
+	CROSS_PAIRS(X0, X0, X2); \
+	VHADDPS X0, X0, X0
+
+// TOTALS is llama.cpp's repacked one (ggml_gemv_q4_K_8x8_q8_K, repacked.go): each block's
+// sums, and its mins' sums, added up to an exact total, then one FMA each. A pair's four
+// totals are folded at once: [I_A, I_B, M_A, M_B] by 128-bit lane (each in every dword),
+// times Z14 = [dA·ydA, dB·ydB, dminA·ydA, dminB·ydB] (d picked by Z8 = q4KPairLanes, yd
+// broadcast to lanes 1 and 3 by K1); acc lives in lanes 0 (sums) and 2 (mins), and takes
+// A's terms, moves to lanes 1 and 3 for B's and moves back. A last block alone gets
+// [I, ·, M, ·] (its d picked the same way, from [d, dmin, 0, 0]). The row ends as lane 0
+// less lane 2.
+#define Q4K_TOTALS_SETUP \
+	VMOVDQU64 ·q4KPairLanes(SB), Z8; \
+	MOVL      $0xF0F0, AX; \
+	KMOVW     AX, K1
+
+#define Q4K_TOTALS_PAIR \
+	VPERMPS       Z6, Z8, Z7; \
+	VPMADDWD      260(DI), Y3, Y19; \
+	VPMADDWD      552(DI), Y12, Y14; \
+	VINSERTI64X4  $1, Y14, Z19, Z19; \
+	VSHUFI64X2    $0x44, Z18, Z16, Z15; \
+	VSHUFI64X2    $0xEE, Z18, Z16, Z16; \
+	VPADDD        Z15, Z16, Z16; \
+	VSHUFI64X2    $0x88, Z19, Z16, Z15; \
+	VSHUFI64X2    $0xDD, Z19, Z16, Z16; \
+	VPADDD        Z15, Z16, Z16; \
+	WITHIN_LANES(Z16, Z15); \
+	VCVTDQ2PS     Z16, Z16; \
+	VBROADCASTSS  (DI), Z14; \
+	VBROADCASTSS  292(DI), K1, Z14; \
+	VMULPS        Z7, Z14, Z14; \
+	VFMADD231PS   Z16, Z14, Z0; \
+	VSHUFI64X2    $0xB1, Z0, Z0, Z0; \
+	VFMADD231PS   Z16, Z14, Z0; \
+	VSHUFI64X2    $0xB1, Z0, Z0, Z0
+
+#define Q4K_TOTALS_LAST \
+	VEXTRACTI64X4 $1, Z16, Y15; \
+	VPADDD        Y15, Y16, Y15; \
+	VPMADDWD      260(DI), Y3, Y14; \
+	VINSERTI64X4  $1, Y14, Z15, Z15; \
+	VSHUFI64X2    $0xB1, Z15, Z15, Z16; \
+	VPADDD        Z15, Z16, Z16; \
+	WITHIN_LANES(Z16, Z15); \
+	VCVTDQ2PS     Z16, Z16; \
+	VBROADCASTSS  (DI), Z14; \
+	VMULPS        Z7, Z14, Z14; \
+	VFMADD231PS   Z16, Z14, Z0
+
+#define Q4K_TOTALS_FINISH \
+	VEXTRACTF32X4 $2, Z0, X2; \
+	VSUBSS        X2, X0, X0
+
 // Q4K_ROWS is the one-token kernel (dotQ4_KRowsVNNI, dotQ4_KRowsGFNI, and with fifth bits
-// dotQ5_KRowsGFNI), once Z30 holds the split's constant: blocks of bsize bytes (pair, two)
-// whose nibbles start at qoff. Blocks go in pairs, whose scales are decoded together (one
-// 128-bit lane each), then a last block alone when nb is odd.
-#define Q4K_ROWS(split, fifth, bsize, pair, qoff) \
+// dotQ5_KRowsGFNI; in TOTALS the repacked ones), once Z30 holds the split's constant:
+// blocks of bsize bytes (pair, two) whose nibbles start at qoff. Blocks go in pairs, whose
+// scales are decoded together (one 128-bit lane each), then a last block alone when nb is
+// odd.
+#define Q4K_ROWS(split, fifth, setup, pairEnd, lastEnd, finish, bsize, pair, qoff) \
 	Q4K_CONSTANTS; \
-	VMOVDQU64 ·q4KDLanes+64(SB), Z5; \
+	setup; \
 	ROWS_BEGIN(q4krow); \
 	VPXORD Z0, Z0, Z0; \
 	CMPQ   CX, $2; \
@@ -197,8 +286,9 @@ q4kpair: \
 	PREFETCH_NEAR; \
 	PREFETCHT0 768(SI); \
 	Q4K_SCALES_PAIR(bsize); \
-	Q4K_BLOCK(split, fifth, qoff, 0, 0, Z2, Y3, Z7); \
-	Q4K_BLOCK(split, fifth, qoff, bsize, 292, Z17, Y12, Z9); \
+	Q4K_DOTS(split, fifth, qoff, 0, 0, Z2, Z16); \
+	Q4K_DOTS(split, fifth, qoff, bsize, 292, Z17, Z18); \
+	pairEnd; \
 	ADDQ  $pair, SI; \
 	ADDQ  $584, DI; \
 	SUBQ  $2, CX; \
@@ -209,22 +299,37 @@ q4kpair: \
 q4klast: \
 	PREFETCH_AHEAD; \
 	Q4K_SCALES; \
-	Q4K_BLOCK(split, fifth, qoff, 0, 0, Z2, Y3, Z7); \
+	Q4K_DOTS(split, fifth, qoff, 0, 0, Z2, Z16); \
+	lastEnd; \
 q4kdone: \
-	Q4K_HALVES(Z0, Y0, X0); \
-	CROSS_PAIRS(X0, X0, X2); \
-	VHADDPS X0, X0, X0; \
+	finish; \
 	ROWS_END(q4krow)
+
+#define Q4K_LANES_ROWS(split, fifth, bsize, pair, qoff) \
+	Q4K_ROWS(split, fifth, Q4K_LANES_SETUP, Q4K_LANES_PAIR, Q4K_LANES_LAST, Q4K_LANES_FINISH, bsize, pair, qoff)
+
+#define Q4K_TOTALS_ROWS(split) \
+	Q4K_ROWS(split, NO_FIFTH, Q4K_TOTALS_SETUP, Q4K_TOTALS_PAIR, Q4K_TOTALS_LAST, Q4K_TOTALS_FINISH, 144, 288, 16)
 
 // func dotQ4_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ4_KRowsVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64 ·highHalfShift4(SB), Z30
-	Q4K_ROWS(SPLIT_SHIFT, NO_FIFTH, 144, 288, 16)
+	Q4K_LANES_ROWS(SPLIT_SHIFT, NO_FIFTH, 144, 288, 16)
 
 // func dotQ4_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
 	VMOVDQU64 ·nibbleMatrix(SB), Z30
-	Q4K_ROWS(SPLIT_GFNI, NO_FIFTH, 144, 288, 16)
+	Q4K_LANES_ROWS(SPLIT_GFNI, NO_FIFTH, 144, 288, 16)
+
+// func dotQ4_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_KRepackedRowsVNNI(SB), NOSPLIT, $0-48
+	VMOVDQU64 ·highHalfShift4(SB), Z30
+	Q4K_TOTALS_ROWS(SPLIT_SHIFT)
+
+// func dotQ4_KRepackedRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ4_KRepackedRowsGFNI(SB), NOSPLIT, $0-48
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_TOTALS_ROWS(SPLIT_GFNI)
 
 // func dotQ5_KRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 //
@@ -232,21 +337,38 @@ TEXT ·dotQ4_KRowsGFNI(SB), NOSPLIT, $0-48
 // dotQ5_KAVX2 (values 0-31, the same scales, mins and float steps).
 TEXT ·dotQ5_KRowsGFNI(SB), NOSPLIT, $0-48
 	VMOVDQU64 ·nibbleMatrix(SB), Z30
-	Q4K_ROWS(SPLIT_GFNI, Q5K_FIFTH, 176, 352, 48)
+	Q4K_LANES_ROWS(SPLIT_GFNI, Q5K_FIFTH, 176, 352, 48)
 
-// Q4K_TOKENS4 is one chunk against the four tokens.
-#define Q4K_TOKENS4(split, woff, index, aoff) \
+// Q4K_TOKENS4 is one chunk against the four tokens, by dot (DOT_FRESH or DOT_TOKEN).
+#define Q4K_TOKENS4(split, dot, woff, index, aoff) \
 	Q4K_CHUNK(split, woff, index, Z2); \
-	DOT_TOKEN(Z13, Z14, aoff, R8, Z16); \
-	DOT_TOKEN(Z13, Z14, aoff, R9, Z17); \
-	DOT_TOKEN(Z13, Z14, aoff, R10, Z18); \
-	DOT_TOKEN(Z13, Z14, aoff, R11, Z19)
+	dot(Z13, Z14, aoff, R8, Z16); \
+	dot(Z13, Z14, aoff, R9, Z17); \
+	dot(Z13, Z14, aoff, R10, Z18); \
+	dot(Z13, Z14, aoff, R11, Z19)
 
-// Q4K_TOKENS4_ROW is the four-token kernel's row (dotQ4_KTokens4RowsVNNI and …GFNI, for
-// prefill): Q4K_ROWS's one-block steps for four activation vectors at once, each block's
-// scales and each chunk's nibbles unpacked once for all four; the sums come out in
-// sumLanes4's order (each token's halves added, then lanes 0+2 and 1+3, then those two).
-#define Q4K_TOKENS4_ROW(split) \
+// Q4K_BLOCK4 leaves each token's integer sums of a block in Z16-Z19.
+#define Q4K_BLOCK4(split) \
+	Q4K_TOKENS4(split, DOT_FRESH, 16, Z20, 4); \
+	Q4K_TOKENS4(split, DOT_TOKEN, 48, Z21, 68); \
+	Q4K_TOKENS4(split, DOT_TOKEN, 80, Z22, 132); \
+	Q4K_TOKENS4(split, DOT_TOKEN, 112, Z23, 196)
+
+#define NEXT_BLOCK4_Q4K \
+	ADDQ $144, SI; \
+	ADDQ $292, R8; \
+	ADDQ $292, R9; \
+	ADDQ $292, R10; \
+	ADDQ $292, R11; \
+	DECQ CX
+
+// Q4K_TOKENS4_ROWS is the four-token kernel in LANES (dotQ4_KTokens4RowsVNNI and …GFNI,
+// for prefill): Q4K_ROWS's one-block steps for four activation vectors at once, each
+// block's scales and each chunk's nibbles unpacked once for all four; the sums come out
+// in sumLanes4's order (each token's halves added, then lanes 0+2 and 1+3, then those two).
+#define Q4K_TOKENS4_ROWS(split) \
+	Q4K_CONSTANTS; \
+	TOKENS4_ROWS_BEGIN(q4k4row); \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z4, Z4, Z4; \
@@ -254,24 +376,12 @@ TEXT ·dotQ5_KRowsGFNI(SB), NOSPLIT, $0-48
 q4k4block: \
 	PREFETCH_AHEAD; \
 	Q4K_SCALES; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
-	Q4K_TOKENS4(split, 16, Z20, 4); \
-	Q4K_TOKENS4(split, 48, Z21, 68); \
-	Q4K_TOKENS4(split, 80, Z22, 132); \
-	Q4K_TOKENS4(split, 112, Z23, 196); \
+	Q4K_BLOCK4(split); \
 	Q4K_END(Z16, Y16, 0, R8, Z0, Y3, Z7); \
 	Q4K_END(Z17, Y17, 0, R9, Z1, Y3, Z7); \
 	Q4K_END(Z18, Y18, 0, R10, Z4, Y3, Z7); \
 	Q4K_END(Z19, Y19, 0, R11, Z5, Y3, Z7); \
-	ADDQ $144, SI; \
-	ADDQ $292, R8; \
-	ADDQ $292, R9; \
-	ADDQ $292, R10; \
-	ADDQ $292, R11; \
-	DECQ CX; \
+	NEXT_BLOCK4_Q4K; \
 	JNZ  q4k4block; \
 	Q4K_HALVES(Z0, Y0, X0); \
 	Q4K_HALVES(Z1, Y1, X1); \
@@ -279,12 +389,7 @@ q4k4block: \
 	Q4K_HALVES(Z5, Y5, X5); \
 	CROSS_PAIRS(X0, X1, X2); \
 	CROSS_PAIRS(X4, X5, X2); \
-	VHADDPS X4, X0, X0
-
-#define Q4K_TOKENS4_ROWS(split) \
-	Q4K_CONSTANTS; \
-	TOKENS4_ROWS_BEGIN(q4k4row); \
-	Q4K_TOKENS4_ROW(split); \
+	VHADDPS X4, X0, X0; \
 	TOKENS4_ROWS_END(q4k4row); \
 	CLEAR_HIGH; \
 	RET
@@ -298,6 +403,113 @@ TEXT ·dotQ4_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	VMOVDQU64 ·nibbleMatrix(SB), Z30
 	Q4K_TOKENS4_ROWS(SPLIT_GFNI)
+
+// The repacked four-token kernels, in the arithmetic of llama.cpp's gemv (one FMA per
+// block: dotQ4_KRepackedTokens4Rows…, for mul_mat_id) and gemm (one per 64-value chunk:
+// dotQ4_KGemm4Rows…, for mul_mat's tokens in fours). Q4K_FOLD4 adds each token's sums in
+// Z16-Z19 up to its exact total, in every dword of 128-bit lane t of Z12 for token t,
+// merges that token's mins' total into dword 1 (K1, from dword c of lane t of Z10) and
+// adds both by one FMA by Z9 (lane t: [d·yd_t, dmin·yd_t, …]) into Z0 (lane t: [acc,
+// accMin, …]). Q4K_MINS4 leaves in lane t of Z10 token t's mins' totals per chunk,
+// M_0..M_3 (each chunk's two sub-blocks' VPMADDWD pairs added by VPHADDD); for gemv they are
+// added up to the block's. Each row ends as acc − accMin, the four tokens' compressed into
+// X0 (K6).
+#define Q4K_FOLD4(c) \
+	VSHUFI64X2  $0x44, Z17, Z16, Z12; \
+	VSHUFI64X2  $0xEE, Z17, Z16, Z15; \
+	VPADDD      Z15, Z12, Z12; \
+	VSHUFI64X2  $0x44, Z19, Z18, Z1; \
+	VSHUFI64X2  $0xEE, Z19, Z18, Z15; \
+	VPADDD      Z15, Z1, Z1; \
+	VSHUFI64X2  $0x88, Z1, Z12, Z15; \
+	VSHUFI64X2  $0xDD, Z1, Z12, Z12; \
+	VPADDD      Z15, Z12, Z12; \
+	WITHIN_LANES(Z12, Z15); \
+	VPSHUFD     $(c<<2), Z10, K1, Z12; \
+	VCVTDQ2PS   Z12, Z12; \
+	VFMADD231PS Z12, Z9, Z0
+
+#define Q4K_MINS2(a, b, outY, t) \
+	VPMADDWD 260(a), Y3, outY; \
+	VPMADDWD 260(b), Y3, t; \
+	VPHADDD  t, outY, outY; \
+	VPERMQ   $0xD8, outY, outY
+
+#define Q4K_MINS4 \
+	Q4K_MINS2(R8, R9, Y10, Y11); \
+	Q4K_MINS2(R10, R11, Y12, Y11); \
+	VINSERTI64X4 $1, Y12, Z10, Z10
+
+#define Q4K_GEMV_BLOCK4(split) \
+	Q4K_BLOCK4(split); \
+	WITHIN_LANES(Z10, Z15); \
+	Q4K_FOLD4(0)
+
+#define Q4K_GEMM_BLOCK4(split) \
+	Q4K_TOKENS4(split, DOT_FRESH, 16, Z20, 4); \
+	Q4K_FOLD4(0); \
+	Q4K_TOKENS4(split, DOT_FRESH, 48, Z21, 68); \
+	Q4K_FOLD4(1); \
+	Q4K_TOKENS4(split, DOT_FRESH, 80, Z22, 132); \
+	Q4K_FOLD4(2); \
+	Q4K_TOKENS4(split, DOT_FRESH, 112, Z23, 196); \
+	Q4K_FOLD4(3)
+
+#define Q4K_FOLD4_ROWS(split, block) \
+	Q4K_CONSTANTS; \
+	MOVL  $0x2222, AX; \
+	KMOVW AX, K1; \
+	MOVL  $0x000F, AX; \
+	KMOVW AX, K2; \
+	MOVL  $0x00F0, AX; \
+	KMOVW AX, K3; \
+	MOVL  $0x0F00, AX; \
+	KMOVW AX, K4; \
+	MOVL  $0xF000, AX; \
+	KMOVW AX, K5; \
+	MOVL  $0x1111, AX; \
+	KMOVW AX, K6; \
+	TOKENS4_ROWS_BEGIN(q4kf4row); \
+	VPXORD Z0, Z0, Z0; \
+q4kf4block: \
+	PREFETCH_AHEAD; \
+	Q4K_SCALES; \
+	VBROADCASTSS (R8), K2, Z9; \
+	VBROADCASTSS (R9), K3, Z9; \
+	VBROADCASTSS (R10), K4, Z9; \
+	VBROADCASTSS (R11), K5, Z9; \
+	VBROADCASTSD X6, Z12; \
+	VMULPS       Z12, Z9, Z9; \
+	Q4K_MINS4; \
+	block(split); \
+	NEXT_BLOCK4_Q4K; \
+	JNZ  q4kf4block; \
+	VMOVSHDUP   Z0, Z1; \
+	VSUBPS      Z1, Z0, Z1; \
+	VPCOMPRESSD Z1, K6, Z0; \
+	TOKENS4_ROWS_END(q4kf4row); \
+	CLEAR_HIGH; \
+	RET
+
+// func dotQ4_KRepackedTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KRepackedTokens4RowsVNNI(SB), NOSPLIT, $0-96
+	VMOVDQU64 ·highHalfShift4(SB), Z30
+	Q4K_FOLD4_ROWS(SPLIT_SHIFT, Q4K_GEMV_BLOCK4)
+
+// func dotQ4_KRepackedTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KRepackedTokens4RowsGFNI(SB), NOSPLIT, $0-96
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_FOLD4_ROWS(SPLIT_GFNI, Q4K_GEMV_BLOCK4)
+
+// func dotQ4_KGemm4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KGemm4RowsVNNI(SB), NOSPLIT, $0-96
+	VMOVDQU64 ·highHalfShift4(SB), Z30
+	Q4K_FOLD4_ROWS(SPLIT_SHIFT, Q4K_GEMM_BLOCK4)
+
+// func dotQ4_KGemm4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ4_KGemm4RowsGFNI(SB), NOSPLIT, $0-96
+	VMOVDQU64 ·nibbleMatrix(SB), Z30
+	Q4K_FOLD4_ROWS(SPLIT_GFNI, Q4K_GEMM_BLOCK4)
 
 // Q6_K. Per half h of a block, Q6K_HALF_A loads ql's 64 bytes into Z13 (values 128h+0..63
 // in their low nibbles, 128h+64..127 in their high) and qh's 32 bytes broadcast to both

@@ -1,0 +1,131 @@
+package tensor
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// repackedQ4KDot is llama.cpp's repacked Q4_K arithmetic written plainly: per chunk of
+// chunk values (256, a super-block, for ggml_gemv_q4_K_8x8_q8_K; 64 for its gemm) the
+// exact integer sums Σ scale·Σ w·y and Σ min·Σ y of its 32-value sub-blocks, then
+// acc = float(sum)·(d·d_y) + acc and accMin = float(mins)·(dmin·d_y) + accMin with one
+// rounding each, and acc − accMin at the end. The mins' sums come from the activation
+// bytes, not from the block's bsums, which the kernels read.
+func repackedQ4KDot(n int, w, a []byte, chunk int) float32 {
+	var acc, accMin float32
+	for b := range n / qkK {
+		blk, y := w[b*144:], a[b*292:]
+		d := F16ToF32(binary.LittleEndian.Uint16(blk))
+		dmin := F16ToF32(binary.LittleEndian.Uint16(blk[2:]))
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(y))
+		var sum, mins int32
+		for j := range 8 {
+			sc, m := scaleMinK4(j, blk[4:16])
+			q := blk[16+32*(j/2):]
+			var dot, ysum int32
+			for l := range 32 {
+				v := q[l] & 15
+				if j%2 == 1 {
+					v = q[l] >> 4
+				}
+				yv := int32(int8(y[4+32*j+l]))
+				dot += int32(v) * yv
+				ysum += yv
+			}
+			sum += int32(sc) * dot
+			mins += int32(m) * ysum
+			if 32*(j+1)%chunk == 0 {
+				acc = fma32(float32(sum), d*dy, acc)
+				accMin = fma32(float32(mins), dmin*dy, accMin)
+				sum, mins = 0, 0
+			}
+		}
+	}
+	return acc - accMin
+}
+
+// TestRepackedQ4K checks which arithmetic MatMul and MulMatID give Q4_K, bit for bit:
+// with repacking on and a multiple of 8 rows, MatMul's tokens in fours from the first take
+// gemm's (a float step per 64 values) and the last T mod 4 gemv's (per super-block), also
+// across token tiles (37 tokens), and every MulMatID token gemv's; with 20 rows, or
+// repacking off, VecDot's (ggml_vec_dot_q4_K_q8_K).
+func TestRepackedQ4K(t *testing.T) {
+	if repackedKernels[Q4_K] == nil {
+		t.Skip("no repacked Q4_K kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	p := NewPool(2)
+	defer p.Close()
+	const experts, k = 3, 2
+	for _, tc := range []struct {
+		rows, n int
+		repack  bool
+	}{
+		{8, 256, true}, {24, 768, true}, {40, 512, true}, {20, 512, true}, {24, 768, false},
+	} {
+		for _, tokens := range []int{1, 2, 3, 4, 5, 7, 9, 37} {
+			t.Run(fmt.Sprintf("%dx%d/repack=%v/%d", tc.rows, tc.n, tc.repack, tokens), func(t *testing.T) {
+				p.SetRepack(tc.repack)
+				rows, n := tc.rows, tc.n
+				data := randomRows(t, Q4_K, experts*rows, n, 1, rng)
+				m, err := NewMatrix(Q4_K, []int64{int64(n), int64(rows), experts}, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := make([]float32, tokens*n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				ab := n / qkK * 292
+				q8 := make([]byte, tokens*ab)
+				if err := QuantizeActivations(Q8_K, x, q8); err != nil {
+					t.Fatal(err)
+				}
+				repacked := tc.repack && rows%8 == 0
+				dot := func(w, a []byte, gemm bool) float32 {
+					switch {
+					case !repacked:
+						return traits[Q4_K].VecDot(n, w, a)
+					case gemm:
+						return repackedQ4KDot(n, w, a, 64)
+					}
+					return repackedQ4KDot(n, w, a, qkK)
+				}
+				rb := m.rowBytes
+				expert := m.Expert(1)
+				dst := make([]float32, tokens*rows)
+				if err := p.MatMul(dst, &expert, x); err != nil {
+					t.Fatal(err)
+				}
+				for tok := range tokens {
+					gemm := tok < tokens-tokens%4
+					for r := range rows {
+						want := dot(data[(rows+r)*rb:], q8[tok*ab:], gemm)
+						if got := dst[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("MatMul token %d row %d (gemm %v): %v, want %v", tok, r, gemm, got, want)
+						}
+					}
+				}
+				ids := make([]int32, tokens*k)
+				for i := range ids {
+					ids[i] = int32(rng.IntN(experts))
+				}
+				idDst := make([]float32, tokens*k*rows)
+				if err := p.MulMatID(idDst, m, x, ids, k); err != nil {
+					t.Fatal(err)
+				}
+				for pair, e := range ids {
+					for r := range rows {
+						want := dot(data[(int(e)*rows+r)*rb:], q8[pair/k*ab:], false)
+						if got := idDst[pair*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("MulMatID pair %d row %d: %v, want %v", pair, r, got, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
