@@ -88,9 +88,9 @@ func (d *deltaNet) forward(c *Context, il int, in, out []float32) error {
 		return err
 	}
 	tensor.Sigmoid(beta, beta)
-	for i, v := range decay {
-		decay[i] = softplus32(v+d.dtBias[i%vh]) * d.a[i%vh]
-	}
+	tensor.Add(decay, decay, d.dtBias)
+	tensor.Softplus(decay, decay)
+	tensor.Mul(decay, decay, d.a)
 	state := c.caches[il].state
 	convState, heads := state[:cfg.convState()], state[cfg.convState():]
 	qkv := c.scratch.floats(n * conv)
@@ -126,24 +126,14 @@ func (d *deltaNet) deltaRule(host *tensor.Pool, o, qkv, beta, decay, states []fl
 }
 
 // l2Norm scales x to unit length, as ggml_l2_norm: x / max(‖x‖, eps), the sum of squares
-// accumulated in float64.
+// accumulated in float64 and rounded to float32 before its square root (sqrtf).
 func l2Norm(x []float32, eps float32) {
 	var sum float64
 	for _, v := range x {
 		sum += float64(v * v)
 	}
-	scale := 1 / max(float32(math.Sqrt(sum)), eps)
+	scale := 1 / max(float32(math.Sqrt(float64(float32(sum)))), eps)
 	for i := range x {
 		x[i] *= scale
 	}
-}
-
-func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
-
-// softplus32 is ggml's softplus: log(1 + e^x), and x itself above 20.
-func softplus32(x float32) float32 {
-	if x > 20 {
-		return x
-	}
-	return float32(math.Log(float64(1 + exp32(x))))
 }

@@ -27,6 +27,10 @@ type DeltaRule struct {
 // VHeads rows of Dim values), decay and beta are [n][VHeads], o is [n][VHeads][Dim].
 // states holds the VHeads states, each stored transposed as ggml stores it (row j is
 // column j of S), and is updated in place. Value heads run in parallel.
+//
+// The arithmetic is ggml_gated_delta_net's on the fixtures' build: g by glibc's expf, the
+// dot products by ggml_vec_dot_f32 (vecDotF32), S + k·delta by ggml_vec_mad_f32's fused
+// multiply-adds.
 func (p *Pool) GatedDeltaRule(o, q, k, v, decay, beta, states []float32, n int, r DeltaRule) error {
 	if r.Dim <= 0 || r.KHeads <= 0 || r.VHeads <= 0 || r.VHeads%r.KHeads != 0 || r.Stride < 0 || n < 0 {
 		return fmt.Errorf("gated delta rule: head size %d, %d key heads, %d value heads, stride %d, %d tokens", r.Dim, r.KHeads, r.VHeads, r.Stride, n)
@@ -66,64 +70,33 @@ func (j *deltaJob) unit(_, h int) {
 		q := j.q[base+kh : base+kh+dim]
 		k := j.k[base+kh : base+kh+dim]
 		v := j.v[base+h*dim : base+(h+1)*dim]
-		g := float32(math.Exp(float64(j.decay[t*r.VHeads+h])))
+		g := exp32(j.decay[t*r.VHeads+h])
 		b := j.beta[t*r.VHeads+h]
 		o := j.o[(t*r.VHeads+h)*dim:][:dim]
 		// Row j of the transposed state depends only on itself: decay it, take its delta
 		// against the key, add the key times the delta and read it against the query,
-		// in two passes while it is in cache.
+		// while it is in cache.
 		for jj := range dim {
 			row := s[jj*dim : (jj+1)*dim]
-			delta := (v[jj] - decayDot(row, k, g)) * b
-			o[jj] = axpyDot(row, k, q, delta) * j.scale
+			for i := range row {
+				row[i] *= g
+			}
+			delta := (v[jj] - vecDotF32(row, k)) * b
+			madFloats(row, k, delta)
+			o[jj] = vecDotF32(row, q) * j.scale
 		}
 	}
 }
 
-// decayDot and axpyDot are the state update's two passes over a row; the SIMD build
-// installs vector versions with the same bits (each lane the same multiplies and adds,
-// unfused, as here).
-var decayDot, axpyDot = decayDotGo, axpyDotGo
+// madFloats is ggml_vec_mad_f32: row[i] = k[i]·delta + row[i], fused; the SIMD build
+// installs a vector version with the same bits.
+var madFloats = madFloatsGo
 
-// decayDotGo multiplies row by g in place and returns its dot product with k, summed in
-// eight interleaved lanes (as a vector unit would) to keep the additions independent.
-func decayDotGo(row, k []float32, g float32) float32 {
-	var acc [8]float32
-	i := 0
-	for ; i+8 <= len(row); i += 8 {
-		r, kk := row[i:i+8:i+8], k[i:i+8:i+8]
-		for l := range 8 {
-			r[l] *= g
-			acc[l] += r[l] * kk[l]
-		}
+func madFloatsGo(row, k []float32, delta float32) {
+	k = k[:len(row)]
+	for i := range row {
+		row[i] = fma32(k[i], delta, row[i])
 	}
-	for ; i < len(row); i++ {
-		row[i] *= g
-		acc[0] += row[i] * k[i]
-	}
-	return sumLanes8(&acc)
-}
-
-// axpyDotGo adds k·delta to row in place and returns the updated row's dot product with q.
-func axpyDotGo(row, k, q []float32, delta float32) float32 {
-	var acc [8]float32
-	i := 0
-	for ; i+8 <= len(row); i += 8 {
-		r, kk, qq := row[i:i+8:i+8], k[i:i+8:i+8], q[i:i+8:i+8]
-		for l := range 8 {
-			r[l] += kk[l] * delta
-			acc[l] += r[l] * qq[l]
-		}
-	}
-	for ; i < len(row); i++ {
-		row[i] += k[i] * delta
-		acc[0] += row[i] * q[i]
-	}
-	return sumLanes8(&acc)
-}
-
-func sumLanes8(a *[8]float32) float32 {
-	return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
 }
 
 // CausalConv is the depthwise causal convolution in front of a Gated DeltaNet (or Mamba)
@@ -158,7 +131,8 @@ func (c *CausalConv) StateLen() int { return (c.Taps - 1) * c.Channels }
 // dst must not overlap x). state ([Channels][Taps−1], zero before the first batch of a
 // sequence) holds each channel's previous inputs, oldest first, and is left holding the
 // last Taps−1, as llama.cpp's conv_state_last. Each output is ggml's sum, in tap order,
-// oldest input first, of input times weight, each product rounded, then added.
+// oldest input first, of input times weight, as its compiled loop adds them
+// (leftoverTerm: for the 4 taps of Qwen3.5 and Mamba, each a fused multiply-add).
 func (c *CausalConv) Run(dst, x, state []float32) error {
 	C, hist := c.Channels, c.Taps-1
 	n := len(x) / C
@@ -176,7 +150,7 @@ func (c *CausalConv) Run(dst, x, state []float32) error {
 				} else {
 					in = x[(s-hist)*C+ch]
 				}
-				sum += in * c.kernel[i*C+ch]
+				sum = leftoverTerm(i, c.Taps, sum, in, c.kernel[i*C+ch])
 			}
 			dst[t*C+ch] = sum
 		}
@@ -201,8 +175,8 @@ func (c *CausalConv) Run(dst, x, state []float32) error {
 
 // convRow computes one token's channels from the Taps input rows ending at it
 // (rows: [Taps][C], oldest first) and the kernel ([Taps][C]): dst[ch] = Σ_i
-// rows[i][ch]·kernel[i][ch] in tap order, multiplies and adds unfused. The SIMD build
-// installs a vector version with the same bits.
+// rows[i][ch]·kernel[i][ch] in tap order by leftoverTerm. The SIMD build installs a vector
+// version with the same bits.
 var convRow = convRowGo
 
 func convRowGo(dst, rows, kernel []float32) { convColumns(dst, rows, kernel, 0) }
@@ -210,10 +184,11 @@ func convRowGo(dst, rows, kernel []float32) { convColumns(dst, rows, kernel, 0) 
 // convColumns is convRowGo for channels from..len(dst)-1.
 func convColumns(dst, rows, kernel []float32, from int) {
 	C := len(dst)
+	taps := len(kernel) / C
 	for ch := from; ch < C; ch++ {
 		var sum float32
-		for i := ch; i < len(kernel); i += C {
-			sum += rows[i] * kernel[i]
+		for i := range taps {
+			sum = leftoverTerm(i, taps, sum, rows[i*C+ch], kernel[i*C+ch])
 		}
 		dst[ch] = sum
 	}

@@ -64,12 +64,14 @@ func TestGatedDeltaRuleBadShapes(t *testing.T) {
 // TestCausalConv holds CausalConv to the convolution's definition, channel by channel over
 // the state followed by the batch (each output summed in tap order, oldest input first, as
 // ggml_ssm_conv does), bit for bit: for channel counts with and without a vector tail,
-// kernels of one to five taps, batches shorter and longer than the history, and a sequence
-// fed in pieces, which must leave the same outputs and state as the whole.
+// kernels of one to nine taps, batches shorter and longer than the history, and a sequence
+// fed in pieces, which must leave the same outputs and state as the whole. ggml's build
+// (see its disassembly) rounds the products of the first taps in whole eights and adds
+// them, and fuses each later tap's into a multiply-add.
 func TestCausalConv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(37, 41))
 	for _, channels := range []int{1, 7, 8, 19, 64} {
-		for _, taps := range []int{1, 2, 4, 5} {
+		for _, taps := range []int{1, 2, 4, 5, 9} {
 			const total = 11
 			w := randomFloats(rng, taps*channels)
 			x := randomFloats(rng, total*channels)
@@ -90,7 +92,11 @@ func TestCausalConv(t *testing.T) {
 				for tok := range total {
 					var sum float32
 					for i := range taps {
-						sum += input(tok+i, ch) * w[ch*taps+i]
+						if p := input(tok+i, ch) * w[ch*taps+i]; i < 8 && taps >= 8 {
+							sum += p
+						} else {
+							sum = fma32(input(tok+i, ch), w[ch*taps+i], sum)
+						}
 					}
 					want[tok*channels+ch] = sum
 				}

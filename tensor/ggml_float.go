@@ -18,8 +18,7 @@ import (
 //     scores): 64 values a step into four 16-lane accumulators by fused multiply-adds; the
 //     accumulators added 0+2 and 1+3, then those two, then the 16 lanes in
 //     _mm512_reduce_add_ps's order (sum16). The n%64 values left: F16 adds their float32
-//     products one by one in float64 (ggml_float), F32 goes on in float32 with fused
-//     multiply-adds.
+//     products one by one in float64 (ggml_float), F32 goes on in float32 (leftoverTerm).
 //   - tinyDot, llamafile's tinyBLAS, which ggml_compute_forward_mul_mat runs for a batch
 //     of two tokens or more when the weight's rows are a multiple of 4 and its row length
 //     a multiple of 16 (tinyMatMul): one 16-lane accumulator, 16 values a step, then sum16.
@@ -90,9 +89,21 @@ func finishF16(steps float32, q, k []float32) float32 {
 
 func finishF32(sum float32, q, k []float32) float32 {
 	for d := range q {
-		sum = fma32(q[d], k[d], sum)
+		sum = leftoverTerm(d, len(q), sum, q[d], k[d])
 	}
 	return sum
+}
+
+// leftoverTerm adds the product of a and b, the i-th of n, to sum as the scalar loops of
+// ggml's build that sum products in order do (the leftovers of ggml_vec_dot_f32,
+// ggml_ssm_conv's taps; see their disassembly): the compiler vectorised them, products
+// rounded sixteen or eight at a time and then added one by one, and fused the last n mod 8
+// into multiply-adds.
+func leftoverTerm(i, n int, sum, a, b float32) float32 {
+	if i < n&^7 {
+		return sum + float32(a*b)
+	}
+	return fma32(a, b, sum)
 }
 
 // vecDotF16 is ggml_vec_dot_f16 of two vectors of F16 values already widened to float32
@@ -101,6 +112,13 @@ func vecDotF16(q, k []float32) float32 {
 	k = k[:len(q)]
 	whole := len(q) &^ (floatStep - 1)
 	return finishF16(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
+}
+
+// vecDotF32 is ggml_vec_dot_f32 of two float32 vectors.
+func vecDotF32(q, k []float32) float32 {
+	k = k[:len(q)]
+	whole := len(q) &^ (floatStep - 1)
+	return finishF32(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
 }
 
 func tinyDotGo(q, k []float32) float32 {

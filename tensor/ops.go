@@ -183,6 +183,20 @@ func Sigmoid(dst, x []float32) {
 	}
 }
 
+// Softplus is ggml_softplus element-wise (Gated DeltaNet's decay): x above 20, else
+// log(1 + e^x), e^x by glibc's expf (exp32). The logarithm is float64's, rounded: glibc's
+// logf, which is not correctly rounded (up to 0.82 ulp), can differ from it in the last bit.
+func Softplus(dst, x []float32) {
+	checkSame("Softplus", dst, x)
+	for i, v := range x {
+		if v > 20 {
+			dst[i] = v
+			continue
+		}
+		dst[i] = float32(math.Log(float64(1 + exp32(v))))
+	}
+}
+
 // Add sets dst = a + b. b may be shorter than a if a's length is a multiple of it: it is
 // then repeated (ggml's broadcasting of rows), e.g. a bias over the tokens of a batch.
 func Add(dst, a, b []float32) {

@@ -83,7 +83,7 @@ func init() {
 	addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }
 	mulRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, true) }
 	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
-	decayDot, axpyDot, convRow = decayDotAVX2, axpyDotAVX2, convRowAVX2
+	madFloats, convRow = madFloatsAVX2, convRowAVX2
 	if useAVX512 {
 		tileScores, tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
 		tileScores2 = tileScores2AVX512

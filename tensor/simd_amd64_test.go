@@ -4,6 +4,7 @@ package tensor
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -110,8 +111,9 @@ func BenchmarkTileScores(b *testing.B) {
 	})
 }
 
-// TestDeltaRowKernels holds the delta rule's vector row passes to the Go loops bit for bit:
-// the updated rows and the returned dot products, for lengths with and without a tail.
+// TestDeltaRowKernels holds the delta rule's and the convolution's vector kernels to the
+// Go loops bit for bit: madFloats for lengths with and without a tail, convRow for 1 to 20
+// taps (unfused, fused and both) and channel counts with and without a tail.
 func TestDeltaRowKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	fill := func(n int) []float32 {
@@ -122,15 +124,21 @@ func TestDeltaRowKernels(t *testing.T) {
 		return v
 	}
 	for n := 1; n <= 70; n++ {
-		row, k, q := fill(n), fill(n), fill(n)
-		g, delta := float32(rng.Float64()), float32(rng.NormFloat64())
+		row, k := fill(n), fill(n)
+		delta := float32(rng.NormFloat64())
 		want, got := append([]float32(nil), row...), append([]float32(nil), row...)
-		wd, gd := decayDotGo(want, k, g), decayDotAVX2(got, k, g)
-		expectBits(t, "decayDot row", got, want)
-		expectBits(t, "decayDot", []float32{gd}, []float32{wd})
-		wa, ga := axpyDotGo(want, k, q, delta), axpyDotAVX2(got, k, q, delta)
-		expectBits(t, "axpyDot row", got, want)
-		expectBits(t, "axpyDot", []float32{ga}, []float32{wa})
+		madFloatsGo(want, k, delta)
+		madFloatsAVX2(got, k, delta)
+		expectBits(t, "madFloats", got, want)
+	}
+	for taps := 1; taps <= 20; taps++ {
+		for _, c := range []int{8, 13, 32} {
+			rows, kernel := fill(taps*c), fill(taps*c)
+			want, got := make([]float32, c), make([]float32, c)
+			convRowGo(want, rows, kernel)
+			convRowAVX2(got, rows, kernel)
+			expectBits(t, fmt.Sprintf("convRow %d taps × %d", taps, c), got, want)
+		}
 	}
 }
 

@@ -351,66 +351,36 @@ func tileScores2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float
 	maskTile(scores1, lo, hi)
 }
 
-// decayDotAVX2 is decayDotGo eight lanes a step: lane l holds the scalar loop's acc[l],
-// multiplied and added separately (unfused, as the Go code compiles), so the same bits.
-func decayDotAVX2(row, k []float32, g float32) float32 {
+// madFloatsAVX2 is madFloatsGo eight lanes a step, each a fused multiply-add.
+func madFloatsAVX2(row, k []float32, delta float32) {
 	k = k[:len(row)]
 	whole := len(row) &^ 7
-	gv := archsimd.BroadcastFloat32x8(g)
-	var acc archsimd.Float32x8
-	for i := 0; i < whole; i += 8 {
-		r := f32x8s(row[i : i+8]).Mul(gv)
-		r.Store((*[8]float32)(row[i : i+8]))
-		acc = acc.Add(r.Mul(f32x8s(k[i : i+8])))
-	}
-	return finishLanes8(acc, func(a *[8]float32) {
-		for i := whole; i < len(row); i++ {
-			row[i] *= g
-			a[0] += row[i] * k[i]
-		}
-	})
-}
-
-// axpyDotAVX2 is axpyDotGo eight lanes a step, with the same bits (see decayDotAVX2).
-func axpyDotAVX2(row, k, q []float32, delta float32) float32 {
-	k, q = k[:len(row)], q[:len(row)]
-	whole := len(row) &^ 7
 	dv := archsimd.BroadcastFloat32x8(delta)
-	var acc archsimd.Float32x8
 	for i := 0; i < whole; i += 8 {
-		r := f32x8s(row[i : i+8]).Add(f32x8s(k[i : i+8]).Mul(dv))
-		r.Store((*[8]float32)(row[i : i+8]))
-		acc = acc.Add(r.Mul(f32x8s(q[i : i+8])))
+		f32x8s(k[i:i+8]).MulAdd(dv, f32x8s(row[i:i+8])).Store((*[8]float32)(row[i : i+8]))
 	}
-	return finishLanes8(acc, func(a *[8]float32) {
-		for i := whole; i < len(row); i++ {
-			row[i] += k[i] * delta
-			a[0] += row[i] * q[i]
-		}
-	})
-}
-
-// finishLanes8 stores the lanes, clears the upper halves for the scalar tail, lets tail
-// add the values after the last whole step to lane 0, and sums the lanes as sumLanes8.
-func finishLanes8(acc archsimd.Float32x8, tail func(a *[8]float32)) float32 {
-	var a [8]float32
-	acc.Store(&a)
 	archsimd.ClearAVXUpperBits()
-	tail(&a)
-	return sumLanes8(&a)
+	madFloatsGo(row[whole:], k[whole:], delta)
 }
 
-// convRowAVX2 is convRowGo eight channels a step, each lane a channel's unfused multiplies
-// and adds in tap order: the same bits.
+// convRowAVX2 is convRowGo eight channels a step, each lane a channel's terms in tap
+// order as leftoverTerm adds them: the same bits.
 func convRowAVX2(dst, rows, kernel []float32) {
 	C := len(dst)
 	rows, whole := rows[:len(kernel)], C&^7
+	unfused := len(kernel) / C &^ 7 * C // the taps leftoverTerm adds unfused, in values
 	for ch := 0; ch < whole; ch += 8 {
 		var sum archsimd.Float32x8
 		for i := ch; i < len(kernel); i += C {
-			sum = sum.Add(f32x8s(rows[i : i+8]).Mul(f32x8s(kernel[i : i+8])))
+			r, w := f32x8s(rows[i:i+8]), f32x8s(kernel[i:i+8])
+			if i < unfused {
+				sum = sum.Add(r.Mul(w))
+			} else {
+				sum = r.MulAdd(w, sum)
+			}
 		}
 		sum.Store((*[8]float32)(dst[ch : ch+8]))
 	}
+	archsimd.ClearAVXUpperBits()
 	convColumns(dst, rows, kernel, whole)
 }
