@@ -57,10 +57,9 @@ const (
 	packedActBytes   = 40        // 32 value bytes, int32 correction, float32 scale
 )
 
-// packedFormatOf is t's packedFormat for a matrix of rows rows, or nil: as llama.cpp, only
-// matrices whose rows are a multiple of 8 are interleaved.
+// packedFormatOf is t's packedFormat for a matrix of rows rows, or nil (see repackedRows).
 func packedFormatOf(t Type, rows int) *packedFormat {
-	if rows%8 != 0 {
+	if !repackedRows(rows) {
 		return nil
 	}
 	return packedFormats[t]

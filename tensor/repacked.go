@@ -15,9 +15,10 @@ package tensor
 // gemm does the same per 64-value chunk (two sub-blocks), four FMAs a block. Both differ
 // from ggml_vec_dot_q4_K_q8_K (--no-repack), which keeps eight float lanes of scaled sums
 // and four of mins. The fixtures' Q4_K models ran that way. moerun's AVX-512 VNNI Q4_K kernels
-// have both forms (their fold and finish arguments in simd_vnni_amd64.s); the repacked one
-// reads the weights where they lie, as the other does, so it needs no copy. Which tokens
-// get which arithmetic follows llama.cpp (useRepacked).
+// have both forms (simd_vnni_amd64.s: the one-token kernel's TOTALS arguments, the
+// four-token kernels' Q4K_FOLD4 per block or per chunk); the repacked ones read the weights
+// where they lie, as the others do, so they need no copy. Which tokens get which
+// arithmetic follows llama.cpp (useRepacked).
 // Elsewhere (no VNNI) repackedKernels is empty and Q4_K runs VecDot's arithmetic.
 
 // rowKernels are a type's kernels over whole rows against one vector (as dotRowsOne) and
@@ -31,14 +32,18 @@ type rowKernels struct {
 // (Q4_K), its kernels in that arithmetic.
 var repackedKernels = map[Type]*rowKernels{}
 
-// repackedKernelsOf is t's repacked kernels for a matrix of rows rows, or nil: as
-// llama.cpp, only matrices whose rows are a multiple of 8 are repacked.
+// repackedKernelsOf is t's repacked kernels for a matrix of rows rows, or nil (see
+// repackedRows).
 func repackedKernelsOf(t Type, rows int) *rowKernels {
-	if rows%8 != 0 {
+	if !repackedRows(rows) {
 		return nil
 	}
 	return repackedKernels[t]
 }
+
+// repackedRows reports whether llama.cpp repacks a matrix of rows rows: only a multiple of
+// 8 is interleaved.
+func repackedRows(rows int) bool { return rows%8 == 0 }
 
 // useRepacked gives m, an operation's copy of a matrix, its repacked kernels, unless the
 // pool turns repacking off. Which arithmetic a token gets follows llama.cpp: mul_mat_id
