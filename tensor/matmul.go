@@ -26,9 +26,9 @@ type Matrix struct {
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
-	// repacked is the type's kernels in llama.cpp's repacked arithmetic where it needs no
-	// layout of its own (Q4_K, repacked.go), or nil.
-	repacked *rowKernels
+	// repacked is the type's one-token kernel in llama.cpp's repacked arithmetic where it
+	// needs no layout of its own (Q4_K, repacked.go), or nil.
+	repacked func(n int, rows, a []byte, out []float32)
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -272,7 +272,9 @@ func (p *Pool) convert(w *Matrix, x []float32, rows int, packed bool) ([]byte, i
 	*j = convertJob{typ: vt, cols: w.cols, x: x, rowBytes: int(q8Bytes), typeBytes: int(q8Bytes)}
 	if packed {
 		p.packedOps++
-		j.packed, j.rowBytes = w.packed, w.cols/qk32*packedActBytes
+		if w.packed.prepared {
+			j.packed, j.rowBytes = w.packed, w.cols/qk32*packedActBytes
+		}
 	}
 	p.scratch.act = grow(p.scratch.act, rows*j.rowBytes)
 	j.dst = p.scratch.act
@@ -329,7 +331,7 @@ func (j *matmulJob) set(p *Pool, w *Matrix, dst []float32, act []byte, actBytes,
 	p.scratch.wide = grow(p.scratch.wide, p.threads)
 	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile),
 		rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide, op: p.packedOps}
-	p.useRepacked(&j.w, true)
+	p.useRepacked(&j.w)
 	return ceilDiv(w.rows, j.rowTile) * j.tokenTiles
 }
 
@@ -356,7 +358,7 @@ func (j *matmulJob) unit(worker, u int) {
 	act := func(i int) []byte { return j.act[(t0+i)*ab : (t0+i+1)*ab] }
 	out := func(i int) []float32 { return j.dst[(t0+i)*w.rows+r0 : (t0+i)*w.rows+r1] }
 	if j.packed {
-		w.mulPacked(&j.wide[worker].packed, j.op, w.data[r0*rb:r1*rb], r1-r0, t1-t0, act, out)
+		w.mulPacked(&j.wide[worker].packed, j.op, w.data[r0*rb:r1*rb], r1-r0, t1-t0, true, act, out)
 		return
 	}
 	if w.typ == F16 || w.typ == F32 {
@@ -567,7 +569,7 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	for i, wi := range ws {
 		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared,
 			wide: p.scratch.wide, packed: packed, op: p.packedOps, tiny: stack && wi.tinyMatMul(len(ids)/k)}
-		p.useRepacked(&j.parts[i].w, false)
+		p.useRepacked(&j.parts[i].w)
 	}
 	return p.run(j, len(ws)*len(s.tiles))
 }
@@ -614,7 +616,7 @@ func (j *mulMatIDJob) unit(worker, u int) {
 	act := func(i int) []byte { return j.vector(pairs[i]) }
 	out := func(i int) []float32 { return j.dst[int(pairs[i])*w.rows+r0 : int(pairs[i])*w.rows+r1] }
 	if j.packed {
-		w.mulPacked(&j.wide[worker].packed, j.op, rows, r1-r0, len(pairs), act, out)
+		w.mulPacked(&j.wide[worker].packed, j.op, rows, r1-r0, len(pairs), false, act, out)
 		return
 	}
 	if w.typ == F16 || w.typ == F32 {

@@ -7,7 +7,7 @@ import (
 )
 
 // Row-interleaved ("packed") products of the 32-value 4-bit formats (Q4_0, IQ4_NL, MXFP4)
-// by Q8_0 activations.
+// by Q8_0 activations, and of Q4_K by Q8_K.
 //
 // On an x86 CPU with AVX2, llama.cpp copies these tensors (those with a multiple of 8
 // rows) into its CPU_REPACK buffer, eight rows interleaved, and multiplies them with
@@ -27,34 +27,58 @@ import (
 //     the rows kernel's instructions.
 //
 // So a prompt gives bit for bit the logits of feeding it token by token, as in llama.cpp.
+//
+// Q4_K (repacked.go) is packed the same way, 16 rows a group, a 256-value super-block at a
+// time: its values as bytes, its sub-blocks' 6-bit scales as float32 and mins as int16
+// pairs, against Q8_K activations as they are. Each 64-value chunk's scaled integer sum
+// is exact in float32, which gives llama.cpp's gemm (per chunk) and gemv (per super-block)
+// roundings with no horizontal adds. One token takes the rows kernel instead.
+//
 // Pool.SetRepack(false) (--no-repack) gives VecDot's arithmetic instead, as llama.cpp's
 // flag does. The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats
 // is empty and these formats run the rows kernels.
 
 // packedFormat describes a format with packed kernels: pack lays out 16 rows (rowBytes
-// apart) of nb blocks as packedBlockBytes a block; offset is what the packed value bytes,
-// unsigned, exceed the format's signed values by.
+// apart) of nb blocks of blockValues values as blockBytes a block.
 type packedFormat struct {
 	pack func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 	// rows1 multiplies groups whole groups of 16 rows by one token's prepared activations
-	// a, straight from the weights, into out (decode).
-	rows1  func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
-	offset int32
+	// a, straight from the weights, into out (decode); nil where one token takes the rows
+	// kernels (minTokens).
+	rows1 func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
+	// prepared: the kernels take activations prepPackedActs prepared, with offset what
+	// the packed value bytes, unsigned, exceed the format's signed values by; otherwise
+	// the VecDotType's rows as they are (Q4_K's Q8_K).
+	prepared                bool
+	offset                  int32
+	blockValues, blockBytes int
+	// dots are the kernels for 8, 4, 2 and 1 tokens (nil where there is none); gemm4 is
+	// mul_mat's for its tokens in fours where that arithmetic differs (Q4_K), or nil.
+	dots  [4]packedDot
+	gemm4 packedDot
+	// minTokens: fewer tokens take the rows kernels (mulTokens), for which packing the
+	// group would cost more than it saves.
+	minTokens int
 }
 
+// packedDot multiplies one packed group of 16 rows by its tokens' activations (acts[t])
+// and stores to outs[t] the rows mask selects.
+type packedDot func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
 // packedFormats holds the formats whose prefill runs on packed kernels (SIMD builds with
-// AVX-512 VNNI), and packedDots the kernels for 8, 4, 2 and 1 tokens: each multiplies one
-// packed group of 16 rows by its tokens' prepared activations (acts[t]) and stores to
-// outs[t] the rows mask selects.
-var (
-	packedFormats = map[Type]*packedFormat{}
-	packedDots    [4]func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
-)
+// AVX-512 VNNI).
+var packedFormats = map[Type]*packedFormat{}
 
 const (
 	packedGroupRows  = 16
 	packedBlockBytes = 8*64 + 64 // eight registers of value bytes, 16 float32 scales
 	packedActBytes   = 40        // 32 value bytes, int32 correction, float32 scale
+	// A Q4_K super-block of 16 rows: 64 registers of value bytes, and eight of scales,
+	// eight of mins, one of d and one of dmin (simd_packed_amd64.s).
+	q4KPackedBytes = (64 + 8 + 8 + 2) * 64
+	// q4KPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
+	// tokens already gain on the rows kernels (768×2048, one thread).
+	q4KPackedMinTokens = 2
 )
 
 // packedFormatOf is t's packedFormat for a matrix of rows rows, or nil (see repackedRows).
@@ -93,8 +117,8 @@ func (p *Pool) usePacked(w *Matrix) bool {
 }
 
 // PackedKernels reports whether this machine multiplies matrices of type t (with a
-// multiple of 8 rows) with the packed kernels, llama.cpp's repacked arithmetic, unless a
-// pool turns them off.
+// multiple of 8 rows) in llama.cpp's repacked arithmetic (the packed kernels, and Q4_K's
+// one-token one), unless a pool turns them off.
 func PackedKernels(t Type) bool { return packedFormats[t] != nil || repackedKernels[t] != nil }
 
 // SetRepack turns the packed kernels on (the default) or off, as llama.cpp's --no-repack
@@ -120,18 +144,24 @@ type packedScratch struct {
 	outs [8]*float32
 }
 
-// mulPacked multiplies nr whole rows of w (rows) by count activation vectors prepared by
-// prepPackedActs: out(i)[r] is row r times act(i). Each group of 16 rows is packed and
-// then multiplied by every vector while it is in L1. op numbers the pool's operation, so
-// that a group the worker packed last in the same operation (a prefill tile's rows, one
-// group, with the next tile of tokens) is not packed again.
-func (w *Matrix) mulPacked(s *packedScratch, op uint64, rows []byte, nr, count int, act func(i int) []byte, out func(i int) []float32) {
-	nb, rb := w.cols/qk32, w.rowBytes
-	s.group = grow(s.group, nb*packedBlockBytes)
+// mulPacked multiplies nr whole rows of w (rows) by count activation vectors: out(i)[r] is
+// row r times act(i). Each group of 16 rows is packed and then multiplied by every vector
+// while it is in L1. op numbers the pool's operation, so that a group the worker packed
+// last in the same operation (a prefill tile's rows, one group, with the next tile of
+// tokens) is not packed again. matmul: the tokens are a mul_mat's, whose fours from the
+// first take gemm4 where the format has one (see useRepacked).
+func (w *Matrix) mulPacked(s *packedScratch, op uint64, rows []byte, nr, count int, matmul bool, act func(i int) []byte, out func(i int) []float32) {
+	f := w.packed
+	if count < f.minTokens {
+		w.mulTokens(rows, count, act, out)
+		return
+	}
+	nb, rb := w.cols/f.blockValues, w.rowBytes
+	s.group = grow(s.group, nb*f.blockBytes)
 	packed := unsafe.Pointer(&s.group[0])
 	g0 := 0
-	if full := nr / packedGroupRows; count == 1 && full > 0 {
-		w.packed.rows1(unsafe.Pointer(&rows[0]), rb, full, nb, unsafe.Pointer(&act(0)[0]), &out(0)[0])
+	if full := nr / packedGroupRows; f.rows1 != nil && count == 1 && full > 0 {
+		f.rows1(unsafe.Pointer(&rows[0]), rb, full, nb, unsafe.Pointer(&act(0)[0]), &out(0)[0])
 		g0 = full * packedGroupRows
 	}
 	for g := g0; g < nr; g += packedGroupRows {
@@ -143,17 +173,26 @@ func (w *Matrix) mulPacked(s *packedScratch, op uint64, rows []byte, nr, count i
 				clear(s.padded[copy(s.padded, src[:(nr-g)*rb]):])
 				src = s.padded
 			}
-			w.packed.pack(unsafe.Pointer(&src[0]), rb, nb, packed)
+			f.pack(unsafe.Pointer(&src[0]), rb, nb, packed)
 		}
 		mask := uint16(1<<min(nr-g, packedGroupRows) - 1)
+		// run multiplies the group by tokens i..i+size-1.
+		run := func(dot packedDot, i, size int) {
+			for t := range size {
+				s.acts[t] = unsafe.Pointer(&act(i + t)[0])
+				s.outs[t] = &out(i + t)[g]
+			}
+			dot(packed, nb, &s.acts[0], &s.outs[0], mask)
+		}
 		i := 0
+		if matmul && f.gemm4 != nil {
+			for ; i+4 <= count; i += 4 {
+				run(f.gemm4, i, 4)
+			}
+		}
 		for k, size := range [...]int{8, 4, 2, 1} {
-			for ; i+size <= count; i += size {
-				for t := range size {
-					s.acts[t] = unsafe.Pointer(&act(i + t)[0])
-					s.outs[t] = &out(i + t)[g]
-				}
-				packedDots[k](packed, nb, &s.acts[0], &s.outs[0], mask)
+			for ; f.dots[k] != nil && i+size <= count; i += size {
+				run(f.dots[k], i, size)
 			}
 		}
 	}

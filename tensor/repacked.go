@@ -14,27 +14,21 @@ package tensor
 //
 // gemm does the same per 64-value chunk (two sub-blocks), four FMAs a block. Both differ
 // from ggml_vec_dot_q4_K_q8_K (--no-repack), which keeps eight float lanes of scaled sums
-// and four of mins. The fixtures' Q4_K models ran that way. moerun's AVX-512 VNNI Q4_K kernels
-// have both forms (simd_vnni_amd64.s: the one-token kernel's TOTALS arguments, the
-// four-token kernels' Q4K_FOLD4 per block or per chunk); the repacked ones read the weights
-// where they lie, as the others do, so they need no copy. Which tokens get which
-// arithmetic follows llama.cpp (useRepacked).
+// and four of mins. The fixtures' Q4_K models ran that way. moerun has both forms on
+// AVX-512 VNNI: two tokens or more take the packed kernels (packed.go; gemm for a
+// mul_mat's tokens in fours, gemv for the rest), one token the rows kernel below
+// (simd_vnni_amd64.s, the TOTALS arguments of Q4K_ROWS), which reads the weights where they
+// lie. Which tokens get which arithmetic follows llama.cpp (useRepacked, mulPacked).
 // Elsewhere (no VNNI) repackedKernels is empty and Q4_K runs VecDot's arithmetic.
 
-// rowKernels are a type's kernels over whole rows against one vector (as dotRowsOne) and
-// four (as dotTokens4Rows), in gemv's arithmetic, and against four in gemm's.
-type rowKernels struct {
-	rows1          func(n int, rows, a []byte, out []float32)
-	rows4T, gemm4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
-}
+// repackedKernels holds, for a type whose repacked arithmetic moerun also runs for one
+// token without packing (Q4_K), its kernel over whole rows against one vector (as
+// dotRowsOne) in gemv's arithmetic.
+var repackedKernels = map[Type]func(n int, rows, a []byte, out []float32){}
 
-// repackedKernels holds, for a type whose repacked arithmetic needs no layout of its own
-// (Q4_K), its kernels in that arithmetic.
-var repackedKernels = map[Type]*rowKernels{}
-
-// repackedKernelsOf is t's repacked kernels for a matrix of rows rows, or nil (see
+// repackedKernelsOf is t's repacked kernel for a matrix of rows rows, or nil (see
 // repackedRows).
-func repackedKernelsOf(t Type, rows int) *rowKernels {
+func repackedKernelsOf(t Type, rows int) func(n int, rows, a []byte, out []float32) {
 	if !repackedRows(rows) {
 		return nil
 	}
@@ -45,19 +39,14 @@ func repackedKernelsOf(t Type, rows int) *rowKernels {
 // 8 is interleaved.
 func repackedRows(rows int) bool { return rows%8 == 0 }
 
-// useRepacked gives m, an operation's copy of a matrix, its repacked kernels, unless the
-// pool turns repacking off. Which arithmetic a token gets follows llama.cpp: mul_mat_id
-// runs gemv for every token, mul_mat gemm for the batch's tokens in fours from the first
-// and gemv for the last T mod 4 (matmul true). mulTokens takes a tile's tokens four at a
-// time from its first, and tiles start at multiples of matTokenTile (a multiple of 4), so
-// the fours are the same.
-func (p *Pool) useRepacked(m *Matrix, matmul bool) {
-	r := m.repacked
-	if r == nil || p.noRepack {
+// useRepacked gives m, an operation's copy of a matrix, its repacked one-token kernel,
+// unless the pool turns repacking off. Only one token reaches it: mulPacked takes every
+// count from q4KPackedMinTokens (2) on, and a lone token is in gemv's arithmetic in
+// llama.cpp too, mul_mat_id's always and mul_mat's as its batch's last T mod 4 (its
+// tiles start at multiples of matTokenTile, a multiple of 4).
+func (p *Pool) useRepacked(m *Matrix) {
+	if m.repacked == nil || p.noRepack {
 		return
 	}
-	m.rows1, m.rows4T, m.dot2, m.dot4T = r.rows1, r.rows4T, nil, nil
-	if matmul {
-		m.rows4T = r.gemm4T
-	}
+	m.rows1, m.rows4T, m.dot2, m.dot4T = m.repacked, nil, nil, nil
 }

@@ -129,3 +129,83 @@ func TestRepackedQ4K(t *testing.T) {
 		}
 	}
 }
+
+// TestPackedQ4KExtremes checks the packed Q4_K kernels (simd_packed_amd64.s) where their
+// float sums are closest to losing exactness: raw blocks of random bytes (every scale and
+// min pattern), and blocks whose values are all 15 with every scale and min 63 against
+// activations of -128 or -127 and 127 or 126, the largest integer sums there are, and
+// odd; 9 tokens take the four-token kernels and the one-token one, in gemm's arithmetic
+// and gemv's.
+func TestPackedQ4KExtremes(t *testing.T) {
+	f := packedFormats[Q4_K]
+	if f == nil {
+		t.Skip("no packed Q4_K kernels on this CPU or build")
+	}
+	const rows, n, count = 24, 512, 9
+	rng := rand.New(rand.NewPCG(7, 8))
+	const rb, ab = n / qkK * 144, n / qkK * 292
+	data := make([]byte, rows*rb)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for b := range rows * n / qkK {
+		blk := data[b*144 : (b+1)*144]
+		binary.LittleEndian.PutUint16(blk, F32ToF16(float32(rng.NormFloat64())))
+		binary.LittleEndian.PutUint16(blk[2:], F32ToF16(float32(rng.NormFloat64())))
+		if b%3 == 0 { // the largest sums
+			for i := 4; i < 144; i++ {
+				blk[i] = 0xFF
+			}
+		}
+	}
+	acts := make([][]byte, count)
+	for i := range acts {
+		a := make([]byte, ab)
+		for b := range n / qkK {
+			y := a[b*292:]
+			binary.LittleEndian.PutUint32(y, math.Float32bits(float32(rng.ExpFloat64())))
+			for l := range qkK {
+				v := int8(rng.IntN(256) - 128)
+				switch i % 3 {
+				case 0: // odd sums, which a float partial sum past 2^24 would round
+					v = int8(-128 + rng.IntN(2))
+				case 1:
+					v = int8(127 - rng.IntN(2))
+				}
+				y[4+l] = byte(v)
+			}
+			for s := range 16 {
+				sum := int16(0)
+				for l := range 16 {
+					sum += int16(int8(y[4+16*s+l]))
+				}
+				binary.LittleEndian.PutUint16(y[260+2*s:], uint16(sum))
+			}
+		}
+		acts[i] = a
+	}
+	m, err := NewMatrix(Q4_K, []int64{n, rows}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, matmul := range []bool{true, false} {
+		out := make([][]float32, count)
+		for i := range out {
+			out[i] = make([]float32, rows)
+		}
+		var s packedScratch
+		m.mulPacked(&s, 1, data, rows, count, matmul, func(i int) []byte { return acts[i] }, func(i int) []float32 { return out[i] })
+		for i := range count {
+			chunk := qkK
+			if matmul && i < count-count%4 {
+				chunk = 64
+			}
+			for r := range rows {
+				want := repackedQ4KDot(n, data[r*rb:], acts[i], chunk)
+				if got := out[i][r]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("matmul %v, token %d, row %d: %v, want %v", matmul, i, r, got, want)
+				}
+			}
+		}
+	}
+}

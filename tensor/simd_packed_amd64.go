@@ -21,7 +21,19 @@ var (
 	// transpose4x4 maps dword 4l+j to 4j+l (its own inverse): the one-token kernel's row
 	// order, and back.
 	transpose4x4 = [16]int32{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}
-	iq4Unsigned  = func() (t [16]uint8) {
+	// q4KPick are VPSHUFB controls for the Q4_K packing: q4KPick[b] moves byte b of every
+	// dword to its low byte and zeroes the rest, q4KPick[4+b] puts it in both words.
+	q4KPick = func() (t [8][64]uint8) {
+		for b := range 4 {
+			for i := range 16 {
+				src := uint8(i%4*4 + b)
+				copy(t[b][4*i:], []uint8{src, 0x80, 0x80, 0x80})
+				copy(t[4+b][4*i:], []uint8{src, 0x80, src, 0x80})
+			}
+		}
+		return t
+	}()
+	iq4Unsigned = func() (t [16]uint8) {
 		for i, v := range iq4Values {
 			t[i] = uint8(int(v) + 128)
 		}
@@ -37,6 +49,9 @@ func packIQ4_NLRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 
 //go:noescape
 func packMXFP4Rows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+
+//go:noescape
+func packQ4_KRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 
 //go:noescape
 func dotQ4_0Rows16x1(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
@@ -59,11 +74,27 @@ func dotPackedTokens2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **flo
 //go:noescape
 func dotPackedTokens1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 
+//go:noescape
+func dotQ4_KPackedGemm4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ4_KPackedGemv4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ4_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ4_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
 // installPacked registers the packed kernels (the CPU has AVX-512 VNNI).
 func installPacked() {
-	packedDots = [4]func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16){
-		dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
-	packedFormats[Q4_0] = &packedFormat{pack: packQ4_0Rows16, rows1: dotQ4_0Rows16x1, offset: 8}
-	packedFormats[IQ4_NL] = &packedFormat{pack: packIQ4_NLRows16, rows1: dotIQ4_NLRows16x1, offset: 128}
-	packedFormats[MXFP4] = &packedFormat{pack: packMXFP4Rows16, rows1: dotMXFP4Rows16x1, offset: 12}
+	dots := [4]packedDot{dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
+	legacy := func(pack func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer), rows1 func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32), offset int32) *packedFormat {
+		return &packedFormat{pack: pack, rows1: rows1, prepared: true, offset: offset, blockValues: qk32, blockBytes: packedBlockBytes, dots: dots}
+	}
+	packedFormats[Q4_0] = legacy(packQ4_0Rows16, dotQ4_0Rows16x1, 8)
+	packedFormats[IQ4_NL] = legacy(packIQ4_NLRows16, dotIQ4_NLRows16x1, 128)
+	packedFormats[MXFP4] = legacy(packMXFP4Rows16, dotMXFP4Rows16x1, 12)
+	packedFormats[Q4_K] = &packedFormat{pack: packQ4_KRows16, blockValues: qkK, blockBytes: q4KPackedBytes,
+		dots: [4]packedDot{nil, dotQ4_KPackedGemv4, dotQ4_KPackedGemv2, dotQ4_KPackedGemv1}, gemm4: dotQ4_KPackedGemm4, minTokens: q4KPackedMinTokens}
 }

@@ -17,14 +17,17 @@
 // PACK_VALUES widens the 16 rows' dword j (Z8-Z11 after the transpose) to the value bytes
 // of the packed block: low nibbles (values 4j..4j+3) to W(2j), high nibbles (values
 // 16+4j..16+4j+3) to W(2j+1), each looked up in the format's table (LUT) and stored.
-#define PACK_VALUES(t, j, LUT) \
+#define PACK_VALUES(t, j, LUT) PACK_VALUES_AT(t, 128*j, LUT)
+
+// PACK_VALUES_AT is PACK_VALUES storing to off(DI) and off+64(DI).
+#define PACK_VALUES_AT(t, off, LUT) \
 	VPANDD    Z30, t, Z12; \
 	VPSRLW    $4, t, Z13; \
 	VPANDD    Z30, Z13, Z13; \
 	LUT(Z12); \
 	LUT(Z13); \
-	VMOVDQU64 Z12, (128*j)(DI); \
-	VMOVDQU64 Z13, (128*j+64)(DI)
+	VMOVDQU64 Z12, (off)(DI); \
+	VMOVDQU64 Z13, (off+64)(DI)
 
 #define LUT_NONE(z)
 #define LUT_TABLE(z) VPSHUFB z, Z29, z
@@ -54,12 +57,15 @@
 // packed: the rows of a tile follow each other in memory, and hardware prefetching stops
 // at every 4 KiB page. Past a tile's last rows it asks for bytes that may not be ours,
 // which a prefetch may: it never faults.
-#define PACK_PREFETCH \
-	PREFETCHT1 (R15); \
-	PREFETCHT1 64(R15); \
-	PREFETCHT1 128(R15); \
-	PREFETCHT1 192(R15); \
-	PREFETCHT1 256(R15)
+#define PACK_PREFETCH PACK_PREFETCH_AT(0)
+
+// PACK_PREFETCH_AT is PACK_PREFETCH for the 320 bytes at off(R15).
+#define PACK_PREFETCH_AT(off) \
+	PREFETCHT1 (off)(R15); \
+	PREFETCHT1 (off+64)(R15); \
+	PREFETCHT1 (off+128)(R15); \
+	PREFETCHT1 (off+192)(R15); \
+	PREFETCHT1 (off+256)(R15)
 
 // The 16 rows of a group: ROW_POINTERS16 sets rows 0-3 (SI BX DX R10) and 8-11 (R11-R14)
 // from SI and R9 = rowBytes (rows 4-7 and 12-15 are the same plus 4 rowBytes);
@@ -79,6 +85,23 @@
 	PACK_LOAD4(qoff(SI)(R9*4), qoff(BX)(R9*4), qoff(DX)(R9*4), qoff(R10)(R9*4), Z1, X1); \
 	PACK_LOAD4(qoff(R11), qoff(R12), qoff(R13), qoff(R14), Z2, X2); \
 	PACK_LOAD4(qoff(R11)(R9*4), qoff(R12)(R9*4), qoff(R13)(R9*4), qoff(R14)(R9*4), Z3, X3)
+
+// TRANSPOSE16 turns LOAD_ROWS16's registers (four rows' four dwords each) into Z8-Z11,
+// register j dword j of the 16 rows in row order, with packPairs01 and packPairs23 in Z26
+// and Z27 (Z4-Z7 scratch).
+#define TRANSPOSE16 \
+	VMOVDQA64  Z26, Z4; \
+	VPERMI2D   Z1, Z0, Z4; \
+	VMOVDQA64  Z27, Z5; \
+	VPERMI2D   Z1, Z0, Z5; \
+	VMOVDQA64  Z26, Z6; \
+	VPERMI2D   Z3, Z2, Z6; \
+	VMOVDQA64  Z27, Z7; \
+	VPERMI2D   Z3, Z2, Z7; \
+	VSHUFI64X2 $0x44, Z6, Z4, Z8; \
+	VSHUFI64X2 $0xEE, Z6, Z4, Z9; \
+	VSHUFI64X2 $0x44, Z7, Z5, Z10; \
+	VSHUFI64X2 $0xEE, Z7, Z5, Z11
 
 #define NEXT_BLOCK16(bs) \
 	ADDQ $bs, SI; \
@@ -125,18 +148,7 @@
 packblock: \
 	PACK_PREFETCH; \
 	LOAD_ROWS16(qoff); \
-	VMOVDQA64    Z26, Z4; \
-	VPERMI2D     Z1, Z0, Z4; \
-	VMOVDQA64    Z27, Z5; \
-	VPERMI2D     Z1, Z0, Z5; \
-	VMOVDQA64    Z26, Z6; \
-	VPERMI2D     Z3, Z2, Z6; \
-	VMOVDQA64    Z27, Z7; \
-	VPERMI2D     Z3, Z2, Z7; \
-	VSHUFI64X2   $0x44, Z6, Z4, Z8; \
-	VSHUFI64X2   $0xEE, Z6, Z4, Z9; \
-	VSHUFI64X2   $0x44, Z7, Z5, Z10; \
-	VSHUFI64X2   $0xEE, Z7, Z5, Z11; \
+	TRANSPOSE16; \
 	PACK_VALUES(Z8, 0, LUT); \
 	PACK_VALUES(Z9, 1, LUT); \
 	PACK_VALUES(Z10, 2, LUT); \
@@ -432,3 +444,295 @@ TEXT ·dotPackedTokens2(SB), NOSPLIT, $0-34
 // func dotPackedTokens1(w unsafe.Pointer, nb int, acts *[1]unsafe.Pointer, outs *[1]*float32, mask uint16)
 TEXT ·dotPackedTokens1(SB), NOSPLIT, $0-34
 	PACKED_TOKENS(PK_LOAD1, PK_ZERO1, PK_INIT1, PK_DOT1, PK_END1, PK_NEXT1, PK_STORE1)
+
+// Q4_K packed (see packed.go): a group of 16 rows is laid out per 256-value super-block
+// as q4KPackedBytes bytes:
+//
+//	0     values: pair p of sub-blocks (2p, 2p+1), half h of its 32 bytes, dword k:
+//	      at 1024p+512h+128k the 16 rows' values 16h+4k..+3 of sub-block 2p (low
+//	      nibbles), 64 bytes on those of sub-block 2p+1 (high nibbles)
+//	4096  the sub-blocks' scales as float32, 64 bytes a sub-block
+//	4608  the sub-blocks' mins, each twice as int16 in a dword (m | m<<16), 64 bytes each
+//	5120  d as float32, 5184 dmin.
+//
+// Activations are Q8_K blocks as they are (d_y, 256 value bytes, 16 int16 sums of 16).
+
+// Q4KP_PACK_SCALE stores the scales of byte lane pick (VPSHUFB's control) of v's dwords
+// as float32 at off(DI); Q4KP_PACK_MIN stores the mins of that lane, each as a pair of
+// int16, at off(DI). Z17-Z20 pick bytes 0-3 alone, Z21-Z24 as word pairs (q4KPick).
+#define Q4KP_PACK_SCALE(v, pick, off) \
+	VPSHUFB   pick, v, Z16; \
+	VCVTDQ2PS Z16, Z16; \
+	VMOVUPS   Z16, (off)(DI)
+
+#define Q4KP_PACK_MIN(v, pick, off) \
+	VPSHUFB   pick, v, Z16; \
+	VMOVDQU64 Z16, (off)(DI)
+
+// Q4KP_PACK_QUARTER packs the 16 bytes at 32p+16h of the values of every row: low nibbles
+// (sub-block 2p) and high (2p+1) to the layout's values, prefetching an eighth of the next
+// 16 rows' block.
+#define Q4KP_PACK_QUARTER(p, h) \
+	PACK_PREFETCH_AT(576*p+288*h); \
+	LOAD_ROWS16((16+32*p+16*h)); \
+	TRANSPOSE16; \
+	PACK_VALUES_AT(Z8, 1024*p+512*h, LUT_NONE); \
+	PACK_VALUES_AT(Z9, 1024*p+512*h+128, LUT_NONE); \
+	PACK_VALUES_AT(Z10, 1024*p+512*h+256, LUT_NONE); \
+	PACK_VALUES_AT(Z11, 1024*p+512*h+384, LUT_NONE)
+
+// The Q4_K packed kernels multiply one packed group of 16 rows by G tokens (4, 2 or 1) in
+// llama.cpp's repacked arithmetic (repacked.go). Per 64-value chunk p (sub-blocks 2p and
+// 2p+1) each token's integer dot products with the rows' values (Dl, Dh: VPDPBUSD against
+// its bytes broadcast) are turned into the scaled sum Σ scale·dot as float32, exactly:
+// every partial sum is an integer below 2^24 (a sub-block's |dot| <= 32·15·128, times a
+// scale <= 63, four of them at most). The mins' integer sum Σ min·Σy comes from the
+// activations' 16-value sums (VPDPWSSD of the mins' word pairs). gemm adds both to the
+// accumulators per chunk; gemv adds the two halves' exact sums (X, Y) once per super-block,
+// rounding as float(int) does, and the mins' sum likewise.
+//
+// Per token, Q4KP_TOKENS<G>(M, x) applies M(x, slot, a, Dl, Dh, X, Y, Mi, acc, accMin): its
+// slot in acts and outs, its activations (R8-R11), integer sums, the two halves' scaled
+// sums, the mins' sum and its two accumulators. Z12 and Z13 hold a step's weights, Z14
+// and Z15 the super-block's d and dmin.
+#define Q4KP_TOKENS1(M, x) \
+	M(x, 0, R8, Z16, Z20, Z24, Z8, Z28, Z0, Z4)
+#define Q4KP_TOKENS2(M, x) \
+	Q4KP_TOKENS1(M, x); \
+	M(x, 8, R9, Z17, Z21, Z25, Z9, Z29, Z1, Z5)
+#define Q4KP_TOKENS4(M, x) \
+	Q4KP_TOKENS2(M, x); \
+	M(x, 16, R10, Z18, Z22, Z26, Z10, Z30, Z2, Z6); \
+	M(x, 24, R11, Z19, Z23, Z27, Z11, Z31, Z3, Z7)
+
+#define Q4KP_LOAD(x, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	MOVQ   slot(AX), a; \
+	VPXORD acc, acc, acc; \
+	VPXORD accMin, accMin, accMin
+
+#define Q4KP_STORE(x, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	VSUBPS  accMin, acc, acc; \
+	MOVQ    slot(AX), DX; \
+	VMOVUPS acc, K1, (DX)
+
+#define Q4KP_NEXT(x, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	ADDQ $292, a
+
+#define Q4KP_ZERO(x, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	VPXORD Dl, Dl, Dl; \
+	VPXORD Dh, Dh, Dh
+
+#define Q4KP_DOT_LO(off, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	VPDPBUSD.BCST (off)(a), Z12, Dl
+
+#define Q4KP_DOT_HI(off, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	VPDPBUSD.BCST (off)(a), Z13, Dh
+
+// Q4KP_STEP: dword k of half h of pair p, against the tokens' bytes of sub-blocks 2p and
+// 2p+1 (a Q8_K block's values start at 4).
+#define Q4KP_STEP(TOKENS, p, h, k) \
+	VMOVDQU64 (1024*p+512*h+128*k)(SI), Z12; \
+	VMOVDQU64 (1024*p+512*h+128*k+64)(SI), Z13; \
+	TOKENS(Q4KP_DOT_LO, 4+64*p+16*h+4*k); \
+	TOKENS(Q4KP_DOT_HI, 36+64*p+16*h+4*k)
+
+// Q4KP_SCALED sets X to the chunk's scaled sum Dl·scale(2p) + Dh·scale(2p+1);
+// Q4KP_SCALED_MORE adds it to X.
+#define Q4KP_SCALED(p, Dl, Dh, X) \
+	VCVTDQ2PS   Dl, Dl; \
+	VCVTDQ2PS   Dh, Dh; \
+	VMULPS      (4096+128*p)(SI), Dl, X; \
+	VFMADD231PS (4160+128*p)(SI), Dh, X
+
+#define Q4KP_SCALED_MORE(p, Dl, Dh, X) \
+	VCVTDQ2PS   Dl, Dl; \
+	VCVTDQ2PS   Dh, Dh; \
+	VFMADD231PS (4096+128*p)(SI), Dl, X; \
+	VFMADD231PS (4160+128*p)(SI), Dh, X
+
+// Q4KP_MINS adds the chunk's min·Σy to Mi: the mins of 2p and 2p+1 (Z12, Z13) each against
+// its two 16-value sums.
+#define Q4KP_MINS(p, a, Mi) \
+	VPDPWSSD.BCST (260+8*p)(a), Z12, Mi; \
+	VPDPWSSD.BCST (264+8*p)(a), Z13, Mi
+
+// Q4KP_FLUSH: acc = X·(d·d_y) + acc and accMin = float(Mi)·(dmin·d_y) + accMin, one
+// rounding each (Dl and Dh scratch).
+#define Q4KP_FLUSH(a, Dl, Dh, X, Mi, acc, accMin) \
+	VMULPS.BCST (a), Z14, Dl; \
+	VFMADD231PS X, Dl, acc; \
+	VCVTDQ2PS   Mi, Mi; \
+	VMULPS.BCST (a), Z15, Dh; \
+	VFMADD231PS Mi, Dh, accMin
+
+#define Q4KP_GEMM_END(p, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	Q4KP_SCALED(p, Dl, Dh, X); \
+	VPXORD Mi, Mi, Mi; \
+	Q4KP_MINS(p, a, Mi); \
+	Q4KP_FLUSH(a, Dl, Dh, X, Mi, acc, accMin)
+
+#define Q4KP_GEMV_END0(p, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	Q4KP_SCALED(p, Dl, Dh, X); \
+	VPXORD Mi, Mi, Mi; \
+	Q4KP_MINS(p, a, Mi)
+
+#define Q4KP_GEMV_END1(p, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	Q4KP_SCALED_MORE(p, Dl, Dh, X); \
+	Q4KP_MINS(p, a, Mi)
+
+#define Q4KP_GEMV_END2(p, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	Q4KP_SCALED(p, Dl, Dh, Y); \
+	Q4KP_MINS(p, a, Mi)
+
+#define Q4KP_GEMV_END3(p, slot, a, Dl, Dh, X, Y, Mi, acc, accMin) \
+	Q4KP_SCALED_MORE(p, Dl, Dh, Y); \
+	Q4KP_MINS(p, a, Mi); \
+	VADDPS Y, X, X; \
+	Q4KP_FLUSH(a, Dl, Dh, X, Mi, acc, accMin)
+
+// Q4KP_CHUNK: chunk p's dot products, then END per token with the chunk's mins in Z12, Z13.
+#define Q4KP_CHUNK(TOKENS, p, END) \
+	TOKENS(Q4KP_ZERO, 0); \
+	Q4KP_STEP(TOKENS, p, 0, 0); \
+	Q4KP_STEP(TOKENS, p, 0, 1); \
+	Q4KP_STEP(TOKENS, p, 0, 2); \
+	Q4KP_STEP(TOKENS, p, 0, 3); \
+	Q4KP_STEP(TOKENS, p, 1, 0); \
+	Q4KP_STEP(TOKENS, p, 1, 1); \
+	Q4KP_STEP(TOKENS, p, 1, 2); \
+	Q4KP_STEP(TOKENS, p, 1, 3); \
+	VMOVDQU64 (4608+128*p)(SI), Z12; \
+	VMOVDQU64 (4672+128*p)(SI), Z13; \
+	TOKENS(END, p)
+
+#define Q4KP_GEMM(TOKENS) \
+	Q4KP_CHUNK(TOKENS, 0, Q4KP_GEMM_END); \
+	Q4KP_CHUNK(TOKENS, 1, Q4KP_GEMM_END); \
+	Q4KP_CHUNK(TOKENS, 2, Q4KP_GEMM_END); \
+	Q4KP_CHUNK(TOKENS, 3, Q4KP_GEMM_END)
+
+#define Q4KP_GEMV(TOKENS) \
+	Q4KP_CHUNK(TOKENS, 0, Q4KP_GEMV_END0); \
+	Q4KP_CHUNK(TOKENS, 1, Q4KP_GEMV_END1); \
+	Q4KP_CHUNK(TOKENS, 2, Q4KP_GEMV_END2); \
+	Q4KP_CHUNK(TOKENS, 3, Q4KP_GEMV_END3)
+
+// Q4KP_PACKED_TOKENS runs the tokens (acts) down one packed group (w, nb super-blocks) in
+// FORM's arithmetic and stores each token's 16 results, those mask selects, at outs.
+#define Q4KP_PACKED_TOKENS(TOKENS, FORM) \
+	MOVQ    w+0(FP), SI; \
+	MOVQ    nb+8(FP), CX; \
+	MOVQ    acts+16(FP), AX; \
+	TOKENS(Q4KP_LOAD, 0); \
+q4kblock: \
+	VMOVUPS 5120(SI), Z14; \
+	VMOVUPS 5184(SI), Z15; \
+	FORM(TOKENS); \
+	ADDQ    $5248, SI; \
+	TOKENS(Q4KP_NEXT, 0); \
+	DECQ    CX; \
+	JNZ     q4kblock; \
+	MOVQ    outs+24(FP), AX; \
+	MOVWLZX mask+32(FP), DX; \
+	KMOVW   DX, K1; \
+	TOKENS(Q4KP_STORE, 0); \
+	CLEAR_HIGH; \
+	RET
+
+// func dotQ4_KPackedGemm4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ4_KPackedGemm4(SB), NOSPLIT, $0-34
+	Q4KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMM)
+
+// func dotQ4_KPackedGemv4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ4_KPackedGemv4(SB), NOSPLIT, $0-34
+	Q4KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMV)
+
+// func dotQ4_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ4_KPackedGemv2(SB), NOSPLIT, $0-34
+	Q4KP_PACKED_TOKENS(Q4KP_TOKENS2, Q4KP_GEMV)
+
+// func dotQ4_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ4_KPackedGemv1(SB), NOSPLIT, $0-34
+	Q4KP_PACKED_TOKENS(Q4KP_TOKENS1, Q4KP_GEMV)
+
+// func packQ4_KRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+TEXT ·packQ4_KRows16(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), SI
+	MOVQ         rowBytes+8(FP), R9
+	MOVQ         nb+16(FP), CX
+	MOVQ         dst+24(FP), DI
+	ROW_POINTERS16
+	MOVQ         R9, R15
+	SHLQ         $4, R15
+	ADDQ         SI, R15
+	VMOVDQU64    ·packPairs01(SB), Z26
+	VMOVDQU64    ·packPairs23(SB), Z27
+	VPBROADCASTB ·nibbleMask(SB), Z30
+	MOVL         $0x3F3F3F3F, AX
+	VPBROADCASTD AX, Z29
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z28
+	VMOVDQU64    ·q4KPick+0(SB), Z17
+	VMOVDQU64    ·q4KPick+64(SB), Z18
+	VMOVDQU64    ·q4KPick+128(SB), Z19
+	VMOVDQU64    ·q4KPick+192(SB), Z20
+	VMOVDQU64    ·q4KPick+256(SB), Z21
+	VMOVDQU64    ·q4KPick+320(SB), Z22
+	VMOVDQU64    ·q4KPick+384(SB), Z23
+	VMOVDQU64    ·q4KPick+448(SB), Z24
+
+q4kpackblock:
+	// The 16 bytes before the values: d|dmin<<16 (Z8), then the 12 bytes of scales and
+	// mins (Z9-Z11), ggml's get_scale_min_k4 done a byte lane at a time: scales 0-3 are
+	// Z9's bytes' low six bits, mins 0-3 Z10's, scales 4-7 Z11's low nibbles with Z9's
+	// top two bits above, mins 4-7 Z11's high nibbles with Z10's top bits.
+	LOAD_ROWS16(0)
+	TRANSPOSE16
+	VPMOVDW      Z8, Y12
+	VCVTPH2PS    Y12, Z12
+	VMOVUPS      Z12, 5120(DI)
+	VPSRLD       $16, Z8, Z13
+	VPMOVDW      Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVUPS      Z13, 5184(DI)
+	VPANDD       Z29, Z9, Z12
+	VPANDD       Z29, Z10, Z13
+	VPANDD       Z30, Z11, Z14
+	VPSRLD       $2, Z9, Z16
+	VPANDD       Z28, Z16, Z16
+	VPORD        Z16, Z14, Z14
+	VPSRLD       $4, Z11, Z15
+	VPANDD       Z30, Z15, Z15
+	VPSRLD       $2, Z10, Z16
+	VPANDD       Z28, Z16, Z16
+	VPORD        Z16, Z15, Z15
+	Q4KP_PACK_SCALE(Z12, Z17, 4096)
+	Q4KP_PACK_SCALE(Z12, Z18, 4160)
+	Q4KP_PACK_SCALE(Z12, Z19, 4224)
+	Q4KP_PACK_SCALE(Z12, Z20, 4288)
+	Q4KP_PACK_SCALE(Z14, Z17, 4352)
+	Q4KP_PACK_SCALE(Z14, Z18, 4416)
+	Q4KP_PACK_SCALE(Z14, Z19, 4480)
+	Q4KP_PACK_SCALE(Z14, Z20, 4544)
+	Q4KP_PACK_MIN(Z13, Z21, 4608)
+	Q4KP_PACK_MIN(Z13, Z22, 4672)
+	Q4KP_PACK_MIN(Z13, Z23, 4736)
+	Q4KP_PACK_MIN(Z13, Z24, 4800)
+	Q4KP_PACK_MIN(Z15, Z21, 4864)
+	Q4KP_PACK_MIN(Z15, Z22, 4928)
+	Q4KP_PACK_MIN(Z15, Z23, 4992)
+	Q4KP_PACK_MIN(Z15, Z24, 5056)
+	Q4KP_PACK_QUARTER(0, 0)
+	Q4KP_PACK_QUARTER(0, 1)
+	Q4KP_PACK_QUARTER(1, 0)
+	Q4KP_PACK_QUARTER(1, 1)
+	Q4KP_PACK_QUARTER(2, 0)
+	Q4KP_PACK_QUARTER(2, 1)
+	Q4KP_PACK_QUARTER(3, 0)
+	Q4KP_PACK_QUARTER(3, 1)
+	ADDQ         $5248, DI
+	NEXT_BLOCK16(144)
+	DECQ         CX
+	JNZ          q4kpackblock
+	CLEAR_HIGH
+	RET

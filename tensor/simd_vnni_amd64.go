@@ -149,18 +149,6 @@ func dotQ4_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *f
 func dotQ4_KRepackedRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
-func dotQ4_KRepackedTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
-
-//go:noescape
-func dotQ4_KRepackedTokens4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
-
-//go:noescape
-func dotQ4_KGemm4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
-
-//go:noescape
-func dotQ4_KGemm4RowsGFNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
-
-//go:noescape
 func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
 //go:noescape
@@ -174,8 +162,9 @@ func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes
 // pointers.
 // The Q4_K ones use GFNI's nibble split where the CPU has it (q4KRows, q4KTokens4).
 var (
-	q4KRows, q4KTokens4Rows                 = pickQ4KKernels(useGFNI, false)
-	q4KRepackedRows, q4KRepackedTokens4Rows = pickQ4KKernels(useGFNI, true)
+	q4KRows         = pickGFNI(useGFNI, dotQ4_KRowsGFNI, dotQ4_KRowsVNNI)
+	q4KTokens4Rows  = pickGFNI(useGFNI, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
+	q4KRepackedRows = pickGFNI(useGFNI, dotQ4_KRepackedRowsGFNI, dotQ4_KRepackedRowsVNNI)
 
 	dotQ4_KVNNI          = vnniDot(q4KShape, q4KRows)
 	dotQ6_KVNNI          = vnniDot(q6KShape, dotQ6_KRowsVNNI)
@@ -186,9 +175,8 @@ var (
 	dotQ4_KTokens4VNNI   = vnniDotTokens4(dotQ4_KTokens4RowsOf)
 	dotQ6_KTokens4VNNI   = vnniDotTokens4(dotQ6_KTokens4RowsOf)
 
-	// Q4_K in llama.cpp's repacked arithmetic (repacked.go).
-	q4KRepacked = &rowKernels{rows1: vnniDotRows(q4KShape, q4KRepackedRows), rows4T: vnniTokens4Rows(q4KShape, q4KRepackedTokens4Rows),
-		gemm4T: vnniTokens4Rows(q4KShape, pickGemm(useGFNI, dotQ4_KGemm4RowsGFNI, dotQ4_KGemm4RowsVNNI))}
+	// Q4_K's one-token kernel in llama.cpp's repacked arithmetic (repacked.go).
+	dotQ4_KRepackedRowsOne = vnniDotRows(q4KShape, q4KRepackedRows)
 
 	dotQ5_KVNNI        = vnniDot(q5KShape, dotQ5_KRowsGFNI)
 	dotQ5_KRowsOneVNNI = vnniDotRows(q5KShape, dotQ5_KRowsGFNI)
@@ -204,22 +192,8 @@ type blockShape struct{ values, bytes, actBytes int }
 
 type vnniTokens4RowsKernel = func(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
-// pickQ4KKernels returns the Q4_K one- and four-token kernels that split nibbles with GFNI
-// or with shifts, in VecDot's arithmetic or the repacked one.
-func pickQ4KKernels(gfni, repacked bool) (vnniRowsKernel, vnniTokens4RowsKernel) {
-	switch {
-	case gfni && repacked:
-		return dotQ4_KRepackedRowsGFNI, dotQ4_KRepackedTokens4RowsGFNI
-	case repacked:
-		return dotQ4_KRepackedRowsVNNI, dotQ4_KRepackedTokens4RowsVNNI
-	case gfni:
-		return dotQ4_KRowsGFNI, dotQ4_KTokens4RowsGFNI
-	}
-	return dotQ4_KRowsVNNI, dotQ4_KTokens4RowsVNNI
-}
-
-// pickGemm is gfni's kernel where the CPU has GFNI, else shift's.
-func pickGemm(gfni bool, withGFNI, shift vnniTokens4RowsKernel) vnniTokens4RowsKernel {
+// pickGFNI is withGFNI where the CPU has GFNI (its nibble split), else shift.
+func pickGFNI[K any](gfni bool, withGFNI, shift K) K {
 	if gfni {
 		return withGFNI
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// q4KSplits names the Q4_K kernel variants this CPU can run (see pickQ4KKernels), so that
+// q4KSplits names the Q4_K kernel variants this CPU can run (see pickGFNI), so that
 // a machine with GFNI tests the shift split too.
 func q4KSplits() map[string]bool {
 	if useGFNI {
@@ -32,7 +32,7 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	}
 	kernels := []kernel{{Q6_K, "", dotQ6_KVNNI, dotQ6_KAVX2}, {Q2_K, "", dotQ2_KVNNI, dotQ2_KAVX2}, {Q3_K, "", dotQ3_KVNNI, dotQ3_KAVX2}}
 	for name, gfni := range q4KSplits() {
-		rows, _ := pickQ4KKernels(gfni, false)
+		rows := pickGFNI(gfni, dotQ4_KRowsGFNI, dotQ4_KRowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDot(q4KShape, rows), dotQ4_KAVX2},
 			kernel{IQ4_XS, name, vnniDot(pickLegacyRows(IQ4_XS, gfni)), dotIQ4_XSAVX2})
 	}
@@ -86,7 +86,7 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2},
 		{Q2_K, "", dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
 	for name, gfni := range q4KSplits() {
-		_, tokens4 := pickQ4KKernels(gfni, false)
+		tokens4 := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2},
 			kernel{IQ4_XS, name, vnniDotTokens4(vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))), eachToken(dotIQ4_XSAVX2)})
 	}
@@ -142,7 +142,7 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 	}
 	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}, {Q2_K, "", dotRowsOne[Q2_K]}, {Q3_K, "", dotRowsOne[Q3_K]}}
 	for name, gfni := range q4KSplits() {
-		rows, _ := pickQ4KKernels(gfni, false)
+		rows := pickGFNI(gfni, dotQ4_KRowsGFNI, dotQ4_KRowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(q4KShape, rows)})
 	}
 	for _, k := range kernels {
@@ -194,7 +194,7 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 	}
 	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}, {Q2_K, "", dotTokens4Rows[Q2_K]}, {Q3_K, "", dotTokens4Rows[Q3_K]}}
 	for name, gfni := range q4KSplits() {
-		_, rows := pickQ4KKernels(gfni, false)
+		rows := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)},
 			kernel{IQ4_XS, name, vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))})
 	}
