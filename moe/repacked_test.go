@@ -14,7 +14,8 @@ import (
 
 // pureModel writes what `llama-quantize --allow-requantize --pure SRC OUT <typ>` makes of
 // src into a temporary file: every weight matrix (token_embd and output included; the
-// router ffn_gate_inp and the norms stay F32) decoded to float32 and quantized to typ.
+// router ffn_gate_inp and the norms stay F32) decoded to float32 and quantized to typ,
+// where its rows are whole blocks of typ.
 func pureModel(t *testing.T, src string, typ tensor.Type) string {
 	t.Helper()
 	f, err := gguf.Open(src)
@@ -33,6 +34,14 @@ func pureModel(t *testing.T, src string, typ tensor.Type) string {
 		specs[i] = gguf.TensorSpec{Name: ti.Name, Type: ti.Type, Shape: ti.Shape}
 		data[i] = b
 		if len(ti.Shape) < 2 || strings.Contains(ti.Name, "ffn_gate_inp") {
+			continue
+		}
+		if ti.Shape[0]%int64(typ.BlockSize()) != 0 {
+			// llama-quantize falls back to Q4_0 for the K-quants here (tiny-qwen3moe's
+			// 128-wide ffn_down_exps), which such rows already are.
+			if ti.Type != tensor.Q4_0 {
+				t.Fatalf("%s: rows of %d for %s: llama-quantize would requantize them to Q4_0", ti.Name, ti.Shape[0], typ)
+			}
 			continue
 		}
 		values := make([]float32, ti.Elements())
@@ -81,24 +90,32 @@ type pureGolden struct {
 	} `json:"models"`
 }
 
-// TestRepackedMatchesLlamaCpp: with every matrix in Q4_0 or IQ4_NL, which llama.cpp
-// repacks on this kind of CPU, moerun gives llama.cpp's final logits bit for bit on all
-// three prompts (2, 48 and 170 tokens), where the rows kernels (--no-repack) land 0.08-0.13
-// away on the longer ones: every product has the repacked kernels' arithmetic (and the F32
+// TestRepackedMatchesLlamaCpp: with every matrix in Q4_0, IQ4_NL or Q2_K (the 128-wide
+// ffn_down in Q4_0), which llama.cpp repacks on this kind of CPU, moerun gives llama.cpp's
+// final logits bit for bit on all three prompts (2, 48 and 170 tokens), where the rows
+// kernels (--no-repack) land 0.08-0.13 away on the longer ones: every product has the repacked kernels' arithmetic (and the F32
 // router, attention and F16 cache llama.cpp's AVX-512 order, ggml_float.go). Machines
 // without the packed kernels are held to the usual tolerance.
 func TestRepackedMatchesLlamaCpp(t *testing.T) {
 	var g pureGolden
 	readGoldenFile(t, "tiny-qwen3moe-pure", &g)
-	for name, typ := range map[string]tensor.Type{"q4_0": tensor.Q4_0, "iq4_nl": tensor.IQ4_NL} {
+	for name, typ := range map[string]tensor.Type{"q4_0": tensor.Q4_0, "iq4_nl": tensor.IQ4_NL, "q2_k": tensor.Q2_K} {
 		m := openModel(t, pureModel(t, qwenModel, typ), 2)
 		for _, p := range g.Models[name] {
-			worst := func() float64 {
+			bound := 0.25
+			if tensor.PackedKernels(typ) {
+				bound = 0
+			}
+			// worst is the largest distance to llama.cpp's logits. The argmax must be
+			// llama.cpp's, except where its top two are closer than the bound (Q2_K's
+			// "long", 0.0097 apart: an arithmetic within the bound may flip them) and for
+			// the rows kernels' arithmetic, which is not llama.cpp's here.
+			worst := func(argmax bool) float64 {
 				got, err := m.context(t, DefaultContextOptions()).Eval(p.Tokens, false)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if Greedy(got) != Greedy(p.Logits) {
+				if argmax && topMargin(p.Logits) > bound && Greedy(got) != Greedy(p.Logits) {
 					t.Errorf("%s %s: argmax %d, llama.cpp %d", name, p.Name, Greedy(got), Greedy(p.Logits))
 				}
 				d := 0.0
@@ -107,14 +124,12 @@ func TestRepackedMatchesLlamaCpp(t *testing.T) {
 				}
 				return d
 			}
-			packed := worst()
+			packed := worst(true)
 			m.pool.SetRepack(false)
-			unpacked := worst()
+			unpacked := worst(false)
 			m.pool.SetRepack(true)
 			t.Logf("%s %s (%d tokens): max |Δ| %.2g packed, %.2g with the rows kernels", name, p.Name, len(p.Tokens), packed, unpacked)
-			bound := 0.25
 			if tensor.PackedKernels(typ) {
-				bound = 0
 				if len(p.Tokens) > 16 && unpacked < 1e-3 {
 					t.Errorf("%s %s: the rows kernels are as close (%.2g): does the test see the packed ones?", name, p.Name, unpacked)
 				}
@@ -124,6 +139,20 @@ func TestRepackedMatchesLlamaCpp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// topMargin is how far the largest logit is above the next.
+func topMargin(logits []float32) float64 {
+	first, second := math.Inf(-1), math.Inf(-1)
+	for _, l := range logits {
+		switch v := float64(l); {
+		case v > first:
+			first, second = v, first
+		case v > second:
+			second = v
+		}
+	}
+	return first - second
 }
 
 // TestFixtureBitExact: moerun gives the shared fixtures' logits bit for bit, after every

@@ -74,11 +74,13 @@ const (
 	packedBlockBytes = 8*64 + 64 // eight registers of value bytes, 16 float32 scales
 	packedActBytes   = 40        // 32 value bytes, int32 correction, float32 scale
 	// A Q4_K super-block of 16 rows: 64 registers of value bytes, and eight of scales,
-	// eight of mins, one of d and one of dmin (simd_packed_amd64.s).
+	// eight of mins, one of d and one of dmin; a Q2_K one: 64 of scaled values, eight of
+	// mins pairs, d and dmin (simd_packed_amd64.s).
 	q4KPackedBytes = (64 + 8 + 8 + 2) * 64
-	// q4KPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
+	q2KPackedBytes = (64 + 8 + 2) * 64
+	// kPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
 	// tokens already gain on the rows kernels (768×2048, one thread).
-	q4KPackedMinTokens = 2
+	kPackedMinTokens = 2
 )
 
 // packedFormatOf is t's packedFormat for a matrix of rows rows, or nil (see repackedRows).

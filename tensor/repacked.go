@@ -20,9 +20,13 @@ package tensor
 // (simd_vnni_amd64.s, the TOTALS arguments of Q4K_ROWS), which reads the weights where they
 // lie. Which tokens get which arithmetic follows llama.cpp (useRepacked, mulPacked).
 // Elsewhere (no VNNI) repackedKernels is empty and Q4_K runs VecDot's arithmetic.
+//
+// Q2_K is the same on a CPU with AVX-512 (ggml_gemv_q2_K_8x8_q8_K per super-block,
+// ggml_gemm_q2_K_8x8_q8_K per 128-value half): packed kernels for two tokens or more, and
+// for one the rows kernel's totals (Q2K_TOTALS, simd_lowk_vnni_amd64.s).
 
 // repackedKernels holds, for a type whose repacked arithmetic moerun also runs for one
-// token without packing (Q4_K), its kernel over whole rows against one vector (as
+// token without packing (Q4_K, Q2_K), its kernel over whole rows against one vector (as
 // dotRowsOne) in gemv's arithmetic.
 var repackedKernels = map[Type]func(n int, rows, a []byte, out []float32){}
 

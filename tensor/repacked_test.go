@@ -47,85 +47,132 @@ func repackedQ4KDot(n int, w, a []byte, chunk int) float32 {
 	return acc - accMin
 }
 
-// TestRepackedQ4K checks which arithmetic MatMul and MulMatID give Q4_K, bit for bit:
-// with repacking on and a multiple of 8 rows, MatMul's tokens in fours from the first take
-// gemm's (a float step per 64 values) and the last T mod 4 gemv's (per super-block), also
-// across token tiles (37 tokens), and every MulMatID token gemv's; with 20 rows, or
-// repacking off, VecDot's (ggml_vec_dot_q4_K_q8_K).
-func TestRepackedQ4K(t *testing.T) {
-	if repackedKernels[Q4_K] == nil {
-		t.Skip("no repacked Q4_K kernels on this CPU or build")
+// repackedQ2KDot is llama.cpp's repacked Q2_K arithmetic written plainly, as
+// repackedQ4KDot: per chunk (256 values for ggml_gemv_q2_K_8x8_q8_K, 128 for its gemm) the
+// exact integer sums Σ scale·Σ w·y and Σ min·Σ y of its 16-value sub-blocks, one FMA
+// each, acc − accMin at the end.
+func repackedQ2KDot(n int, w, a []byte, chunk int) float32 {
+	var acc, accMin float32
+	for b := range n / qkK {
+		blk, y := w[b*84:], a[b*292:]
+		d := F16ToF32(binary.LittleEndian.Uint16(blk[80:]))
+		dmin := F16ToF32(binary.LittleEndian.Uint16(blk[82:]))
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(y))
+		var sum, mins int32
+		for j := range 16 {
+			sc, m := int32(blk[j]&15), int32(blk[j]>>4)
+			var dot, ysum int32
+			for l := range 16 {
+				i := 16*j + l
+				v := blk[16+32*(i/128)+i%32] >> (2 * (i % 128 / 32)) & 3
+				yv := int32(int8(y[4+i]))
+				dot += int32(v) * yv
+				ysum += yv
+			}
+			sum += sc * dot
+			mins += m * ysum
+			if 16*(j+1)%chunk == 0 {
+				acc = fma32(float32(sum), d*dy, acc)
+				accMin = fma32(float32(mins), dmin*dy, accMin)
+				sum, mins = 0, 0
+			}
+		}
 	}
+	return acc - accMin
+}
+
+// TestRepackedKQuants checks which arithmetic MatMul and MulMatID give Q4_K and Q2_K, bit
+// for bit: with repacking on and a multiple of 8 rows, MatMul's tokens in fours from the
+// first take gemm's (a float step per 64 values for Q4_K, 128 for Q2_K) and the last T mod
+// 4 gemv's (per super-block), also across token tiles (37 tokens), and every MulMatID
+// token gemv's; with 20 rows, or repacking off, VecDot's (ggml_vec_dot_q4_K_q8_K, …).
+func TestRepackedKQuants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := NewPool(2)
 	defer p.Close()
+	for _, kq := range []struct {
+		typ       Type
+		reference func(n int, w, a []byte, chunk int) float32
+		gemm      int // values per float step of gemm
+	}{{Q4_K, repackedQ4KDot, 64}, {Q2_K, repackedQ2KDot, 128}} {
+		typ := kq.typ
+		if repackedKernels[typ] == nil || packedFormats[typ] == nil {
+			t.Logf("no repacked %s kernels on this CPU or build", typ)
+			continue
+		}
+		for _, tc := range []struct {
+			rows, n int
+			repack  bool
+		}{
+			{8, 256, true}, {24, 768, true}, {40, 512, true}, {20, 512, true}, {24, 768, false},
+		} {
+			for _, tokens := range []int{1, 2, 3, 4, 5, 7, 9, 37} {
+				t.Run(fmt.Sprintf("%s/%dx%d/repack=%v/%d", typ, tc.rows, tc.n, tc.repack, tokens), func(t *testing.T) {
+					testRepackedTokens(t, p, rng, typ, kq.reference, kq.gemm, tc.rows, tc.n, tc.repack, tokens)
+				})
+			}
+		}
+	}
+}
+
+// testRepackedTokens is one case of TestRepackedKQuants: MatMul and MulMatID of a rows×n
+// stack of three experts by tokens vectors.
+func testRepackedTokens(t *testing.T, p *Pool, rng *rand.Rand, typ Type, reference func(n int, w, a []byte, chunk int) float32, gemmChunk, rows, n int, repack bool, tokens int) {
 	const experts, k = 3, 2
-	for _, tc := range []struct {
-		rows, n int
-		repack  bool
-	}{
-		{8, 256, true}, {24, 768, true}, {40, 512, true}, {20, 512, true}, {24, 768, false},
-	} {
-		for _, tokens := range []int{1, 2, 3, 4, 5, 7, 9, 37} {
-			t.Run(fmt.Sprintf("%dx%d/repack=%v/%d", tc.rows, tc.n, tc.repack, tokens), func(t *testing.T) {
-				p.SetRepack(tc.repack)
-				rows, n := tc.rows, tc.n
-				data := randomRows(t, Q4_K, experts*rows, n, 1, rng)
-				m, err := NewMatrix(Q4_K, []int64{int64(n), int64(rows), experts}, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x := make([]float32, tokens*n)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64())
-				}
-				ab := n / qkK * 292
-				q8 := make([]byte, tokens*ab)
-				if err := QuantizeActivations(Q8_K, x, q8); err != nil {
-					t.Fatal(err)
-				}
-				repacked := tc.repack && rows%8 == 0
-				dot := func(w, a []byte, gemm bool) float32 {
-					switch {
-					case !repacked:
-						return traits[Q4_K].VecDot(n, w, a)
-					case gemm:
-						return repackedQ4KDot(n, w, a, 64)
-					}
-					return repackedQ4KDot(n, w, a, qkK)
-				}
-				rb := m.rowBytes
-				expert := m.Expert(1)
-				dst := make([]float32, tokens*rows)
-				if err := p.MatMul(dst, &expert, x); err != nil {
-					t.Fatal(err)
-				}
-				for tok := range tokens {
-					gemm := tok < tokens-tokens%4
-					for r := range rows {
-						want := dot(data[(rows+r)*rb:], q8[tok*ab:], gemm)
-						if got := dst[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("MatMul token %d row %d (gemm %v): %v, want %v", tok, r, gemm, got, want)
-						}
-					}
-				}
-				ids := make([]int32, tokens*k)
-				for i := range ids {
-					ids[i] = int32(rng.IntN(experts))
-				}
-				idDst := make([]float32, tokens*k*rows)
-				if err := p.MulMatID(idDst, m, x, ids, k); err != nil {
-					t.Fatal(err)
-				}
-				for pair, e := range ids {
-					for r := range rows {
-						want := dot(data[(int(e)*rows+r)*rb:], q8[pair/k*ab:], false)
-						if got := idDst[pair*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("MulMatID pair %d row %d: %v, want %v", pair, r, got, want)
-						}
-					}
-				}
-			})
+	p.SetRepack(repack)
+	data := randomRows(t, typ, experts*rows, n, 1, rng)
+	m, err := NewMatrix(typ, []int64{int64(n), int64(rows), experts}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, tokens*n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	ab := n / qkK * 292
+	q8 := make([]byte, tokens*ab)
+	if err := QuantizeActivations(Q8_K, x, q8); err != nil {
+		t.Fatal(err)
+	}
+	repacked := repack && rows%8 == 0
+	dot := func(w, a []byte, gemm bool) float32 {
+		switch {
+		case !repacked:
+			return traits[typ].VecDot(n, w, a)
+		case gemm:
+			return reference(n, w, a, gemmChunk)
+		}
+		return reference(n, w, a, qkK)
+	}
+	rb := m.rowBytes
+	expert := m.Expert(1)
+	dst := make([]float32, tokens*rows)
+	if err := p.MatMul(dst, &expert, x); err != nil {
+		t.Fatal(err)
+	}
+	for tok := range tokens {
+		gemm := tok < tokens-tokens%4
+		for r := range rows {
+			want := dot(data[(rows+r)*rb:], q8[tok*ab:], gemm)
+			if got := dst[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("MatMul token %d row %d (gemm %v): %v, want %v", tok, r, gemm, got, want)
+			}
+		}
+	}
+	ids := make([]int32, tokens*k)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(experts))
+	}
+	idDst := make([]float32, tokens*k*rows)
+	if err := p.MulMatID(idDst, m, x, ids, k); err != nil {
+		t.Fatal(err)
+	}
+	for pair, e := range ids {
+		for r := range rows {
+			want := dot(data[(int(e)*rows+r)*rb:], q8[pair/k*ab:], false)
+			if got := idDst[pair*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("MulMatID pair %d row %d: %v, want %v", pair, r, got, want)
+			}
 		}
 	}
 }

@@ -25,6 +25,9 @@ import "unsafe"
 func dotQ2_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
+func dotQ2_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+//go:noescape
 func dotQ3_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 
 //go:noescape
@@ -83,4 +86,5 @@ func installLowKVNNI() {
 	dotRowsOne[Q2_K], dotRowsOne[Q3_K] = vnniDotRows(q2KShape, dotQ2_KRowsVNNI), vnniDotRows(q3KShape, dotQ3_KRowsVNNI)
 	dotTokens4Rows[Q2_K], dotTokens4Rows[Q3_K] = dotQ2_KTokens4RowsOf, dotQ3_KTokens4RowsOf
 	dotTokens4[Q2_K], dotTokens4[Q3_K] = vnniDotTokens4(dotQ2_KTokens4RowsOf), vnniDotTokens4(dotQ3_KTokens4RowsOf)
+	repackedKernels[Q2_K] = vnniDotRows(q2KShape, dotQ2_KRepackedRowsVNNI)
 }

@@ -99,6 +99,19 @@
 	VMULPS        d, Y13, Y13; \
 	VFMADD231PS   Y15, Y13, acc
 
+// Q2K_DOTS leaves in Z16 a block's sixteen integer lanes against one token's activations
+// (DI).
+#define Q2K_DOTS \
+	VPXORD Z16, Z16, Z16; \
+	LOWK_CODES(16, Z24, Z20, Z22); \
+	Q2K_TOKEN(4, DI, Z16); \
+	LOWK_CODES(16, Z25, Z21, Z22); \
+	Q2K_TOKEN(68, DI, Z16); \
+	LOWK_CODES(48, Z24, Z20, Z23); \
+	Q2K_TOKEN(132, DI, Z16); \
+	LOWK_CODES(48, Z25, Z21, Z23); \
+	Q2K_TOKEN(196, DI, Z16)
+
 // Q2K_MINS accumulates a token's mins term, acc += (-yd·dmin)·float(mins·bsums), with the
 // mins as words in Y7 and dmin in Y8 (dotQ2_KAVX2's first step).
 #define Q2K_MINS(areg, acc) \
@@ -139,15 +152,7 @@ q2kblock:
 	Q2K_SCALES
 	Q2K_MINS(DI, Y0)
 	LOWK_D(80, Y14, X14)
-	VPXORD Z16, Z16, Z16
-	LOWK_CODES(16, Z24, Z20, Z22)
-	Q2K_TOKEN(4, DI, Z16)
-	LOWK_CODES(16, Z25, Z21, Z22)
-	Q2K_TOKEN(68, DI, Z16)
-	LOWK_CODES(48, Z24, Z20, Z23)
-	Q2K_TOKEN(132, DI, Z16)
-	LOWK_CODES(48, Z25, Z21, Z23)
-	Q2K_TOKEN(196, DI, Z16)
+	Q2K_DOTS
 	LOWK_END(Z16, Y16, DI, Y0, Y14)
 	ADDQ $84, SI
 	ADDQ $292, DI
@@ -156,6 +161,47 @@ q2kblock:
 
 	LOWK_SUM(Y0, X0)
 	ROWS_END(q2krow)
+
+// Q2K_TOTALS is llama.cpp's repacked Q2_K arithmetic for one token (ggml_gemv_q2_K_8x8_q8_K,
+// repacked.go): the block's sixteen integer lanes (Z16) and its mins·bsums (Y7) each added
+// up to one exact total, [I, M] in X15, then X0 = [I, M]·[d·yd, dmin·yd] + X0 in one FMA
+// (lane 0 the sums' accumulator, lane 1 the mins').
+#define Q2K_TOTALS \
+	VEXTRACTI64X4 $1, Z16, Y15; \
+	VPADDD        Y15, Y16, Y15; \
+	VPMADDWD      260(DI), Y7, Y12; \
+	VEXTRACTI128  $1, Y15, X13; \
+	VPADDD        X13, X15, X15; \
+	VEXTRACTI128  $1, Y12, X13; \
+	VPADDD        X13, X12, X12; \
+	VPHADDD       X12, X15, X15; \
+	VPHADDD       X15, X15, X15; \
+	VCVTDQ2PS     X15, X15; \
+	VBLENDPS      $2, X8, X14, X13; \
+	VBROADCASTSS  (DI), X12; \
+	VMULPS        X12, X13, X13; \
+	VFMADD231PS   X15, X13, X0
+
+// func dotQ2_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+TEXT ·dotQ2_KRepackedRowsVNNI(SB), NOSPLIT, $0-48
+	LOWK_CONSTANTS
+	ROWS_BEGIN(q2krrow)
+	VPXORD Z0, Z0, Z0
+
+q2krblock:
+	PREFETCH_LOWK
+	Q2K_SCALES
+	LOWK_D(80, Y14, X14)
+	Q2K_DOTS
+	Q2K_TOTALS
+	ADDQ $84, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q2krblock
+
+	VMOVSHDUP X0, X1
+	VSUBSS    X1, X0, X0
+	ROWS_END(q2krrow)
 
 // func dotQ3_KRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
 TEXT ·dotQ3_KRowsVNNI(SB), NOSPLIT, $0-48

@@ -33,6 +33,18 @@ var (
 		}
 		return t
 	}()
+	// q2KPack are the Q2_K packing's byte constants: [0] 4·(a dword's place in its 128-bit
+	// lane) in each of its bytes (Q2KP_PACK_VALUE's table rows), [1] and [2] VPSHUFB
+	// controls that widen bytes 0-1 and 2-3 of each dword to words (the mins pairs).
+	q2KPack = func() (t [3][64]uint8) {
+		for i := range 16 {
+			l := uint8(i % 4 * 4)
+			copy(t[0][4*i:], []uint8{l, l, l, l})
+			copy(t[1][4*i:], []uint8{l, 0x80, l + 1, 0x80})
+			copy(t[2][4*i:], []uint8{l + 2, 0x80, l + 3, 0x80})
+		}
+		return t
+	}()
 	iq4Unsigned = func() (t [16]uint8) {
 		for i, v := range iq4Values {
 			t[i] = uint8(int(v) + 128)
@@ -86,6 +98,21 @@ func dotQ4_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **f
 //go:noescape
 func dotQ4_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 
+//go:noescape
+func packQ2_KRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+
+//go:noescape
+func dotQ2_KPackedGemm4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ2_KPackedGemv4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ2_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
+//go:noescape
+func dotQ2_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+
 // installPacked registers the packed kernels (the CPU has AVX-512 VNNI).
 func installPacked() {
 	dots := [4]packedDot{dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
@@ -96,5 +123,7 @@ func installPacked() {
 	packedFormats[IQ4_NL] = legacy(packIQ4_NLRows16, dotIQ4_NLRows16x1, 128)
 	packedFormats[MXFP4] = legacy(packMXFP4Rows16, dotMXFP4Rows16x1, 12)
 	packedFormats[Q4_K] = &packedFormat{pack: packQ4_KRows16, blockValues: qkK, blockBytes: q4KPackedBytes,
-		dots: [4]packedDot{nil, dotQ4_KPackedGemv4, dotQ4_KPackedGemv2, dotQ4_KPackedGemv1}, gemm4: dotQ4_KPackedGemm4, minTokens: q4KPackedMinTokens}
+		dots: [4]packedDot{nil, dotQ4_KPackedGemv4, dotQ4_KPackedGemv2, dotQ4_KPackedGemv1}, gemm4: dotQ4_KPackedGemm4, minTokens: kPackedMinTokens}
+	packedFormats[Q2_K] = &packedFormat{pack: packQ2_KRows16, blockValues: qkK, blockBytes: q2KPackedBytes,
+		dots: [4]packedDot{nil, dotQ2_KPackedGemv4, dotQ2_KPackedGemv2, dotQ2_KPackedGemv1}, gemm4: dotQ2_KPackedGemm4, minTokens: kPackedMinTokens}
 }

@@ -124,24 +124,29 @@
 	MOVL            $1, AX; \
 	VPBROADCASTD    AX, Z25
 
+// PACK_BEGIN starts a packing function (w, rowBytes, nb, dst): the rows' registers
+// (ROW_POINTERS16), R15 at the next 16 rows (PACK_PREFETCH), TRANSPOSE16's permutations.
+#define PACK_BEGIN \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      rowBytes+8(FP), R9; \
+	MOVQ      nb+16(FP), CX; \
+	MOVQ      dst+24(FP), DI; \
+	ROW_POINTERS16; \
+	MOVQ      R9, R15; \
+	SHLQ      $4, R15; \
+	ADDQ      SI, R15; \
+	VMOVDQU64 ·packPairs01(SB), Z26; \
+	VMOVDQU64 ·packPairs23(SB), Z27
+
 // PACK16 packs 16 rows (SI the first, R9 rowBytes apart) of nb blocks of bs bytes, the
 // values at qoff in the block, into dst: per block eight 64-byte registers of value bytes
 // (W0-W7, lane r row r: W(2j) values 4j..4j+3, W(2j+1) values 16+4j..16+4j+3) and the
 // 16 rows' scales as float32, 576 bytes. The rows' registers are ROW_POINTERS16's; R15
 // walks the next 16 rows for PACK_PREFETCH.
 #define PACK16(bs, qoff, LUT, SCALE) \
-	MOVQ         w+0(FP), SI; \
-	MOVQ         rowBytes+8(FP), R9; \
-	MOVQ         nb+16(FP), CX; \
-	MOVQ         dst+24(FP), DI; \
-	ROW_POINTERS16; \
-	MOVQ         R9, R15; \
-	SHLQ         $4, R15; \
-	ADDQ         SI, R15; \
+	PACK_BEGIN; \
 	VPBROADCASTD R9, Z15; \
 	VPMULLD      ·packRowIndex(SB), Z15, Z15; \
-	VMOVDQU64    ·packPairs01(SB), Z26; \
-	VMOVDQU64    ·packPairs23(SB), Z27; \
 	VPBROADCASTB ·nibbleMask(SB), Z30; \
 	MOVL         $0xFF, AX; \
 	VPBROADCASTD AX, Z28; \
@@ -617,21 +622,22 @@ TEXT ·dotPackedTokens1(SB), NOSPLIT, $0-34
 	Q4KP_CHUNK(TOKENS, 2, Q4KP_GEMV_END2); \
 	Q4KP_CHUNK(TOKENS, 3, Q4KP_GEMV_END3)
 
-// Q4KP_PACKED_TOKENS runs the tokens (acts) down one packed group (w, nb super-blocks) in
-// FORM's arithmetic and stores each token's 16 results, those mask selects, at outs.
-#define Q4KP_PACKED_TOKENS(TOKENS, FORM) \
+// KP_PACKED_TOKENS runs the tokens (acts) down one packed group (w, nb super-blocks of
+// bytes bytes, d and dmin at doff) in FORM's arithmetic and stores each token's 16
+// results, those mask selects, at outs.
+#define KP_PACKED_TOKENS(TOKENS, FORM, doff, bytes) \
 	MOVQ    w+0(FP), SI; \
 	MOVQ    nb+8(FP), CX; \
 	MOVQ    acts+16(FP), AX; \
 	TOKENS(Q4KP_LOAD, 0); \
-q4kblock: \
-	VMOVUPS 5120(SI), Z14; \
-	VMOVUPS 5184(SI), Z15; \
+kpblock: \
+	VMOVUPS doff(SI), Z14; \
+	VMOVUPS (doff+64)(SI), Z15; \
 	FORM(TOKENS); \
-	ADDQ    $5248, SI; \
+	ADDQ    $bytes, SI; \
 	TOKENS(Q4KP_NEXT, 0); \
 	DECQ    CX; \
-	JNZ     q4kblock; \
+	JNZ     kpblock; \
 	MOVQ    outs+24(FP), AX; \
 	MOVWLZX mask+32(FP), DX; \
 	KMOVW   DX, K1; \
@@ -639,34 +645,178 @@ q4kblock: \
 	CLEAR_HIGH; \
 	RET
 
+// Q2_K packed: a group of 16 rows is laid out per super-block as q2KPackedBytes bytes:
+//
+//	0     values times their sub-block's scale (q·scale <= 45, a byte each): half h,
+//	      shift s, dword k at 2048h+512s+64k, the 16 rows' values 128h+32s+4k..+3
+//	4096  the mins of sub-blocks 2i and 2i+1 as an int16 pair (a dword), 64 bytes a pair
+//	4608  d as float32, 4672 dmin.
+//
+// Scaled values need no step per sub-block: a super-block's integer sum Σ scale·q·y is one
+// VPDPBUSD chain (two, even and odd dwords, for latency), exact, as llama.cpp's
+// ggml_gemv_q2_K_8x8_q8_K (per super-block) and ggml_gemm_q2_K_8x8_q8_K (per 128-value
+// half) add it before their FMA; the mins' sum Σ min·Σy against the activations' 16-value
+// sums by VPDPWSSD. Per token the registers of Q4KP_TOKENS<G>: Dl and Dh are the even and
+// odd sums, X scratch, Mi the mins' sum; Z8-Z11 (Y, unused here) hold four mins pairs.
+
+#define Q2KP_ZERO(x, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VPXORD Ie, Ie, Ie; \
+	VPXORD Io, Io, Io
+
+#define Q2KP_DOT_E(off, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VPDPBUSD.BCST (off)(a), Z12, Ie
+
+#define Q2KP_DOT_O(off, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VPDPBUSD.BCST (off)(a), Z13, Io
+
+// Q2KP_STEP: dwords k and k+1 of shift s of half h against the tokens' bytes.
+#define Q2KP_STEP(TOKENS, h, s, k) \
+	VMOVDQU64 (2048*h+512*s+64*k)(SI), Z12; \
+	VMOVDQU64 (2048*h+512*s+64*k+64)(SI), Z13; \
+	TOKENS(Q2KP_DOT_E, 4+128*h+32*s+4*k); \
+	TOKENS(Q2KP_DOT_O, 8+128*h+32*s+4*k)
+
+#define Q2KP_SHIFT(TOKENS, h, s) \
+	Q2KP_STEP(TOKENS, h, s, 0); \
+	Q2KP_STEP(TOKENS, h, s, 2); \
+	Q2KP_STEP(TOKENS, h, s, 4); \
+	Q2KP_STEP(TOKENS, h, s, 6)
+
+#define Q2KP_HALF(TOKENS, h) \
+	Q2KP_SHIFT(TOKENS, h, 0); \
+	Q2KP_SHIFT(TOKENS, h, 1); \
+	Q2KP_SHIFT(TOKENS, h, 2); \
+	Q2KP_SHIFT(TOKENS, h, 3)
+
+// Q2KP_SUMS: acc = float(Ie+Io)·(d·d_y) + acc, and the mins' sum cleared.
+#define Q2KP_SUMS(x, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VPADDD      Io, Ie, Ie; \
+	VCVTDQ2PS   Ie, Ie; \
+	VMULPS.BCST (a), Z14, T; \
+	VFMADD231PS Ie, T, acc; \
+	VPXORD      Mi, Mi, Mi
+
+// Q2KP_LOAD_MINS loads the mins pairs of half q (4q..4q+3) into Z8-Z11; Q2KP_MINS adds
+// them times the token's 16-value sums to Mi; Q2KP_MINS_END accMin = float(Mi)·(dmin·d_y)
+// + accMin.
+#define Q2KP_LOAD_MINS(q) \
+	VMOVDQU64 (4096+256*q)(SI), Z8; \
+	VMOVDQU64 (4160+256*q)(SI), Z9; \
+	VMOVDQU64 (4224+256*q)(SI), Z10; \
+	VMOVDQU64 (4288+256*q)(SI), Z11
+
+#define Q2KP_MINS(q, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VPDPWSSD.BCST (260+16*q)(a), Z8, Mi; \
+	VPDPWSSD.BCST (264+16*q)(a), Z9, Mi; \
+	VPDPWSSD.BCST (268+16*q)(a), Z10, Mi; \
+	VPDPWSSD.BCST (272+16*q)(a), Z11, Mi
+
+#define Q2KP_MINS_END(x, slot, a, Ie, Io, T, Y, Mi, acc, accMin) \
+	VCVTDQ2PS   Mi, Mi; \
+	VMULPS.BCST (a), Z15, T; \
+	VFMADD231PS Mi, T, accMin
+
+// Q2KP_GEMM_HALF: half h's sums and mins, each into its accumulator.
+#define Q2KP_GEMM_HALF(TOKENS, h) \
+	TOKENS(Q2KP_ZERO, 0); \
+	Q2KP_HALF(TOKENS, h); \
+	TOKENS(Q2KP_SUMS, 0); \
+	Q2KP_LOAD_MINS(h); \
+	TOKENS(Q2KP_MINS, h); \
+	TOKENS(Q2KP_MINS_END, 0)
+
+#define Q2KP_GEMM(TOKENS) \
+	Q2KP_GEMM_HALF(TOKENS, 0); \
+	Q2KP_GEMM_HALF(TOKENS, 1)
+
+#define Q2KP_GEMV(TOKENS) \
+	TOKENS(Q2KP_ZERO, 0); \
+	Q2KP_HALF(TOKENS, 0); \
+	Q2KP_HALF(TOKENS, 1); \
+	TOKENS(Q2KP_SUMS, 0); \
+	Q2KP_LOAD_MINS(0); \
+	TOKENS(Q2KP_MINS, 0); \
+	Q2KP_LOAD_MINS(1); \
+	TOKENS(Q2KP_MINS, 1); \
+	TOKENS(Q2KP_MINS_END, 0)
+
+// The Q2_K packing. Q2KP_PACK_VALUE stores shift sh's 2-bit values of v (16 rows' dword)
+// times their rows' scales: the value plus 4·(the row's dword in its 128-bit lane, Z24)
+// indexes table (each row's [0, s, 2s, 3s], Q2KP_TABLE).
+#define Q2KP_PACK_VALUE(v, sh, table, off) \
+	VPSRLW    $sh, v, Z12; \
+	VPANDD    Z28, Z12, Z12; \
+	VPORD     Z24, Z12, Z12; \
+	VPSHUFB   Z12, table, Z13; \
+	VMOVDQU64 Z13, (off)(DI)
+
+#define Q2KP_PACK_REG(v, off, t0, t1, t2, t3) \
+	Q2KP_PACK_VALUE(v, 0, t0, off); \
+	Q2KP_PACK_VALUE(v, 2, t1, off+512); \
+	Q2KP_PACK_VALUE(v, 4, t2, off+1024); \
+	Q2KP_PACK_VALUE(v, 6, t3, off+1536)
+
+// Q2KP_PACK_QUARTER packs the 16 code bytes at 32h+16q of the values (dwords 4q..4q+3
+// of half h), their sub-blocks' tables t0-t3 (shifts 0-3).
+#define Q2KP_PACK_QUARTER(h, q, t0, t1, t2, t3) \
+	LOAD_ROWS16((16+32*h+16*q)); \
+	TRANSPOSE16; \
+	Q2KP_PACK_REG(Z8, 2048*h+256*q, t0, t1, t2, t3); \
+	Q2KP_PACK_REG(Z9, 2048*h+256*q+64, t0, t1, t2, t3); \
+	Q2KP_PACK_REG(Z10, 2048*h+256*q+128, t0, t1, t2, t3); \
+	Q2KP_PACK_REG(Z11, 2048*h+256*q+192, t0, t1, t2, t3)
+
+#define Q2KP_PACK_HALF(h) \
+	Q2KP_PACK_QUARTER(h, 0, Z16, Z18, Z20, Z22); \
+	Q2KP_PACK_QUARTER(h, 1, Z17, Z19, Z21, Z23)
+
+// Q2KP_TABLE: byte sh/8 of each row's dword of scale bytes v, its scale s (low nibble),
+// as [0, s, 2s, 3s] (s·0x03020100, Z25; Z30 the dword 0xF).
+#define Q2KP_TABLE(v, sh, t) \
+	VPSRLD  $sh, v, t; \
+	VPANDD  Z30, t, t; \
+	VPMULLD Z25, t, t
+
+// Q2KP_TABLES: the tables of eight sub-blocks, scale bytes in v0 (4) and v1 (4), Z16-Z23.
+#define Q2KP_TABLES(v0, v1) \
+	Q2KP_TABLE(v0, 0, Z16); \
+	Q2KP_TABLE(v0, 8, Z17); \
+	Q2KP_TABLE(v0, 16, Z18); \
+	Q2KP_TABLE(v0, 24, Z19); \
+	Q2KP_TABLE(v1, 0, Z20); \
+	Q2KP_TABLE(v1, 8, Z21); \
+	Q2KP_TABLE(v1, 16, Z22); \
+	Q2KP_TABLE(v1, 24, Z23)
+
+// Q2KP_PACK_MINS stores the mins (high nibbles) of four sub-blocks' scale bytes v as two
+// int16 pairs at off(DI) and off+64(DI).
+#define Q2KP_PACK_MINS(v, off) \
+	VPSRLD    $4, v, Z12; \
+	VPANDD    Z29, Z12, Z12; \
+	VPSHUFB   ·q2KPack+64(SB), Z12, Z13; \
+	VMOVDQU64 Z13, (off)(DI); \
+	VPSHUFB   ·q2KPack+128(SB), Z12, Z13; \
+	VMOVDQU64 Z13, (off+64)(DI)
+
 // func dotQ4_KPackedGemm4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 TEXT ·dotQ4_KPackedGemm4(SB), NOSPLIT, $0-34
-	Q4KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMM)
+	KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMM, 5120, 5248)
 
 // func dotQ4_KPackedGemv4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 TEXT ·dotQ4_KPackedGemv4(SB), NOSPLIT, $0-34
-	Q4KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMV)
+	KP_PACKED_TOKENS(Q4KP_TOKENS4, Q4KP_GEMV, 5120, 5248)
 
 // func dotQ4_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 TEXT ·dotQ4_KPackedGemv2(SB), NOSPLIT, $0-34
-	Q4KP_PACKED_TOKENS(Q4KP_TOKENS2, Q4KP_GEMV)
+	KP_PACKED_TOKENS(Q4KP_TOKENS2, Q4KP_GEMV, 5120, 5248)
 
 // func dotQ4_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 TEXT ·dotQ4_KPackedGemv1(SB), NOSPLIT, $0-34
-	Q4KP_PACKED_TOKENS(Q4KP_TOKENS1, Q4KP_GEMV)
+	KP_PACKED_TOKENS(Q4KP_TOKENS1, Q4KP_GEMV, 5120, 5248)
 
 // func packQ4_KRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
 TEXT ·packQ4_KRows16(SB), NOSPLIT, $0-32
-	MOVQ         w+0(FP), SI
-	MOVQ         rowBytes+8(FP), R9
-	MOVQ         nb+16(FP), CX
-	MOVQ         dst+24(FP), DI
-	ROW_POINTERS16
-	MOVQ         R9, R15
-	SHLQ         $4, R15
-	ADDQ         SI, R15
-	VMOVDQU64    ·packPairs01(SB), Z26
-	VMOVDQU64    ·packPairs23(SB), Z27
+	PACK_BEGIN
 	VPBROADCASTB ·nibbleMask(SB), Z30
 	MOVL         $0x3F3F3F3F, AX
 	VPBROADCASTD AX, Z29
@@ -734,5 +884,70 @@ q4kpackblock:
 	NEXT_BLOCK16(144)
 	DECQ         CX
 	JNZ          q4kpackblock
+	CLEAR_HIGH
+	RET
+
+// func dotQ2_KPackedGemm4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ2_KPackedGemm4(SB), NOSPLIT, $0-34
+	KP_PACKED_TOKENS(Q4KP_TOKENS4, Q2KP_GEMM, 4608, 4736)
+
+// func dotQ2_KPackedGemv4(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ2_KPackedGemv4(SB), NOSPLIT, $0-34
+	KP_PACKED_TOKENS(Q4KP_TOKENS4, Q2KP_GEMV, 4608, 4736)
+
+// func dotQ2_KPackedGemv2(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ2_KPackedGemv2(SB), NOSPLIT, $0-34
+	KP_PACKED_TOKENS(Q4KP_TOKENS2, Q2KP_GEMV, 4608, 4736)
+
+// func dotQ2_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
+TEXT ·dotQ2_KPackedGemv1(SB), NOSPLIT, $0-34
+	KP_PACKED_TOKENS(Q4KP_TOKENS1, Q2KP_GEMV, 4608, 4736)
+
+// func packQ2_KRows16(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer)
+TEXT ·packQ2_KRows16(SB), NOSPLIT, $0-32
+	PACK_BEGIN
+	VPBROADCASTB ·nibbleMask(SB), Z29
+	VMOVDQU64    ·q2KPack+0(SB), Z24
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $0x03020100, AX
+	VPBROADCASTD AX, Z25
+	MOVL         $0x0F, AX
+	VPBROADCASTD AX, Z30
+
+q2kpackblock:
+	// The next 16 rows' block, 16·84 bytes, into L2 while these are packed.
+	PACK_PREFETCH_AT(0)
+	PACK_PREFETCH_AT(320)
+	PACK_PREFETCH_AT(640)
+	PACK_PREFETCH_AT(960)
+	PACK_PREFETCH_AT(1280)
+	// d|dmin<<16 is dword 3 of the 16 bytes at 68.
+	LOAD_ROWS16(68)
+	TRANSPOSE16
+	VPMOVDW      Z11, Y12
+	VCVTPH2PS    Y12, Z12
+	VMOVUPS      Z12, 4608(DI)
+	VPSRLD       $16, Z11, Z13
+	VPMOVDW      Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVUPS      Z13, 4672(DI)
+	// The 16 scale bytes: dword j of each row is sub-blocks 4j..4j+3's.
+	LOAD_ROWS16(0)
+	TRANSPOSE16
+	Q2KP_PACK_MINS(Z8, 4096)
+	Q2KP_PACK_MINS(Z9, 4224)
+	Q2KP_PACK_MINS(Z10, 4352)
+	Q2KP_PACK_MINS(Z11, 4480)
+	VMOVDQA64    Z10, Z14
+	VMOVDQA64    Z11, Z15
+	Q2KP_TABLES(Z8, Z9)
+	Q2KP_PACK_HALF(0)
+	Q2KP_TABLES(Z14, Z15)
+	Q2KP_PACK_HALF(1)
+	ADDQ         $4736, DI
+	NEXT_BLOCK16(84)
+	DECQ         CX
+	JNZ          q2kpackblock
 	CLEAR_HIGH
 	RET

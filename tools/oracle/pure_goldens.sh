@@ -1,8 +1,8 @@
 #!/bin/sh
-# pure_goldens.sh: llama.cpp's final logits for tiny-qwen3moe with every matrix in Q4_0 or
-# IQ4_NL, the formats llama.cpp repacks on an x86 CPU with AVX2.
+# pure_goldens.sh: llama.cpp's final logits for tiny-qwen3moe with every matrix in Q4_0,
+# IQ4_NL or Q2_K, formats llama.cpp repacks on an x86 CPU with AVX2 (Q2_K: with AVX-512).
 #
-# llama-quantize --allow-requantize --pure makes the two models from
+# llama-quantize --allow-requantize --pure makes the three models from
 # testdata/models/tiny-qwen3moe.gguf (moe's pureModel makes the same bytes itself, so the
 # models are not committed), and llama-debug --save-logits records each prompt's token ids
 # and final logits into moe/testdata/golden/tiny-qwen3moe-pure.json.gz, which
@@ -22,7 +22,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-for typ in Q4_0 IQ4_NL; do
+for typ in Q4_0 IQ4_NL Q2_K; do
 	"$BUILD/bin/llama-quantize" --allow-requantize --pure \
 		"$root/testdata/models/tiny-qwen3moe.gguf" "$tmp/$typ.gguf" "$typ" >/dev/null 2>&1
 done
@@ -35,7 +35,7 @@ prompts = {
     "long": "In the beginning there was a small village by the sea, where the fishermen went out every morning before the sun rose and came back at noon with their nets full of silver fish, and the children ran along the shore to meet them, shouting and laughing, while the old women mended sails in the shade of the houses and told stories of storms long past.",
 }
 out = {"llama_cpp": "3f545bec, AVX-512 build without AVX512-FP16, llama-debug --save-logits -t 2", "models": {}}
-for typ in ("Q4_0", "IQ4_NL"):
+for typ in ("Q4_0", "IQ4_NL", "Q2_K"):
     res = []
     for name, text in prompts.items():
         run = os.path.join(tmp, "run")
