@@ -27,7 +27,7 @@ type Matrix struct {
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
 	// repacked is the type's one-token kernel in llama.cpp's repacked arithmetic where it
-	// needs no layout of its own (Q4_K, repacked.go), or nil.
+	// needs no layout of its own (Q4_K, Q2_K; repacked.go), or nil.
 	repacked func(n int, rows, a []byte, out []float32)
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Row-interleaved ("packed") products of the 32-value 4-bit formats (Q4_0, IQ4_NL, MXFP4)
-// by Q8_0 activations, and of Q4_K by Q8_K.
+// by Q8_0 activations, and of Q4_K and Q2_K by Q8_K.
 //
 // On an x86 CPU with AVX2, llama.cpp copies these tensors (those with a multiple of 8
 // rows) into its CPU_REPACK buffer, eight rows interleaved, and multiplies them with
@@ -32,7 +32,8 @@ import (
 // time: its values as bytes, its sub-blocks' 6-bit scales as float32 and mins as int16
 // pairs, against Q8_K activations as they are. Each 64-value chunk's scaled integer sum
 // is exact in float32, which gives llama.cpp's gemm (per chunk) and gemv (per super-block)
-// roundings with no horizontal adds. One token takes the rows kernel instead.
+// roundings with no horizontal adds. Q2_K (on AVX-512) stores its values times their
+// scales, which fit a byte. One token takes the rows kernel instead.
 //
 // Pool.SetRepack(false) (--no-repack) gives VecDot's arithmetic instead, as llama.cpp's
 // flag does. The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats
@@ -48,12 +49,12 @@ type packedFormat struct {
 	rows1 func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32)
 	// prepared: the kernels take activations prepPackedActs prepared, with offset what
 	// the packed value bytes, unsigned, exceed the format's signed values by; otherwise
-	// the VecDotType's rows as they are (Q4_K's Q8_K).
+	// the VecDotType's rows as they are (Q4_K's and Q2_K's Q8_K).
 	prepared                bool
 	offset                  int32
 	blockValues, blockBytes int
 	// dots are the kernels for 8, 4, 2 and 1 tokens (nil where there is none); gemm4 is
-	// mul_mat's for its tokens in fours where that arithmetic differs (Q4_K), or nil.
+	// mul_mat's for its tokens in fours where that arithmetic differs (Q4_K, Q2_K), or nil.
 	dots  [4]packedDot
 	gemm4 packedDot
 	// minTokens: fewer tokens take the rows kernels (mulTokens), for which packing the
@@ -120,7 +121,7 @@ func (p *Pool) usePacked(w *Matrix) bool {
 
 // PackedKernels reports whether this machine multiplies matrices of type t (with a
 // multiple of 8 rows) in llama.cpp's repacked arithmetic (the packed kernels, and Q4_K's
-// one-token one), unless a pool turns them off.
+// and Q2_K's one-token ones), unless a pool turns them off.
 func PackedKernels(t Type) bool { return packedFormats[t] != nil || repackedKernels[t] != nil }
 
 // SetRepack turns the packed kernels on (the default) or off, as llama.cpp's --no-repack
