@@ -263,6 +263,10 @@ type attnScratch struct {
 	scores []float32 // a tile of scores (perRow: a chunk's for the group)
 	exps   []float32 // perRow: each step's exponential
 	raised []bool    // perRow: whether the step's score raised the running maximum
+	// madHeads: per block of eight heads and position, each head's weight of the values
+	// (ws) and rescaling of its accumulator (ms), and which heads rescale (a bit each).
+	ws, ms      []float32
+	raisedHeads []uint8
 }
 
 func (j *attnJob) unit(w, u int) {
@@ -277,7 +281,7 @@ func (j *attnJob) unit(w, u int) {
 	s := &j.scratch[w]
 	dk, dv, group := j.k.Dim, j.v.Dim, j.group
 	rows := (t1 - t0) * group
-	s.acc = grow(s.acc, rows*dv)
+	s.acc = grow(s.acc, (rows+7)&^7*dv) // madHeads writes whole eights of heads
 	s.max = grow(s.max, rows)
 	s.sum = grow(s.sum, rows)
 	clear(s.acc)
@@ -420,6 +424,12 @@ var (
 	// scores[h·headStride + p], the same bits, with keys (dk floats) as scratch. It returns
 	// false for a dk it does not take.
 	f16Heads func(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int, keys []float32) bool
+	// madHalfHeads, where the build has it, runs positions softmax steps of eight heads'
+	// F16 accumulators (dv values each, dv a multiple of 32, the heads dv apart in acc)
+	// against F16 value rows vStride bytes apart from v: for position p and head h, first
+	// acc = scaleHalf(acc, ms[8p+h]) if bit h of raised[p] is set, then
+	// acc = madHalf(acc, v_p, ws[8p+h]). madHeads calls it.
+	madHalfHeads func(acc []float32, v []byte, vStride, positions, dv int, ws, ms []float32, raised []uint8)
 	// madHalf is acc = x·s + acc fused, rounded to F16 precision: ggml's update of an F16
 	// accumulator (ggml_vec_mad_f16).
 	madHalf = func(acc, x []float32, s float32) {
@@ -558,6 +568,10 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 			}
 			exp32s(exps)
 		}
+		if halfV && madHalfHeads != nil && dv%32 == 0 {
+			j.madHeads(s, g, c0, n)
+			continue
+		}
 		for pos := c0; pos < c1; pos++ {
 			j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
 			for i := range group {
@@ -565,6 +579,45 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 				s.apply(i, dv, s.scores[at], s.exps[at], s.raised[at], true, halfV)
 			}
 		}
+	}
+}
+
+// madHeads is the loop of apply calls that ends perRow's chunk (positions c0..c0+n-1, whose
+// scores, exponentials and raised flags are in s) for an F16 V: the running maxima and sums
+// here, the F16 accumulators by madHalfHeads eight heads at a time, each head's steps in
+// the same order with the same operations, so the same bits. Heads past the group pad the
+// last eight with zero weights (unit leaves room for them in s.acc).
+func (j *attnJob) madHeads(s *attnScratch, g, c0, n int) {
+	group, dv := j.group, j.v.Dim
+	blocks := (group + 7) / 8
+	// Sized for a whole chunk whatever n is, so that decoding does not allocate as the
+	// context grows.
+	s.ws = grow(s.ws, blocks*perRowChunk*8)
+	s.ms = grow(s.ms, blocks*perRowChunk*8)
+	s.raisedHeads = grow(s.raisedHeads, blocks*perRowChunk)
+	clear(s.ws[:blocks*n*8])
+	clear(s.raisedHeads[:blocks*n])
+	for i := range group {
+		b, h := i/8, i%8
+		sum := s.sum[i]
+		for p := range n {
+			at, step := i*perRowChunk+p, (b*n+p)*8+h
+			e := s.exps[at]
+			if !s.raised[at] {
+				s.ws[step] = e
+				sum += e // fma32(sum, 1, e): one rounding either way
+				continue
+			}
+			s.max[i] = s.scores[at]
+			s.ws[step], s.ms[step] = 1, e
+			s.raisedHeads[b*n+p] |= 1 << h
+			sum = fma32(sum, e, 1)
+		}
+		s.sum[i] = sum
+	}
+	v := j.v.Data[c0*j.v.PosStride+g*j.v.HeadStride:]
+	for b := range blocks {
+		madHalfHeads(s.acc[b*8*dv:], v, j.v.PosStride, n, dv, s.ws[b*n*8:], s.ms[b*n*8:], s.raisedHeads[b*n:])
 	}
 }
 

@@ -75,7 +75,7 @@ func init() {
 		readStream = readStreamWith(readStreamAVX512)
 		tinyDots4x4, vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
 		if useF16C {
-			vecF16Rows4, tinyF16Rows4x4 = vecF16Rows4AVX512, tinyF16Rows4x4AVX512
+			vecF16Rows4, tinyF16Rows4x4, madHalfHeads = vecF16Rows4AVX512, tinyF16Rows4x4AVX512, madHalfHeads8
 		}
 	}
 	vsiluRun = vsiluAVX2

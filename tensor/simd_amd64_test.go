@@ -189,3 +189,68 @@ func TestF16HeadsKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestMadHalfHeadsKernel holds ggml's per-row attention with the eight-head F16 V kernel
+// (madHalfHeads) to the same attention through scaleHalf and madHalf one head and position
+// at a time, bit for bit: groups of 1 to 16 query heads per KV head (padded eights
+// included), value rows of 64, 128 and 512 (MLA's latent, a view of K), contexts that
+// span several chunks of positions and, on two threads, split across workers. The
+// queries grow along the positions of one case so that the running maximum rises often
+// (each rise rescales an accumulator); another has scores large enough for exponentials
+// to underflow.
+func TestMadHalfHeadsKernel(t *testing.T) {
+	if madHalfHeads == nil {
+		t.Skip("no AVX-512: the accumulators go one head at a time")
+	}
+	rng := rand.New(rand.NewPCG(53, 59))
+	for _, c := range []struct {
+		group, kvHeads, dk, dv, ctx int
+		scale                       float32
+	}{
+		{8, 4, 128, 128, 300, 1},
+		{1, 2, 64, 64, 130, 4},
+		{4, 2, 128, 128, 70, 0.1},
+		{12, 1, 64, 64, 200, 1},
+		{16, 1, 576, 512, 150, 0.5},
+		{8, 1, 128, 128, 1100, 8},
+	} {
+		heads := c.group * c.kvHeads
+		keys := make([]float32, c.ctx*c.kvHeads*c.dk)
+		for p := range c.ctx {
+			for i := range c.kvHeads * c.dk {
+				// Keys that lean more and more one way: later positions score higher.
+				keys[p*c.kvHeads*c.dk+i] = float32(rng.NormFloat64()) + float32(p)/float32(c.ctx)
+			}
+		}
+		k := denseKV(t, F16, keys, c.dk, c.kvHeads)
+		v := denseKV(t, F16, randomFloats(rng, c.ctx*c.kvHeads*c.dv), c.dv, c.kvHeads)
+		if c.dk != c.dv { // MLA: V is the first dv values of each K row
+			v = k
+			v.Dim = c.dv
+		}
+		q := randomFloats(rng, heads*c.dk)
+		for i := range q {
+			q[i] = math32Abs(q[i])
+		}
+		a := AttnParams{Scale: c.scale, Numerics: AttnGGML}
+		for _, threads := range []int{1, 2} {
+			p := NewPool(threads)
+			got := make([]float32, heads*c.dv)
+			want := make([]float32, heads*c.dv)
+			if err := p.Attention(got, q, heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			kernel := madHalfHeads
+			madHalfHeads = nil
+			err := p.Attention(want, q, heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a)
+			madHalfHeads = kernel
+			p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectBits(t, fmt.Sprintf("group %d, dv %d, ctx %d, %d threads", c.group, c.dv, c.ctx, threads), got, want)
+		}
+	}
+}
+
+func math32Abs(x float32) float32 { return float32(math.Abs(float64(x))) }

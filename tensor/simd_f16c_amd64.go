@@ -34,6 +34,21 @@ func scaleHalfF16CBlocks(acc *float32, n int, s float32)
 func scaleHalfAVX512Blocks(acc *float32, n int, s float32)
 
 //go:noescape
+func madHalfHeads8AVX512(acc *float32, accStride int, v *byte, vStride, positions, dv int, ws, ms *float32, raised *uint8)
+
+// madHalfHeads8 is madHalfHeads on AVX-512 (madHalfHeads8AVX512), its arguments checked.
+func madHalfHeads8(acc []float32, v []byte, vStride, positions, dv int, ws, ms []float32, raised []uint8) {
+	if positions <= 0 {
+		return
+	}
+	_ = acc[8*dv-1]
+	_ = v[(positions-1)*vStride+2*dv-1]
+	_, _ = ws[8*positions-1], ms[8*positions-1]
+	_ = raised[positions-1]
+	madHalfHeads8AVX512(&acc[0], 4*dv, &v[0], vStride, positions, dv, &ws[0], &ms[0], &raised[0])
+}
+
+//go:noescape
 func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 
 // madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by

@@ -729,3 +729,126 @@ tinyf16step:
 	TINY_REDUCE(Z15, Y15, 60)
 	CLEAR_HIGH
 	RET
+
+// The F16 V accumulation of ggml's per-row attention for eight query heads at once
+// (madHalfHeads8AVX512). Head h's two 16-value slices live in Z(h) and Z(8+h) across all
+// the positions, so each step is one FMA and the rounding to binary16 and back, with no
+// loads or stores of the accumulators; sixteen independent chains cover the latency of
+// the conversions. HEAD_ACC applies op to head h's two slices in memory (R10 is head 0's,
+// R11 head 1's, R8 the bytes between heads, R12 three times that).
+#define HEAD_ACC(op, mem0, mem1, a, b) \
+	op mem0, a; \
+	op mem1, b
+
+#define HEADS_ACC(op) \
+	HEAD_ACC(op, (R10), 64(R10), Z0, Z8); \
+	HEAD_ACC(op, (R11), 64(R11), Z1, Z9); \
+	HEAD_ACC(op, (R10)(R8*2), 64(R10)(R8*2), Z2, Z10); \
+	HEAD_ACC(op, (R10)(R12*1), 64(R10)(R12*1), Z3, Z11); \
+	HEAD_ACC(op, (R10)(R8*4), 64(R10)(R8*4), Z4, Z12); \
+	HEAD_ACC(op, (R11)(R8*4), 64(R11)(R8*4), Z5, Z13); \
+	HEAD_ACC(op, (R10)(R12*2), 64(R10)(R12*2), Z6, Z14); \
+	HEAD_ACC(op, (R11)(R12*2), 64(R11)(R12*2), Z7, Z15)
+
+#define STORE_HEAD(a, b, mem0, mem1) \
+	VMOVUPS a, mem0; \
+	VMOVUPS b, mem1
+
+#define HEADS_STORE \
+	STORE_HEAD(Z0, Z8, (R10), 64(R10)); \
+	STORE_HEAD(Z1, Z9, (R11), 64(R11)); \
+	STORE_HEAD(Z2, Z10, (R10)(R8*2), 64(R10)(R8*2)); \
+	STORE_HEAD(Z3, Z11, (R10)(R12*1), 64(R10)(R12*1)); \
+	STORE_HEAD(Z4, Z12, (R10)(R8*4), 64(R10)(R8*4)); \
+	STORE_HEAD(Z5, Z13, (R11)(R8*4), 64(R11)(R8*4)); \
+	STORE_HEAD(Z6, Z14, (R10)(R12*2), 64(R10)(R12*2)); \
+	STORE_HEAD(Z7, Z15, (R11)(R12*2), 64(R11)(R12*2))
+
+// ROUND16 rounds a and b to binary16 precision (to nearest, ties to even) through Y19
+// and Y20.
+#define ROUND16(a, b) \
+	VCVTPS2PH $0, a, Y19; \
+	VCVTPS2PH $0, b, Y20; \
+	VCVTPH2PS Y19, a; \
+	VCVTPH2PS Y20, b
+
+// MAD_STEP is head h's step at a position: acc = round16(v·ws[h] + acc), fused.
+#define MAD_STEP(h, a, b) \
+	VBROADCASTSS h*4(AX), Z18; \
+	VFMADD231PS  Z18, Z16, a; \
+	VFMADD231PS  Z18, Z17, b; \
+	ROUND16(a, b)
+
+// SCALE_STEP rescales head h's accumulator, acc = round16(acc·ms[h]), when bit h of R14
+// says its running maximum rose at this position.
+#define SCALE_STEP(h, a, b, skip) \
+	BTL          $h, R14; \
+	JCC          skip; \
+	VBROADCASTSS h*4(DX), Z21; \
+	VMULPS       Z21, a, a; \
+	VMULPS       Z21, b, b; \
+	ROUND16(a, b); \
+skip:
+
+// func madHalfHeads8AVX512(acc *float32, accStride int, v *byte, vStride, positions, dv int, ws, ms *float32, raised *uint8)
+//
+// For eight heads whose accumulators (dv float32 values, F16-exact) start accStride bytes
+// apart at acc, and positions F16 value rows vStride bytes apart from v, position p runs
+// for each head h, in order: if bit h of raised[p] is set, acc = round16(acc·ms[8p+h]);
+// then acc = round16(v_p·ws[8p+h] + acc) fused. That is madHalf and scaleHalf step by step
+// (the same bits). dv is a positive multiple of 32.
+TEXT ·madHalfHeads8AVX512(SB), NOSPLIT, $0-72
+	MOVQ acc+0(FP), R10
+	MOVQ accStride+8(FP), R8
+	LEAQ (R8)(R8*2), R12
+	MOVQ dv+40(FP), R13
+	SHRQ $5, R13 // pairs of slices left
+	MOVQ v+16(FP), SI
+
+slices:
+	LEAQ (R10)(R8*1), R11
+	HEADS_ACC(VMOVUPS)
+	MOVQ SI, BX
+	MOVQ ws+48(FP), AX
+	MOVQ ms+56(FP), DX
+	MOVQ raised+64(FP), DI
+	MOVQ positions+32(FP), CX
+
+position:
+	VCVTPH2PS (BX), Z16
+	VCVTPH2PS 32(BX), Z17
+	MOVBLZX   (DI), R14
+	TESTL     R14, R14
+	JZ        steps
+	SCALE_STEP(0, Z0, Z8, scaled0)
+	SCALE_STEP(1, Z1, Z9, scaled1)
+	SCALE_STEP(2, Z2, Z10, scaled2)
+	SCALE_STEP(3, Z3, Z11, scaled3)
+	SCALE_STEP(4, Z4, Z12, scaled4)
+	SCALE_STEP(5, Z5, Z13, scaled5)
+	SCALE_STEP(6, Z6, Z14, scaled6)
+	SCALE_STEP(7, Z7, Z15, scaled7)
+
+steps:
+	MAD_STEP(0, Z0, Z8)
+	MAD_STEP(1, Z1, Z9)
+	MAD_STEP(2, Z2, Z10)
+	MAD_STEP(3, Z3, Z11)
+	MAD_STEP(4, Z4, Z12)
+	MAD_STEP(5, Z5, Z13)
+	MAD_STEP(6, Z6, Z14)
+	MAD_STEP(7, Z7, Z15)
+	ADDQ vStride+24(FP), BX
+	ADDQ $32, AX
+	ADDQ $32, DX
+	INCQ DI
+	DECQ CX
+	JNZ  position
+
+	HEADS_STORE
+	ADDQ $128, R10
+	ADDQ $64, SI
+	DECQ R13
+	JNZ  slices
+	CLEAR_HIGH
+	RET
