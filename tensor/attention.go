@@ -649,8 +649,11 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 	s.keys = grow(s.keys, ggmlTile*dk)
 	s.values = grow(s.values, ggmlTile*dv)
 	s.krow = grow(s.krow, dk)
-	s.scores = grow(s.scores, 2*ggmlTile)
-	scores := [2]*[ggmlTile]float32{(*[ggmlTile]float32)(s.scores[:ggmlTile]), (*[ggmlTile]float32)(s.scores[ggmlTile:])}
+	s.scores = grow(s.scores, 4*ggmlTile)
+	var scores [4]*[ggmlTile]float32
+	for r := range scores {
+		scores[r] = (*[ggmlTile]float32)(s.scores[r*ggmlTile : (r+1)*ggmlTile])
+	}
 	first, last := j.visible(t0)
 	for t := t0 + 1; t < t1; t++ {
 		f, l := j.visible(t)
@@ -673,35 +676,55 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 			if lo > hi {
 				continue // nothing visible in this tile for this token
 			}
-			// The heads of the group go in pairs for their scores, which share the tile's
-			// loads and run twice the independent chains; each row's arithmetic is its own.
-			for i := 0; i < group; i += 2 {
-				row := (t-t0)*group + i
-				q0, acc0 := j.q[(t*j.heads+g*group+i)*dk:][:dk], s.acc[row*dv:(row+1)*dv]
-				if i+1 == group {
-					if s.tileWeights(row, acc0, scores[0], q0, lo, hi, j.params.Scale) {
-						tileAccumulate(acc0, s.values, scores[0], lo, hi)
-					}
-					continue
+			// The heads of the group go four at a time (then two, then one), which share
+			// the tile's loads; each row's arithmetic is its own.
+			for i := 0; i < group; {
+				n := 4
+				for i+n > group {
+					n /= 2
 				}
-				q1, acc1 := j.q[(t*j.heads+g*group+i+1)*dk:][:dk], s.acc[(row+1)*dv:(row+2)*dv]
-				tileScores2(scores[0], scores[1], q0, q1, s.keys, lo, hi, j.params.Scale)
-				if s.tileSoftmax(row, acc0, scores[0]) {
-					tileAccumulate(acc0, s.values, scores[0], lo, hi)
-				}
-				if s.tileSoftmax(row+1, acc1, scores[1]) {
-					tileAccumulate(acc1, s.values, scores[1], lo, hi)
-				}
+				j.tileRows(s, &scores, t, g, (t-t0)*group+i, i, n, lo, hi)
+				i += n
 			}
 		}
 	}
 }
 
-// tileWeights computes one row's scores over a tile (tileScores) and turns them into its
-// softmax weights (tileSoftmax); false if the row has nothing to add.
-func (s *attnScratch) tileWeights(row int, acc []float32, scores *[ggmlTile]float32, q []float32, lo, hi int, scale float32) bool {
-	tileScores(scores, q, s.keys, lo, hi, scale)
-	return s.tileSoftmax(row, acc, scores)
+// tileRows runs a tile for n (1, 2 or 4) consecutive heads of group g, from head i of
+// token t (its row of s.acc): their scores, each row's softmax step, and the weighted
+// sums of the tile's values for the rows that have any.
+func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, row, i, n, lo, hi int) {
+	dk, dv := j.k.Dim, j.v.Dim
+	var q, acc [4][]float32
+	for r := range n {
+		q[r] = j.q[(t*j.heads+g*j.group+i+r)*dk:][:dk]
+		acc[r] = s.acc[(row+r)*dv:][:dv]
+	}
+	switch n {
+	case 4:
+		tileScores4(scores, &q, s.keys, lo, hi, j.params.Scale)
+	case 2:
+		tileScores2(scores[0], scores[1], q[0], q[1], s.keys, lo, hi, j.params.Scale)
+	default:
+		tileScores(scores[0], q[0], s.keys, lo, hi, j.params.Scale)
+	}
+	all, weighed := true, [4]bool{}
+	for r := range n {
+		weighed[r] = s.tileSoftmax(row+r, acc[r], scores[r])
+		all = all && weighed[r]
+	}
+	switch {
+	case all && n == 4:
+		tileAccumulate4(&acc, s.values, scores, lo, hi)
+	case all && n == 2:
+		tileAccumulate2(acc[0], acc[1], s.values, scores[0], scores[1], lo, hi)
+	default:
+		for r := range n {
+			if weighed[r] {
+				tileAccumulate(acc[r], s.values, scores[r], lo, hi)
+			}
+		}
+	}
 }
 
 // tileSoftmax is ggml's online softmax step for one row (acc its weighted sum of V) and a
@@ -710,10 +733,13 @@ func (s *attnScratch) tileWeights(row int, acc []float32, scores *[ggmlTile]floa
 // scores become their exponentials and are summed 16 at a time. False if every score is
 // −Inf: the row has nothing to add.
 func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]float32) bool {
-	tileMax := float32(math.Inf(-1))
-	for _, sc := range scores {
-		if !(tileMax > sc) {
-			tileMax = sc
+	tileMax, nan := tileMaxOf(scores)
+	if nan {
+		tileMax = float32(math.Inf(-1))
+		for _, sc := range scores {
+			if !(tileMax > sc) {
+				tileMax = sc
+			}
 		}
 	}
 	if tileMax == float32(math.Inf(-1)) {
@@ -737,12 +763,35 @@ func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]floa
 }
 
 // The inner loops of the tiled kernel, as variables: the SIMD build installs vector
-// versions with the same bits (simd_attn_amd64.go). tileScores2 does two query rows at
-// once, each as tileScores would.
+// versions with the same bits (simd_attn_amd64.go). tileScores2, tileAccumulate2 and the
+// 4 forms do two or four query rows at once, each as tileScores and tileAccumulate would.
 var (
 	tileScores, tileExp, tileAccumulate = tileScoresGo, tileExpGo, tileAccumulateGo
-	tileScores2                         = tileScores2Go
+	tileScores2, tileAccumulate2        = tileScores2Go, tileAccumulate2Go
+	tileScores4, tileAccumulate4        = tileScores4Go, tileAccumulate4Go
 )
+
+func tileScores4Go(scores *[4]*[ggmlTile]float32, q *[4][]float32, keys []float32, lo, hi int, scale float32) {
+	for r, sc := range scores {
+		tileScores(sc, q[r], keys, lo, hi, scale)
+	}
+}
+
+func tileAccumulate4Go(acc *[4][]float32, values []float32, weights *[4]*[ggmlTile]float32, lo, hi int) {
+	for r, w := range weights {
+		tileAccumulate(acc[r], values, w, lo, hi)
+	}
+}
+
+// tileMaxOf is the largest of a tile's scores, or nan true when one is a NaN: then the
+// caller's scan decides. The sign of a zero maximum may differ from the scan's (which
+// keeps the last of equal values); no result depends on it.
+var tileMaxOf = func(scores *[ggmlTile]float32) (float32, bool) { return 0, true }
+
+func tileAccumulate2Go(acc0, acc1, values []float32, weights0, weights1 *[ggmlTile]float32, lo, hi int) {
+	tileAccumulate(acc0, values, weights0, lo, hi)
+	tileAccumulate(acc1, values, weights1, lo, hi)
+}
 
 func tileScores2Go(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
 	tileScores(scores0, q0, keys, lo, hi, scale)

@@ -82,6 +82,80 @@ func TestTileKernels(t *testing.T) {
 		tileScores2AVX512(&got0, &got1, q, q1, keys, lo, hi, 0.125)
 		expectBits(t, "AVX-512 pair scores (first)", got0[:], want[:])
 		expectBits(t, "AVX-512 pair scores (second)", got1[:], want1[:])
+		// And the pair accumulation, against the Go loop for each row.
+		weights1, start1 := (*[ggmlTile]float32)(fill(ggmlTile)), fill(dim)
+		wantAcc1 := append([]float32(nil), start1...)
+		tileAccumulateGo(wantAcc1, values, weights1, lo, hi)
+		pair0, pair1 := append([]float32(nil), start...), append([]float32(nil), start1...)
+		tileAccumulate2AVX512(pair0, pair1, values, weights, weights1, lo, hi)
+		expectBits(t, "AVX-512 pair accumulation (first)", pair0, wantAcc)
+		expectBits(t, "AVX-512 pair accumulation (second)", pair1, wantAcc1)
+		// The four-row kernels, each row against the Go loops.
+		var quad [4]*[ggmlTile]float32
+		qs, accs, wantQuad, ws := [4][]float32{}, [4][]float32{}, [4][]float32{}, [4]*[ggmlTile]float32{}
+		for r := range quad {
+			quad[r], qs[r], ws[r] = new([ggmlTile]float32), fill(dim), (*[ggmlTile]float32)(fill(ggmlTile))
+			accs[r] = fill(dim)
+			wantQuad[r] = append([]float32(nil), accs[r]...)
+			tileAccumulateGo(wantQuad[r], values, ws[r], lo, hi)
+		}
+		tileScores4AVX512(&quad, &qs, keys, lo, hi, 0.125)
+		tileAccumulate4AVX512(&accs, values, &ws, lo, hi)
+		for r := range quad {
+			var want [ggmlTile]float32
+			tileScoresGo(&want, qs[r], keys, lo, hi, 0.125)
+			expectBits(t, fmt.Sprintf("AVX-512 quad scores (row %d)", r), quad[r][:], want[:])
+			expectBits(t, fmt.Sprintf("AVX-512 quad accumulation (row %d)", r), accs[r], wantQuad[r])
+		}
+	}
+}
+
+// TestTileMax holds the vector maximum of a tile's scores to the scalar scan: masked
+// edges (−Inf), a fully masked tile, ties, zeros of both signs, and the NaN it hands back.
+func TestTileMax(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(61, 67))
+	scan := func(scores *[ggmlTile]float32) float32 {
+		m := float32(math.Inf(-1))
+		for _, sc := range scores {
+			if !(m > sc) {
+				m = sc
+			}
+		}
+		return m
+	}
+	for c := range 200 {
+		var scores [ggmlTile]float32
+		for r := range scores {
+			scores[r] = float32(rng.NormFloat64() * 10)
+		}
+		switch c % 5 {
+		case 1: // the causal edge
+			for r := rng.IntN(ggmlTile); r < ggmlTile; r++ {
+				scores[r] = float32(math.Inf(-1))
+			}
+		case 2:
+			for r := range scores {
+				scores[r] = float32(math.Inf(-1))
+			}
+		case 3: // the largest value twice, and zeros
+			scores[rng.IntN(ggmlTile)], scores[rng.IntN(ggmlTile)] = 100, 100
+			scores[rng.IntN(ggmlTile)] = float32(math.Copysign(0, -1))
+		case 4:
+			scores[rng.IntN(ggmlTile)] = float32(math.NaN())
+		}
+		got, nan := tileMaxAVX512(&scores)
+		if c%5 == 4 {
+			if !nan {
+				t.Errorf("case %d: a NaN not reported", c)
+			}
+			continue
+		}
+		if want := scan(&scores); nan || got != want {
+			t.Errorf("case %d: max %v (NaN %v), the scan %v", c, got, nan, want)
+		}
 	}
 }
 

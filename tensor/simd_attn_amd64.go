@@ -318,6 +318,14 @@ func tileAccumulateAVX512(acc, values []float32, weights *[ggmlTile]float32, lo,
 		a2.Store((*[16]float32)(a[32:48]))
 		a3.Store((*[16]float32)(a[48:64]))
 	}
+	accumulate16From(acc, values, weights, lo, hi, d)
+}
+
+// accumulate16From is tileAccumulateAVX512's last step: acc's values from d on (a
+// multiple of 16 values) 16 at a time, V's rows len(acc) values apart.
+func accumulate16From(acc, values []float32, weights *[ggmlTile]float32, lo, hi, d int) {
+	dv := len(acc)
+	values = values[:ggmlTile*dv]
 	for ; d+16 <= dv; d += 16 {
 		a := (*[16]float32)(acc[d : d+16])
 		a0 := archsimd.LoadFloat32x16(a)
@@ -329,24 +337,85 @@ func tileAccumulateAVX512(acc, values []float32, weights *[ggmlTile]float32, lo,
 	archsimd.ClearAVXUpperBits()
 }
 
-// tileScores2AVX512 is tileScoresAVX512 for two query rows against the same tile: each
-// key vector loaded once feeds both rows' chains, and the eight independent chains keep
-// both FMA ports busy where four waited on each other's latency: two rows of 64
-// dimensions, 295 ns one after the other, 215 ns as a pair (BenchmarkTileScores).
-func tileScores2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
-	keys = keys[:len(q0)*ggmlTile]
-	q1 = q1[:len(q0)]
-	var a0, a1, a2, a3, b0, b1, b2, b3 archsimd.Float32x16
-	for d, qd := range q0 {
-		k := (*[ggmlTile]float32)(keys[d*ggmlTile : (d+1)*ggmlTile])
-		k0, k1 := archsimd.LoadFloat32x16((*[16]float32)(k[0:16])), archsimd.LoadFloat32x16((*[16]float32)(k[16:32]))
-		k2, k3 := archsimd.LoadFloat32x16((*[16]float32)(k[32:48])), archsimd.LoadFloat32x16((*[16]float32)(k[48:64]))
-		qv, qw := archsimd.BroadcastFloat32x16(qd), archsimd.BroadcastFloat32x16(q1[d])
-		a0, a1, a2, a3 = qv.MulAdd(k0, a0), qv.MulAdd(k1, a1), qv.MulAdd(k2, a2), qv.MulAdd(k3, a3)
-		b0, b1, b2, b3 = qw.MulAdd(k0, b0), qw.MulAdd(k1, b1), qw.MulAdd(k2, b2), qw.MulAdd(k3, b3)
+//go:noescape
+func tileMaxAVX512(scores *[ggmlTile]float32) (max float32, nan bool)
+
+//go:noescape
+func tileAccumulate2Blocks(acc0, acc1, values, w0, w1 *float32, positions, dv int)
+
+// tileAccumulate2AVX512 is tileAccumulateAVX512 for two rows against the same tile's
+// values, each lane still its row's scalar chain over the positions in order: 64 values
+// of both rows at a time in assembly (tileAccumulate2Blocks), where each values vector
+// loaded once feeds both rows and the eight independent chains keep both FMA ports busy
+// (one row's four waited on their own latency, an FMA's four cycles a position), then
+// 16 at a time. len(acc0) is a multiple of 16.
+func tileAccumulate2AVX512(acc0, acc1, values []float32, weights0, weights1 *[ggmlTile]float32, lo, hi int) {
+	dv := len(acc0)
+	acc1, values = acc1[:dv], values[:ggmlTile*dv]
+	d := dv &^ 63
+	if d > 0 {
+		tileAccumulate2Blocks(&acc0[0], &acc1[0], &values[lo*dv], &weights0[lo], &weights1[lo], hi-lo+1, dv)
 	}
-	storeScaled(scores0, a0, a1, a2, a3, scale)
-	storeScaled(scores1, b0, b1, b2, b3, scale)
+	accumulate16From(acc0, values, weights0, lo, hi, d)
+	accumulate16From(acc1, values, weights1, lo, hi, d)
+}
+
+//go:noescape
+func tileAccumulate4Blocks(acc *[4]*float32, values *float32, w *[4]*float32, positions, dv int)
+
+// tileAccumulate4AVX512 is tileAccumulate2AVX512 for four rows (tileAccumulate4Blocks).
+func tileAccumulate4AVX512(acc *[4][]float32, values []float32, weights *[4]*[ggmlTile]float32, lo, hi int) {
+	dv := len(acc[0])
+	values = values[:ggmlTile*dv]
+	d := dv &^ 63
+	if d > 0 {
+		var rows, w [4]*float32
+		for r := range rows {
+			rows[r], w[r] = &acc[r][:dv][0], &weights[r][lo]
+		}
+		tileAccumulate4Blocks(&rows, &values[lo*dv], &w, hi-lo+1, dv)
+	}
+	for r, row := range acc {
+		accumulate16From(row[:dv], values, weights[r], lo, hi, d)
+	}
+}
+
+//go:noescape
+func tileDots4AVX512(scores *[4]*[ggmlTile]float32, q *[4]*float32, keys *float32, dk int, scale float32)
+
+// tileScores4AVX512 is tileScores2AVX512 for four rows (tileDots4AVX512).
+func tileScores4AVX512(scores *[4]*[ggmlTile]float32, q *[4][]float32, keys []float32, lo, hi int, scale float32) {
+	dk := len(q[0])
+	if dk == 0 {
+		tileScores4Go(scores, q, keys, lo, hi, scale)
+		return
+	}
+	_ = keys[dk*ggmlTile-1]
+	var rows [4]*float32
+	for r := range rows {
+		rows[r] = &q[r][:dk][0]
+	}
+	tileDots4AVX512(scores, &rows, &keys[0], dk, scale)
+	for _, sc := range scores {
+		maskTile(sc, lo, hi)
+	}
+}
+
+//go:noescape
+func tileDots2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys *float32, dk int, scale float32)
+
+// tileScores2AVX512 is tileScoresAVX512 for two query rows against the same tile
+// (tileDots2AVX512, in assembly): each key vector loaded once feeds both rows' chains,
+// and the eight independent chains keep both FMA ports busy where four waited on each
+// other's latency. Every lane is the same chain of fused multiply-adds over the
+// dimensions, then the same rounded multiply by the scale.
+func tileScores2AVX512(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
+	if len(q0) == 0 {
+		tileScores2Go(scores0, scores1, q0, q1, keys, lo, hi, scale)
+		return
+	}
+	_, _ = keys[len(q0)*ggmlTile-1], q1[len(q0)-1]
+	tileDots2AVX512(scores0, scores1, &q0[0], &q1[0], &keys[0], len(q0), scale)
 	maskTile(scores0, lo, hi)
 	maskTile(scores1, lo, hi)
 }
