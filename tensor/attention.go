@@ -753,10 +753,13 @@ func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]floa
 		s.sum[row] *= ms
 		s.max[row] = newMax
 	}
-	tileExp(scores, s.max[row])
-	var sum float64
-	for c := 0; c < ggmlTile; c += vecWidth {
-		sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
+	sum, done := tileExpSum(scores, s.max[row])
+	if !done {
+		tileExp(scores, s.max[row])
+		sum = 0
+		for c := 0; c < ggmlTile; c += vecWidth {
+			sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
+		}
 	}
 	s.sum[row] = float32(float64(s.sum[row]) + sum)
 	return true
@@ -782,6 +785,11 @@ func tileAccumulate4Go(acc *[4][]float32, values []float32, weights *[4]*[ggmlTi
 		tileAccumulate(acc[r], values, w, lo, hi)
 	}
 }
+
+// tileExpSum, where the build has it, turns a tile's scores into tileExp's exponentials
+// and returns their float64 sum of sum16s as tileSoftmax adds them, or done false (the
+// scores untouched) for a tile it leaves to them.
+var tileExpSum = func(scores *[ggmlTile]float32, max float32) (float64, bool) { return 0, false }
 
 // tileMaxOf is the largest of a tile's scores, or nan true when one is a NaN: then the
 // caller's scan decides. The sign of a zero maximum may differ from the scan's (which

@@ -87,7 +87,7 @@ func init() {
 	if useAVX512 {
 		tileScores, tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
 		tileScores2, tileAccumulate2, tileMaxOf = tileScores2AVX512, tileAccumulate2AVX512, tileMaxAVX512
-		tileScores4, tileAccumulate4 = tileScores4AVX512, tileAccumulate4AVX512
+		tileScores4, tileAccumulate4, tileExpSum = tileScores4AVX512, tileAccumulate4AVX512, tileExpSumAVX512
 	}
 	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
 	dotTokens2[MXFP4], dotTokens2[Q8_0], dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2

@@ -159,6 +159,64 @@ func TestTileMax(t *testing.T) {
 	}
 }
 
+// TestTileExpSum holds the fused exponentials and sum of a tile to tileExpAVX2 and
+// tileSoftmax's sum16 loop bit for bit: masked edges, the maximum itself (an exponent of
+// 0), differences down to −87 (the smallest exponentials expfAVX2 takes), and the tiles
+// it must hand back untouched (a difference past its range, a NaN).
+func TestTileExpSum(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(71, 73))
+	for c := range 300 {
+		var scores [ggmlTile]float32
+		max := float32(rng.NormFloat64() * 4)
+		for r := range scores {
+			scores[r] = max - float32(rng.Float64()*[]float64{1, 10, 87}[c%3])
+		}
+		scores[rng.IntN(ggmlTile)] = max
+		if c%4 == 1 {
+			for r := rng.IntN(ggmlTile); r < ggmlTile; r++ {
+				scores[r] = float32(math.Inf(-1))
+			}
+		}
+		special := c%10 == 7
+		if special {
+			scores[rng.IntN(ggmlTile)] = []float32{max - 120, float32(math.NaN())}[c%20/10]
+		}
+		want := scores
+		tileExpAVX2(&want, max)
+		var wantSum float64
+		for i := 0; i < ggmlTile; i += vecWidth {
+			wantSum += float64(sum16((*[vecWidth]float32)(want[i : i+vecWidth])))
+		}
+		got := scores
+		sum, ok := tileExpSumAVX512(&got, max)
+		if special {
+			if ok || !reflect.DeepEqual(math32Bits(got[:]), math32Bits(scores[:])) {
+				t.Errorf("case %d: a tile out of range taken (ok %v) or changed", c, ok)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("case %d: handed back", c)
+			continue
+		}
+		expectBits(t, fmt.Sprintf("case %d exponentials", c), got[:], want[:])
+		if math.Float64bits(sum) != math.Float64bits(wantSum) {
+			t.Errorf("case %d: sum %v, want %v", c, sum, wantSum)
+		}
+	}
+}
+
+func math32Bits(x []float32) []uint32 {
+	b := make([]uint32, len(x))
+	for i, v := range x {
+		b[i] = math.Float32bits(v)
+	}
+	return b
+}
+
 // BenchmarkTileScores is the tiled attention's scores for two query rows of 64 dimensions
 // against one tile, row by row and as a pair.
 func BenchmarkTileScores(b *testing.B) {

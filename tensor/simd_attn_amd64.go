@@ -338,6 +338,9 @@ func accumulate16From(acc, values []float32, weights *[ggmlTile]float32, lo, hi,
 }
 
 //go:noescape
+func tileExpSumAVX512(scores *[ggmlTile]float32, max float32) (sum float64, ok bool)
+
+//go:noescape
 func tileMaxAVX512(scores *[ggmlTile]float32) (max float32, nan bool)
 
 //go:noescape

@@ -287,3 +287,105 @@ rows4:
 	JNZ  block4
 	CLEAR_HIGH
 	RET
+
+// expfAVX2's constants (ggml_v_expf), broadcast.
+DATA tileExpConsts<>+0(SB)/4, $0x3fb8aa3b  // log2(e), 0x1.715476p+0
+DATA tileExpConsts<>+4(SB)/4, $0x4b400000  // 0x1.8p23, the rounding shift
+DATA tileExpConsts<>+8(SB)/4, $0x3f317200  // 0x1.62e4p-1
+DATA tileExpConsts<>+12(SB)/4, $0x35bfbe8e // 0x1.7f7d1cp-20
+DATA tileExpConsts<>+16(SB)/4, $0x3c072010 // c5 0x1.0e4020p-7
+DATA tileExpConsts<>+20(SB)/4, $0x3d2b9f17 // c4 0x1.573e2ep-5
+DATA tileExpConsts<>+24(SB)/4, $0x3e2aaf33 // c3 0x1.555e66p-3
+DATA tileExpConsts<>+28(SB)/4, $0x3efffedb // c2 0x1.fffdb6p-2
+DATA tileExpConsts<>+32(SB)/4, $0x3f7ffff6 // c1 0x1.ffffecp-1
+DATA tileExpConsts<>+36(SB)/4, $0x3f800000 // 1
+DATA tileExpConsts<>+40(SB)/4, $0x42fc0000 // 126, the range expfAVX2 covers
+DATA tileExpConsts<>+44(SB)/4, $0xff800000 // −Inf, a masked position
+DATA tileExpConsts<>+48(SB)/4, $127        // the exponent bias
+GLOBL tileExpConsts<>(SB), RODATA|NOPTR, $52
+
+// EXP16 turns the 16 scores in v into expfAVX2(v − max) (max in Z20), 0 where a score is
+// −Inf, and ORs into K7 the lanes expfAVX2 leaves to the scalar code (|n| > 126 other than
+// a masked lane, or a NaN). Z28 holds 126, Z29 −Inf, Z31 zeros; scratch: Z21-Z27, K1-K3.
+#define EXP16(v) \
+	VSUBPS        Z20, v, v; \
+	VBROADCASTSS  tileExpConsts<>+4(SB), Z22; \
+	VMOVAPS       Z22, Z21; \
+	VFMADD231PS.BCST tileExpConsts<>+0(SB), v, Z21; \
+	VSUBPS        Z22, Z21, Z21; \
+	VCMPPS        $0x1E, Z28, Z21, K1; \
+	VCMPPS        $3, Z21, Z21, K2; \
+	KORW          K1, K2, K1; \
+	VPXORD        Z23, Z23, Z23; \
+	VSUBPS        Z21, Z23, Z23; \
+	VCMPPS        $0x1E, Z28, Z23, K2; \
+	VCMPPS        $0, Z29, v, K3; \
+	KANDNW        K2, K3, K2; \
+	KORW          K1, K2, K1; \
+	KORW          K1, K7, K7; \
+	VMOVAPS       v, Z24; \
+	VFMADD231PS.BCST tileExpConsts<>+8(SB), Z23, Z24; \
+	VMOVAPS       Z24, Z25; \
+	VFMADD231PS.BCST tileExpConsts<>+12(SB), Z23, Z25; \
+	VMULPS        Z25, Z25, Z26; \
+	VBROADCASTSS  tileExpConsts<>+20(SB), Z22; \
+	VFMADD231PS.BCST tileExpConsts<>+16(SB), Z25, Z22; \
+	VBROADCASTSS  tileExpConsts<>+28(SB), Z24; \
+	VFMADD231PS.BCST tileExpConsts<>+24(SB), Z25, Z24; \
+	VFMADD213PS   Z24, Z26, Z22; \
+	VBROADCASTSS  tileExpConsts<>+36(SB), Z24; \
+	VFMADD231PS.BCST tileExpConsts<>+32(SB), Z25, Z24; \
+	VFMADD213PS   Z24, Z26, Z22; \
+	VCVTPS2DQ     Z21, Z27; \
+	VPADDD.BCST   tileExpConsts<>+48(SB), Z27, Z27; \
+	VPSLLD        $23, Z27, Z27; \
+	VMULPS        Z27, Z22, v; \
+	VMOVAPS       Z31, K3, v
+
+// SUM16 adds v's lanes as sum16 does (high eight onto low eight, high four onto low four,
+// then (0+2)+(1+3)) and adds the result, widened, to X30 (float64).
+#define SUM16(v, vY, vX) \
+	VEXTRACTF64X4 $1, v, Y21; \
+	VADDPS        Y21, vY, Y21; \
+	VEXTRACTF32X4 $1, Y21, X22; \
+	VADDPS        X22, X21, X21; \
+	VPERMILPS     $0x4E, X21, X22; \
+	VADDPS        X22, X21, X21; \
+	VMOVSHDUP     X21, X22; \
+	VADDSS        X22, X21, X21; \
+	VCVTSS2SD     X21, X21, X21; \
+	VADDSD        X21, X30, X30
+
+// func tileExpSumAVX512(scores *[ggmlTile]float32, max float32) (sum float64, ok bool)
+//
+// tileExp's exponentials of the tile in place and the float64 sum of its four sum16s, in
+// order; ok false (scores untouched) when a lane needs expfAVX2's scalar finish.
+TEXT ·tileExpSumAVX512(SB), NOSPLIT, $0-25
+	MOVQ         scores+0(FP), SI
+	VBROADCASTSS max+8(FP), Z20
+	VBROADCASTSS tileExpConsts<>+40(SB), Z28
+	VBROADCASTSS tileExpConsts<>+44(SB), Z29
+	VPXORD       Z31, Z31, Z31
+	KXORW        K7, K7, K7
+	LOAD4((SI), 64(SI), 128(SI), 192(SI), Z0, Z1, Z2, Z3)
+	EXP16(Z0)
+	EXP16(Z1)
+	EXP16(Z2)
+	EXP16(Z3)
+	KORTESTW     K7, K7
+	JNZ          special
+	STORE4(Z0, Z1, Z2, Z3, SI)
+	VPXORD       X30, X30, X30
+	SUM16(Z0, Y0, X0)
+	SUM16(Z1, Y1, X1)
+	SUM16(Z2, Y2, X2)
+	SUM16(Z3, Y3, X3)
+	VMOVSD       X30, sum+16(FP)
+	MOVB         $1, ok+24(FP)
+	CLEAR_HIGH
+	RET
+
+special:
+	MOVB $0, ok+24(FP)
+	CLEAR_HIGH
+	RET
