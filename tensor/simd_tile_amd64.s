@@ -27,6 +27,12 @@
 	VMOVUPS mem2, c; \
 	VMOVUPS mem3, d
 
+#define SCALE4(s, a, b, c, d) \
+	VMULPS s, a, a; \
+	VMULPS s, b, b; \
+	VMULPS s, c, c; \
+	VMULPS s, d, d
+
 #define STORE4(a, b, c, d, reg) \
 	VMOVUPS a, (reg); \
 	VMOVUPS b, 64(reg); \
@@ -43,14 +49,7 @@ TEXT ·tileDots2AVX512(SB), NOSPLIT, $0-52
 	MOVQ   q1+24(FP), BX
 	MOVQ   keys+32(FP), SI
 	MOVQ   dk+40(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	ZERO_Z0_7
 
 dims:
 	LOAD4((SI), 64(SI), 128(SI), 192(SI), Z16, Z17, Z18, Z19)
@@ -64,14 +63,8 @@ dims:
 	JNZ  dims
 
 	VBROADCASTSS scale+48(FP), Z20
-	VMULPS       Z20, Z0, Z0
-	VMULPS       Z20, Z1, Z1
-	VMULPS       Z20, Z2, Z2
-	VMULPS       Z20, Z3, Z3
-	VMULPS       Z20, Z4, Z4
-	VMULPS       Z20, Z5, Z5
-	VMULPS       Z20, Z6, Z6
-	VMULPS       Z20, Z7, Z7
+	SCALE4(Z20, Z0, Z1, Z2, Z3)
+	SCALE4(Z20, Z4, Z5, Z6, Z7)
 	MOVQ         scores0+0(FP), DI
 	MOVQ         scores1+8(FP), DX
 	STORE4(Z0, Z1, Z2, Z3, DI)
@@ -166,12 +159,6 @@ TEXT ·tileMaxAVX512(SB), NOSPLIT, $0-13
 	VFMADD231PS Z23, Z18, Z14; \
 	VFMADD231PS Z23, Z19, Z15
 
-#define SCALE4(s, a, b, c, d) \
-	VMULPS s, a, a; \
-	VMULPS s, b, b; \
-	VMULPS s, c, c; \
-	VMULPS s, d, d
-
 // func tileDots4AVX512(scores *[4]*[ggmlTile]float32, q *[4]*float32, keys *float32, dk int, scale float32)
 //
 // tileDots2AVX512 for four query rows.
@@ -183,22 +170,8 @@ TEXT ·tileDots4AVX512(SB), NOSPLIT, $0-36
 	MOVQ   24(DX), R9
 	MOVQ   keys+16(FP), SI
 	MOVQ   dk+24(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO_Z0_7
+	ZERO_Z8_15
 
 dims4:
 	LOAD4((SI), 64(SI), 128(SI), 192(SI), Z16, Z17, Z18, Z19)
