@@ -177,21 +177,13 @@ func testRepackedTokens(t *testing.T, p *Pool, rng *rand.Rand, typ Type, referen
 	}
 }
 
-// TestPackedQ4KExtremes checks the packed Q4_K kernels (simd_packed_amd64.s) where their
-// float sums are closest to losing exactness: raw blocks of random bytes (every scale and
-// min pattern), and blocks whose values are all 15 with every scale and min 63 against
-// activations of -128 or -127 and 127 or 126, the largest integer sums there are, and
-// odd; 9 tokens take the four-token kernels and the one-token one, in gemm's arithmetic
-// and gemv's.
-func TestPackedQ4KExtremes(t *testing.T) {
-	f := packedFormats[Q4_K]
-	if f == nil {
-		t.Skip("no packed Q4_K kernels on this CPU or build")
-	}
-	const rows, n, count = 24, 512, 9
-	rng := rand.New(rand.NewPCG(7, 8))
-	const rb, ab = n / qkK * 144, n / qkK * 292
-	data := make([]byte, rows*rb)
+// q4KExtremeOperands makes rows Q4_K rows of n values and count Q8_K activation vectors
+// where the repacked arithmetic's sums are largest: raw blocks of random bytes (every scale
+// and min pattern), every third block all 15s with every scale and min 63, and activations
+// of -128 or -127 (vector 0, 3, …), 127 or 126 (1, 4, …) or anything (2, 5, …).
+func q4KExtremeOperands(rng *rand.Rand, rows, n, count int) (data []byte, acts [][]byte) {
+	rb, ab := n/qkK*144, n/qkK*292
+	data = make([]byte, rows*rb)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
@@ -205,7 +197,7 @@ func TestPackedQ4KExtremes(t *testing.T) {
 			}
 		}
 	}
-	acts := make([][]byte, count)
+	acts = make([][]byte, count)
 	for i := range acts {
 		a := make([]byte, ab)
 		for b := range n / qkK {
@@ -231,6 +223,23 @@ func TestPackedQ4KExtremes(t *testing.T) {
 		}
 		acts[i] = a
 	}
+	return data, acts
+}
+
+// TestPackedQ4KExtremes checks the packed Q4_K kernels (simd_packed_amd64.s) where their
+// float sums are closest to losing exactness: raw blocks of random bytes (every scale and
+// min pattern), and blocks whose values are all 15 with every scale and min 63 against
+// activations of -128 or -127 and 127 or 126, the largest integer sums there are, and
+// odd; 9 tokens take the four-token kernels and the one-token one, in gemm's arithmetic
+// and gemv's.
+func TestPackedQ4KExtremes(t *testing.T) {
+	f := packedFormats[Q4_K]
+	if f == nil {
+		t.Skip("no packed Q4_K kernels on this CPU or build")
+	}
+	const rows, n, count = 24, 512, 9
+	const rb = n / qkK * 144
+	data, acts := q4KExtremeOperands(rand.New(rand.NewPCG(7, 8)), rows, n, count)
 	m, err := NewMatrix(Q4_K, []int64{n, rows}, data)
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +260,34 @@ func TestPackedQ4KExtremes(t *testing.T) {
 				want := repackedQ4KDot(n, data[r*rb:], acts[i], chunk)
 				if got := out[i][r]; math.Float32bits(got) != math.Float32bits(want) {
 					t.Fatalf("matmul %v, token %d, row %d: %v, want %v", matmul, i, r, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestRepackedQ4KRowsExtremes checks Q4_K's one-token kernel in gemv's arithmetic (the
+// four-row kernel where the CPU has it, with the one-row kernel for the last rows mod 4) on
+// q4KExtremeOperands, bit for bit against repackedQ4KDot, for 1 to 13 rows and 1 to 9
+// super-blocks.
+func TestRepackedQ4KRowsExtremes(t *testing.T) {
+	rows1 := repackedKernels[Q4_K]
+	if rows1 == nil {
+		t.Skip("no repacked Q4_K kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{256, 512, 2048, 2304} {
+		for rows := 1; rows <= 13; rows++ {
+			data, acts := q4KExtremeOperands(rng, rows, n, 3)
+			rb := n / qkK * 144
+			for i, a := range acts {
+				out := make([]float32, rows)
+				rows1(n, data, a, out)
+				for r := range rows {
+					want := repackedQ4KDot(n, data[r*rb:], a, qkK)
+					if got := out[r]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("n %d, %d rows, vector %d, row %d: %v, want %v", n, rows, i, r, got, want)
+					}
 				}
 			}
 		}

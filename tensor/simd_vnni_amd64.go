@@ -3,6 +3,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"simd/archsimd"
 	"unsafe"
 )
@@ -25,6 +26,8 @@ import (
 var (
 	useVNNI = archsimd.X86.AVX512() && archsimd.X86.AVX512VNNI()
 	useGFNI = useVNNI && archsimd.X86.AVX512GFNI()
+	// useQ4KRows4: the four-row Q4_K kernel also needs VBMI (VPERMB).
+	useQ4KRows4 = useGFNI && archsimd.X86.AVX512VBMI()
 )
 
 // Constant vectors of the assembly kernels (loaded once per call).
@@ -74,6 +77,52 @@ var (
 	// q4KPairLanes makes VPERMPS spread a pair of blocks' [dA, dminA, dB, dminB] to
 	// [dA ×4, dB ×4, dminA ×4, dminB ×4], the repacked one-token kernel's lanes.
 	q4KPairLanes = [16]uint32{0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3}
+	// The four-row kernel's constants (dotQ4_KRepackedRows4GFNI). q4K4Decode is the
+	// scale decoding's five vectors (q4KPickLo, q4KShift, q4KMaskLo, q4KPickHi, q4KMaskHi)
+	// repeated in the four 128-bit lanes, for memory operands.
+	q4K4Decode = func() (v [5][64]byte) {
+		for i, c := range [5]any{q4KPickLo, q4KShift, q4KMaskLo, q4KPickHi, q4KMaskHi} {
+			var lane [16]byte
+			if _, err := binary.Encode(lane[:], binary.LittleEndian, c); err != nil {
+				panic(err)
+			}
+			for l := range 4 {
+				copy(v[i][16*l:], lane[:])
+			}
+		}
+		return v
+	}()
+	// q4K4ScaleWords[2r+p] makes a zero-masked VPERMB put row r's scales (bytes 0-7 of lane
+	// r of the decoded scales) as words where the packed dword sums of half p (sub-blocks
+	// 4p to 4p+3) meet them: lanes 0 and 1 hold sub-blocks 4p and 4p+1 four words each,
+	// lanes 2 and 3 sub-blocks 4p+2 and 4p+3. (The odd bytes are masked off.)
+	q4K4ScaleWords = func() (idx [8][64]byte) {
+		for r := range 4 {
+			for p := range 2 {
+				for i := range 32 {
+					lane, k := i/8, i%8
+					idx[2*r+p][2*i] = byte(16*r + 4*p + 2*(lane/2) + k/4)
+				}
+			}
+		}
+		return idx
+	}()
+	// q4K4MinWords[h] makes VPSHUFB widen mins 4h to 4h+3 of each lane's row to word pairs
+	// (m m, one per bsum of its 32 values).
+	q4K4MinWords = func() (idx [2][64]byte) {
+		for h := range idx {
+			for i := range 32 {
+				idx[h][2*i], idx[h][2*i+1] = byte(8+4*h+i%8/2), 0x80
+			}
+		}
+		return idx
+	}()
+	// q4K4DLanes makes VPERMPS spread the four rows' converted [d, dmin] pairs to
+	// [d, d, dmin, dmin] in lane r; q4K4OutLanes gathers lane r's first float to float r.
+	q4K4DLanes   = [16]uint32{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
+	q4K4OutLanes = [16]uint32{0, 4, 8, 12}
+	// q4KHighNibbles is highNibble for VPBROADCASTQ: every byte's high nibble moved down.
+	q4KHighNibbles uint64 = highNibble
 	// q6KHighBitsLo/Hi shift Q6_K's qh (32 bytes broadcast to both halves) so that the two
 	// high bits of a value land on bits 4-5 of its byte: for the low nibbles of ql's first
 	// and second 32 bytes, bits 0-1 and 2-3 of qh (left by 4 and 2); for the high nibbles,
@@ -147,6 +196,12 @@ func dotQ4_KRepackedRowsVNNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *f
 
 //go:noescape
 func dotQ4_KRepackedRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *float32)
+
+// dotQ4_KRepackedRows4GFNI is dotQ4_KRepackedRowsGFNI for groups of four consecutive
+// rows (needs VBMI for VPERMB as well): out[4g+r] for row r of group g.
+//
+//go:noescape
+func dotQ4_KRepackedRows4GFNI(w, a unsafe.Pointer, nb, groups, rowBytes int, out *float32)
 
 //go:noescape
 func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
@@ -252,5 +307,21 @@ func vnniDotTokens4(rows func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 [
 	return func(n int, w, a0, a1, a2, a3 []byte) (out [4]float32) {
 		rows(n, w, len(w), a0, a1, a2, a3, out[0:1], out[1:2], out[2:3], out[3:4])
 		return out
+	}
+}
+
+// dotQ4_KRepackedRowsGrouped is dotQ4_KRepackedRowsOne with the rows in fours on
+// dotQ4_KRepackedRows4GFNI (the last len(out) mod 4 on the one-row kernel): the same bits,
+// about half the instructions a row.
+func dotQ4_KRepackedRowsGrouped(n int, rows, a []byte, out []float32) {
+	nb, groups := n/qkK, len(out)/4
+	if nb == 0 || groups == 0 {
+		dotQ4_KRepackedRowsOne(n, rows, a, out)
+		return
+	}
+	rb := nb * q4KShape.bytes
+	dotQ4_KRepackedRows4GFNI(unsafe.Pointer(&rows[:4*groups*rb][0]), unsafe.Pointer(&a[:nb*q4KShape.actBytes][0]), nb, groups, rb, &out[0])
+	if rest := 4 * groups; rest < len(out) {
+		dotQ4_KRepackedRowsOne(n, rows[rest*rb:], a, out[rest:])
 	}
 }

@@ -556,3 +556,177 @@ q6k4block:
 	TOKENS4_ROWS_END(q6k4row)
 	CLEAR_HIGH
 	RET
+
+// Q4_K in gemv's arithmetic, four rows at a time (dotQ4_KRepackedRows4GFNI): the rows
+// kernel above spends most of its shuffles on per-row work that four rows can share. Per
+// block, the four rows' scale bytes are decoded at once (row r in 128-bit lane r of Z5),
+// their mins' sums come from one VPMADDWD pair against the bsums, their d and dmin from
+// one conversion, and their sixteen-lane integer sums are folded to one lane each by a
+// shared tree. Each row's 128 nibble bytes are read as two 64-byte halves: the low nibbles
+// (VPANDD) hold sub-blocks 0 and 2 (4 and 6), the high ones (GFNI, Z30) 1 and 3 (5 and 7),
+// against the activations rearranged to match once per block for all four rows (Z1-Z4).
+// VPDPBUSD sums four products to a dword (at most 4·15·128 in magnitude, so VPACKSSDW
+// keeps it exact) and VPMADDWD/VPDPWSSD multiply the packed words by their sub-blocks'
+// scales (VPERMB from Z5, index Z16+2r and Z17+2r, the odd bytes zeroed by K1). The block
+// totals I and M are the repacked kernel's exact integers, so the float steps (one FMA
+// each, lane r of Z0: [I-acc, ·, M-acc, ·]) give its bits. Registers: Z0 the sums, Z1-Z4
+// activations, Z5 scales, Z6 d·yd and dmin·yd, Z7 mins' sums, Z8-Z11 the rows' integer
+// sums, Z12-Z15 and Z24-Z28 scratch, Z29 d's lane index, Z30 the high-nibble matrix, Z31
+// the nibble mask; R8-R10 rows 1-3 of the block in SI, BX the row stride, R13 three.
+
+// Q4K4_ROW leaves in sum row's integer sums of the block at (row) against Z1-Z4.
+#define Q4K4_ROW(row, sum, idxLo, idxHi) \
+	VMOVDQU64      16(row), Z12; \
+	VMOVDQU64      80(row), Z13; \
+	VPANDD         Z31, Z12, Z14; \
+	VGF2P8AFFINEQB $0, Z30, Z12, Z12; \
+	VPANDD         Z31, Z13, Z15; \
+	VGF2P8AFFINEQB $0, Z30, Z13, Z13; \
+	VPXORD         Z24, Z24, Z24; \
+	VPDPBUSD       Z1, Z14, Z24; \
+	VPXORD         Z25, Z25, Z25; \
+	VPDPBUSD       Z2, Z12, Z25; \
+	VPXORD         Z26, Z26, Z26; \
+	VPDPBUSD       Z3, Z15, Z26; \
+	VPXORD         Z27, Z27, Z27; \
+	VPDPBUSD       Z4, Z13, Z27; \
+	VPACKSSDW      Z25, Z24, Z24; \
+	VPACKSSDW      Z27, Z26, Z26; \
+	VPERMB.Z       Z5, idxLo, K1, Z25; \
+	VPERMB.Z       Z5, idxHi, K1, Z27; \
+	VPMADDWD       Z25, Z24, sum; \
+	VPDPWSSD       Z27, Z26, sum
+
+// Q4K4_PREFETCH asks for the lines of row's block two groups on (R15 = eight rows ahead)
+// into L2, and those 512 bytes on in the row into L1, as PREFETCH_AHEAD and PREFETCH_NEAR
+// do for the one-row kernels. Out-of-cache Q4_K [2048 → 768] mat-vecs, ten alternating
+// runs on the build machine, medians (1 / 2 threads): no prefetch 7.4 / 14.9 GB/s, L1 only
+// 9.3 / 17.5, L2 only (four or eight rows ahead) 12.2-14.1 / 23.3-25.9, both 13.5-13.7 /
+// 24.7-25.3 (the one-row kernel 12.9-13.0 / 24.0-24.1); a linear stream of L2 prefetches
+// over the group, 8 KiB on, did no better.
+#define Q4K4_PREFETCH(row) \
+	PREFETCHT1 (row)(R15*1); \
+	PREFETCHT1 64(row)(R15*1); \
+	PREFETCHT1 128(row)(R15*1); \
+	PREFETCHT0 512(row); \
+	PREFETCHT0 576(row); \
+	PREFETCHT0 640(row)
+
+// func dotQ4_KRepackedRows4GFNI(w, a unsafe.Pointer, nb, groups, rowBytes int, out *float32)
+TEXT ·dotQ4_KRepackedRows4GFNI(SB), NOSPLIT, $0-48
+	VBROADCASTI64X4 ·nibbleMask(SB), Z31
+	VPBROADCASTQ    ·q4KHighNibbles(SB), Z30
+	VMOVDQU64       ·q4K4DLanes(SB), Z29
+	VMOVDQU64       ·q4K4ScaleWords+0(SB), Z16
+	VMOVDQU64       ·q4K4ScaleWords+64(SB), Z17
+	VMOVDQU64       ·q4K4ScaleWords+128(SB), Z18
+	VMOVDQU64       ·q4K4ScaleWords+192(SB), Z19
+	VMOVDQU64       ·q4K4ScaleWords+256(SB), Z20
+	VMOVDQU64       ·q4K4ScaleWords+320(SB), Z21
+	VMOVDQU64       ·q4K4ScaleWords+384(SB), Z22
+	VMOVDQU64       ·q4K4ScaleWords+448(SB), Z23
+	MOVQ            $0x5555555555555555, AX
+	KMOVQ           AX, K1
+	MOVQ            rowBytes+32(FP), BX
+	LEAQ            (BX)(BX*2), R13
+	LEAQ            (BX*8), R15
+	MOVQ            w+0(FP), R12
+	MOVQ            groups+24(FP), R14
+	MOVQ            out+40(FP), R11
+
+q4k4group:
+	MOVQ   R12, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VPXORD Z0, Z0, Z0
+
+q4k4block:
+	LEAQ (SI)(BX*1), R8
+	LEAQ (SI)(BX*2), R9
+	LEAQ (SI)(R13*1), R10
+	Q4K4_PREFETCH(SI)
+	Q4K4_PREFETCH(R8)
+	Q4K4_PREFETCH(R9)
+	Q4K4_PREFETCH(R10)
+
+	// The activations as the nibble halves meet them: [0-31 | 64-95], [32-63 | 96-127], …
+	VMOVDQU      4(DI), Y1
+	VINSERTI64X4 $1, 68(DI), Z1, Z1
+	VMOVDQU      36(DI), Y2
+	VINSERTI64X4 $1, 100(DI), Z2, Z2
+	VMOVDQU      132(DI), Y3
+	VINSERTI64X4 $1, 196(DI), Z3, Z3
+	VMOVDQU      164(DI), Y4
+	VINSERTI64X4 $1, 228(DI), Z4, Z4
+
+	// The four rows' scale bytes, decoded as Q4K_DECODE does, to [sc0..7, m0..7] a lane.
+	VMOVDQU      4(SI), X5
+	VINSERTI32X4 $1, 4(R8), Z5, Z5
+	VINSERTI32X4 $2, 4(R9), Z5, Z5
+	VINSERTI32X4 $3, 4(R10), Z5, Z5
+	VPSHUFB      ·q4K4Decode+0(SB), Z5, Z12
+	VPSRLVD      ·q4K4Decode+64(SB), Z12, Z12
+	VPANDD       ·q4K4Decode+128(SB), Z12, Z12
+	VPSHUFB      ·q4K4Decode+192(SB), Z5, Z5
+	VPSRLD       $2, Z5, Z5
+	VPTERNLOGD   $0xEC, ·q4K4Decode+256(SB), Z12, Z5
+
+	// Mins' sums: lane r gets four dwords adding up to Σ m_j·(bsum_2j + bsum_2j+1).
+	VPSHUFB         ·q4K4MinWords+0(SB), Z5, Z12
+	VPSHUFB         ·q4K4MinWords+64(SB), Z5, Z13
+	VBROADCASTI32X4 260(DI), Z14
+	VBROADCASTI32X4 276(DI), Z15
+	VPMADDWD        Z14, Z12, Z7
+	VPMADDWD        Z15, Z13, Z13
+	VPADDD          Z13, Z7, Z7
+
+	// [d·yd, d·yd, dmin·yd, dmin·yd] for row r in lane r.
+	VMOVD        (SI), X6
+	VPINSRD      $1, (R8), X6, X6
+	VPINSRD      $2, (R9), X6, X6
+	VPINSRD      $3, (R10), X6, X6
+	VCVTPH2PS    X6, Y6
+	VPERMPS      Z6, Z29, Z6
+	VMULPS.BCST  (DI), Z6, Z6
+
+	Q4K4_ROW(SI, Z8, Z16, Z17)
+	Q4K4_ROW(R8, Z9, Z18, Z19)
+	Q4K4_ROW(R9, Z10, Z20, Z21)
+	Q4K4_ROW(R10, Z11, Z22, Z23)
+
+	// Fold each row's sixteen dwords to four in its lane, then beside the mins' four
+	// to [I, I, M, M].
+	VSHUFI64X2  $0x44, Z9, Z8, Z12
+	VSHUFI64X2  $0xEE, Z9, Z8, Z13
+	VPADDD      Z13, Z12, Z12
+	VSHUFI64X2  $0x44, Z11, Z10, Z13
+	VSHUFI64X2  $0xEE, Z11, Z10, Z14
+	VPADDD      Z14, Z13, Z13
+	VSHUFI64X2  $0x88, Z13, Z12, Z14
+	VSHUFI64X2  $0xDD, Z13, Z12, Z15
+	VPADDD      Z15, Z14, Z14
+	VPUNPCKLQDQ Z7, Z14, Z12
+	VPUNPCKHQDQ Z7, Z14, Z13
+	VPADDD      Z13, Z12, Z12
+	VPSHUFD     $0xB1, Z12, Z13
+	VPADDD      Z13, Z12, Z12
+	VCVTDQ2PS   Z12, Z12
+	VFMADD231PS Z6, Z12, Z0
+
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q4k4block
+
+	// Row r's result, I-acc − M-acc, from lane r to out[r].
+	VPSRLDQ   $8, Z0, Z12
+	VSUBPS    Z12, Z0, Z0
+	VMOVDQU64 ·q4K4OutLanes(SB), Z12
+	VPERMPS   Z0, Z12, Z0
+	VMOVUPS   X0, (R11)
+	ADDQ      $16, R11
+	LEAQ      (R12)(BX*4), R12
+	DECQ      R14
+	JNZ       q4k4group
+	CLEAR_HIGH
+	RET
