@@ -37,6 +37,7 @@ type benchCmd struct {
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
 	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32 with float64 dot products; slower prompts, decoding no faster)." group:"bench"`
 	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
+	SER         []string `name:"smart-expert-reduction" sep:"none" placeholder:"KMIN,T,..." help:"-ser: smart expert reduction settings to test, as ik_llama.cpp's llama-bench: pairs KMIN,T (6,0.5,4,1 is two; -1,0 is off). Each row then also shows what its setting costs on a fixed English text against no SER: perplexity, mean KL divergence of the next-token distributions and how often the top token stays the same." group:"bench"`
 	Roofline    bool     `name:"roofline" help:"For each tg test on the CPU, measure the stream-read bandwidth before and after every repetition and report on stderr the memory-bandwidth roofline (bandwidth / bytes read per token) and the share of it reached." group:"bench"`
 
 	placementFlags `embed:""`
@@ -54,6 +55,7 @@ type benchConfig struct {
 	flags   placementFlags // with single -b, -ub, -ctk, -ctv values
 	rules   placement.Rules
 	threads int
+	ser     *benchSER // nil: no -ser given (off, no quality columns)
 }
 
 func (c *benchCmd) Run(e *env) error {
@@ -107,10 +109,19 @@ func (c *benchCmd) Run(e *env) error {
 	p := newBenchPrinter(c.Output, e.stdout, configs)
 	p.header()
 	for _, cfg := range configs {
+		var quality *serQuality
+		if cfg.ser != nil {
+			if quality, err = r.serQuality(cfg); err != nil {
+				return err
+			}
+		}
 		for _, t := range tests {
 			res, err := r.run(cfg, t)
 			if err != nil {
 				return err
+			}
+			if cfg.ser != nil {
+				res.SER, res.SERQuality = cfg.ser.label, quality
 			}
 			if err := p.row(res); err != nil {
 				return err
@@ -146,8 +157,8 @@ func benchTests(prompts, gens, depths []int) []benchTest {
 	return tests
 }
 
-// configs expands the lists of -b, -ub, -ctk, -ctv and -t in llama-bench's nesting order
-// (threads innermost) and reads each combination's placement rules, so that a bad value is
+// configs expands the lists of -b, -ub, -ctk, -ctv, -ser and -t in llama-bench's nesting
+// order (threads innermost) and reads each combination's placement rules, so that a bad value is
 // reported before anything runs.
 func (c *benchCmd) configs() ([]benchConfig, error) {
 	batches, err := rangeValues("-b", c.BatchSize)
@@ -165,6 +176,17 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 	if len(threads) == 0 {
 		threads = []int{tensor.DefaultThreads()}
 	}
+	sers, err := parseSERList(c.SER)
+	if err != nil {
+		return nil, err
+	}
+	serOptions := []*benchSER{nil}
+	if len(sers) > 0 {
+		serOptions = serOptions[:0]
+		for i := range sers {
+			serOptions = append(serOptions, &sers[i])
+		}
+	}
 	var configs []benchConfig
 	for _, b := range batches {
 		for _, ub := range ubatches {
@@ -177,8 +199,10 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 						return nil, err
 					}
 					rules.Parallel = 1 // one sequence, as llama-bench
-					for _, t := range threads {
-						configs = append(configs, benchConfig{flags: flags, rules: rules, threads: t})
+					for _, ser := range serOptions {
+						for _, t := range threads {
+							configs = append(configs, benchConfig{flags: flags, rules: rules, threads: t, ser: ser})
+						}
 					}
 				}
 			}
@@ -272,6 +296,8 @@ type benchRunner struct {
 	stderr io.Writer // where each test's per-device account goes
 	// mapsWeights is whether a test computed on views of the file's mapping.
 	mapsWeights bool
+	// serBase holds the quality text's logits without SER, per placement and threads.
+	serBase map[string][]float32
 }
 
 // run runs one test with a configuration as llama-bench does: the model placed with the
@@ -286,7 +312,11 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	m := openMachine(r.stderr, cfg.threads, rules)
 	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, Attention: r.cmd.Attention, placementFlags: cfg.flags}
-	ctx, plan, err := place.newContext(m, r.f, rules, moe.SER{})
+	var ser moe.SER
+	if cfg.ser != nil {
+		ser = cfg.ser.ser
+	}
+	ctx, plan, err := place.newContext(m, r.f, rules, ser)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -438,6 +468,9 @@ type benchResult struct {
 	StddevTS      float64   `json:"stddev_ts"`
 	SamplesNS     []uint64  `json:"samples_ns"`
 	SamplesTS     []float64 `json:"samples_ts"`
+	// With -ser: the setting (ik_llama.cpp's field) and what it costs (bench_ser.go).
+	SER        string      `json:"ser,omitempty"`
+	SERQuality *serQuality `json:"ser_quality,omitempty"`
 }
 
 // summarize computes the samples' tokens/s and the means and standard deviations, as
@@ -678,10 +711,22 @@ func markdownColumns(configs []benchConfig) []markdownColumn {
 	if varies(func(r placement.Rules) string { return r.CacheV.Info().Name }) {
 		cols = append(cols, markdownColumn{"type_v", 6, func(r *benchResult) string { return r.TypeV }})
 	}
-	return append(cols,
+	withSER := len(configs) > 0 && configs[0].ser != nil
+	if withSER {
+		cols = append(cols, markdownColumn{"ser", 8, func(r *benchResult) string { return r.SER }})
+	}
+	cols = append(cols,
 		markdownColumn{"test", 15, func(r *benchResult) string { return r.testName() }},
 		markdownColumn{"t/s", 20, func(r *benchResult) string { return fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS) }},
 	)
+	if withSER {
+		cols = append(cols,
+			markdownColumn{"PPL", 10, func(r *benchResult) string { return fmt.Sprintf("%.4g", r.SERQuality.PPL) }},
+			markdownColumn{"KLD", 8, func(r *benchResult) string { return fmt.Sprintf("%.4f", r.SERQuality.MeanKLD) }},
+			markdownColumn{"same top", 8, func(r *benchResult) string { return fmt.Sprintf("%.1f%%", r.SERQuality.SameTop) }},
+		)
+	}
+	return cols
 }
 
 // formatSize and formatParams are llama-bench's: MiB below 1 GiB, M below a billion.

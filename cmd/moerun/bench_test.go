@@ -260,6 +260,12 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"-p", "1-100000000"}, "more than 4096 values"},
 		{[]string{"--attention", "fast"}, "--attention"},
 		{[]string{"-d", "x"}, `-d "x"`},
+		{[]string{"-ser", "6"}, `-ser "6": want pairs KMIN,T`},
+		{[]string{"-ser", "6,0.5,4"}, `-ser "6,0.5,4": want pairs`},
+		{[]string{"-ser", "x,1"}, `"x","1" is not a pair`},
+		{[]string{"-ser", "-2,1"}, `"-2","1" is not a pair`},
+		{[]string{"-ser", "6,-1"}, `"6","-1" is not a pair`},
+		{[]string{"-ser", "6,NaN"}, `"6","NaN" is not a pair`},
 	} {
 		args := append([]string{"bench", "-m", tinyQwen}, tc.args...)
 		code, _, errOut := moerun(t, args...)
@@ -496,5 +502,61 @@ func TestBenchRoofline(t *testing.T) {
 	stream, limit, tps, share := num(5), num(6), num(7), num(8)
 	if stream <= 0 || math.Abs(limit-stream*1e3/num(2)) > 0.01*limit+0.1 || math.Abs(share-100*tps/limit) > 0.1 || num(9) > num(10) {
 		t.Errorf("inconsistent figures: %s", found[0][0])
+	}
+}
+
+// TestBenchSER: -ser lists settings as ik_llama.cpp's llama-bench; each row carries its
+// setting and its quality against no SER on the fixed text: the off setting is the
+// baseline itself (KLD 0, every top token the same), and 2,1, which drops two of
+// tiny-qwen3moe's four experts a token, changes the distributions.
+func TestBenchSER(t *testing.T) {
+	results := benchJSON(t, "-p", "8", "-n", "0", "-r", "1", "-o", "json", "-ser", "-1,0", "-ser", "2,1")
+	if len(results) != 2 {
+		t.Fatalf("%d results, want one per setting", len(results))
+	}
+	quality := func(r map[string]any) map[string]float64 {
+		q, ok := r["ser_quality"].(map[string]any)
+		if !ok {
+			t.Fatalf("no ser_quality in %v", r)
+		}
+		out := map[string]float64{}
+		for k, v := range q {
+			out[k] = v.(float64)
+		}
+		return out
+	}
+	off, on := quality(results[0]), quality(results[1])
+	if results[0]["ser"] != "-1,0" || results[1]["ser"] != "2,1" {
+		t.Errorf("ser fields %v, %v", results[0]["ser"], results[1]["ser"])
+	}
+	if off["mean_kld"] != 0 || off["same_top_pct"] != 100 || off["ppl"] != off["base_ppl"] || !(off["tokens"] > 100) {
+		t.Errorf("the off setting against itself: %v", off)
+	}
+	if !(on["mean_kld"] > 0.01) || !(on["same_top_pct"] < 100) || on["base_ppl"] != off["ppl"] || on["tokens"] != off["tokens"] {
+		t.Errorf("-ser 2,1 against off %v: %v", off, on)
+	}
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "8", "-n", "0", "-r", "1", "-t", "1", "-ser", "2,0.5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	titles, rows := markdownTable(t, out)
+	if got := column(t, titles, rows, "ser"); !slices.Equal(got, []string{"2,0.5"}) {
+		t.Errorf("ser column %v", got)
+	}
+	for _, title := range []string{"PPL", "KLD", "same top"} {
+		column(t, titles, rows, title)
+	}
+}
+
+// TestCompareLogits checks the quality statistics on two positions of a two-token
+// vocabulary, computed by hand: base (1/2, 1/2) then (3/4, 1/4), with SER (3/4, 1/4) then
+// (1/4, 3/4). KL divergences ½·ln(4/3) and ½·ln 3, the second argmax changes, and the one
+// prediction (token 1 after position 0) has probability 1/2 and 1/4: perplexities 2 and 4.
+func TestCompareLogits(t *testing.T) {
+	ln3 := float32(math.Log(3))
+	q := compareLogits([]int32{0, 1}, []float32{0, 0, ln3, 0}, []float32{ln3, 0, 0, ln3})
+	want := serQuality{Tokens: 2, PPL: 4, BasePPL: 2, MeanKLD: (math.Log(4.0/3) + math.Log(3)) / 4, SameTop: 50}
+	if diff := cmp.Diff(want, *q, cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-6 })); diff != "" {
+		t.Errorf("compareLogits (-want +got):\n%s", diff)
 	}
 }

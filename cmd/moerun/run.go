@@ -139,6 +139,13 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, err := c.contextOn(model, plan, rules, ser)
+	return ctx, plan, err
+}
+
+// contextOn makes a context on a loaded model with the flags' cache, attention, SER and
+// statistics settings.
+func (c *runCmd) contextOn(model *moe.Model, plan *placement.Plan, rules placement.Rules, ser moe.SER) (*moe.Context, error) {
 	opts := moe.DefaultContextOptions()
 	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
@@ -151,9 +158,9 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 	}
 	ctx, err := model.NewContext(opts)
 	if err != nil {
-		return nil, nil, badInput("%v", err)
+		return nil, badInput("%v", err)
 	}
-	return ctx, plan, nil
+	return ctx, nil
 }
 
 // generate runs the generation, streaming text (or collecting ids for --print-ids) to
