@@ -118,7 +118,10 @@ func init() {
 		dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
 		dotTokens4Rows[Q4_K], dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
 		dotRowsOne[Q4_K], dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
-		repackedKernels[Q4_K] = pickGFNI(useQ4KRows4, dotQ4_KRepackedRowsGrouped, dotQ4_KRepackedRowsOne)
+		repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
+		if useQ4KRows4 {
+			repackedKernels[Q4_K] = dotQ4_KRepackedRowsGrouped
+		}
 		if useGFNI {
 			traits[Q5_K].VecDot, dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI
 		}

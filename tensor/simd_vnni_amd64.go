@@ -121,8 +121,6 @@ var (
 	// [d, d, dmin, dmin] in lane r; q4K4OutLanes gathers lane r's first float to float r.
 	q4K4DLanes   = [16]uint32{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7}
 	q4K4OutLanes = [16]uint32{0, 4, 8, 12}
-	// q4KHighNibbles is highNibble for VPBROADCASTQ: every byte's high nibble moved down.
-	q4KHighNibbles uint64 = highNibble
 	// q6KHighBitsLo/Hi shift Q6_K's qh (32 bytes broadcast to both halves) so that the two
 	// high bits of a value land on bits 4-5 of its byte: for the low nibbles of ql's first
 	// and second 32 bytes, bits 0-1 and 2-3 of qh (left by 4 and 2); for the high nibbles,

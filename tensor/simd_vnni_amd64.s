@@ -615,7 +615,7 @@ q6k4block:
 // func dotQ4_KRepackedRows4GFNI(w, a unsafe.Pointer, nb, groups, rowBytes int, out *float32)
 TEXT ·dotQ4_KRepackedRows4GFNI(SB), NOSPLIT, $0-48
 	VBROADCASTI64X4 ·nibbleMask(SB), Z31
-	VPBROADCASTQ    ·q4KHighNibbles(SB), Z30
+	VPBROADCASTQ    ·nibbleMatrix+32(SB), Z30 // highNibble: every byte's high nibble moved down
 	VMOVDQU64       ·q4K4DLanes(SB), Z29
 	VMOVDQU64       ·q4K4ScaleWords+0(SB), Z16
 	VMOVDQU64       ·q4K4ScaleWords+64(SB), Z17

@@ -180,9 +180,9 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	serOptions := []*benchSER{nil}
+	serOptions := []*benchSER{nil} // no -ser: SER off, and no quality columns
 	if len(sers) > 0 {
-		serOptions = serOptions[:0]
+		serOptions = nil
 		for i := range sers {
 			serOptions = append(serOptions, &sers[i])
 		}
