@@ -393,74 +393,56 @@ func (j *attnJob) precise(s *attnScratch, qs []float32, g, first, last int) {
 		j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.keys)
 		j.vTraits.ToFloat(j.v.row(pos, g, int(j.vRowBytes)), s.values)
 		for i := range group {
-			s.step(i, dv, float32(dotFloat64(qs[i*dk:(i+1)*dk], s.keys))*j.params.Scale, false, false)
+			s.step(i, dv, float32(active.dotFloat64(qs[i*dk:(i+1)*dk], s.keys))*j.params.Scale, false, false)
 		}
 	}
 }
 
-// The inner loops of the plain kernel, as variables: the SIMD build installs vector
-// versions (simd_attn_amd64.go).
-var (
-	// dotFloat64 is q·k summed in float64, in four interleaved partial sums: a single
-	// chain waits for each addition before the next. The order differs from a plain loop's
-	// only below float64's precision, far under the float32 rounding of the score.
-	dotFloat64 = func(q, k []float32) float64 {
-		k = k[:len(q)]
-		var s0, s1, s2, s3 float64
-		d := 0
-		for ; d+4 <= len(q); d += 4 {
-			s0 += float64(q[d]) * float64(k[d])
-			s1 += float64(q[d+1]) * float64(k[d+1])
-			s2 += float64(q[d+2]) * float64(k[d+2])
-			s3 += float64(q[d+3]) * float64(k[d+3])
-		}
-		for ; d < len(q); d++ {
-			s0 += float64(q[d]) * float64(k[d])
-		}
-		return (s0 + s1) + (s2 + s3)
+// The inner loops of the plain kernel, in plain Go: the generic level's kernels
+// (kernels.go documents each; the SIMD levels have vector versions, simd_attn_amd64.go).
+
+func dotFloat64Go(q, k []float32) float64 {
+	k = k[:len(q)]
+	var s0, s1, s2, s3 float64
+	d := 0
+	for ; d+4 <= len(q); d += 4 {
+		s0 += float64(q[d]) * float64(k[d])
+		s1 += float64(q[d+1]) * float64(k[d+1])
+		s2 += float64(q[d+2]) * float64(k[d+2])
+		s3 += float64(q[d+3]) * float64(k[d+3])
 	}
-	// f16Heads, where the build has it, is vecDotF16 of each query head (q: heads·dk
-	// floats, rounded to F16) against each of positions F16 key rows kStride bytes apart:
-	// scores[h·headStride + p], the same bits, with keys (dk floats) as scratch. It returns
-	// false for a dk it does not take.
-	f16Heads func(q []float32, k []byte, kStride, positions, dk int, scores []float32, headStride int, keys []float32) bool
-	// madHalfHeads, where the build has it, runs positions softmax steps of eight heads'
-	// F16 accumulators (dv values each, dv a multiple of 32, the heads dv apart in acc)
-	// against F16 value rows vStride bytes apart from v: for position p and head h, first
-	// acc = scaleHalf(acc, ms[8p+h]) if bit h of raised[p] is set, then
-	// acc = madHalf(acc, v_p, ws[8p+h]). madHeads calls it.
-	madHalfHeads func(acc []float32, v []byte, vStride, positions, dv int, ws, ms []float32, raised []uint8)
-	// madHalf is acc = x·s + acc fused, rounded to F16 precision: ggml's update of an F16
-	// accumulator (ggml_vec_mad_f16).
-	madHalf = func(acc, x []float32, s float32) {
-		acc = acc[:len(x)]
-		for d, v := range x {
-			acc[d] = roundToF16(fma32(v, s, acc[d]))
-		}
+	for ; d < len(q); d++ {
+		s0 += float64(q[d]) * float64(k[d])
 	}
-	// scaleHalf is acc = acc·s rounded to F16 precision: ggml's rescaling of an F16
-	// accumulator when the running maximum rises (ggml_vec_scale_f16).
-	scaleHalf = func(acc []float32, s float32) {
-		for d, a := range acc {
-			acc[d] = roundToF16(a * s)
-		}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func madHalfGo(acc, x []float32, s float32) {
+	acc = acc[:len(x)]
+	for d, v := range x {
+		acc[d] = roundToF16(fma32(v, s, acc[d]))
 	}
-	// madFloat is acc = x·s + acc fused: ggml_vec_mad_f32's update of a float32
-	// accumulator (a V that is not F16).
-	madFloat = func(acc, x []float32, s float32) {
-		acc = acc[:len(x)]
-		for d, v := range x {
-			acc[d] = fma32(v, s, acc[d])
-		}
+}
+
+func scaleHalfGo(acc []float32, s float32) {
+	for d, a := range acc {
+		acc[d] = roundToF16(a * s)
 	}
-	// addScaled is acc += x·s, multiplied and added separately (each rounded).
-	addScaled = func(acc, x []float32, s float32) {
-		acc = acc[:len(x)]
-		for d, v := range x {
-			acc[d] += v * s
-		}
+}
+
+func madFloatGo(acc, x []float32, s float32) {
+	acc = acc[:len(x)]
+	for d, v := range x {
+		acc[d] = fma32(v, s, acc[d])
 	}
-)
+}
+
+func addScaledGo(acc, x []float32, s float32) {
+	acc = acc[:len(x)]
+	for d, v := range x {
+		acc[d] += v * s
+	}
+}
 
 // step adds one position (its score and the values in s.values) to head i's online softmax:
 // a new maximum rescales the sum and the accumulator by e^(old−new), otherwise the position
@@ -483,7 +465,7 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 		ms, vs = e, 1
 		s.max[i] = score
 		if half {
-			scaleHalf(acc, ms)
+			active.scaleHalf(acc, ms)
 		} else {
 			for d := range acc {
 				acc[d] *= ms
@@ -492,14 +474,14 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 	}
 	if fused {
 		if half {
-			madHalf(acc, s.values, vs)
+			active.madHalf(acc, s.values, vs)
 		} else {
-			madFloat(acc, s.values, vs)
+			active.madFloat(acc, s.values, vs)
 		}
 		s.sum[i] = fma32(s.sum[i], ms, vs)
 		return
 	}
-	addScaled(acc, s.values, vs)
+	active.addScaled(acc, s.values, vs)
 	s.sum[i] = s.sum[i]*ms + vs
 }
 
@@ -535,7 +517,7 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	for c0 := first; c0 <= last; c0 += perRowChunk {
 		c1 := min(c0+perRowChunk, last+1)
 		keys := j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:]
-		scored := wide && f16Heads != nil && f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
+		scored := wide && active.f16Heads != nil && active.f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
 			!wide && j.scoreTokens4(s, keys, c1-c0)
 		if !scored {
 			for pos := c0; pos < c1; pos++ {
@@ -566,9 +548,9 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 					exps[p] = score - m
 				}
 			}
-			exp32s(exps)
+			active.exp32s(exps)
 		}
-		if halfV && madHalfHeads != nil && dv%32 == 0 {
+		if halfV && active.madHalfHeads != nil && dv%32 == 0 {
 			j.madHeads(s, g, c0, n)
 			continue
 		}
@@ -617,7 +599,7 @@ func (j *attnJob) madHeads(s *attnScratch, g, c0, n int) {
 	}
 	v := j.v.Data[c0*j.v.PosStride+g*j.v.HeadStride:]
 	for b := range blocks {
-		madHalfHeads(s.acc[b*8*dv:], v, j.v.PosStride, n, dv, s.ws[b*n*8:], s.ms[b*n*8:], s.raisedHeads[b*n:])
+		active.madHalfHeads(s.acc[b*8*dv:], v, j.v.PosStride, n, dv, s.ws[b*n*8:], s.ms[b*n*8:], s.raisedHeads[b*n:])
 	}
 }
 
@@ -625,7 +607,7 @@ func (j *attnJob) madHeads(s *attnScratch, g, c0, n int) {
 // the group's queries four heads at a time, through the K type's four-token rows kernel
 // (a Q8_0 cache: VecDot's bits), or returns false where there is none.
 func (j *attnJob) scoreTokens4(s *attnScratch, keys []byte, n int) bool {
-	rows4 := dotTokens4Rows[j.k.Type]
+	rows4 := active.dotTokens4Rows[j.k.Type]
 	if rows4 == nil || j.group%4 != 0 {
 		return false
 	}
@@ -702,11 +684,11 @@ func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, 
 	}
 	switch n {
 	case 4:
-		tileScores4(scores, &q, s.keys, lo, hi, j.params.Scale)
+		active.tileScores4(scores, &q, s.keys, lo, hi, j.params.Scale)
 	case 2:
-		tileScores2(scores[0], scores[1], q[0], q[1], s.keys, lo, hi, j.params.Scale)
+		active.tileScores2(scores[0], scores[1], q[0], q[1], s.keys, lo, hi, j.params.Scale)
 	default:
-		tileScores(scores[0], q[0], s.keys, lo, hi, j.params.Scale)
+		active.tileScores(scores[0], q[0], s.keys, lo, hi, j.params.Scale)
 	}
 	all, weighed := true, [4]bool{}
 	for r := range n {
@@ -715,13 +697,13 @@ func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, 
 	}
 	switch {
 	case all && n == 4:
-		tileAccumulate4(&acc, s.values, scores, lo, hi)
+		active.tileAccumulate4(&acc, s.values, scores, lo, hi)
 	case all && n == 2:
-		tileAccumulate2(acc[0], acc[1], s.values, scores[0], scores[1], lo, hi)
+		active.tileAccumulate2(acc[0], acc[1], s.values, scores[0], scores[1], lo, hi)
 	default:
 		for r := range n {
 			if weighed[r] {
-				tileAccumulate(acc[r], s.values, scores[r], lo, hi)
+				active.tileAccumulate(acc[r], s.values, scores[r], lo, hi)
 			}
 		}
 	}
@@ -733,7 +715,7 @@ func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, 
 // scores become their exponentials and are summed 16 at a time. False if every score is
 // −Inf: the row has nothing to add.
 func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]float32) bool {
-	tileMax, nan := tileMaxOf(scores)
+	tileMax, nan := active.tileMaxOf(scores)
 	if nan {
 		tileMax = float32(math.Inf(-1))
 		for _, sc := range scores {
@@ -753,9 +735,9 @@ func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]floa
 		s.sum[row] *= ms
 		s.max[row] = newMax
 	}
-	sum, done := tileExpSum(scores, s.max[row])
+	sum, done := active.tileExpSum(scores, s.max[row])
 	if !done {
-		tileExp(scores, s.max[row])
+		active.tileExp(scores, s.max[row])
 		sum = 0
 		for c := 0; c < ggmlTile; c += vecWidth {
 			sum += float64(sum16((*[vecWidth]float32)(scores[c : c+vecWidth])))
@@ -765,45 +747,26 @@ func (s *attnScratch) tileSoftmax(row int, acc []float32, scores *[ggmlTile]floa
 	return true
 }
 
-// The inner loops of the tiled kernel, as variables: the SIMD build installs vector
-// versions with the same bits (simd_attn_amd64.go). tileScores2, tileAccumulate2 and the
-// 4 forms do two or four query rows at once, each as tileScores and tileAccumulate would.
-var (
-	tileScores, tileExp, tileAccumulate = tileScoresGo, tileExpGo, tileAccumulateGo
-	tileScores2, tileAccumulate2        = tileScores2Go, tileAccumulate2Go
-	tileScores4, tileAccumulate4        = tileScores4Go, tileAccumulate4Go
-)
-
 func tileScores4Go(scores *[4]*[ggmlTile]float32, q *[4][]float32, keys []float32, lo, hi int, scale float32) {
 	for r, sc := range scores {
-		tileScores(sc, q[r], keys, lo, hi, scale)
+		active.tileScores(sc, q[r], keys, lo, hi, scale)
 	}
 }
 
 func tileAccumulate4Go(acc *[4][]float32, values []float32, weights *[4]*[ggmlTile]float32, lo, hi int) {
 	for r, w := range weights {
-		tileAccumulate(acc[r], values, w, lo, hi)
+		active.tileAccumulate(acc[r], values, w, lo, hi)
 	}
 }
 
-// tileExpSum, where the build has it, turns a tile's scores into tileExp's exponentials
-// and returns their float64 sum of sum16s as tileSoftmax adds them, or done false (the
-// scores untouched) for a tile it leaves to them.
-var tileExpSum = func(scores *[ggmlTile]float32, max float32) (float64, bool) { return 0, false }
-
-// tileMaxOf is the largest of a tile's scores, or nan true when one is a NaN: then the
-// caller's scan decides. The sign of a zero maximum may differ from the scan's (which
-// keeps the last of equal values); no result depends on it.
-var tileMaxOf = func(scores *[ggmlTile]float32) (float32, bool) { return 0, true }
-
 func tileAccumulate2Go(acc0, acc1, values []float32, weights0, weights1 *[ggmlTile]float32, lo, hi int) {
-	tileAccumulate(acc0, values, weights0, lo, hi)
-	tileAccumulate(acc1, values, weights1, lo, hi)
+	active.tileAccumulate(acc0, values, weights0, lo, hi)
+	active.tileAccumulate(acc1, values, weights1, lo, hi)
 }
 
 func tileScores2Go(scores0, scores1 *[ggmlTile]float32, q0, q1, keys []float32, lo, hi int, scale float32) {
-	tileScores(scores0, q0, keys, lo, hi, scale)
-	tileScores(scores1, q1, keys, lo, hi, scale)
+	active.tileScores(scores0, q0, keys, lo, hi, scale)
+	active.tileScores(scores1, q1, keys, lo, hi, scale)
 }
 
 // tileScoresGo sets scores[r] = (q·K[r])·scale for the tile's positions lo..hi, each dot

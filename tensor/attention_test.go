@@ -385,19 +385,19 @@ func TestFloatDots(t *testing.T) {
 		}
 		check("vecDotF16", vecDotF16(q, k), vec(q, k, true))
 		if n%16 == 0 && n > 0 {
-			check("tinyDot", tinyDot(q, k), tiny(q, k))
+			check("tinyDot", active.tinyDot(q, k), tiny(q, k))
 		}
 		w, a := make([]byte, 4*n), make([]byte, 4*n)
 		for d := range q {
 			binary.LittleEndian.PutUint32(w[4*d:], math.Float32bits(q[d]))
 			binary.LittleEndian.PutUint32(a[4*d:], math.Float32bits(k[d]))
 		}
-		check("F32 VecDot", traits[F32].VecDot(n, w, a), vec(q, k, false))
+		check("F32 VecDot", active.traits[F32].VecDot(n, w, a), vec(q, k, false))
 		for d := range q {
 			binary.LittleEndian.PutUint16(w[2*d:], F32ToF16(q[d]))
 			binary.LittleEndian.PutUint16(a[2*d:], F32ToF16(k[d]))
 		}
-		check("F16 VecDot", traits[F16].VecDot(n, w, a), vec(q, k, true))
+		check("F16 VecDot", active.traits[F16].VecDot(n, w, a), vec(q, k, true))
 	}
 }
 
@@ -412,7 +412,7 @@ func TestAddScaled(t *testing.T) {
 		for d := range want {
 			want[d] = acc[d] + x[d]*s
 		}
-		addScaled(acc, x, s)
+		active.addScaled(acc, x, s)
 		for d := range want {
 			if math.Float32bits(acc[d]) != math.Float32bits(want[d]) {
 				t.Fatalf("n=%d [%d]: %g, want %g", n, d, acc[d], want[d])
@@ -458,9 +458,9 @@ func TestMadKernels(t *testing.T) {
 		kernel func(acc, x []float32, s float32)
 		want   func(x, s, acc float32) float32
 	}{
-		{"madHalf", madHalf, func(x, s, acc float32) float32 { return roundToF16(fma32(x, s, acc)) }},
-		{"madFloat", madFloat, fma32},
-		{"scaleHalf", func(acc, _ []float32, s float32) { scaleHalf(acc, s) }, func(_, s, acc float32) float32 { return roundToF16(acc * s) }},
+		{"madHalf", active.madHalf, func(x, s, acc float32) float32 { return roundToF16(fma32(x, s, acc)) }},
+		{"madFloat", active.madFloat, fma32},
+		{"scaleHalf", func(acc, _ []float32, s float32) { active.scaleHalf(acc, s) }, func(_, s, acc float32) float32 { return roundToF16(acc * s) }},
 	} {
 		rng := rand.New(rand.NewPCG(9, 10))
 		for _, n := range []int{0, 5, 8, 13, 16, 29, 64, 131} {
@@ -496,7 +496,7 @@ func TestMadKernels(t *testing.T) {
 // has one, to the same attention with the scores taken one head and position at a time:
 // the same bits, for groups of four and eight heads over chunks of positions.
 func TestAttentionQuantizedKeysFourHeads(t *testing.T) {
-	rows4 := dotTokens4Rows[Q8_0]
+	rows4 := active.dotTokens4Rows[Q8_0]
 	if rows4 == nil {
 		t.Skip("no four-token Q8_0 kernel in this build")
 	}
@@ -512,9 +512,9 @@ func TestAttentionQuantizedKeysFourHeads(t *testing.T) {
 		if err := p.Attention(got, q, c.heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		delete(dotTokens4Rows, Q8_0)
+		delete(active.dotTokens4Rows, Q8_0)
 		err := p.Attention(want, q, c.heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a)
-		dotTokens4Rows[Q8_0] = rows4
+		active.dotTokens4Rows[Q8_0] = rows4
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -535,7 +535,7 @@ func TestFloatMatMul(t *testing.T) {
 		for _, shape := range [][2]int{{8, 96}, {6, 96}, {8, 72}, {12, 16}} {
 			rows, cols := shape[0], shape[1]
 			data := make([]byte, 2*rows*int(must(typ.RowBytes(int64(cols)))))
-			traits[typ].FromFloat(wideFloats(rng, 2*rows*cols), data)
+			active.traits[typ].FromFloat(wideFloats(rng, 2*rows*cols), data)
 			m, err := NewMatrix(typ, []int64{int64(cols), int64(rows), 2}, data)
 			if err != nil {
 				t.Fatal(err)
@@ -544,15 +544,15 @@ func TestFloatMatMul(t *testing.T) {
 			for _, tokens := range []int{1, 2, 5} {
 				x := wideFloats(rng, tokens*cols)
 				act := make([]byte, tokens*rb)
-				traits[typ].FromFloat(x, act)
+				active.traits[typ].FromFloat(x, act)
 				want := func(e, r, tok int, tiny bool) float32 {
 					w, a := data[(e*rows+r)*rb:][:rb], act[tok*rb:][:rb]
 					if !tiny {
-						return traits[typ].VecDot(cols, w, a)
+						return active.traits[typ].VecDot(cols, w, a)
 					}
 					q, k := make([]float32, cols), make([]float32, cols)
-					traits[typ].ToFloat(w, q)
-					traits[typ].ToFloat(a, k)
+					active.traits[typ].ToFloat(w, q)
+					active.traits[typ].ToFloat(a, k)
 					return tinyDotGo(q, k)
 				}
 				expert := m.Expert(1)

@@ -40,15 +40,11 @@ type streamJob struct {
 
 func (j *streamJob) unit(w, u int) {
 	b := j.buf[u*streamChunk : min((u+1)*streamChunk, len(j.buf))]
-	if readStream != nil {
-		b = b[readStream(b):]
+	if active.readStream != nil {
+		b = b[active.readStream(b):]
 	}
 	dst := j.scratch[w*streamPiece : (w+1)*streamPiece]
 	for len(b) > 0 {
 		b = b[copy(dst, b):]
 	}
 }
-
-// readStream, where the build has it, reads the bytes of b with vector loads and returns
-// how many it read from the start (a whole number of its steps); StreamRead copies the rest.
-var readStream func(b []byte) int

@@ -82,15 +82,11 @@ func (j *deltaJob) unit(_, h int) {
 				row[i] *= g
 			}
 			delta := (v[jj] - vecDotF32(row, k)) * b
-			madFloats(row, k, delta)
+			active.madFloats(row, k, delta)
 			o[jj] = vecDotF32(row, q) * j.scale
 		}
 	}
 }
-
-// madFloats is ggml_vec_mad_f32: row[i] = k[i]·delta + row[i], fused; the SIMD build
-// installs a vector version with the same bits.
-var madFloats = madFloatsGo
 
 func madFloatsGo(row, k []float32, delta float32) {
 	k = k[:len(row)]
@@ -157,7 +153,7 @@ func (c *CausalConv) Run(dst, x, state []float32) error {
 	}
 	// The rest read Taps consecutive rows of x.
 	for t := hist; t < n; t++ {
-		convRow(dst[t*C:(t+1)*C], x[(t-hist)*C:(t+1)*C], c.kernel)
+		active.convRow(dst[t*C:(t+1)*C], x[(t-hist)*C:(t+1)*C], c.kernel)
 	}
 	// The new state: the sequence's last hist inputs. Entry j reads position n+j ≥ j of
 	// the old state or x, never an entry already overwritten.
@@ -172,12 +168,6 @@ func (c *CausalConv) Run(dst, x, state []float32) error {
 	}
 	return nil
 }
-
-// convRow computes one token's channels from the Taps input rows ending at it
-// (rows: [Taps][C], oldest first) and the kernel ([Taps][C]): dst[ch] = Σ_i
-// rows[i][ch]·kernel[i][ch] in tap order by leftoverTerm. The SIMD build installs a vector
-// version with the same bits.
-var convRow = convRowGo
 
 func convRowGo(dst, rows, kernel []float32) { convColumns(dst, rows, kernel, 0) }
 

@@ -185,7 +185,7 @@ func TestDecodeF16(t *testing.T) {
 	for h := range 1 << 16 {
 		binary.LittleEndian.PutUint16(src[2*h:], uint16(h))
 	}
-	for _, decode := range []func(src []byte, dst []float32){decodeF16, traits[F16].ToFloat} {
+	for _, decode := range []func(src []byte, dst []float32){decodeF16, active.traits[F16].ToFloat} {
 		for _, n := range []int{1 << 16, 1<<16 - 3} { // with a remainder after the vector steps
 			dst := make([]float32, n)
 			decode(src[2*(1<<16-n):], dst)
@@ -213,7 +213,7 @@ func TestEncodeF16(t *testing.T) {
 	}
 	for _, n := range []int{len(src), len(src) - 5} {
 		dst := make([]byte, 2*n)
-		traits[F16].FromFloat(src[:n], dst)
+		active.traits[F16].FromFloat(src[:n], dst)
 		for i, f := range src[:n] {
 			if got, want := binary.LittleEndian.Uint16(dst[2*i:]), F32ToF16(f); got != want {
 				t.Fatalf("%#08x: %#04x, want %#04x", math.Float32bits(f), got, want)

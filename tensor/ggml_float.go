@@ -29,11 +29,6 @@ const floatStep = 4 * vecWidth
 // vecAcc is ggml_vec_dot_*'s four accumulators.
 type vecAcc [4][vecWidth]float32
 
-// vecReduced is ggml_vec_dot_*'s whole steps of q and k (a multiple of floatStep values)
-// reduced to one float32, and tinyDot one output of tinyBLAS (q and k of a multiple of
-// vecWidth values); the SIMD build installs vector forms with the same bits.
-var vecReduced, tinyDot = vecReducedGo, tinyDotGo
-
 func vecReducedGo(q, k []float32) float32 {
 	var acc vecAcc
 	vecSteps(&acc, q, k)
@@ -111,14 +106,14 @@ func leftoverTerm(i, n int, sum, a, b float32) float32 {
 func vecDotF16(q, k []float32) float32 {
 	k = k[:len(q)]
 	whole := len(q) &^ (floatStep - 1)
-	return finishF16(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
+	return finishF16(active.vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
 }
 
 // vecDotF32 is ggml_vec_dot_f32 of two float32 vectors.
 func vecDotF32(q, k []float32) float32 {
 	k = k[:len(q)]
 	whole := len(q) &^ (floatStep - 1)
-	return finishF32(vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
+	return finishF32(active.vecReduced(q[:whole], k[:whole]), q[whole:], k[whole:])
 }
 
 func tinyDotGo(q, k []float32) float32 {
@@ -168,27 +163,6 @@ func dotFloatBytes(n int, w, a []byte, f16 bool) float32 {
 	return finishF32(acc.reduce(), q[:n-whole], k[:n-whole])
 }
 
-// widenHalf widens F16 values (F16C in the SIMD build).
-var widenHalf = decodeF16
-
-// tinyDots4x4 and vecReduced4, where the build has them (AVX-512), are tinyDot of four rows
-// by four vectors (out[4r+t]) and vecReduced of four rows by one vector, each output in its
-// own accumulators: the same bits with independent chains to overlap.
-var (
-	tinyDots4x4 func(w, x *[4][]float32, out *[16]float32)
-	vecReduced4 func(w *[4][]float32, x []float32, out *[4]float32)
-)
-
-// vecF16Rows4, where the build has it (AVX-512), is vecReduced of four F16 rows (rowBytes
-// apart, steps steps of floatStep values) by a widened vector, reading the rows as F16:
-// for one token, where widening a row first would cost as much as the products.
-var vecF16Rows4 func(w *byte, rowBytes, steps int, a *float32, out *[4]float32)
-
-// tinyF16Rows4x4, where the build has it (AVX-512), is tinyDot of four F16 rows (rowBytes
-// apart, steps steps of vecWidth values, read as F16) by four widened vectors (aStride
-// bytes apart): out[4r+t] for row r and vector t.
-var tinyF16Rows4x4 func(w *byte, rowBytes, steps int, a *float32, aStride int, out *[16]float32)
-
 // mulFloat multiplies nr whole rows of an F16 or F32 w (rows) by count activation vectors
 // in the same type: out(i)[r] is row r times act(i), by tinyDot (tiny) or the type's
 // vecDot. The vectors are widened once for the tile, the rows four at a time.
@@ -202,7 +176,7 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 	// F32 rows and vectors are read in place (on a little-endian machine); the others are
 	// widened, the vectors once.
 	inPlace := f32 && littleEndian
-	widen := widenHalf
+	widen := active.widenHalf
 	if f32 {
 		widen = decodeF32
 	}
@@ -226,14 +200,14 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 	s.rows = grow(s.rows, 4*n)
 	for r0 := 0; r0 < nr; r0 += 4 {
 		four := min(4, nr-r0) == 4
-		if four && !tiny && !f32 && count == 1 && whole > 0 && vecF16Rows4 != nil {
+		if four && !tiny && !f32 && count == 1 && whole > 0 && active.vecF16Rows4 != nil {
 			w.vecF16Four(s, rows[r0*rb:(r0+4)*rb], whole, vec(0), out(0)[r0:r0+4])
 			continue
 		}
 		done := 0 // vectors multiplied already
-		if four && tiny && !f32 && tinyF16Rows4x4 != nil {
+		if four && tiny && !f32 && active.tinyF16Rows4x4 != nil {
 			for ; done+4 <= count; done += 4 {
-				tinyF16Rows4x4(&rows[r0*rb], rb, n/vecWidth, &s.acts[done*n], 4*n, &s.out16)
+				active.tinyF16Rows4x4(&rows[r0*rb], rb, n/vecWidth, &s.acts[done*n], 4*n, &s.out16)
 				store16(done, r0)
 			}
 			if done == count {
@@ -253,27 +227,27 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 		switch {
 		case tiny:
 			i := done
-			if four && tinyDots4x4 != nil {
+			if four && active.tinyDots4x4 != nil {
 				for ; i+4 <= count; i += 4 {
 					for t := range 4 {
 						s.x4[t] = vec(i + t)
 					}
-					tinyDots4x4(&s.w4, &s.x4, &s.out16)
+					active.tinyDots4x4(&s.w4, &s.x4, &s.out16)
 					store16(i, r0)
 				}
 			}
 			for ; i < count; i++ {
 				for r, row := range rowsHere {
-					out(i)[r0+r] = tinyDot(row, vec(i))
+					out(i)[r0+r] = active.tinyDot(row, vec(i))
 				}
 			}
-		case four && vecReduced4 != nil:
+		case four && active.vecReduced4 != nil:
 			for r := range 4 {
 				s.x4[r] = s.w4[r][:whole]
 			}
 			for i := range count {
 				a := vec(i)
-				vecReduced4(&s.x4, a[:whole], &s.out4)
+				active.vecReduced4(&s.x4, a[:whole], &s.out4)
 				if f32 {
 					for r, row := range rowsHere {
 						out(i)[r0+r] = finishF32(s.out4[r], row[whole:], a[whole:])
@@ -287,7 +261,7 @@ func (w *Matrix) mulFloat(s *wideScratch, rows []byte, nr, count int, act func(i
 			for i := range count {
 				a := vec(i)
 				for r, row := range rowsHere {
-					out(i)[r0+r] = finish(vecReduced(row[:whole], a[:whole]), row[whole:], a[whole:])
+					out(i)[r0+r] = finish(active.vecReduced(row[:whole], a[:whole]), row[whole:], a[whole:])
 				}
 			}
 		}
@@ -310,10 +284,10 @@ func floats(b []byte) []float32 {
 // vecF16Rows4: the whole steps from the F16 bytes, the values past them widened.
 func (w *Matrix) vecF16Four(s *wideScratch, rows []byte, whole int, a []float32, out []float32) {
 	n, rb := w.cols, w.rowBytes
-	vecF16Rows4(&rows[0], rb, whole/floatStep, &a[0], &s.out4)
+	active.vecF16Rows4(&rows[0], rb, whole/floatStep, &a[0], &s.out4)
 	for r := range 4 {
 		s.w4[r] = s.rows[r*n : (r+1)*n]
-		widenHalf(rows[r*rb+2*whole:(r+1)*rb], s.w4[r][whole:])
+		active.widenHalf(rows[r*rb+2*whole:(r+1)*rb], s.w4[r][whole:])
 	}
 	finish4F16(&s.out4, &s.w4, whole, a)
 	copy(out, s.out4[:])

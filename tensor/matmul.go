@@ -70,7 +70,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot2: dotTokens2[t], dot4T: dotTokens4[t], rows1: dotRowsOne[t], rows4T: dotTokens4Rows[t],
+		dot2: active.dotTokens2[t], dot4T: active.dotTokens4[t], rows1: active.dotRowsOne[t], rows4T: active.dotTokens4Rows[t],
 		packed: packedFormatOf(t, int(dims[1])), repacked: repackedKernelsOf(t, int(dims[1]))}
 	if tr.VecDot == nil {
 		return m, nil
@@ -301,28 +301,6 @@ func (j *convertJob) unit(_, u int) {
 		prepPackedActs(row, j.cols/qk32, j.packed.offset)
 	}
 }
-
-// dotTokens2 holds, for a type whose kernel spends much of its time unpacking weights
-// (nibbles to bytes, packed sub-block scales), a kernel that takes one weight row against
-// two activation vectors and unpacks each block once for both; each result is the bits
-// VecDot gives for its vector. Prefill tiles use it for pairs of tokens. The vector
-// kernels register theirs (simd_amd64.go).
-var dotTokens2 = map[Type]func(n int, w, a0, a1 []byte) [2]float32{}
-
-// dotTokens4 is dotTokens2 for four activation vectors, for a type where sharing the
-// unpacking among four tokens pays beyond two; such a type has a two-token kernel too (for
-// the tokens left over). Prefill tiles take tokens four at a time, then in pairs.
-var dotTokens4 = map[Type]func(n int, w, a0, a1, a2, a3 []byte) [4]float32{}
-
-// dotTokens4Rows is dotTokens4 over len(o0) consecutive whole rows (rowBytes apart) in one
-// call, ok[r] = dotTokens4's result k for row r, for a type whose four-token kernel costs
-// much per call next to the short rows of a small model (Q8_0 on VNNI).
-var dotTokens4Rows = map[Type]func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32){}
-
-// dotRowsOne holds, for a type whose VecDot has a fixed cost per call worth saving (the
-// VNNI kernels', simd_vnni_amd64.go), a kernel that takes len(out) consecutive whole rows
-// and one activation vector: out[r] = VecDot(n, row r, a), the same bits.
-var dotRowsOne = map[Type]func(n int, rows, a []byte, out []float32){}
 
 // set makes j the product of w by the converted activations act, into dst, and returns
 // its unit count. Its tiles are sized for w alone also where it is one part of MatMuls:

@@ -140,7 +140,7 @@ func SiLU(dst, x []float32, cols int) {
 	vec := cols / vecWidth * vecWidth
 	for r := 0; r < len(x); r += cols {
 		out, in := dst[r:r+cols], x[r:r+cols]
-		vsiluRun(out[:vec], in[:vec])
+		active.vsiluRun(out[:vec], in[:vec])
 		for i := vec; i < cols; i++ {
 			out[i] = silu32(in[i])
 		}
@@ -154,8 +154,8 @@ func SwiGLU(dst, gate, up []float32, cols int) {
 	vec := cols / vecWidth * vecWidth
 	for r := 0; r < len(dst); r += cols {
 		out, g, u := dst[r:r+cols], gate[r:r+cols], up[r:r+cols]
-		vsiluRun(out[:vec], g[:vec])
-		mulRow(out[:vec], out[:vec], u[:vec])
+		active.vsiluRun(out[:vec], g[:vec])
+		active.mulRow(out[:vec], out[:vec], u[:vec])
 		for i := vec; i < cols; i++ {
 			out[i] = silu32(g[i]) * u[i]
 		}
@@ -202,7 +202,7 @@ func Softplus(dst, x []float32) {
 func Add(dst, a, b []float32) {
 	checkBroadcast("Add", dst, a, b)
 	for r := 0; r < len(a); r += len(b) {
-		addRow(dst[r:r+len(b)], a[r:r+len(b)], b)
+		active.addRow(dst[r:r+len(b)], a[r:r+len(b)], b)
 	}
 }
 
@@ -210,17 +210,17 @@ func Add(dst, a, b []float32) {
 func Mul(dst, a, b []float32) {
 	checkBroadcast("Mul", dst, a, b)
 	for r := 0; r < len(a); r += len(b) {
-		mulRow(dst[r:r+len(b)], a[r:r+len(b)], b)
+		active.mulRow(dst[r:r+len(b)], a[r:r+len(b)], b)
 	}
 }
 
-// addRow and mulRow set dst[i] = a[i] + b[i] and a[i]·b[i] for slices of one length. The
-// SIMD build installs vector versions: the same operation on each element, the same bits.
-var addRow, mulRow = func(dst, a, b []float32) {
+func addRowGo(dst, a, b []float32) {
 	for i, v := range b {
 		dst[i] = a[i] + v
 	}
-}, func(dst, a, b []float32) {
+}
+
+func mulRowGo(dst, a, b []float32) {
 	for i, v := range b {
 		dst[i] = a[i] * v
 	}
@@ -230,7 +230,7 @@ var addRow, mulRow = func(dst, a, b []float32) {
 // ggml_add).
 func AddScaled(acc, x []float32, s float32) {
 	checkSame("AddScaled", acc, x)
-	addScaled(acc, x, s)
+	active.addScaled(acc, x, s)
 }
 
 func checkBroadcast(op string, dst, a, b []float32) {

@@ -56,9 +56,7 @@ func exp32(x float32) float32 {
 	return float32(y * scale)
 }
 
-// exp32s replaces each value by its exp32; the SIMD build installs a vector version with
-// the same bits.
-var exp32s = func(x []float32) {
+func exp32sGo(x []float32) {
 	for i, v := range x {
 		x[i] = exp32(v)
 	}
@@ -135,9 +133,7 @@ func silu32(x float32) float32 { return x / (1 + exp32(-x)) }
 // vsilu32 is one lane of ggml_v_silu: x/(1+ggml_v_expf(0−x)).
 func vsilu32(x float32) float32 { return x / (1 + vexp32(0-x)) }
 
-// vsiluRun is vsilu32 over a run of whole vectors (len(x) a multiple of vecWidth; dst may
-// be x). The SIMD build installs a vector kernel (simd_ops_amd64.go).
-var vsiluRun = func(dst, x []float32) {
+func vsiluRunGo(dst, x []float32) {
 	dst = dst[:len(x)]
 	for i, v := range x {
 		dst[i] = vsilu32(v)

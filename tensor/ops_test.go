@@ -210,7 +210,7 @@ func TestVSiLURun(t *testing.T) {
 				}
 			}
 			got := make([]float32, n)
-			vsiluRun(got, x)
+			active.vsiluRun(got, x)
 			for i, v := range x {
 				if want := vsilu32(v); math.Float32bits(got[i]) != math.Float32bits(want) && !(got[i] != got[i] && want != want) {
 					t.Fatalf("n=%d x=%g: %g (%#08x), want %g (%#08x)", n, v, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))

@@ -66,10 +66,6 @@ type packedFormat struct {
 // and stores to outs[t] the rows mask selects.
 type packedDot func(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **float32, mask uint16)
 
-// packedFormats holds the formats whose prefill runs on packed kernels (SIMD builds with
-// AVX-512 VNNI).
-var packedFormats = map[Type]*packedFormat{}
-
 const (
 	packedGroupRows  = 16
 	packedBlockBytes = 8*64 + 64 // eight registers of value bytes, 16 float32 scales
@@ -89,7 +85,7 @@ func packedFormatOf(t Type, rows int) *packedFormat {
 	if !repackedRows(rows) {
 		return nil
 	}
-	return packedFormats[t]
+	return active.packedFormats[t]
 }
 
 // prepPackedActs turns a row of Q8_0 blocks, in place at the start of row, into the packed
@@ -122,7 +118,9 @@ func (p *Pool) usePacked(w *Matrix) bool {
 // PackedKernels reports whether this machine multiplies matrices of type t (with a
 // multiple of 8 rows) in llama.cpp's repacked arithmetic (the packed kernels, and Q4_K's
 // and Q2_K's one-token ones), unless a pool turns them off.
-func PackedKernels(t Type) bool { return packedFormats[t] != nil || repackedKernels[t] != nil }
+func PackedKernels(t Type) bool {
+	return active.packedFormats[t] != nil || active.repackedKernels[t] != nil
+}
 
 // SetRepack turns the packed kernels on (the default) or off, as llama.cpp's --no-repack
 // does its repacked weights: off, every product of the packed formats runs the rows

@@ -106,11 +106,11 @@ func randomRows(t *testing.T, typ Type, rows, n int, scale float64, rng *rand.Ra
 // over row counts that leave partial groups of 16, token counts that take every kernel
 // width, and the three formats.
 func TestPackedMatchesBlockwise(t *testing.T) {
-	if len(packedFormats) == 0 {
+	if len(active.packedFormats) == 0 {
 		t.Skip("no packed kernels on this CPU or build")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for typ, f := range packedFormats {
+	for typ, f := range active.packedFormats {
 		if !f.prepared {
 			continue // Q4_K's: TestRepackedQ4K
 		}
@@ -173,7 +173,7 @@ func TestPackedMatchesBlockwise(t *testing.T) {
 // a matrix whose rows are not a multiple of 8 (llama.cpp repacks only the others) and
 // with packing turned off.
 func TestPackedMatMuls(t *testing.T) {
-	if packedFormats[Q4_0] == nil {
+	if active.packedFormats[Q4_0] == nil {
 		t.Skip("no packed kernels on this CPU or build")
 	}
 	const n, experts = 128, 3
@@ -189,7 +189,7 @@ func TestPackedMatMuls(t *testing.T) {
 	p := NewPool(2)
 	defer p.Close()
 	ids := []int32{2, 0, 1, 2, 0, 1, 2, 0, 2, 1}
-	vecDot := func(_ Type, n int, w, a []byte) float32 { return traits[Q4_0].VecDot(n, w, a) }
+	vecDot := func(_ Type, n int, w, a []byte) float32 { return active.traits[Q4_0].VecDot(n, w, a) }
 	for _, tc := range []struct {
 		rows, tokens int
 		repack       bool

@@ -19,7 +19,7 @@ func benchOperands(b *testing.B, typ Type) (w, a []byte) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	tr := traits[typ]
+	tr := active.traits[typ]
 	size, _ := typ.RowBytes(benchRow)
 	w = make([]byte, size)
 	if tr.FromFloat != nil {
@@ -44,7 +44,7 @@ func BenchmarkDequantizeRow(b *testing.B) {
 		b.Run(typ.String(), func(b *testing.B) {
 			w, _ := benchOperands(b, typ)
 			dst := make([]float32, benchRow)
-			decode := traits[typ].ToFloat
+			decode := active.traits[typ].ToFloat
 			b.SetBytes(int64(len(w)))
 			for b.Loop() {
 				decode(w, dst)
@@ -55,7 +55,7 @@ func BenchmarkDequantizeRow(b *testing.B) {
 
 func BenchmarkVecDotRow(b *testing.B) {
 	for _, typ := range blockTypes() {
-		dot := traits[typ].VecDot
+		dot := active.traits[typ].VecDot
 		if dot == nil {
 			continue
 		}

@@ -40,7 +40,7 @@ func FuzzBlockKernels(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		typ := types[int(which)%len(types)]
-		tr := traits[typ]
+		tr := active.traits[typ]
 		blocks := min(len(data)/int(typ.BlockBytes()), 8)
 		if blocks == 0 {
 			return

@@ -25,18 +25,13 @@ package tensor
 // ggml_gemm_q2_K_8x8_q8_K per 128-value half): packed kernels for two tokens or more, and
 // for one the rows kernel's totals (Q2K_TOTALS, simd_lowk_vnni_amd64.s).
 
-// repackedKernels holds, for a type whose repacked arithmetic moerun also runs for one
-// token without packing (Q4_K, Q2_K), its kernel over whole rows against one vector (as
-// dotRowsOne) in gemv's arithmetic.
-var repackedKernels = map[Type]func(n int, rows, a []byte, out []float32){}
-
 // repackedKernelsOf is t's repacked kernel for a matrix of rows rows, or nil (see
 // repackedRows).
 func repackedKernelsOf(t Type, rows int) func(n int, rows, a []byte, out []float32) {
 	if !repackedRows(rows) {
 		return nil
 	}
-	return repackedKernels[t]
+	return active.repackedKernels[t]
 }
 
 // repackedRows reports whether llama.cpp repacks a matrix of rows rows: only a multiple of

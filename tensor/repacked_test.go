@@ -96,7 +96,7 @@ func TestRepackedKQuants(t *testing.T) {
 		gemm      int // values per float step of gemm
 	}{{Q4_K, repackedQ4KDot, 64}, {Q2_K, repackedQ2KDot, 128}} {
 		typ := kq.typ
-		if repackedKernels[typ] == nil || packedFormats[typ] == nil {
+		if active.repackedKernels[typ] == nil || active.packedFormats[typ] == nil {
 			t.Logf("no repacked %s kernels on this CPU or build", typ)
 			continue
 		}
@@ -138,7 +138,7 @@ func testRepackedTokens(t *testing.T, p *Pool, rng *rand.Rand, typ Type, referen
 	dot := func(w, a []byte, gemm bool) float32 {
 		switch {
 		case !repacked:
-			return traits[typ].VecDot(n, w, a)
+			return active.traits[typ].VecDot(n, w, a)
 		case gemm:
 			return reference(n, w, a, gemmChunk)
 		}
@@ -233,7 +233,7 @@ func q4KExtremeOperands(rng *rand.Rand, rows, n, count int) (data []byte, acts [
 // odd; 9 tokens take the four-token kernels and the one-token one, in gemm's arithmetic
 // and gemv's.
 func TestPackedQ4KExtremes(t *testing.T) {
-	f := packedFormats[Q4_K]
+	f := active.packedFormats[Q4_K]
 	if f == nil {
 		t.Skip("no packed Q4_K kernels on this CPU or build")
 	}
@@ -271,7 +271,7 @@ func TestPackedQ4KExtremes(t *testing.T) {
 // q4KExtremeOperands, bit for bit against repackedQ4KDot, for 1 to 13 rows and 1 to 9
 // super-blocks.
 func TestRepackedQ4KRowsExtremes(t *testing.T) {
-	rows1 := repackedKernels[Q4_K]
+	rows1 := active.repackedKernels[Q4_K]
 	if rows1 == nil {
 		t.Skip("no repacked Q4_K kernels on this CPU or build")
 	}

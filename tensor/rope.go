@@ -163,9 +163,9 @@ func (r *RoPE) checkApply(x []float32, rowLen, tokens int) int {
 // of an Angles table).
 func (r *RoPE) rotateToken(x []float32, rowLen, tokens, t int, angles []float32) {
 	perToken := len(x) / tokens
-	rotate := ropeNeoX
+	rotate := active.ropeNeoX
 	if r.Mode == RoPENormal {
-		rotate = ropeNormal
+		rotate = active.ropeNormal
 	}
 	half := r.Dims / 2
 	rotate(x[t*perToken+r.Offset:(t+1)*perToken], rowLen, perToken/rowLen, angles[:half], angles[half:])
@@ -174,9 +174,8 @@ func (r *RoPE) rotateToken(x []float32, rowLen, tokens, t int, angles []float32)
 // ropeNeoX and ropeNormal turn the window at the start of each of rows rows of x (rowLen
 // apart; the window is 2·len(cos) elements) by the angles whose cosines and sines are cos
 // and sin: x0·cos − x1·sin and x0·sin + x1·cos, where NeoX pairs x[i] with x[i+len(cos)]
-// and normal x[2i] with x[2i+1]. The SIMD build installs vector versions.
-var ropeNeoX, ropeNormal = rotateNeoX, rotateNormal
-
+// and normal x[2i] with x[2i+1]. rotateNeoX and rotateNormal are the generic level's; the
+// SIMD levels have vector versions.
 func rotateNeoX(x []float32, rowLen, rows int, cos, sin []float32) {
 	rotatePairs(x, rowLen, rows, cos, sin, 0, len(cos), 1)
 }

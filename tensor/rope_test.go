@@ -145,7 +145,7 @@ func TestRoPEKernelsAgree(t *testing.T) {
 		for _, k := range []struct {
 			name         string
 			fast, scalar func(x []float32, rowLen, rows int, cos, sin []float32)
-		}{{"neox", ropeNeoX, rotateNeoX}, {"normal", ropeNormal, rotateNormal}} {
+		}{{"neox", active.ropeNeoX, rotateNeoX}, {"normal", active.ropeNormal, rotateNormal}} {
 			const rows, pad = 5, 6
 			rowLen := dims + pad
 			x := randomFloats(rng, rows*rowLen)

@@ -1,10 +1,10 @@
 package tensor
 
-// SIMD dot products. Built with GOEXPERIMENT=simd on amd64 (simd_*_amd64.go), an init
-// function replaces the VecDot of the hot weight types (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0,
-// IQ4_XS, MXFP4, F16, BF16, F32) with vector kernels when the CPU has AVX2 and FMA. The
-// matmul and DotRow then use them; everything else stays as it is. Without the experiment,
-// or on another CPU, the scalar kernels run.
+// SIMD dot products. Built with GOEXPERIMENT=simd on amd64 (simd_*_amd64.go), the AVX2 and
+// AVX-512 levels (kernels.go, simd_amd64.go) give the hot weight types (Q4_K, Q5_K, Q6_K,
+// Q8_0, Q4_0, IQ4_XS, MXFP4, F16, BF16, F32 and more) vector kernels where the CPU has them.
+// The matmul and DotRow then use them. Without the experiment, or on another CPU, or under
+// MOERUN_ISA=generic, the scalar kernels run.
 //
 // The vector kernels add up the integer block sums in a different order (exact) and
 // accumulate the float terms in eight lanes with fused multiply-adds, as ggml's own x86
@@ -14,8 +14,3 @@ package tensor
 //
 // Where the speed comes from and what the Go 1.26 compiler needs for it is described in
 // simd_amd64.go.
-
-// scalarVecDot holds, for each type whose VecDot a vector kernel replaced, the scalar
-// kernel it replaced: the reference the tests hold the vector kernel to. It is empty when
-// no vector kernel is installed.
-var scalarVecDot = map[Type]func(n int, w, a []byte) float32{}

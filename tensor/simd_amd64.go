@@ -6,13 +6,15 @@ import (
 	"encoding/binary"
 	"simd/archsimd"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 // The vector kernels need AVX2 and FMA (x86-64-v3, every x86 CPU since 2013-2015) and use
 // 256-bit vectors only: Go 1.26's register allocator gives 512-bit code no more registers
 // (15 either way), and VNNI, which would make AVX-512 pay, is not exposed by archsimd. The
 // hottest kernels (Q4_K and Q6_K, one and four tokens) have AVX-512 VNNI versions in
-// assembly instead (simd_vnni_amd64.s), installed over these where the CPU has it.
+// assembly instead (simd_vnni_amd64.s): the AVX-512 level's, where the CPU has VNNI.
 //
 // The integer kernels follow one plan: the weights' small integers are widened to bytes,
 // multiplied with the int8 activations by VPMADDUBSW (unsigned × signed byte pairs summed
@@ -48,7 +50,7 @@ import (
 //	GOEXPERIMENT=simd go build -gcflags=-S ./tensor 2>&1 | grep -P '\(.*simd_\w+_amd64.go:\d+\)\s+(MOVS[SD]|MULS[SD]|ADDS[SD]|SUBS[SD]|MOVQ\s+\w+, X|MOVUPS|XORPS|CVT\w+)\s'
 
 func init() {
-	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
+	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() || !cpu.X86.HasF16C {
 		return
 	}
 	for h := range 1 << 16 {
@@ -57,41 +59,35 @@ func init() {
 	for e := range 256 {
 		e8m0Table[e] = e8m0Half(uint8(e))
 	}
-	// The formats registered their scalar kernels in the init functions of files named
+	// The formats registered their generic kernels in the init functions of files named
 	// before this one (Go runs them in file-name order), F32/F16/BF16 in traits' literal;
-	// TestSIMDInstalled notices a format registered later, which would be skipped here.
-	dotFloat64, addScaled, madHalf, traits[F16].ToFloat = dotFloat64AVX2, addScaledAVX2, madHalfAVX2, decodeF16AVX2
-	madFloat = madFloatAVX2
-	readStream = readStreamWith(readStreamAVX2)
-	vecReduced, tinyDot = vecReducedAVX2, tinyDotAVX2
-	if useF16C {
-		madHalf, traits[F16].ToFloat, traits[F16].FromFloat = madHalfF16C, decodeF16F16C, encodeF16F16C
-		widenHalf = decodeF16F16C
-		scaleHalf = scaleHalfF16C
+	// TestLevelsKeepGeneric notices a format registered later, which no level would cover.
+	avx2 := avx2Kernels(&genericKernels)
+	kernelLevels = append(kernelLevels, avx2)
+	if archsimd.X86.AVX512() {
+		kernelLevels = append(kernelLevels, avx512Kernels(avx2))
 	}
-	if useAVX512 {
-		activationFromFloat[Q8_0], exp32s = quantizeQ8_0AVX512, exp32sAVX512
-		activationFromFloat[Q8_K], f16Heads = quantizeQ8KAVX512, dotF16HeadsTile
-		readStream = readStreamWith(readStreamAVX512)
-		tinyDots4x4, vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
-		if useF16C {
-			vecF16Rows4, tinyF16Rows4x4, madHalfHeads = vecF16Rows4AVX512, tinyF16Rows4x4AVX512, madHalfHeads8
-		}
-	}
-	vsiluRun = vsiluAVX2
-	ropeNeoX, ropeNormal = ropeNeoXAVX2, ropeNormalAVX2
-	addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }
-	mulRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, true) }
-	tileScores, tileExp, tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
-	madFloats, convRow = madFloatsAVX2, convRowAVX2
-	if useAVX512 {
-		tileScores, tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
-		tileScores2, tileAccumulate2, tileMaxOf = tileScores2AVX512, tileAccumulate2AVX512, tileMaxAVX512
-		tileScores4, tileAccumulate4, tileExpSum = tileScores4AVX512, tileAccumulate4AVX512, tileExpSumAVX512
-	}
-	dotTokens2[Q4_K], dotTokens2[Q5_K], dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
-	dotTokens2[MXFP4], dotTokens2[Q8_0], dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
-	dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
+	active = selectLevel(isaCap)
+}
+
+// avx2Kernels is the AVX2 level (AVX2, FMA, F16C) over generic: 256-bit archsimd kernels
+// and AVX2 assembly, each with its generic kernel's bits or ggml's AVX2 arithmetic.
+func avx2Kernels(generic *kernelSet) *kernelSet {
+	k := generic.clone(LevelAVX2)
+	k.dotFloat64, k.addScaled, k.madFloat = dotFloat64AVX2, addScaledAVX2, madFloatAVX2
+	k.madHalf, k.scaleHalf = madHalfF16C, scaleHalfF16C
+	k.traits[F16].ToFloat, k.traits[F16].FromFloat, k.widenHalf = decodeF16F16C, encodeF16F16C, decodeF16F16C
+	k.readStream = readStreamWith(readStreamAVX2)
+	k.vecReduced, k.tinyDot = vecReducedAVX2, tinyDotAVX2
+	k.vsiluRun = vsiluAVX2
+	k.ropeNeoX, k.ropeNormal = ropeNeoXAVX2, ropeNormalAVX2
+	k.addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }
+	k.mulRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, true) }
+	k.tileScores, k.tileExp, k.tileAccumulate = tileScoresAVX2, tileExpAVX2, tileAccumulateAVX2
+	k.madFloats, k.convRow = madFloatsAVX2, convRowAVX2
+	k.dotTokens2[Q4_K], k.dotTokens2[Q5_K], k.dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
+	k.dotTokens2[MXFP4], k.dotTokens2[Q8_0], k.dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
+	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q2_K:   dotQ2_KAVX2,
 		Q3_K:   dotQ3_KAVX2,
@@ -108,30 +104,59 @@ func init() {
 		MXFP4:  dotMXFP4AVX2,
 		BF16:   dotBF16AVX2,
 	} {
-		if tr := traits[t]; tr != nil {
-			scalarVecDot[t] = tr.VecDot
+		if tr := k.traits[t]; tr != nil {
 			tr.VecDot = fast
 		}
 	}
-	if useVNNI {
-		traits[Q4_K].VecDot, traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
-		dotTokens4[Q4_K], dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
-		dotTokens4Rows[Q4_K], dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
-		dotRowsOne[Q4_K], dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
-		repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
-		if useQ4KRows4 {
-			repackedKernels[Q4_K] = dotQ4_KRepackedRowsGrouped
-		}
-		if useGFNI {
-			traits[Q5_K].VecDot, dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI
-		}
-		installLegacyVNNI()
-		installPacked()
-		installLowKVNNI()
+	installLattice(k, iq2Kernels, nil)
+	installLattice(k, iq3Kernels, nil)
+	installLattice(k, iq1Kernels, nil)
+	return k
+}
+
+// avx512Kernels is the AVX-512 level (F, CD, BW, DQ, VL) over avx2: 512-bit kernels in
+// assembly, and where the CPU has VNNI (then also GFNI, VBMI) the integer kernels on
+// VPDPBUSD/VPDPWSSD and llama.cpp's repacked arithmetic (packed.go, repacked.go).
+func avx512Kernels(avx2 *kernelSet) *kernelSet {
+	k := avx2.clone(LevelAVX512)
+	k.madHalf, k.scaleHalf = madHalfAVX512, scaleHalfAVX512
+	k.activationFromFloat[Q8_0], k.activationFromFloat[Q8_K] = quantizeQ8_0AVX512, quantizeQ8KAVX512
+	k.exp32s, k.f16Heads = exp32sAVX512, dotF16HeadsTile
+	k.readStream = readStreamWith(readStreamAVX512)
+	k.tinyDots4x4, k.vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
+	k.vecF16Rows4, k.tinyF16Rows4x4, k.madHalfHeads = vecF16Rows4AVX512, tinyF16Rows4x4AVX512, madHalfHeads8
+	k.tileScores, k.tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
+	k.tileScores2, k.tileAccumulate2, k.tileMaxOf = tileScores2AVX512, tileAccumulate2AVX512, tileMaxAVX512
+	k.tileScores4, k.tileAccumulate4, k.tileExpSum = tileScores4AVX512, tileAccumulate4AVX512, tileExpSumAVX512
+	if !useVNNI {
+		return k
 	}
-	installIQ2()
-	installIQ3()
-	installIQ1()
+	k.features = append(k.features, "VNNI")
+	if useGFNI {
+		k.features = append(k.features, "GFNI")
+	}
+	if archsimd.X86.AVX512VBMI() {
+		k.features = append(k.features, "VBMI")
+	}
+	k.traits[Q4_K].VecDot, k.traits[Q6_K].VecDot = dotQ4_KVNNI, dotQ6_KVNNI
+	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
+	k.dotTokens4Rows[Q4_K], k.dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
+	k.dotRowsOne[Q4_K], k.dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
+	k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
+	if useQ4KRows4 {
+		k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsGrouped
+	}
+	if useGFNI {
+		k.traits[Q5_K].VecDot, k.dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI
+	}
+	installLegacyVNNI(k)
+	installPacked(k)
+	installLowKVNNI(k)
+	if useIQ2VNNI {
+		installLattice(k, iq2Kernels, iq2VNNIKernels)
+		installLattice(k, iq3Kernels, iq3VNNIKernels)
+	}
+	return k
 }
 
 // f16Table maps every binary16 bit pattern to its float32 value (the CPU has F16C, archsimd

@@ -12,23 +12,23 @@ import (
 	"testing"
 )
 
-// TestSIMDInstalled checks that every hot type runs its vector kernel when the CPU can:
-// the matmul and DotRow reach the kernels through the traits table only.
+// TestSIMDInstalled checks that every hot type runs a vector kernel at each SIMD level the
+// CPU has: the matmul and DotRow reach the kernels through the traits table only.
 func TestSIMDInstalled(t *testing.T) {
 	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
-		if len(scalarVecDot) != 0 {
-			t.Fatalf("vector kernels installed on a CPU without AVX2/FMA: %v", simdTypes(t))
+		if len(kernelLevels) != 1 {
+			t.Fatalf("vector kernels on a CPU without AVX2/FMA: levels %v", Levels())
 		}
-		t.Skip("CPU without AVX2 and FMA: the scalar kernels run")
+		t.Skip("CPU without AVX2 and FMA: the generic kernels run")
 	}
-	for _, typ := range simdHotTypes {
-		scalar, ok := scalarVecDot[typ]
-		if !ok || scalar == nil {
-			t.Errorf("%s: no vector kernel installed", typ)
-			continue
-		}
-		if reflect.ValueOf(traits[typ].VecDot).Pointer() == reflect.ValueOf(scalar).Pointer() {
-			t.Errorf("%s: VecDot is still the scalar kernel", typ)
+	if !hasLevel(LevelAVX2) || archsimd.X86.AVX512() != hasLevel(LevelAVX512) {
+		t.Fatalf("levels %v on a CPU with AVX2 (AVX-512 %v)", Levels(), archsimd.X86.AVX512())
+	}
+	for _, k := range kernelLevels[1:] {
+		for _, typ := range simdHotTypes {
+			if reflect.ValueOf(k.traits[typ].VecDot).Pointer() == reflect.ValueOf(traits[typ].VecDot).Pointer() {
+				t.Errorf("%s: %s's VecDot is still the generic kernel", k.level, typ)
+			}
 		}
 	}
 }
@@ -50,7 +50,7 @@ func TestTileKernels(t *testing.T) {
 	type accKernel = func([]float32, []float32, *[ggmlTile]float32, int, int)
 	scorers := map[string]scoresKernel{"AVX2": tileScoresAVX2}
 	accumulators := map[string]accKernel{"AVX2": tileAccumulateAVX2}
-	if useAVX512 {
+	if archsimd.X86.AVX512() {
 		scorers["AVX-512"], accumulators["AVX-512"] = tileScoresAVX512, tileAccumulateAVX512
 	}
 	for _, dim := range []int{16, 32, 48, 64, 80, 96, 128, 192, 256} {
@@ -72,7 +72,7 @@ func TestTileKernels(t *testing.T) {
 			kernel(got, values, weights, lo, hi)
 			expectBits(t, name+" accumulation", got, wantAcc)
 		}
-		if !useAVX512 {
+		if !archsimd.X86.AVX512() {
 			continue
 		}
 		// The pair kernel: each row as the single Go loop does it.
@@ -113,7 +113,7 @@ func TestTileKernels(t *testing.T) {
 // TestTileMax holds the vector maximum of a tile's scores to the scalar scan: masked
 // edges (−Inf), a fully masked tile, ties, zeros of both signs, and the NaN it hands back.
 func TestTileMax(t *testing.T) {
-	if !useAVX512 {
+	if !archsimd.X86.AVX512() {
 		t.Skip("no AVX-512")
 	}
 	rng := rand.New(rand.NewPCG(61, 67))
@@ -164,7 +164,7 @@ func TestTileMax(t *testing.T) {
 // 0), differences down to −87 (the smallest exponentials expfAVX2 takes), and the tiles
 // it must hand back untouched (a difference past its range, a NaN).
 func TestTileExpSum(t *testing.T) {
-	if !useAVX512 {
+	if !archsimd.X86.AVX512() {
 		t.Skip("no AVX-512")
 	}
 	rng := rand.New(rand.NewPCG(71, 73))
@@ -225,13 +225,13 @@ func BenchmarkTileScores(b *testing.B) {
 	var s0, s1 [ggmlTile]float32
 	b.Run("rows", func(b *testing.B) {
 		for b.Loop() {
-			tileScores(&s0, q0, keys, 0, ggmlTile-1, 0.125)
-			tileScores(&s1, q1, keys, 0, ggmlTile-1, 0.125)
+			active.tileScores(&s0, q0, keys, 0, ggmlTile-1, 0.125)
+			active.tileScores(&s1, q1, keys, 0, ggmlTile-1, 0.125)
 		}
 	})
 	b.Run("pair", func(b *testing.B) {
 		for b.Loop() {
-			tileScores2(&s0, &s1, q0, q1, keys, 0, ggmlTile-1, 0.125)
+			active.tileScores2(&s0, &s1, q0, q1, keys, 0, ggmlTile-1, 0.125)
 		}
 	})
 }
@@ -272,7 +272,7 @@ func TestDeltaRowKernels(t *testing.T) {
 // scratch (576, MLA's latent), one to eight heads and scores strided per head; lengths it
 // does not take are refused.
 func TestF16HeadsKernel(t *testing.T) {
-	if f16Heads == nil {
+	if active.f16Heads == nil {
 		t.Skip("no AVX-512: scores go one at a time")
 	}
 	rng := rand.New(rand.NewPCG(43, 47))
@@ -295,7 +295,7 @@ func TestF16HeadsKernel(t *testing.T) {
 				q[i] = roundToF16(float32(rng.NormFloat64()))
 			}
 			scores := make([]float32, heads*stride)
-			if !f16Heads(q, keys, kStride, positions, dk, scores, stride, make([]float32, dk)) {
+			if !active.f16Heads(q, keys, kStride, positions, dk, scores, stride, make([]float32, dk)) {
 				t.Fatalf("dk %d: refused", dk)
 			}
 			for h := range heads {
@@ -309,7 +309,7 @@ func TestF16HeadsKernel(t *testing.T) {
 		}
 	}
 	for _, dk := range []int{48, 80, 600} {
-		if f16Heads(make([]float32, dk), make([]byte, 2*dk), 2*dk, 1, dk, make([]float32, 1), 1, make([]float32, dk)) {
+		if active.f16Heads(make([]float32, dk), make([]byte, 2*dk), 2*dk, 1, dk, make([]float32, 1), 1, make([]float32, dk)) {
 			t.Errorf("dk %d: taken", dk)
 		}
 	}
@@ -324,7 +324,7 @@ func TestF16HeadsKernel(t *testing.T) {
 // (each rise rescales an accumulator); another has scores large enough for exponentials
 // to underflow.
 func TestMadHalfHeadsKernel(t *testing.T) {
-	if madHalfHeads == nil {
+	if active.madHalfHeads == nil {
 		t.Skip("no AVX-512: the accumulators go one head at a time")
 	}
 	rng := rand.New(rand.NewPCG(53, 59))
@@ -365,10 +365,10 @@ func TestMadHalfHeadsKernel(t *testing.T) {
 			if err := p.Attention(got, q, heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a); err != nil {
 				t.Fatal(err)
 			}
-			kernel := madHalfHeads
-			madHalfHeads = nil
+			kernel := active.madHalfHeads
+			active.madHalfHeads = nil
 			err := p.Attention(want, q, heads, []int32{int32(c.ctx - 1)}, k, v, c.ctx, a)
-			madHalfHeads = kernel
+			active.madHalfHeads = kernel
 			p.Close()
 			if err != nil {
 				t.Fatal(err)

@@ -3,15 +3,13 @@
 package tensor
 
 import (
-	"encoding/binary"
 	"math"
 	"simd/archsimd"
-	"unsafe"
 )
 
-// Vector versions of the plain attention kernel's loops and of F16 row decoding, installed
-// by init in simd_amd64.go. addScaled and decodeF16AVX2 give the scalar code's bits (the
-// same roundings, lane by lane); dotFloat64AVX2 sums in four float64 lanes.
+// Vector versions of the plain attention kernel's loops, the AVX2 level's (simd_amd64.go).
+// addScaledAVX2 gives the scalar code's bits (the same roundings, lane by lane);
+// dotFloat64AVX2 sums in four float64 lanes.
 
 // dotFloat64AVX2 is q·k in float64: eight values a step widened to two vectors of four
 // float64, multiplied and added in two accumulators (fused, so each product is exact).
@@ -59,7 +57,8 @@ func addScaledAVX2(acc, x []float32, s float32) {
 }
 
 // madFloatAVX2 is madFloat eight values a step by float32 FMAs, as ggml's vector kernel
-// does (see madHalfAVX2 on the scalar fma32's rare double rounding).
+// does (the scalar fma32 rounds through float64 first, which differs only when that double
+// rounding lands on a float32 tie).
 func madFloatAVX2(acc, x []float32, s float32) {
 	acc = acc[:len(x)]
 	d := 0
@@ -76,78 +75,8 @@ func madFloatAVX2(acc, x []float32, s float32) {
 	}
 }
 
-// madHalfAVX2 is madHalf eight values a step: a float32 FMA (as ggml's vector kernel does;
-// the scalar fma32 rounds through float64 first, which can differ only when that double
-// rounding lands on a float32 tie, and then vanishes in the F16 rounding unless that lands
-// on an F16 tie too), then roundToF16's integer rounding for binary16 normals and its
-// add-and-subtract of 0.75 below them. A step holding a value at or beyond binary16's
-// overflow threshold (or a NaN) is finished by the scalar code.
-func madHalfAVX2(acc, x []float32, s float32) {
-	acc = acc[:len(x)]
-	d := 0
-	if len(x) >= 8 {
-		sv := archsimd.BroadcastFloat32x8(s)
-		absMask, signMask, roundBias := archsimd.LoadInt32x8(&f32AbsMask8), archsimd.LoadInt32x8(&f32SignMask8), archsimd.LoadInt32x8(&f16RoundBias8)
-		one, keep := archsimd.LoadInt32x8(&int32One8), archsimd.LoadInt32x8(&f16KeepBits8)
-		minNormal, overflow, shift := archsimd.LoadInt32x8(&f16MinNormal8), archsimd.LoadInt32x8(&f16Overflow8), archsimd.LoadFloat32x8(&f16SubnormalShift8)
-		for ; d+8 <= len(x); d += 8 {
-			a := (*[8]float32)(acc[d : d+8])
-			bits := archsimd.LoadFloat32x8((*[8]float32)(x[d:d+8])).MulAdd(sv, archsimd.LoadFloat32x8(a)).AsInt32x8()
-			abs := bits.And(absMask)
-			if abs.Greater(overflow).ToBits() != 0 {
-				break
-			}
-			normal := abs.Add(roundBias).Add(abs.ShiftAllRight(13).And(one)).And(keep)
-			small := abs.AsFloat32x8().Add(shift).Sub(shift).AsInt32x8()
-			normal.Merge(small, abs.Greater(minNormal)).Or(bits.And(signMask)).AsFloat32x8().Store(a)
-		}
-		archsimd.ClearAVXUpperBits()
-	}
-	for ; d < len(x); d++ {
-		acc[d] = roundToF16(fma32(x[d], s, acc[d]))
-	}
-}
-
-// madHalfAVX2's constants (see roundToF16).
-var (
-	f32AbsMask8        = [8]int32{0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF, 0x7FFFFFFF}
-	f32SignMask8       = [8]int32{-1 << 31, -1 << 31, -1 << 31, -1 << 31, -1 << 31, -1 << 31, -1 << 31, -1 << 31}
-	f16RoundBias8      = [8]int32{0xFFF, 0xFFF, 0xFFF, 0xFFF, 0xFFF, 0xFFF, 0xFFF, 0xFFF}
-	int32One8          = [8]int32{1, 1, 1, 1, 1, 1, 1, 1}
-	f16KeepBits8       = [8]int32{^0x1FFF, ^0x1FFF, ^0x1FFF, ^0x1FFF, ^0x1FFF, ^0x1FFF, ^0x1FFF, ^0x1FFF}
-	f16MinNormal8      = [8]int32{0x387FFFFF, 0x387FFFFF, 0x387FFFFF, 0x387FFFFF, 0x387FFFFF, 0x387FFFFF, 0x387FFFFF, 0x387FFFFF}
-	f16Overflow8       = [8]int32{0x477FEFFF, 0x477FEFFF, 0x477FEFFF, 0x477FEFFF, 0x477FEFFF, 0x477FEFFF, 0x477FEFFF, 0x477FEFFF}
-	f16SubnormalShift8 = [8]float32{0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75}
-)
-
-// decodeF16AVX2 widens F16 values eight at a time as dotF16's f16x4 does four (exact, with
-// infinities and NaNs), the rest one by one.
-func decodeF16AVX2(src []byte, dst []float32) {
-	src = src[:2*len(dst)]
-	d := 0
-	if len(dst) >= 8 {
-		expMant, rebias := archsimd.LoadUint32x8(&f16ExpMant8), archsimd.LoadFloat32x8(&f16Rebias8)
-		infNaN, exponent, sign := archsimd.LoadFloat32x8(&f16InfNaN8), archsimd.LoadUint32x8(&f32Exponent8), archsimd.LoadUint32x8(&f32Sign8)
-		for ; d+8 <= len(dst); d += 8 {
-			v := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Pointer(&src[2*d]))).ExtendToUint32()
-			f := v.ShiftAllLeft(13).And(expMant).AsFloat32x8().Mul(rebias)
-			special := exponent.Masked(f.GreaterEqual(infNaN))
-			f.AsUint32x8().Or(special).Or(v.ShiftAllLeft(16).And(sign)).AsFloat32x8().Store((*[8]float32)(dst[d : d+8]))
-		}
-		archsimd.ClearAVXUpperBits()
-	}
-	for ; d < len(dst); d++ {
-		dst[d] = F16ToF32(binary.LittleEndian.Uint16(src[2*d:]))
-	}
-}
-
-var (
-	f16ExpMant8  = [8]uint32{0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000, 0x0FFFE000}
-	f16Rebias8   = [8]float32{0x1p112, 0x1p112, 0x1p112, 0x1p112, 0x1p112, 0x1p112, 0x1p112, 0x1p112}
-	f16InfNaN8   = [8]float32{0x1p16, 0x1p16, 0x1p16, 0x1p16, 0x1p16, 0x1p16, 0x1p16, 0x1p16}
-	f32Exponent8 = [8]uint32{0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000, 0x7F800000}
-	f32Sign8     = [8]uint32{0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000}
-)
+// f32Sign8 is the float32 sign bit in eight lanes (simd_lowk_vnni_amd64.s negates with it).
+var f32Sign8 = [8]uint32{0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000, 0x80000000}
 
 // tileScoresAVX2 is tileScores eight positions at a time: for each dimension d, q[d] times
 // row d of the transposed tile is added to eight running dot products with one fused

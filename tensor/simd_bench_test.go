@@ -16,9 +16,9 @@ func BenchmarkVecDotSIMD(b *testing.B) {
 		dot  func(n int, w, a []byte) float32
 	}
 	for _, typ := range simdHotTypes {
-		kernels := []kernel{{"scalar", traits[typ].VecDot}}
-		if scalar, ok := scalarVecDot[typ]; ok {
-			kernels = []kernel{{"scalar", scalar}, {"simd", traits[typ].VecDot}}
+		kernels := []kernel{{"scalar", active.traits[typ].VecDot}}
+		if scalar, ok := scalarVecDots()[typ]; ok {
+			kernels = []kernel{{"scalar", scalar}, {"simd", active.traits[typ].VecDot}}
 		}
 		for _, k := range kernels {
 			b.Run(fmt.Sprintf("type=%s/kernel=%s", typ, k.name), func(b *testing.B) {

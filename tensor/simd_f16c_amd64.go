@@ -2,24 +2,13 @@
 
 package tensor
 
-import (
-	"encoding/binary"
-	"simd/archsimd"
-
-	"golang.org/x/sys/cpu"
-)
+import "encoding/binary"
 
 // Kernels on F16C's conversions between float32 and binary16 (VCVTPS2PH rounds to the
 // nearest binary16, ties to even, subnormals and overflow to infinity included; VCVTPH2PS
 // widens exactly): one instruction each for what roundToF16 and F16ToF32 compute with
-// integer and float tricks eight lanes at a time in the AVX2 kernels. Every CPU with AVX2
-// has F16C in practice; useF16C checks anyway.
-
-var useF16C = cpu.X86.HasF16C
-
-// useAVX512 is whether the 512-bit form of madHalf can run (AVX-512 F, with the OS saving
-// the 512-bit state).
-var useAVX512 = archsimd.X86.AVX512()
+// integer and float tricks eight lanes at a time. The AVX2 level requires F16C (every CPU
+// with AVX2 has it in practice); the AVX-512 level adds 512-bit forms.
 
 //go:noescape
 func madHalfF16CBlocks(acc, x *float32, n int, s float32)
@@ -51,11 +40,14 @@ func madHalfHeads8(acc []float32, v []byte, vStride, positions, dv int, ws, ms [
 //go:noescape
 func decodeF16F16CBlocks(dst *float32, src *byte, n int) int
 
-// madHalfF16C is madHalf: a float32 FMA (as madHalfAVX2) rounded to binary16 by
-// VCVTPS2PH, in halfSteps.
-func madHalfF16C(acc, x []float32, s float32) {
+// madHalfF16C is madHalf: a float32 FMA rounded to binary16 by VCVTPS2PH, eight values a
+// step; madHalfAVX512 the same sixteen a step first.
+func madHalfF16C(acc, x []float32, s float32)   { madHalfSteps(acc, x, s, false) }
+func madHalfAVX512(acc, x []float32, s float32) { madHalfSteps(acc, x, s, true) }
+
+func madHalfSteps(acc, x []float32, s float32, wide bool) {
 	acc = acc[:len(x)]
-	d := halfSteps(len(x),
+	d := halfSteps(len(x), wide,
 		func(d, n int) { madHalfAVX512Blocks(&acc[d], &x[d], n, s) },
 		func(d, n int) { madHalfF16CBlocks(&acc[d], &x[d], n, s) })
 	for ; d < len(x); d++ {
@@ -63,10 +55,13 @@ func madHalfF16C(acc, x []float32, s float32) {
 	}
 }
 
-// scaleHalfF16C is scaleHalf: a float32 product rounded to binary16 by VCVTPS2PH, in
-// halfSteps.
-func scaleHalfF16C(acc []float32, s float32) {
-	d := halfSteps(len(acc),
+// scaleHalfF16C is scaleHalf: a float32 product rounded to binary16 by VCVTPS2PH, eight
+// values a step; scaleHalfAVX512 the same sixteen a step first.
+func scaleHalfF16C(acc []float32, s float32)   { scaleHalfSteps(acc, s, false) }
+func scaleHalfAVX512(acc []float32, s float32) { scaleHalfSteps(acc, s, true) }
+
+func scaleHalfSteps(acc []float32, s float32, wide bool) {
+	d := halfSteps(len(acc), wide,
 		func(d, n int) { scaleHalfAVX512Blocks(&acc[d], n, s) },
 		func(d, n int) { scaleHalfF16CBlocks(&acc[d], n, s) })
 	for ; d < len(acc); d++ {
@@ -74,14 +69,14 @@ func scaleHalfF16C(acc []float32, s float32) {
 	}
 }
 
-// halfSteps runs a kernel over n values sixteen a step with AVX-512 (wide), then eight
-// (narrow), from value d for a multiple of the step, and returns how many it did: the
-// caller's scalar code does the rest.
-func halfSteps(n int, wide, narrow func(d, n int)) int {
+// halfSteps runs a kernel over n values sixteen a step with AVX-512 (wideSteps, if wide),
+// then eight (narrow), from value d for a multiple of the step, and returns how many it
+// did: the caller's scalar code does the rest.
+func halfSteps(n int, wide bool, wideSteps, narrow func(d, n int)) int {
 	d := 0
-	if useAVX512 && n >= 16 {
+	if wide && n >= 16 {
 		d = n &^ 15
-		wide(0, d)
+		wideSteps(0, d)
 	}
 	if whole := n &^ 7; whole > d {
 		narrow(d, whole-d)

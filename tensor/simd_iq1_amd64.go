@@ -169,26 +169,8 @@ var (
 	}()
 )
 
-// installIQ1 puts the kernels in place of the generic ones (called from init, which
-// checked AVX2 and FMA).
-func installIQ1() {
-	if !useF16C {
-		return
-	}
-	for _, k := range []struct {
-		t      Type
-		shape  blockShape
-		kernel vnniRowsKernel
-	}{
-		{IQ1_S, iq1SShape, dotIQ1_SRowsAVX2},
-		{IQ1_M, iq1MShape, dotIQ1_MRowsAVX2},
-	} {
-		tr := traits[k.t]
-		if tr == nil {
-			continue
-		}
-		scalarVecDot[k.t] = tr.VecDot
-		tr.VecDot = vnniDot(k.shape, k.kernel)
-		dotRowsOne[k.t] = vnniDotRows(k.shape, k.kernel)
-	}
+// iq1Kernels lists the AVX2 kernels per type (there are no AVX-512 ones).
+var iq1Kernels = map[Type]latticeKernel{
+	IQ1_S: {iq1SShape, dotIQ1_SRowsAVX2},
+	IQ1_M: {iq1MShape, dotIQ1_MRowsAVX2},
 }

@@ -18,7 +18,7 @@ var iq1Types = []struct {
 }{{IQ1_S, iq1SGGMLModel}, {IQ1_M, iq1MGGMLModel}}
 
 func iq1Installed(t testing.TB) {
-	if _, ok := dotRowsOne[IQ1_S]; !ok {
+	if _, ok := active.dotRowsOne[IQ1_S]; !ok {
 		t.Skip("CPU without AVX2, FMA and F16C: the generic IQ1 kernels run")
 	}
 }
@@ -202,7 +202,7 @@ func TestIQ1KernelsMatchScalar(t *testing.T) {
 	iq1Installed(t)
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, c := range iq1Types {
-		fast, scalar := traits[c.typ].VecDot, scalarVecDot[c.typ]
+		fast, scalar := active.traits[c.typ].VecDot, scalarVecDots()[c.typ]
 		for _, extreme := range []bool{false, true} {
 			for nb := 1; nb <= 4; nb++ {
 				n := nb * qkK
@@ -240,9 +240,9 @@ func TestIQ1RowsMatchOneRow(t *testing.T) {
 				randomIQ1(rng, c.typ, w)
 				randomQ8KValid(rng, a, false)
 				out := make([]float32, rows)
-				dotRowsOne[c.typ](n, w, a, out)
+				active.dotRowsOne[c.typ](n, w, a, out)
 				for r := range rows {
-					if want := traits[c.typ].VecDot(n, w[r*rb:(r+1)*rb], a); math.Float32bits(out[r]) != math.Float32bits(want) {
+					if want := active.traits[c.typ].VecDot(n, w[r*rb:(r+1)*rb], a); math.Float32bits(out[r]) != math.Float32bits(want) {
 						t.Errorf("%s nb=%d rows=%d row %d: %g, VecDot %g", c.typ, nb, rows, r, out[r], want)
 					}
 				}
@@ -267,7 +267,7 @@ func BenchmarkIQ1Kernels(b *testing.B) {
 		randomQ8KValid(rng, a, false)
 		out := make([]float32, rows)
 		b.Run(fmt.Sprintf("type=%s/kernel=generic", c.typ), func(b *testing.B) {
-			scalar := scalarVecDot[c.typ]
+			scalar := scalarVecDots()[c.typ]
 			b.SetBytes(int64(len(w)))
 			cpu := processCPU()
 			for b.Loop() {
@@ -281,7 +281,7 @@ func BenchmarkIQ1Kernels(b *testing.B) {
 			b.SetBytes(int64(len(w)))
 			cpu := processCPU()
 			for b.Loop() {
-				dotRowsOne[c.typ](cols, w, a, out)
+				active.dotRowsOne[c.typ](cols, w, a, out)
 			}
 			reportCPU(b, cpu)
 		})

@@ -201,7 +201,3 @@ var (
 		IQ2_S:   dotIQ2_SRowsVNNI,
 	}
 )
-
-// installIQ2 puts the kernels in place of the generic ones (init calls it on CPUs with
-// AVX2 and FMA).
-func installIQ2() { installLattice(iq2Kernels, iq2VNNIKernels, useIQ2VNNI) }

@@ -67,7 +67,7 @@ func iq2Extreme(typ Type, w, a []byte) {
 // iq2Magnitude is Σ|w·x| in float64 from the dequantized operands.
 func iq2Magnitude(typ Type, n int, w, a []byte) float64 {
 	wf := make([]float32, n)
-	traits[typ].ToFloat(w, wf)
+	active.traits[typ].ToFloat(w, wf)
 	var m float64
 	for i := range n {
 		b := a[i/256*292:]

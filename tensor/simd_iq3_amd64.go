@@ -90,26 +90,18 @@ var (
 	}
 )
 
-// installIQ3 puts the kernels in place of the generic ones (init calls it on CPUs with
-// AVX2 and FMA).
-func installIQ3() { installLattice(iq3Kernels, iq3VNNIKernels, useIQ2VNNI) }
-
-// installLattice installs rows kernels as VecDot and dotRowsOne of their types, the
-// AVX-512 one where there is one and useVNNI512 holds, keeping the generic kernel in
-// scalarVecDot.
-func installLattice(kernels map[Type]latticeKernel, vnni map[Type]vnniRowsKernel, useVNNI512 bool) {
-	for t, k := range kernels {
-		if v, ok := vnni[t]; ok && useVNNI512 {
-			k.rows = v
+// installLattice makes rows kernels k's VecDot and dotRowsOne of their types, the AVX-512
+// one (vnni) where there is one.
+func installLattice(k *kernelSet, kernels map[Type]latticeKernel, vnni map[Type]vnniRowsKernel) {
+	for t, lk := range kernels {
+		if v, ok := vnni[t]; ok {
+			lk.rows = v
 		}
-		tr := traits[t]
+		tr := k.traits[t]
 		if tr == nil {
 			continue
 		}
-		if _, ok := scalarVecDot[t]; !ok {
-			scalarVecDot[t] = tr.VecDot
-		}
-		tr.VecDot = vnniDot(k.shape, k.rows)
-		dotRowsOne[t] = vnniDotRows(k.shape, k.rows)
+		tr.VecDot = vnniDot(lk.shape, lk.rows)
+		k.dotRowsOne[t] = vnniDotRows(lk.shape, lk.rows)
 	}
 }

@@ -5,7 +5,8 @@ package tensor
 import "unsafe"
 
 // Q4_0, Q5_0, Q8_0, MXFP4 and IQ4_XS dot products on AVX-512 with VNNI
-// (simd_legacy_vnni_amd64.s), installed over the AVX2 kernels where the CPU has it.
+// (simd_legacy_vnni_amd64.s): the AVX-512 level's in place of the AVX2 kernels where the
+// CPU has VNNI.
 //
 // The AVX2 kernels of these formats are bound by their one chain of FMAs: each 32-value
 // block adds d·float(lanes) to the same eight float lanes, so a row costs at least an FMA
@@ -176,15 +177,15 @@ func pickIQ4XSTokens4(gfni bool) vnniTokens4RowsKernel {
 // above and dotQ8_0Tokens4RowsVNNI). MXFP4 drops its AVX2 two-token kernel so that its
 // prefill tiles run the rows kernel token by token (mulTokens' last resort), which is
 // faster.
-func installLegacyVNNI() {
+func installLegacyVNNI(k *kernelSet) {
 	for _, t := range []Type{Q4_0, Q5_0, Q8_0, MXFP4, IQ4_XS} {
-		dotRowsOne[t] = vnniDotRows(pickLegacyRows(t, useGFNI))
+		k.dotRowsOne[t] = vnniDotRows(pickLegacyRows(t, useGFNI))
 	}
 	for _, t := range []Type{Q4_0, Q5_0, MXFP4, IQ4_XS} {
-		traits[t].VecDot = vnniDot(pickLegacyRows(t, useGFNI))
+		k.traits[t].VecDot = vnniDot(pickLegacyRows(t, useGFNI))
 	}
-	dotTokens4[Q8_0], dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
+	k.dotTokens4[Q8_0], k.dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
 	iq4XSTokens4 := vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(useGFNI))
-	dotTokens4[IQ4_XS], dotTokens4Rows[IQ4_XS] = vnniDotTokens4(iq4XSTokens4), iq4XSTokens4
-	delete(dotTokens2, MXFP4)
+	k.dotTokens4[IQ4_XS], k.dotTokens4Rows[IQ4_XS] = vnniDotTokens4(iq4XSTokens4), iq4XSTokens4
+	delete(k.dotTokens2, MXFP4)
 }

@@ -81,10 +81,10 @@ var (
 
 // installLowKVNNI puts the kernels in place of the AVX2 ones: as VecDot, over rows for
 // decode (dotRowsOne) and for four tokens (prefill).
-func installLowKVNNI() {
-	traits[Q2_K].VecDot, traits[Q3_K].VecDot = dotQ2_KVNNI, dotQ3_KVNNI
-	dotRowsOne[Q2_K], dotRowsOne[Q3_K] = vnniDotRows(q2KShape, dotQ2_KRowsVNNI), vnniDotRows(q3KShape, dotQ3_KRowsVNNI)
-	dotTokens4Rows[Q2_K], dotTokens4Rows[Q3_K] = dotQ2_KTokens4RowsOf, dotQ3_KTokens4RowsOf
-	dotTokens4[Q2_K], dotTokens4[Q3_K] = vnniDotTokens4(dotQ2_KTokens4RowsOf), vnniDotTokens4(dotQ3_KTokens4RowsOf)
-	repackedKernels[Q2_K] = vnniDotRows(q2KShape, dotQ2_KRepackedRowsVNNI)
+func installLowKVNNI(k *kernelSet) {
+	k.traits[Q2_K].VecDot, k.traits[Q3_K].VecDot = dotQ2_KVNNI, dotQ3_KVNNI
+	k.dotRowsOne[Q2_K], k.dotRowsOne[Q3_K] = vnniDotRows(q2KShape, dotQ2_KRowsVNNI), vnniDotRows(q3KShape, dotQ3_KRowsVNNI)
+	k.dotTokens4Rows[Q2_K], k.dotTokens4Rows[Q3_K] = dotQ2_KTokens4RowsOf, dotQ3_KTokens4RowsOf
+	k.dotTokens4[Q2_K], k.dotTokens4[Q3_K] = vnniDotTokens4(dotQ2_KTokens4RowsOf), vnniDotTokens4(dotQ3_KTokens4RowsOf)
+	k.repackedKernels[Q2_K] = vnniDotRows(q2KShape, dotQ2_KRepackedRowsVNNI)
 }

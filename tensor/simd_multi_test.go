@@ -14,25 +14,25 @@ import (
 // tokens to go as a pair and alone. The activations are quantized wide-range values and,
 // for the largest sums the integer steps see, constant ones (every quant ±127).
 func TestDotTokens(t *testing.T) {
-	if len(dotTokens2) == 0 {
+	if len(active.dotTokens2) == 0 {
 		t.Skip("no two-token kernels in this build")
 	}
 	multi := map[Type]bool{}
-	for typ := range dotTokens4 {
-		if dotTokens2[typ] == nil && dotRowsOne[typ] == nil {
+	for typ := range active.dotTokens4 {
+		if active.dotTokens2[typ] == nil && active.dotRowsOne[typ] == nil {
 			t.Errorf("%s has a four-token kernel but neither a two-token nor a rows kernel for the tokens left over", typ)
 		}
 		multi[typ] = true
 	}
-	for typ := range dotTokens2 {
+	for typ := range active.dotTokens2 {
 		multi[typ] = true
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	for typ := range multi {
-		dot2 := dotTokens2[typ]
-		tr := traits[typ]
+		dot2 := active.dotTokens2[typ]
+		tr := active.traits[typ]
 		vt := tr.VecDotType
-		dot4 := dotTokens4[typ]
+		dot4 := active.dotTokens4[typ]
 		// check runs dot2 on the pairs a[0:2] and a[2:4], and dot4 on all four.
 		check := func(what string, n int, w []byte, a [4][]byte) {
 			t.Helper()
@@ -155,8 +155,8 @@ func TestDotTokens(t *testing.T) {
 func BenchmarkDotTokens(b *testing.B) {
 	const cols, tokens = 2048, 32
 	rng := rand.New(rand.NewPCG(17, 18))
-	for typ, dot2 := range dotTokens2 {
-		tr := traits[typ]
+	for typ, dot2 := range active.dotTokens2 {
+		tr := active.traits[typ]
 		rowBytes, actBytes := mustRowBytes(b, typ, cols), mustRowBytes(b, tr.VecDotType, cols)
 		w := make([]byte, matRowTile*rowBytes)
 		tr.FromFloat(randomFloats(rng, matRowTile*cols), w)
@@ -167,7 +167,7 @@ func BenchmarkDotTokens(b *testing.B) {
 			}
 		}
 		out := make([]float32, tokens)
-		if rows4 := dotTokens4Rows[typ]; rows4 != nil {
+		if rows4 := active.dotTokens4Rows[typ]; rows4 != nil {
 			outs := make([]float32, 4*matRowTile)
 			o := func(k int) []float32 { return outs[k*matRowTile : (k+1)*matRowTile] }
 			b.Run(fmt.Sprintf("type=%s/kernel=tokens4rows", typ), func(b *testing.B) {
@@ -180,7 +180,7 @@ func BenchmarkDotTokens(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
 			})
 		}
-		if dot4 := dotTokens4[typ]; dot4 != nil {
+		if dot4 := active.dotTokens4[typ]; dot4 != nil {
 			b.Run(fmt.Sprintf("type=%s/kernel=tokens4", typ), func(b *testing.B) {
 				for b.Loop() {
 					for r := range matRowTile {

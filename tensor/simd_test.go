@@ -22,9 +22,9 @@ var simdHotTypes = []Type{Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, 
 // simdTypes lists the types whose VecDot a vector kernel replaced and that can be
 // quantized from floats, in id order.
 func simdTypes(t testing.TB) []Type {
-	types := make([]Type, 0, len(scalarVecDot))
-	for typ := range scalarVecDot {
-		if traits[typ].FromFloat != nil { // the others (the lattice formats) have tests of their own
+	types := make([]Type, 0, len(scalarVecDots()))
+	for typ := range scalarVecDots() {
+		if active.traits[typ].FromFloat != nil { // the others (the lattice formats) have tests of their own
 			types = append(types, typ)
 		}
 	}
@@ -49,14 +49,14 @@ const simdTolerance = 1e-5
 // counts on its own: the row is decoded once with the min's scale zeroed and once with d
 // zeroed (the two F16s at the start of every block of these formats).
 func dotMagnitude(typ Type, n int, w, a []byte) float64 {
-	tr := traits[typ]
+	tr := active.traits[typ]
 	x := make([]float32, n)
 	decode := func(w []byte) []float32 {
 		v := make([]float32, n)
 		tr.ToFloat(w, v)
 		return v
 	}
-	traits[tr.VecDotType].ToFloat(a, x)
+	active.traits[tr.VecDotType].ToFloat(a, x)
 	parts := [][]float32{decode(w)}
 	// Where each block keeps its d and its min's scale (F16s).
 	scalesAt := map[Type][2]int{Q4_K: {0, 2}, Q5_K: {0, 2}, Q4_1: {0, 2}, Q5_1: {0, 2}, Q2_K: {80, 82}}
@@ -81,8 +81,8 @@ func dotMagnitude(typ Type, n int, w, a []byte) float64 {
 // checkSIMD compares the installed kernel of typ with the scalar one on one row.
 func checkSIMD(t *testing.T, typ Type, n int, w, a []byte, what string) {
 	t.Helper()
-	got := traits[typ].VecDot(n, w, a)
-	want := scalarVecDot[typ](n, w, a)
+	got := active.traits[typ].VecDot(n, w, a)
+	want := scalarVecDots()[typ](n, w, a)
 	m := dotMagnitude(typ, n, w, a)
 	diff := math.Abs(float64(got) - float64(want))
 	switch {
@@ -149,7 +149,7 @@ func blockFloats(rng *rand.Rand, x []float32, bs int) {
 // the way the matmul converts them.
 func quantizedOperands(t *testing.T, rng *rand.Rand, typ Type, n int) (w, a []byte) {
 	t.Helper()
-	tr := traits[typ]
+	tr := active.traits[typ]
 	x := make([]float32, n)
 	bs := max(int(typ.BlockSize()), 32)
 	blockFloats(rng, x, bs)
@@ -240,7 +240,7 @@ func TestSIMDMatchesScalar(t *testing.T) {
 // (the largest sums VPMADDUBSW and VPMADDWD see) against weights at their extreme codes.
 func TestSIMDExtremeActivations(t *testing.T) {
 	for _, typ := range simdTypes(t) {
-		tr := traits[typ]
+		tr := active.traits[typ]
 		n := 4 * int(max(typ.BlockSize(), qkK))
 		for _, sign := range []float32{1, -1} {
 			x := make([]float32, n)
@@ -302,7 +302,7 @@ func TestSIMDZeroCodes(t *testing.T) {
 			for off := 0; off < len(w); off += bs {
 				fill(w[off : off+bs])
 			}
-			if got, want := traits[typ].VecDot(n, w, a), scalarVecDot[typ](n, w, a); got != 0 || want != 0 {
+			if got, want := active.traits[typ].VecDot(n, w, a), scalarVecDots()[typ](n, w, a); got != 0 || want != 0 {
 				t.Errorf("%s n=%d: %g, scalar %g, want 0", typ, n, got, want)
 			}
 		}
@@ -325,7 +325,7 @@ func TestSIMDHalfSpecials(t *testing.T) {
 		slot := h % n
 		binary.LittleEndian.PutUint16(w[2*slot:], uint16(h))
 		binary.LittleEndian.PutUint16(a[2*slot:], one)
-		got, want := traits[F16].VecDot(n, w, a), F16ToF32(uint16(h))+0
+		got, want := active.traits[F16].VecDot(n, w, a), F16ToF32(uint16(h))+0
 		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 			t.Fatalf("f16 %#04x: %g (%#08x), want %g (%#08x)", h, got, math.Float32bits(got), want, math.Float32bits(want))
 		}

@@ -46,7 +46,7 @@ func TestVNNIMatchesAVX2(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for _, k := range kernels {
-		if got := traits[k.typ].VecDot; got == nil {
+		if got := active.traits[k.typ].VecDot; got == nil {
 			t.Fatalf("%s: no kernel", k.typ)
 		}
 		compare := func(n int, w, a []byte, what string) {
@@ -84,7 +84,7 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 		vnni, avx2 func(n int, w, a0, a1, a2, a3 []byte) [4]float32
 	}
 	kernels := []kernel{{Q6_K, "", dotQ6_KTokens4VNNI, dotQ6_KTokens4AVX2},
-		{Q2_K, "", dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
+		{Q2_K, "", kernelsAt(t, LevelAVX512).dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", kernelsAt(t, LevelAVX512).dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
 	for name, gfni := range q4KSplits() {
 		tokens4 := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2},
@@ -134,13 +134,14 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 	if !useVNNI {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
+	k512 := kernelsAt(t, LevelAVX512)
 	rng := rand.New(rand.NewPCG(19, 23))
 	type kernel struct {
 		typ     Type
 		name    string
 		rowsOne func(n int, rows, a []byte, out []float32)
 	}
-	kernels := []kernel{{Q6_K, "", dotRowsOne[Q6_K]}, {Q2_K, "", dotRowsOne[Q2_K]}, {Q3_K, "", dotRowsOne[Q3_K]}}
+	kernels := []kernel{{Q6_K, "", k512.dotRowsOne[Q6_K]}, {Q2_K, "", k512.dotRowsOne[Q2_K]}, {Q3_K, "", k512.dotRowsOne[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		rows := pickGFNI(gfni, dotQ4_KRowsGFNI, dotQ4_KRowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniDotRows(q4KShape, rows)})
@@ -166,7 +167,7 @@ func TestVNNIRowsMatchOneRow(t *testing.T) {
 				out[count] = 42 // past the rows: must stay
 				rowsOne(n, rows, a, out[:count])
 				for r := range count {
-					want := traits[typ].VecDot(n, rows[r*rowBytes:(r+1)*rowBytes], a)
+					want := k512.traits[typ].VecDot(n, rows[r*rowBytes:(r+1)*rowBytes], a)
 					if math.Float32bits(out[r]) != math.Float32bits(want) {
 						t.Errorf("%s %s n=%d row %d of %d: %g, one row %g", typ, k.name, n, r, count, out[r], want)
 					}
@@ -186,13 +187,14 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 	if !useVNNI {
 		t.Skip("CPU without AVX-512 VNNI: the AVX2 kernels run")
 	}
+	k512 := kernelsAt(t, LevelAVX512)
 	rng := rand.New(rand.NewPCG(29, 31))
 	type kernel struct {
 		typ  Type
 		name string
 		rows func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 	}
-	kernels := []kernel{{Q6_K, "", dotTokens4Rows[Q6_K]}, {Q2_K, "", dotTokens4Rows[Q2_K]}, {Q3_K, "", dotTokens4Rows[Q3_K]}}
+	kernels := []kernel{{Q6_K, "", k512.dotTokens4Rows[Q6_K]}, {Q2_K, "", k512.dotTokens4Rows[Q2_K]}, {Q3_K, "", k512.dotTokens4Rows[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		rows := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
 		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)},
@@ -225,7 +227,7 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 				k.rows(n, rows, stride, a[0], a[1], a[2], a[3], outs[0][:count], outs[1][:count], outs[2][:count], outs[3][:count])
 				for v, out := range outs {
 					for r := range count {
-						want := traits[k.typ].VecDot(n, rows[r*stride:r*stride+stride-3], a[v])
+						want := k512.traits[k.typ].VecDot(n, rows[r*stride:r*stride+stride-3], a[v])
 						if math.Float32bits(out[r]) != math.Float32bits(want) {
 							t.Errorf("%s %s n=%d row %d of %d vector %d: %g, one row %g", k.typ, k.name, n, r, count, v, out[r], want)
 						}

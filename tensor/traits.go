@@ -24,7 +24,8 @@ type Traits struct {
 	VecDot func(n int, w, a []byte) float32
 }
 
-// activationFromFloat is how the CPU matmul converts activations to a VecDotType. For Q8_0
+// activationFromFloat is how the CPU matmul converts activations to a VecDotType (the
+// generic level's registry; kernelSet.activationFromFloat the active level's). For Q8_0
 // and Q8_1 it differs from the reference quantizer in rounding (ggml's x86 from_float rounds
 // half to even with a scale of 127/amax); for the others it is the same as FromFloat.
 var activationFromFloat = map[Type]func(src []float32, dst []byte){}
@@ -53,7 +54,7 @@ var traits = map[Type]*Traits{
 // TraitsOf returns the kernels for a type, or an error naming the type if moerun cannot
 // compute with it.
 func TraitsOf(t Type) (*Traits, error) {
-	tr, ok := traits[t]
+	tr, ok := active.traits[t]
 	if !ok {
 		return nil, fmt.Errorf("no CPU kernels for tensor type %s", t)
 	}
@@ -104,7 +105,7 @@ func Quantize(t Type, src []float32, dst []byte) error {
 // QuantizeActivations converts activations to t (a VecDotType) the way the CPU matmul does
 // before dot products.
 func QuantizeActivations(t Type, src []float32, dst []byte) error {
-	if f, ok := activationFromFloat[t]; ok {
+	if f, ok := active.activationFromFloat[t]; ok {
 		if err := checkRow(t, len(src), len(dst), "quantize activations"); err != nil {
 			return err
 		}

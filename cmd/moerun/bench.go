@@ -335,7 +335,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	started := time.Now() // the warm-up and the repetitions, for the per-device account
 	w := benchWorkload{ctx: ctx, vocab: r.vocab, rng: r.rng, batch: max(1, min(rules.Batch, ctx.Size()))}
 	res := benchResult{
-		BuildCommit: version(), CPUInfo: cpuName(), Backends: m.names(),
+		BuildCommit: version(), CPUInfo: cpuName(), Kernels: tensor.KernelLevel(), Backends: m.names(),
 		ModelFilename: r.cmd.Model, ModelType: r.info.desc, ModelSize: r.info.size, ModelNParams: r.info.params,
 		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
 		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
@@ -448,6 +448,7 @@ func (w *benchWorkload) generate(n int) error {
 type benchResult struct {
 	BuildCommit   string    `json:"build_commit"`
 	CPUInfo       string    `json:"cpu_info"`
+	Kernels       string    `json:"kernels"`
 	Backends      string    `json:"backends"`
 	ModelFilename string    `json:"model_filename"`
 	ModelType     string    `json:"model_type"`
@@ -774,7 +775,7 @@ func (p *markdownBenchPrinter) row(r benchResult) error {
 }
 
 func (p *markdownBenchPrinter) footer() error {
-	_, err := fmt.Fprintf(p.w, "\nbuild: moerun %s\n", version())
+	_, err := fmt.Fprintf(p.w, "\nbuild: moerun %s, CPU kernels %s\n", version(), tensor.KernelLevel())
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/tensor"
 )
 
 // cli is the command line. Each command is a struct with a Run method in its own file.
@@ -93,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.ExplicitGroups(flagGroups),
-		kong.Vars{"version": version()},
+		kong.Vars{"version": "moerun " + version() + ", CPU kernels " + tensor.KernelLevel()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }),
 	)
@@ -104,6 +105,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, err := parser.Parse(rewriteLlamaArgs(args))
 	if exitCode >= 0 { // --help or --version
 		return exitCode
+	}
+	if err := tensor.ISAError(); err != nil {
+		fmt.Fprintf(stderr, "moerun: %v (unset it to use the best level this CPU has: %s)\n", err, tensor.KernelLevel())
+		return exitUsage
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "moerun: %v\n", err)
