@@ -28,9 +28,14 @@ import (
 type Pool struct {
 	mu      sync.Mutex // held for a whole operation, so scratch buffers can be shared
 	threads int
-	helpers []*parker // one per helper goroutine (workers 1..threads-1)
-	done    parker    // the caller waits here for the helpers
-	closed  bool
+	// call publishes each operation to the helpers in one word (callWord): one store the
+	// spinning helpers all read, where a flag per helper cost the caller one cache-line
+	// transfer per helper and operation.
+	call     paddedWord
+	sleepers atomic.Int32 // helpers asleep on their wake channel
+	helpers  []*sleeper   // one per helper goroutine (workers 1..threads-1)
+	done     parker       // the caller waits here for the helpers
+	closed   bool
 
 	// The running job, published to the helpers by their parker's signal.
 	job     job
@@ -68,10 +73,9 @@ func NewPool(threads int) *Pool {
 	p := &Pool{threads: threads, errs: make([]error, threads), ranges: make([]unitRange, threads)}
 	p.done.init()
 	for w := 1; w < threads; w++ {
-		k := &parker{}
-		k.init()
-		p.helpers = append(p.helpers, k)
-		go p.helper(w, k)
+		h := &sleeper{wake: make(chan struct{}, 1)}
+		p.helpers = append(p.helpers, h)
+		go p.helper(w, h)
 	}
 	return p
 }
@@ -95,9 +99,7 @@ func (p *Pool) Close() {
 	}
 	p.closed = true
 	p.job = nil
-	for _, k := range p.helpers {
-		k.signal() // with p.job nil the helper returns
-	}
+	p.publish(len(p.helpers)) // with p.job nil the helpers return
 }
 
 var errPoolClosed = errors.New("tensor: operation on a closed Pool")
@@ -126,8 +128,8 @@ func (p *Pool) run(j job, units int) error {
 		r.end = int64(units * (w + 1) / len(p.ranges))
 	}
 	p.pending.Store(int32(helpers))
-	for _, k := range p.helpers[:helpers] {
-		k.signal()
+	if helpers > 0 {
+		p.publish(helpers)
 	}
 	p.work(0)
 	if helpers > 0 {
@@ -144,10 +146,47 @@ func (p *Pool) run(j job, units int) error {
 	return err
 }
 
-// helper is the loop of worker w.
-func (p *Pool) helper(w int, k *parker) {
+// A call word holds an operation's number (from 1) above callShift bits and the number of
+// helpers taking part in it (workers 1..n) below.
+const callShift = 16
+
+// paddedWord is an atomic word alone on its cache line.
+type paddedWord struct {
+	_ [64]byte
+	atomic.Uint64
+	_ [56]byte
+}
+
+// sleeper is a helper's way to sleep when no operation came for spinTime.
+type sleeper struct {
+	asleep atomic.Bool
+	wake   chan struct{}
+	_      [48]byte
+}
+
+// publish starts the next operation for helpers 1..n and wakes those of them asleep.
+func (p *Pool) publish(n int) {
+	next := (p.call.Load()>>callShift + 1) << callShift
+	p.call.Store(next | uint64(n))
+	if p.sleepers.Load() == 0 {
+		return
+	}
+	for _, h := range p.helpers[:n] {
+		if h.asleep.Load() && h.asleep.CompareAndSwap(true, false) {
+			p.sleepers.Add(-1)
+			h.wake <- struct{}{}
+		}
+	}
+}
+
+// helper is the loop of worker w: it waits for each operation that includes it.
+func (p *Pool) helper(w int, h *sleeper) {
+	var seen uint64 // the last call word this helper acted on
 	for {
-		k.wait()
+		seen = p.awaitCall(h, seen)
+		if int(seen&(1<<callShift-1)) < w {
+			continue // an operation for fewer helpers: its state is not ours to read
+		}
 		if p.job == nil {
 			return // closed
 		}
@@ -158,12 +197,45 @@ func (p *Pool) helper(w int, k *parker) {
 	}
 }
 
+// awaitCall waits for a call word other than seen: it polls for spinTime, then sleeps until
+// publish wakes it. Polling only reads the word, so the caller's store reaches all the
+// spinning helpers at once.
+func (p *Pool) awaitCall(h *sleeper, seen uint64) uint64 {
+	var start time.Time
+	for i := 0; ; i++ {
+		if c := p.call.Load(); c != seen {
+			return c
+		}
+		if i%64 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinTime {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	h.asleep.Store(true)
+	p.sleepers.Add(1)
+	// publish reads sleepers after it stores the word, so either it sees this helper asleep
+	// or this load sees its word.
+	if c := p.call.Load(); c != seen && h.asleep.CompareAndSwap(true, false) {
+		p.sleepers.Add(-1)
+		return c
+	}
+	<-h.wake // publish took our flag and sends exactly one wake-up
+	return p.call.Load()
+}
+
 // work takes the units of worker w's range, then those left in the others', until none
 // are left. A fault stops the whole job: the other workers find every range exhausted.
 func (p *Pool) work(w int) {
 	err := mmap.Guard(func() {
 		for i := range p.ranges {
 			r := &p.ranges[(w+i)%len(p.ranges)]
+			if r.next.Load() >= r.end {
+				continue // done: a read leaves its line shared, an Add would take it away
+			}
 			for {
 				u := r.next.Add(1) - 1
 				if u >= r.end {
@@ -190,7 +262,7 @@ func (p *Pool) work(w int) {
 // 0.4-10 ms (about 0.7% of the run). An idle pool still sleeps after half a millisecond.
 const spinTime = 500 * time.Microsecond
 
-// parker lets one goroutine wait for one signal at a time: it polls for a while and then
+// parker lets one goroutine (the caller, for its helpers) wait for one signal at a time: it polls for a while and then
 // sleeps on a channel. signal never blocks. Its whole state is one word, so a signaler that
 // is slow to finish cannot leave a stale wake-up behind for a later wait.
 type parker struct {

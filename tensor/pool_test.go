@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/moerun/moerun/internal/mmap"
 )
@@ -55,6 +56,33 @@ func TestPoolRunsEveryUnitOnce(t *testing.T) {
 		}
 		p.Close()
 		p.Close() // closing twice is harmless
+	}
+}
+
+// TestPoolWakesSleepingHelpers spaces operations past spinTime, so that the helpers fall
+// asleep between them, and alternates operations for all helpers with ones for a few: each
+// operation must still run every unit once (a helper left asleep would hang it, one woken
+// for an operation it is not part of would run units twice or read a finished job).
+func TestPoolWakesSleepingHelpers(t *testing.T) {
+	p := NewPool(4)
+	defer p.Close()
+	for i, units := range []int{1000, 2, 3, 1, 1000, 3, 1000} {
+		time.Sleep(2 * spinTime)
+		j := &countJob{runs: make([]atomic.Int32, units)}
+		p.mu.Lock()
+		err := p.run(j, units)
+		p.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for u := range units {
+			if n := j.runs[u].Load(); n != 1 {
+				t.Fatalf("operation %d (%d units): unit %d ran %d times", i, units, u, n)
+			}
+		}
+		if asleep := p.sleepers.Load(); asleep < 0 || asleep > 3 {
+			t.Fatalf("after operation %d: %d sleepers among 3 helpers", i, asleep)
+		}
 	}
 }
 
@@ -204,16 +232,43 @@ type nopJob struct{}
 
 func (nopJob) unit(int, int) {}
 
+// BenchmarkPoolDispatch measures an operation's overhead at every thread count up to the
+// machine's CPUs (1, 2, 4, … and NumCPU): an empty one (16 units that do nothing) and a
+// small real one (a 256×64 F32 mat-vec, in L1, as a router or a norm-sized product), the
+// cost that grows with -t when it grows with the thread count.
 func BenchmarkPoolDispatch(b *testing.B) {
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			p := NewPool(threads)
-			defer p.Close()
+	const cols, rows = 256, 64
+	w, err := NewMatrix(F32, []int64{cols, rows}, make([]byte, cols*rows*4))
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, dst := make([]float32, cols), make([]float32, rows)
+	for _, threads := range benchThreads() {
+		p := NewPool(threads)
+		b.Run(fmt.Sprintf("op=empty/threads=%d", threads), func(b *testing.B) {
 			for b.Loop() {
 				p.mu.Lock()
 				p.run(nopJob{}, 16)
 				p.mu.Unlock()
 			}
 		})
+		b.Run(fmt.Sprintf("op=small/threads=%d", threads), func(b *testing.B) {
+			for b.Loop() {
+				if err := p.MatMul(dst, w, x); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		p.Close()
 	}
+}
+
+// benchThreads is 1, 2, 4, … up to the CPUs this process may use, and that count itself.
+func benchThreads() []int {
+	var ts []int
+	n := runtime.GOMAXPROCS(0)
+	for t := 1; t < n; t *= 2 {
+		ts = append(ts, t)
+	}
+	return append(ts, n)
 }
