@@ -146,9 +146,12 @@ func TestBenchJSON(t *testing.T) {
 	if len(results) != 2 {
 		t.Fatalf("%d results, want pp and tg", len(results))
 	}
-	strs := []string{"build_commit", "cpu_info", "backends", "model_filename", "model_type", "type_k", "type_v", "test_time"}
+	strs := []string{"build_commit", "cpu_info", "kernels", "backends", "model_filename", "model_type", "type_k", "type_v", "test_time"}
 	nums := []string{"model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"}
 	for i, r := range results {
+		if r["kernels"] != tensor.KernelLevel() {
+			t.Errorf("result %d: kernels %v, the process runs %s", i, r["kernels"], tensor.KernelLevel())
+		}
 		for _, k := range strs {
 			if _, ok := r[k].(string); !ok {
 				t.Errorf("result %d: %s = %#v, want a string", i, k, r[k])

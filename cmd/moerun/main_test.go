@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -211,5 +213,32 @@ func TestInspectNonFiniteAndSplit(t *testing.T) {
 	_, out, _ := moerun(t, "inspect", filepath.Join(dir, "m-00001-of-00002.gguf"))
 	if !strings.Contains(out, "2 split files") || !strings.Contains(out, "2:0") {
 		t.Errorf("text output for a split model:\n%s", out)
+	}
+}
+
+// TestKernelLevelEnv runs this test binary again with MOERUN_ISA set (the level is chosen
+// when the process starts): a level's name caps the kernels --version reports, and a value
+// that names no level is refused as bad usage before any command runs.
+func TestKernelLevelEnv(t *testing.T) {
+	if args := os.Getenv("MOERUN_TEST_RUN_MAIN"); args != "" {
+		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
+	}
+	main := func(isa string, args ...string) (string, int) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKernelLevelEnv$")
+		cmd.Env = append(os.Environ(), "MOERUN_ISA="+isa, "MOERUN_TEST_RUN_MAIN="+strings.Join(args, " "))
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := main("generic", "--version")
+	if code != exitOK || !strings.Contains(out, "CPU kernels generic") {
+		t.Errorf("MOERUN_ISA=generic --version: exit %d, %q", code, out)
+	}
+	out, code = main("avx3", "place", "--preset", "qwen3-30b-a3b:q4_k_m", "--gpu", "8GiB")
+	if code != exitUsage || !strings.Contains(out, `MOERUN_ISA: unknown kernel level "avx3": want one of generic, avx2, avx512`) {
+		t.Errorf("MOERUN_ISA=avx3: exit %d, %q", code, out)
 	}
 }
