@@ -3,74 +3,60 @@
 package tensor
 
 import (
-	"encoding/binary"
 	"simd/archsimd"
 	"unsafe"
 )
 
-// llama.cpp's repacked arithmetic for Q4_0, IQ4_NL and MXFP4 on AVX2 (no VNNI): per row and
-// 32-value block the exact int32 sum of the weights' values times the activation bytes,
-// then acc = float(sum)·(d_w·d_y) + acc, one FMA a block (see packed.go).
-//
-// Eight rows at a time, one row a float lane. A 256-bit register holds the 16 nibble bytes
-// of a block of row k (low half) and of row k+4 (high half): its low nibbles are values
-// 0-15 of both rows, its high nibbles values 16-31, against activations with values 0-15
-// (16-31) in both halves. Each row's four int32 lanes are then added up by three VPHADDD
-// (rows 0|4 and 1|5, 2|6 and 3|7, then those two) into [r0 r1 r2 r3 | r4 r5 r6 r7], with
-// no cross-lane permute. The rows' scales are gathered through the scale table (f16Table,
-// e8m0Table) by integer indices and vector loads.
-//
-// Q4_0 and MXFP4 take their values as unsigned bytes (the nibble, or the doubled E2M1 value
-// plus 12), and offset·Σy is taken off once a block for all eight rows, in int16 before
-// VPMADDWD (every int16 then holds four products of at most 12·128). IQ4_NL's levels
-// (-127..113) do not fit that: its signs go onto the activations' (VPMADDUBSW of |y| by
-// sign(y)·v), which is exact for every activation byte, -128 included.
-
-// legacyRepacked describes one of the three formats to dotLegacyRepackedAVX2.
-type legacyRepacked struct {
-	blockBytes uintptr // 18, or 17 for MXFP4
-	qsOff      uintptr // where the 16 nibble bytes start in a block
-	scaleMask  uint16  // of the little-endian 16 bits at the block's start: the scale table's index
-	scales     unsafe.Pointer
-	// levels is a VPSHUFB table from nibble to value byte (in both halves), or nil where
-	// the nibble is the value (Q4_0); offset what the value bytes exceed the values by
-	// (nil for IQ4_NL, whose levels are signed).
-	levels *[32]int8
-	offset *[32]uint8
-}
-
-var (
-	repackedQ4_0   = legacyRepacked{blockBytes: 18, qsOff: 2, scaleMask: 0xffff, offset: &eights}
-	repackedIQ4_NL = legacyRepacked{blockBytes: 18, qsOff: 2, scaleMask: 0xffff, levels: &iq4Levels}
-	repackedMXFP4  = legacyRepacked{blockBytes: 17, qsOff: 1, scaleMask: 0xff, levels: &fp4Shifted, offset: &twelves}
+// The three formats are one generic kernel, compiled once per format: Go stencils a
+// generic function for each distinct underlying type of its type parameter, so a switch on
+// the parameter's size is settled at compile time and every format gets its own constant
+// block size, scale table and value decoding (a method of the parameter, or a format
+// argument, would be an indirect call or a run-time branch in the loop, and the loop has
+// no registers to spare for the latter's values).
+type (
+	repackedQ4_0   [1]byte
+	repackedIQ4_NL [2]byte
+	repackedMXFP4  [3]byte
 )
 
-func init() {
-	repackedQ4_0.scales = unsafe.Pointer(&f16Table[0])
-	repackedIQ4_NL.scales = unsafe.Pointer(&f16Table[0])
-	repackedMXFP4.scales = unsafe.Pointer(&e8m0Table[0])
+type repackedLegacy interface {
+	repackedQ4_0 | repackedIQ4_NL | repackedMXFP4
 }
 
 // dotQ4_0RepackedRowsAVX2, dotIQ4_NLRepackedRowsAVX2 and dotMXFP4RepackedRowsAVX2 are
 // repackedKernels for AVX2: out[r] is row r of rows (len(out) whole rows of n values)
 // times the Q8_0 activations a, in the repacked arithmetic.
 func dotQ4_0RepackedRowsAVX2(n int, rows, a []byte, out []float32) {
-	dotLegacyRepackedAVX2(&repackedQ4_0, n, rows, a, out)
+	dotRepackedLegacyAVX2[repackedQ4_0](n, rows, a, out)
 }
 
 func dotIQ4_NLRepackedRowsAVX2(n int, rows, a []byte, out []float32) {
-	dotLegacyRepackedAVX2(&repackedIQ4_NL, n, rows, a, out)
+	dotRepackedLegacyAVX2[repackedIQ4_NL](n, rows, a, out)
 }
 
 func dotMXFP4RepackedRowsAVX2(n int, rows, a []byte, out []float32) {
-	dotLegacyRepackedAVX2(&repackedMXFP4, n, rows, a, out)
+	dotRepackedLegacyAVX2[repackedMXFP4](n, rows, a, out)
 }
 
-// dotLegacyRepackedAVX2 runs the rows eight at a time; a last group of fewer repeats its
-// last row in the missing lanes and stores only its own.
-func dotLegacyRepackedAVX2(f *legacyRepacked, n int, rows, a []byte, out []float32) {
-	nb := n / qk32
-	count := len(out)
+// repackedFormat is F's format: blockBytes, where its nibbles start in a block (qsOff),
+// and whether it is MXFP4 (a byte scale through e8m0Table, the values through
+// fp4Shifted) or IQ4_NL (signed levels); all constants in each instantiation.
+func repackedFormat[F repackedLegacy]() (blockBytes, qsOff uintptr, mxfp4, iq4nl bool) {
+	switch unsafe.Sizeof(*new(F)) {
+	case unsafe.Sizeof(repackedMXFP4{}):
+		return 17, 1, true, false
+	case unsafe.Sizeof(repackedIQ4_NL{}):
+		return 18, 2, false, true
+	}
+	return 18, 2, false, false
+}
+
+// dotRepackedLegacyAVX2 runs the rows eight at a time. A last group of fewer takes the
+// last eight rows (some of them again); fewer than eight rows in all are copied to eight
+// with zero rows after them.
+func dotRepackedLegacyAVX2[F repackedLegacy](n int, rows, a []byte, out []float32) {
+	bs, qsOff, _, _ := repackedFormat[F]()
+	nb, count := n/qk32, len(out)
 	if count == 0 {
 		return
 	}
@@ -78,85 +64,111 @@ func dotLegacyRepackedAVX2(f *legacyRepacked, n int, rows, a []byte, out []float
 		clear(out)
 		return
 	}
-	bs, qo, mask, tbl := f.blockBytes, f.qsOff, f.scaleMask, f.scales
 	rb := nb * int(bs)
 	rows = rows[:count*rb]
-	ya := unsafe.Pointer(&a[:nb*34][0])
-	signed := f.offset == nil
-	for g := 0; g < count; g += 8 {
-		last := count - 1 - g
-		row := func(k int) unsafe.Pointer { return unsafe.Pointer(&rows[(g+min(k, last))*rb]) }
-		p0, p1, p2, p3 := row(0), row(1), row(2), row(3)
-		p4, p5, p6, p7 := row(4), row(5), row(6), row(7)
-		y := ya
-		var acc archsimd.Float32x8
-		for i := 0; ; {
-			yv := archsimd.LoadUint8x32((*[32]uint8)(unsafe.Add(y, 2)))
-			ylo, yhi := yv.Select128FromPair(0, 0, yv), yv.Select128FromPair(1, 1, yv)
-			var c archsimd.Int16x16
-			if !signed {
-				off := archsimd.LoadUint8x32(f.offset)
-				c = off.DotProductPairsSaturated(ylo.AsInt8x32()).Add(off.DotProductPairsSaturated(yhi.AsInt8x32()))
-			}
-			s0 := legacyRepackedPair(f, signed, p0, p4, qo, ylo, yhi, c)
-			s1 := legacyRepackedPair(f, signed, p1, p5, qo, ylo, yhi, c)
-			h01 := s0.AddPairsGrouped(s1)
-			s2 := legacyRepackedPair(f, signed, p2, p6, qo, ylo, yhi, c)
-			s3 := legacyRepackedPair(f, signed, p3, p7, qo, ylo, yhi, c)
-			sums := h01.AddPairsGrouped(s2.AddPairsGrouped(s3))
-
-			d04 := scalePair(tbl, mask, p0, p4)
-			d15 := scalePair(tbl, mask, p1, p5)
-			d26 := scalePair(tbl, mask, p2, p6)
-			d37 := scalePair(tbl, mask, p3, p7)
-			d := d04.InterleaveLoGrouped(d15).AsInt64x4().InterleaveLoGrouped(d26.InterleaveLoGrouped(d37).AsInt64x4()).AsFloat32x8()
-			dy := f16Lanes((*[34]byte)(y)[0:2])
-			acc = sums.ConvertToFloat32().MulAdd(d.Mul(dy), acc)
-			if i++; i == nb {
-				break
-			}
-			p0, p1, p2, p3 = unsafe.Add(p0, bs), unsafe.Add(p1, bs), unsafe.Add(p2, bs), unsafe.Add(p3, bs)
-			p4, p5, p6, p7 = unsafe.Add(p4, bs), unsafe.Add(p5, bs), unsafe.Add(p6, bs), unsafe.Add(p7, bs)
-			y = unsafe.Add(y, 34)
-		}
-		if last >= 7 {
-			acc.Store((*[8]float32)(out[g : g+8]))
-			continue
-		}
+	y := unsafe.Pointer(&a[:nb*34][0])
+	if count < 8 {
+		padded := make([]byte, 8*rb)
+		copy(padded, rows)
 		var t [8]float32
-		acc.Store(&t)
+		repackedRows8[F](unsafe.Add(unsafe.Pointer(&padded[0]), qsOff), uintptr(rb), y, nb).Store(&t)
 		archsimd.ClearAVXUpperBits()
-		copy(out[g:], t[:last+1])
+		copy(out, t[:count])
 		return
+	}
+	for g := 0; g < count; g += 8 {
+		g = min(g, count-8)
+		acc := repackedRows8[F](unsafe.Add(unsafe.Pointer(&rows[g*rb]), qsOff), uintptr(rb), y, nb)
+		acc.Store((*[8]float32)(out[g : g+8]))
 	}
 	archsimd.ClearAVXUpperBits()
 }
 
-// legacyRepackedPair is one block of rows p (low half) and q (high half): four int32 lanes
-// of each row's sum.
-func legacyRepackedPair(f *legacyRepacked, signed bool, p, q unsafe.Pointer, qo uintptr, ylo, yhi archsimd.Uint8x32, c archsimd.Int16x16) archsimd.Int32x8 {
-	m4 := archsimd.LoadUint8x32(&nibbleMask)
-	w := m4.SetLo(archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(p, qo)))).SetHi(archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(q, qo))))
-	lo := w.And(m4)
-	hi := w.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-	if f.levels != nil {
-		lut := archsimd.LoadInt8x32(f.levels)
-		lo = lut.PermuteOrZeroGrouped(lo.AsInt8x32()).AsUint8x32()
-		hi = lut.PermuteOrZeroGrouped(hi.AsInt8x32()).AsUint8x32()
+// repackedRows8 is eight rows, rb bytes apart from p (the nibbles of row 0's first block),
+// times the nb blocks of activations at y: row k in lane k.
+func repackedRows8[F repackedLegacy](p unsafe.Pointer, rb uintptr, y unsafe.Pointer, nb int) archsimd.Float32x8 {
+	bs, _, mxfp4, iq4nl := repackedFormat[F]()
+	rb4 := 4 * rb
+	var acc archsimd.Float32x8
+	for i := 0; ; {
+		yv := archsimd.LoadInt8x32((*[32]int8)(unsafe.Add(y, 2)))
+		ylo := yv.SetHi(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(y, 2))))
+		yhi := yv.SetLo(archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(y, 18))))
+		var sums archsimd.Int32x8
+		var dlo, dhi archsimd.Int32x4
+		if iq4nl {
+			ua, ub := ylo.Abs().AsUint8x32(), yhi.Abs().AsUint8x32()
+			s0, d0, d4 := signedPair(p, rb4, ylo, yhi, ua, ub)
+			q := unsafe.Add(p, rb)
+			s1, d1, d5 := signedPair(q, rb4, ylo, yhi, ua, ub)
+			q = unsafe.Add(q, rb)
+			s2, d2, d6 := signedPair(q, rb4, ylo, yhi, ua, ub)
+			q = unsafe.Add(q, rb)
+			s3, d3, d7 := signedPair(q, rb4, ylo, yhi, ua, ub)
+			sums = s0.AddPairsGrouped(s1).AddPairsGrouped(s2.AddPairsGrouped(s3))
+			dlo = dlo.SetElem(0, d0).SetElem(1, d1).SetElem(2, d2).SetElem(3, d3)
+			dhi = dhi.SetElem(0, d4).SetElem(1, d5).SetElem(2, d6).SetElem(3, d7)
+		} else {
+			off := archsimd.LoadUint8x32(&eights)
+			if mxfp4 {
+				off = archsimd.LoadUint8x32(&twelves)
+			}
+			c := off.DotProductPairsSaturated(ylo).Add(off.DotProductPairsSaturated(yhi))
+			s0, d0, d4 := offsetPair(p, rb4, mxfp4, ylo, yhi, c)
+			q := unsafe.Add(p, rb)
+			s1, d1, d5 := offsetPair(q, rb4, mxfp4, ylo, yhi, c)
+			q = unsafe.Add(q, rb)
+			s2, d2, d6 := offsetPair(q, rb4, mxfp4, ylo, yhi, c)
+			q = unsafe.Add(q, rb)
+			s3, d3, d7 := offsetPair(q, rb4, mxfp4, ylo, yhi, c)
+			sums = s0.AddPairsGrouped(s1).AddPairsGrouped(s2.AddPairsGrouped(s3)).DotProductPairs(archsimd.LoadInt16x16(&ones16))
+			dlo = dlo.SetElem(0, d0).SetElem(1, d1).SetElem(2, d2).SetElem(3, d3)
+			dhi = dhi.SetElem(0, d4).SetElem(1, d5).SetElem(2, d6).SetElem(3, d7)
+		}
+		d := archsimd.Int32x8{}.SetLo(dlo).SetHi(dhi).AsFloat32x8()
+		dy := archsimd.LoadFloat32x4((*[4]float32)(f16Table[*(*uint16)(y):])).Broadcast1To8()
+		acc = sums.ConvertToFloat32().MulAdd(d.Mul(dy), acc)
+		if i++; i == nb {
+			break
+		}
+		p, y = unsafe.Add(p, bs), unsafe.Add(y, 34)
 	}
-	ones := archsimd.LoadInt16x16(&ones16)
-	if signed {
-		plo := ylo.AsInt8x32().Abs().AsUint8x32().DotProductPairsSaturated(lo.AsInt8x32().CopySign(ylo.AsInt8x32()))
-		phi := yhi.AsInt8x32().Abs().AsUint8x32().DotProductPairsSaturated(hi.AsInt8x32().CopySign(yhi.AsInt8x32()))
-		return plo.DotProductPairs(ones).Add(phi.DotProductPairs(ones))
-	}
-	p16 := lo.DotProductPairsSaturated(ylo.AsInt8x32()).Add(hi.DotProductPairsSaturated(yhi.AsInt8x32())).Sub(c)
-	return p16.DotProductPairs(ones)
+	return acc
 }
 
-// scalePair is the scales of the blocks at p (lane 0) and q (lane 4), as int32 bits.
-func scalePair(tbl unsafe.Pointer, mask uint16, p, q unsafe.Pointer) archsimd.Int32x8 {
-	hp := uintptr(binary.LittleEndian.Uint16((*[2]byte)(p)[:]) & mask)
-	hq := uintptr(binary.LittleEndian.Uint16((*[2]byte)(q)[:]) & mask)
-	return archsimd.Int32x8{}.SetLo(archsimd.LoadInt32x4((*[4]int32)(unsafe.Add(tbl, 4*hp)))).SetHi(archsimd.LoadInt32x4((*[4]int32)(unsafe.Add(tbl, 4*hq))))
+// scaleBits is the scale, as float32 bits, of the block whose nibbles are at qs: an f16
+// before them, or MXFP4's E8M0 byte.
+func scaleBits(qs unsafe.Pointer, mxfp4 bool) int32 {
+	if mxfp4 {
+		return *(*int32)(unsafe.Pointer(&e8m0Table[*(*uint8)(unsafe.Add(qs, -1))]))
+	}
+	return *(*int32)(unsafe.Pointer(&f16Table[*(*uint16)(unsafe.Add(qs, -2))]))
+}
+
+// offsetPair is Σv·y of a block of rows p and p+rb4 (p their nibbles) in eight int16 lanes
+// a row, each a sum of four products, and the two rows' scales: the value bytes (the
+// nibble, or MXFP4's fp4Shifted) times y, less c (the offset times y). The first row's
+// values 0-15 and 16-31 are in the low 128 bits. The 32-byte load at p reads 16 bytes past
+// the nibbles, inside the next block or row.
+func offsetPair(p unsafe.Pointer, rb4 uintptr, mxfp4 bool, ylo, yhi archsimd.Int8x32, c archsimd.Int16x16) (archsimd.Int16x16, int32, int32) {
+	q := unsafe.Add(p, rb4)
+	w := archsimd.LoadUint8x32((*[32]uint8)(p)).SetHi(archsimd.LoadUint8x16((*[16]uint8)(q)))
+	lo, hi := w.And(archsimd.LoadUint8x32(&nibbleMask)), w.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(archsimd.LoadUint8x32(&nibbleMask))
+	if mxfp4 {
+		lut := archsimd.LoadInt8x32(&fp4Shifted)
+		lo, hi = lut.PermuteOrZeroGrouped(lo.AsInt8x32()).AsUint8x32(), lut.PermuteOrZeroGrouped(hi.AsInt8x32()).AsUint8x32()
+	}
+	return lo.DotProductPairsSaturated(ylo).Add(hi.DotProductPairsSaturated(yhi)).Sub(c), scaleBits(p, mxfp4), scaleBits(q, mxfp4)
+}
+
+// signedPair is offsetPair for IQ4_NL's signed levels, in four int32 lanes a row: |y|
+// (ua, ub) times sign(y)·level.
+func signedPair(p unsafe.Pointer, rb4 uintptr, ylo, yhi archsimd.Int8x32, ua, ub archsimd.Uint8x32) (archsimd.Int32x8, int32, int32) {
+	q := unsafe.Add(p, rb4)
+	w := archsimd.LoadUint8x32((*[32]uint8)(p)).SetHi(archsimd.LoadUint8x16((*[16]uint8)(q)))
+	lut := archsimd.LoadInt8x32(&iq4Levels)
+	lo, hi := w.And(archsimd.LoadUint8x32(&nibbleMask)), w.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(archsimd.LoadUint8x32(&nibbleMask))
+	vlo, vhi := lut.PermuteOrZeroGrouped(lo.AsInt8x32()).CopySign(ylo), lut.PermuteOrZeroGrouped(hi.AsInt8x32()).CopySign(yhi)
+	ones := archsimd.LoadInt16x16(&ones16)
+	return ua.DotProductPairsSaturated(vlo).DotProductPairs(ones).Add(ub.DotProductPairsSaturated(vhi).DotProductPairs(ones)), scaleBits(p, false), scaleBits(q, false)
 }
