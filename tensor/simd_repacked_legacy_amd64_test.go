@@ -56,24 +56,30 @@ func checkRepackedLegacy(t *testing.T, c repackedLegacyCase, n int, data, a []by
 		if count > maxRows {
 			continue
 		}
-		out := make([]float32, count+1)
-		for i := range out {
-			out[i] = sentinel
-		}
-		c.rows(n, data[:count*rb], a, out[:count])
-		for r := range count {
-			if math.Float32bits(out[r]) != math.Float32bits(want[r]) {
-				t.Fatalf("%d rows of %d values: row %d = %v (%#x), want %v (%#x)", count, n, r, out[r], math.Float32bits(out[r]), want[r], math.Float32bits(want[r]))
+		// The rows as the mat-vec passes them (capacity running on: the kernel
+		// prefetches there) and alone.
+		for _, rows := range [][]byte{data[:count*rb], data[: count*rb : count*rb]} {
+			out := make([]float32, count+1)
+			for i := range out {
+				out[i] = sentinel
 			}
-		}
-		if out[count] != sentinel {
-			t.Fatalf("%d rows of %d values: wrote past the rows", count, n)
+			c.rows(n, rows, a, out[:count])
+			for r := range count {
+				if math.Float32bits(out[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%d rows of %d values: row %d = %v (%#x), want %v (%#x)", count, n, r, out[r], math.Float32bits(out[r]), want[r], math.Float32bits(want[r]))
+				}
+			}
+			if out[count] != sentinel {
+				t.Fatalf("%d rows of %d values: wrote past the rows", count, n)
+			}
 		}
 	}
 	return vecDiffers
 }
 
-var repackedLegacyCols = []int{32, 64, 96, 256, 4096}
+// repackedLegacyCols are the row lengths tested: one block to a few, and rows of one
+// chunk of blocks and a block (repackedChunk) and of several chunks.
+var repackedLegacyCols = []int{32, 64, 96, 256, 32 * (repackedChunk + 1), 4096}
 
 // TestRepackedLegacyRandom holds the AVX2 repacked kernels to blockwiseDot on quantized
 // normal rows (MXFP4's first rows with the scale bytes' edges) and activations.
@@ -191,25 +197,31 @@ func TestRepackedLegacyExtreme(t *testing.T) {
 	}
 }
 
-// BenchmarkRepackedLegacyAVX2 times the Q4_0 repacked kernel over a whole matrix (one
-// thread) next to the AVX2 VecDot kernel row by row (the rows cut from the matrix, as the
-// mat-vec passes them, so that its prefetch runs): 4096×4096 (9 MiB, L3 or DRAM) and a
-// 2048×768 expert. GB/s counts weight bytes.
+// BenchmarkRepackedLegacyAVX2 times the repacked kernels over a whole matrix (one thread)
+// next to the AVX2 VecDot kernels row by row (the current one-token path on an AVX2
+// machine; the rows cut from the matrix, as the mat-vec passes them, so that its prefetch
+// runs): 4096×4096 (9 MiB, L3 here), a 2048×768 expert (L2) and, for Q4_0, 4096×32768
+// (75 MiB, DRAM). GB/s counts weight bytes.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedLegacyAVX2 -benchtime 200x ./tensor
 func BenchmarkRepackedLegacyAVX2(b *testing.B) {
 	cases := repackedLegacyCases(b)
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, shape := range [][2]int{{4096, 4096}, {2048, 768}} {
+	for _, shape := range [][2]int{{4096, 4096}, {2048, 768}, {4096, 32768}} {
 		n, rows := shape[0], shape[1]
 		for _, c := range cases {
-			rb := n / qk32 * blockBytes(c.typ)
-			data := make([]byte, rows*rb)
-			for i := range data {
-				data[i] = byte(rng.Uint32())
+			if rows > 4096 && c.typ != Q4_0 {
+				continue
 			}
-			for i := 0; i < len(data); i += blockBytes(c.typ) { // finite scales near 1/64
-				data[i], data[i+1] = byte(rng.Uint32()), 0x24
+			bb := blockBytes(c.typ)
+			rb := n / qk32 * bb
+			data := make([]byte, rows*rb+8)
+			for i := 0; i < rows*rb; i += 8 {
+				binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
+			}
+			data = data[:rows*rb]
+			for i := 0; i < len(data); i += bb { // finite scales near 1/64
+				data[i+1] = 0x24
 				if c.typ == MXFP4 {
 					data[i] = byte(120 + rng.IntN(8))
 				}
@@ -219,7 +231,7 @@ func BenchmarkRepackedLegacyAVX2(b *testing.B) {
 				a[i] = byte(rng.Uint32())
 			}
 			for i := 0; i < len(a); i += 34 {
-				a[i], a[i+1] = byte(rng.Uint32()), 0x20
+				a[i+1] = 0x20
 			}
 			out := make([]float32, rows)
 			run := func(name string, f func()) {
