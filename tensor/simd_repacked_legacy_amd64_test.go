@@ -113,8 +113,10 @@ var extremeLevels = map[Type][2]byte{
 }
 
 // extremeRows builds rows whose blocks hold only extreme values (all the most negative,
-// all the most positive, or a mix) with scales from the largest to subnormal, both signs;
-// every block's int32 sum is then as large as the format allows against extremeActs.
+// all the most positive, or a mix), or any values (so that the sums have many significant
+// bits and their products with the scales round), with scales from the largest to
+// subnormal, both signs; every block's int32 sum is then as large as the format allows
+// against extremeActs.
 func extremeRows(typ Type, rows, n int, rng *rand.Rand) []byte {
 	bb := blockBytes(typ)
 	data := make([]byte, rows*n/qk32*bb)
@@ -128,11 +130,14 @@ func extremeRows(typ Type, rows, n int, rng *rand.Rand) []byte {
 			binary.LittleEndian.PutUint16(blk, f16Scales[rng.IntN(len(f16Scales))])
 		}
 		qs := blk[bb-16:]
-		mode := rng.IntN(3)
+		mode := rng.IntN(4)
 		for i := range qs {
 			lo, hi := lv[mode&1], lv[mode&1]
-			if mode == 2 {
+			switch mode {
+			case 2:
 				lo, hi = lv[rng.IntN(2)], lv[rng.IntN(2)]
+			case 3:
+				lo, hi = byte(rng.IntN(16)), byte(rng.IntN(16))
 			}
 			qs[i] = lo | hi<<4
 		}
@@ -140,19 +145,23 @@ func extremeRows(typ Type, rows, n int, rng *rand.Rand) []byte {
 	return data
 }
 
-// extremeActs is one Q8_0 row of -128, -127 and 127 (blocks of one value or mixed) with
-// scales from the largest to subnormal.
+// extremeActs is one Q8_0 row of -128, -127 and 127 (blocks of one value or mixed), or
+// of any bytes, with scales from the largest to subnormal, most with every mantissa bit
+// set.
 func extremeActs(n int, rng *rand.Rand) []byte {
 	a := make([]byte, n/qk32*34)
-	f16Scales := []uint16{0x7bff, 0xfbff, 0x0001, 0x03ff, 0x3c00, 0x5bff, 0x2000}
+	f16Scales := []uint16{0x7bff, 0xfbff, 0x0001, 0x03ff, 0x3c00, 0x5bff, 0x2000, 0x3bff, 0xb7ff, 0x1fff}
 	for b := 0; b < len(a); b += 34 {
 		binary.LittleEndian.PutUint16(a[b:], f16Scales[rng.IntN(len(f16Scales))])
 		vals := []int8{-128, -127, 127}
-		mode := rng.IntN(4)
+		mode := rng.IntN(5)
 		for i := range 32 {
 			v := vals[min(mode, 2)]
-			if mode == 3 {
+			switch mode {
+			case 3:
 				v = vals[rng.IntN(3)]
+			case 4:
+				v = int8(rng.Uint32())
 			}
 			a[b+2+i] = byte(v)
 		}
