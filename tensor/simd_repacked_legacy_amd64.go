@@ -7,6 +7,30 @@ import (
 	"unsafe"
 )
 
+// llama.cpp's repacked arithmetic for Q4_0, IQ4_NL and MXFP4 (packed.go) on AVX2, for the
+// CPUs without AVX-512 VNNI: per row and 32-value block the exact int32 sum of the
+// weights' values times the activation bytes, then acc = float(sum)·(d_w·d_y) + acc, one
+// FMA a block. These are the one-token kernels (repackedKernels); they read the weights
+// where they lie.
+//
+// Eight rows at a time, row k in float lane k. A 256-bit register holds a block's 16
+// nibble bytes of row k (low half) and of row k+4 (high half); its low nibbles are
+// values 0-15 of both rows, its high nibbles values 16-31, multiplied (VPMADDUBSW) by
+// activations with values 0-15 (16-31) in both halves. Adjacent lanes are then added by
+// three horizontal adds, rows 0|4 with 1|5, 2|6 with 3|7, then those two, which leaves
+// [r0 r1 r2 r3 | r4 r5 r6 r7] with no cross-lane permute. The eight scales come through
+// the scale tables (f16Table, e8m0Table) as integer loads, two to a 64-bit lane.
+//
+// Q4_0's and MXFP4's value bytes are unsigned (the nibble; the doubled E2M1 value plus 12)
+// and offset·y is taken off once a block for all rows. Every int16 lane then holds four
+// products of at most 12·128 (VPMADDUBSW's pairs, at most 24·128·2, never saturate),
+// so the horizontal adds run on int16 lanes (VPHADDW: sums of 16 products, at most
+// 24576) and one VPMADDWD widens the result. IQ4_NL's levels (-127..113) would saturate as
+// unsigned bytes; their signs go onto the activations instead: VPMADDUBSW of |y| by
+// sign(y)·level, exact for every activation byte, -128 included (the other way round, as
+// dotIQ4_NLAVX2 has it, cannot give -(-128); the quantizer never writes -128, but
+// blockwiseDot takes any byte), and VPMADDWD before the adds.
+//
 // The three formats are one generic kernel, compiled once per format: Go stencils a
 // generic function for each distinct underlying type of its type parameter, so a switch on
 // the parameter's size is settled at compile time and every format gets its own constant
