@@ -83,9 +83,10 @@ func repackedFormat[F repackedLegacy]() (blockBytes, qsOff uintptr, mxfp4, iq4nl
 // lane will read repackedAhead blocks later (further in its row, or in the same row of a
 // later group) to be fetched into L2, as prefetchNext does for one row: the hardware
 // prefetcher stops at each 4 KiB page, and eight rows at a time are eight streams.
-// Measured on the build machine (Q4_0, one thread): a 75 MB matrix (DRAM) 10 -> 14 GB/s,
-// one in L2 or L3 loses ~9% (21 -> 19 GB/s); one prefetch of the next group's bytes a
-// chunk, in one range, gained less (12-13 GB/s), and less the larger the chunk.
+// Measured on a 2-core AMD EPYC (Zen 4) VM (Q4_0, one thread): a 75 MB matrix (DRAM)
+// 10 -> 14 GB/s, one in L2 or L3 loses ~9% (21 -> 19 GB/s); one prefetch of the next
+// group's bytes a chunk, in one range, gained less (12-13 GB/s), and less the larger the
+// chunk.
 //
 // No vector value lives in this function: the chunks accumulate in out (or t) and end
 // with VZEROUPPER, so the zeroing here and the legacy-SSE XORPS that re-zeroes X15 after
