@@ -264,6 +264,9 @@ func (k *kernelSet) clone(level Level) *kernelSet {
 	return &c
 }
 
+// ActiveLevel is the kernel level in use.
+func ActiveLevel() Level { return active.level }
+
 // KernelLevel reports the kernel level in use and, after it, the features its kernels use
 // beyond the level's own, e.g. "avx512 (VNNI, GFNI, VBMI)".
 func KernelLevel() string {

@@ -108,6 +108,10 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 			tr.VecDot = fast
 		}
 	}
+	// What llama.cpp's AVX2 build repacks (ggml_repack_get_optimal_repack_type) runs in its
+	// repacked arithmetic here too (simd_repacked_legacy_amd64.go).
+	k.repackedKernels[Q4_0], k.repackedKernels[IQ4_NL] = dotQ4_0RepackedRowsAVX2, dotIQ4_NLRepackedRowsAVX2
+	k.repackedKernels[MXFP4] = dotMXFP4RepackedRowsAVX2
 	installLattice(k, iq2Kernels, nil)
 	installLattice(k, iq3Kernels, nil)
 	installLattice(k, iq1Kernels, nil)
