@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"simd/archsimd"
 	"testing"
+	"unsafe"
+
+	"github.com/moerun/moerun/internal/mmap"
 )
 
 func skipWithoutAVX2(tb testing.TB) {
@@ -115,12 +118,18 @@ func BenchmarkQ6KRowsAVX2(b *testing.B) {
 		rows, n, size int
 	}{
 		{"2048x768-512MiB", 2048, 768, 512 << 20},
+		{"2048x768", 2048, 768, 0},
+		{"32x768", 32, 768, 0},
 		{"4096x4096", 4096, 4096, 0},
 	} {
 		rb := shape.n / qkK * 210
 		matBytes := shape.rows * rb
 		mats := max(1, shape.size/matBytes)
-		data := make([]byte, mats*matBytes)
+		data, free, err := mmap.Anonymous(mats * matBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer free()
 		randomBlocks(rng, Q6_K, data[:matBytes])
 		for m := 1; m < mats; m++ {
 			copy(data[m*matBytes:], data[:matBytes])
@@ -138,6 +147,7 @@ func BenchmarkQ6KRowsAVX2(b *testing.B) {
 					out[r] = dotQ6_KAVX2(shape.n, mat[r*rb:(r+1)*rb], a)
 				}
 			}},
+			{"stream", func(mat []byte) { readStreamAVX2(unsafe.Pointer(&mat[0]), len(mat)&^255) }},
 		} {
 			b.Run(fmt.Sprintf("%s/%s", shape.name, k.name), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
