@@ -110,7 +110,8 @@ pair:
 
 block:
 	// The lines of the same block ahead bytes on (whole pairs, at least 4 KiB: the
-	// hardware prefetcher stops at every page) into L2, as prefetchNext does row by row.
+	// hardware prefetcher stops at every page) into L2, as prefetchNext does row by row,
+	// and each row's next block into L1 (from DRAM 19 -> 20 GB/s on the build machine).
 	PREFETCHT1 (SI)(DX*1)
 	PREFETCHT1 64(SI)(DX*1)
 	PREFETCHT1 128(SI)(DX*1)
@@ -119,6 +120,14 @@ block:
 	PREFETCHT1 64(R9)(DX*1)
 	PREFETCHT1 128(R9)(DX*1)
 	PREFETCHT1 192(R9)(DX*1)
+	PREFETCHT0 210(SI)
+	PREFETCHT0 274(SI)
+	PREFETCHT0 338(SI)
+	PREFETCHT0 402(SI)
+	PREFETCHT0 210(R9)
+	PREFETCHT0 274(R9)
+	PREFETCHT0 338(R9)
+	PREFETCHT0 402(R9)
 
 	Q6_OFFSET(SI, Y11, Y0)
 	Q6_OFFSET(R9, Y10, Y1)
