@@ -11,10 +11,10 @@
 //
 // Registers: SI row 0's block, R9 row 1's (SI + rowBytes), DI their activations, CX the
 // blocks left in the row, DX the prefetch distance, R8 f16Table, R10 the pairs left, R11
-// the next two outputs, R12 the pair's first row, R13 rowBytes, AX scratch. Y15 nibbleMask, Y14 bits45Mask; Y13 and
-// Y12 the rows' float lanes, Y11 and Y10 their integer lanes in the block, Y9 and Y8 the
-// half's eight scales as words (in both 128-bit halves), Y7 and Y6 the half's high bits,
-// Y5 the 32 activations of a group, Y0-Y4 scratch.
+// the next two outputs, R12 the pair's first row, R13 rowBytes, AX scratch. Y15
+// nibbleMask, Y14 bits45Mask; Y13 and Y12 the rows' float lanes, Y11 and Y10 their integer
+// lanes in the block, Y9 and Y8 the half's eight scales as words (in both 128-bit halves),
+// Y7 and Y6 the half's high bits, Y5 the 32 activations of a group, Y0-Y3 scratch.
 
 // Q6_GROUP adds one group of 32 values of one row to sum: code = lo | hi, where lo is the
 // low or high nibbles of the 32 bytes at ql(p) and hi the group's two high bits at bits 4
