@@ -201,19 +201,9 @@ func (p *Pool) helper(w int, h *sleeper) {
 // publish wakes it. Polling only reads the word, so the caller's store reaches all the
 // spinning helpers at once.
 func (p *Pool) awaitCall(h *sleeper, seen uint64) uint64 {
-	var start time.Time
-	for i := 0; ; i++ {
-		if c := p.call.Load(); c != seen {
-			return c
-		}
-		if i%64 == 63 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if time.Since(start) > spinTime {
-				break
-			}
-			runtime.Gosched()
-		}
+	var c uint64
+	if spinFor(func() bool { c = p.call.Load(); return c != seen }) {
+		return c
 	}
 	h.asleep.Store(true)
 	p.sleepers.Add(1)
@@ -262,6 +252,25 @@ func (p *Pool) work(w int) {
 // 0.4-10 ms (about 0.7% of the run). An idle pool still sleeps after half a millisecond.
 const spinTime = 500 * time.Microsecond
 
+// spinFor polls done, yielding the processor now and then, until it holds (true) or
+// spinTime has passed (false).
+func spinFor(done func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if done() {
+			return true
+		}
+		if i%64 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinTime {
+				return false
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
 // parker lets one goroutine (the caller, for its helpers) wait for one signal at a time: it polls for a while and then
 // sleeps on a channel. signal never blocks. Its whole state is one word, so a signaler that
 // is slow to finish cannot leave a stale wake-up behind for a later wait.
@@ -279,20 +288,9 @@ const (
 func (k *parker) init() { k.wake = make(chan struct{}, 1) }
 
 func (k *parker) wait() {
-	var start time.Time
-	for i := 0; ; i++ {
-		// Only read while polling: a write would pull the line away from the signaler.
-		if k.state.Load() == parkSignaled && k.state.CompareAndSwap(parkSignaled, parkIdle) {
-			return
-		}
-		if i%64 == 63 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if time.Since(start) > spinTime {
-				break
-			}
-			runtime.Gosched()
-		}
+	// Only read while polling: a write would pull the line away from the signaler.
+	if spinFor(func() bool { return k.state.Load() == parkSignaled && k.state.CompareAndSwap(parkSignaled, parkIdle) }) {
+		return
 	}
 	if k.state.CompareAndSwap(parkIdle, parkSleeping) {
 		<-k.wake // the signaler saw us asleep and sends exactly one wake-up

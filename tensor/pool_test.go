@@ -27,6 +27,24 @@ func (j *countJob) unit(w, u int) {
 	j.workers[w].Store(true)
 }
 
+// runCounted runs a countJob of units units on p and checks that each ran once.
+func runCounted(t *testing.T, p *Pool, units int) *countJob {
+	t.Helper()
+	j := &countJob{runs: make([]atomic.Int32, units)}
+	p.mu.Lock()
+	err := p.run(j, units)
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range units {
+		if n := j.runs[u].Load(); n != 1 {
+			t.Fatalf("%d threads, %d units: unit %d ran %d times", p.threads, units, u, n)
+		}
+	}
+	return j
+}
+
 func TestPoolRunsEveryUnitOnce(t *testing.T) {
 	for _, threads := range []int{1, 2, 5} {
 		p := NewPool(threads)
@@ -35,18 +53,7 @@ func TestPoolRunsEveryUnitOnce(t *testing.T) {
 		}
 		for _, units := range []int{0, 1, 3, 1000} {
 			for range 20 { // back to back, as in a decode step
-				j := &countJob{runs: make([]atomic.Int32, units)}
-				p.mu.Lock()
-				err := p.run(j, units)
-				p.mu.Unlock()
-				if err != nil {
-					t.Fatal(err)
-				}
-				for u := range units {
-					if n := j.runs[u].Load(); n != 1 {
-						t.Fatalf("%d threads, %d units: unit %d ran %d times", threads, units, u, n)
-					}
-				}
+				j := runCounted(t, p, units)
 				for w := threads; w < len(j.workers); w++ {
 					if j.workers[w].Load() {
 						t.Fatalf("%d threads: worker %d ran", threads, w)
@@ -68,18 +75,7 @@ func TestPoolWakesSleepingHelpers(t *testing.T) {
 	defer p.Close()
 	for i, units := range []int{1000, 2, 3, 1, 1000, 3, 1000} {
 		time.Sleep(2 * spinTime)
-		j := &countJob{runs: make([]atomic.Int32, units)}
-		p.mu.Lock()
-		err := p.run(j, units)
-		p.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for u := range units {
-			if n := j.runs[u].Load(); n != 1 {
-				t.Fatalf("operation %d (%d units): unit %d ran %d times", i, units, u, n)
-			}
-		}
+		runCounted(t, p, units)
 		if asleep := p.sleepers.Load(); asleep < 0 || asleep > 3 {
 			t.Fatalf("after operation %d: %d sleepers among 3 helpers", i, asleep)
 		}
