@@ -1,0 +1,199 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"simd/archsimd"
+	"testing"
+)
+
+// skipWithoutAVX2 skips a test of the AVX2 kernels on a CPU that cannot run them.
+func skipWithoutAVX2(t testing.TB) {
+	t.Helper()
+	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
+		t.Skip("CPU without AVX2 and FMA")
+	}
+}
+
+// q4KRepackedCase is one set of operands for the repacked AVX2 kernels: rows Q4_K rows of
+// n values and Q8_K vectors against them.
+type q4KRepackedCase struct {
+	name    string
+	n, rows int
+	data    []byte
+	acts    [][]byte
+}
+
+// q4KRepackedCases are the operands of the repacked AVX2 tests: 0 to 17, 24 and 40 rows
+// (every remainder of the kernels' groups of eight, and several groups) of 256, 512 and
+// 2048 values, and 4352 (17 super-blocks, more than one span of the one-token kernel) for
+// a few, each as quantized normal rows against quantized normal vectors and as
+// q4KExtremeOperands (every scale and min pattern, the largest sums, odd ones).
+func q4KRepackedCases(t *testing.T, vectors int) []q4KRepackedCase {
+	rng := rand.New(rand.NewPCG(11, 12))
+	counts := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 40}
+	var cases []q4KRepackedCase
+	for _, n := range []int{256, 512, 2048, 4352} {
+		for _, rows := range counts {
+			if n == 4352 && rows != 1 && rows != 9 && rows != 16 {
+				continue
+			}
+			c := q4KRepackedCase{name: fmt.Sprintf("n=%d/rows=%d/random", n, rows), n: n, rows: rows}
+			c.data = randomRows(t, Q4_K, rows, n, 1, rng)
+			for range vectors {
+				q8 := make([]byte, n/qkK*292)
+				if err := QuantizeActivations(Q8_K, randomFloats(rng, n), q8); err != nil {
+					t.Fatal(err)
+				}
+				c.acts = append(c.acts, q8)
+			}
+			cases = append(cases, c)
+			data, acts := q4KExtremeOperands(rng, rows, n, vectors)
+			cases = append(cases, q4KRepackedCase{name: fmt.Sprintf("n=%d/rows=%d/extreme", n, rows), n: n, rows: rows, data: data, acts: acts})
+		}
+	}
+	return cases
+}
+
+// checkRepackedRows compares out with repackedQ4KDot(chunk) of each row against a, bit for
+// bit, and reports whether they all match.
+func checkRepackedRows(t *testing.T, c q4KRepackedCase, a []byte, out []float32, chunk int, what string) bool {
+	t.Helper()
+	rb := c.n / qkK * 144
+	for r := range c.rows {
+		want := repackedQ4KDot(c.n, c.data[r*rb:(r+1)*rb], a, chunk)
+		if got := out[r]; math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("%s: row %d: %v (%#08x), want %v (%#08x)", what, r, got, math.Float32bits(got), want, math.Float32bits(want))
+			return false
+		}
+	}
+	return true
+}
+
+// TestRepackedQ4KAVX2Rows checks dotQ4_KRepackedRowsAVX2 bit for bit against
+// repackedQ4KDot in gemv's arithmetic (a float step per super-block).
+func TestRepackedQ4KAVX2Rows(t *testing.T) {
+	skipWithoutAVX2(t)
+	for _, c := range q4KRepackedCases(t, 3) {
+		t.Run(c.name, func(t *testing.T) {
+			for i, a := range c.acts {
+				out := make([]float32, c.rows+1)
+				out[c.rows] = 42 // past the rows: left alone
+				dotQ4_KRepackedRowsAVX2(c.n, c.data, a, out[:c.rows])
+				if !checkRepackedRows(t, c, a, out, qkK, fmt.Sprintf("vector %d", i)) {
+					return
+				}
+				if out[c.rows] != 42 {
+					t.Fatalf("vector %d: wrote past the rows", i)
+				}
+			}
+		})
+	}
+}
+
+// TestRepackedQ4KAVX2Sensitive shows that the operands of the tests above tell the
+// repacked arithmetic from its near misses: a float step per sub-block (chunk 32), gemm's
+// per 64 values, and ggml_vec_dot_q4_K_q8_K's lanes (dotQ4_KAVX2) each differ from gemv's
+// result on some row of every shape, so a kernel with one of those mutations fails them.
+func TestRepackedQ4KAVX2Sensitive(t *testing.T) {
+	skipWithoutAVX2(t)
+	mutants := []struct {
+		name string
+		dot  func(n int, w, a []byte) float32
+	}{
+		{"chunk 32", func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, 32) }},
+		{"chunk 64", func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, 64) }},
+		{"vec_dot", dotQ4_KAVX2},
+	}
+	for _, m := range mutants {
+		for _, n := range []int{512, 2048} {
+			caught := false
+			for _, c := range q4KRepackedCases(t, 3) {
+				if c.n != n || c.rows != 24 {
+					continue
+				}
+				rb := n / qkK * 144
+				for _, a := range c.acts {
+					for r := range c.rows {
+						w := c.data[r*rb : (r+1)*rb]
+						caught = caught || math.Float32bits(m.dot(n, w, a)) != math.Float32bits(repackedQ4KDot(n, w, a, qkK))
+					}
+				}
+			}
+			if !caught {
+				t.Errorf("%s, n %d: the same bits as gemv's arithmetic on every row", m.name, n)
+			}
+		}
+	}
+}
+
+// BenchmarkRepackedQ4KAVX2 times the repacked AVX2 kernels next to the AVX2 kernels of
+// ggml_vec_dot_q4_K_q8_K's arithmetic, one thread: one token (dotQ4_KAVX2 row by row
+// against dotQ4_KRepackedRowsAVX2) on Qwen3-30B-A3B's 2048×768 expert matrices, cycling
+// through 512 MiB of them (from DRAM), and on one 4096×4096 matrix. MB/s counts weight
+// bytes; ns/row is per row and token.
+//
+//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedQ4KAVX2 -benchtime 200x ./tensor
+func BenchmarkRepackedQ4KAVX2(b *testing.B) {
+	skipWithoutAVX2(b)
+	type kernel struct {
+		name   string
+		tokens int
+		run    func(n int, rows []byte, rowBytes int, acts [4][]byte, out [4][]float32)
+	}
+	kernels := []kernel{
+		{"vecdot/tokens=1", 1, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
+			for r := range out[0] {
+				out[0][r] = dotQ4_KAVX2(n, rows[r*rb:(r+1)*rb], acts[0])
+			}
+		}},
+		{"repacked/tokens=1", 1, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
+			dotQ4_KRepackedRowsAVX2(n, rows, acts[0], out[0])
+		}},
+	}
+	for _, shape := range []struct {
+		name       string
+		cols, rows int
+		set        int
+	}{
+		{"experts_2048x768_512MiB", 2048, 768, 512 << 20},
+		{"4096x4096", 4096, 4096, 0},
+		{"2048x768", 2048, 768, 0},
+	} {
+		rb := shape.cols / qkK * 144
+		matBytes := shape.rows * rb
+		count := max(1, shape.set/matBytes)
+		var data []byte
+		rng := rand.New(rand.NewPCG(13, 14))
+		var acts [4][]byte
+		for i := range acts {
+			acts[i] = make([]byte, shape.cols/qkK*292)
+			if err := QuantizeActivations(Q8_K, randomFloats(rng, shape.cols), acts[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var out [4][]float32
+		for i := range out {
+			out[i] = make([]float32, shape.rows)
+		}
+		for _, k := range kernels {
+			b.Run(fmt.Sprintf("shape=%s/%s", shape.name, k.name), func(b *testing.B) {
+				if data == nil {
+					data = tiledWeights(b, Q4_K, shape.cols, shape.rows, count)
+				}
+				b.SetBytes(int64(matBytes))
+				m := 0
+				for b.Loop() {
+					k.run(shape.cols, data[m*matBytes:(m+1)*matBytes], rb, acts, out)
+					if m++; m == count {
+						m = 0
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*shape.rows*k.tokens), "ns/row")
+			})
+		}
+	}
+}
