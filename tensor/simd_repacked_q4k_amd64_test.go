@@ -29,16 +29,17 @@ type q4KRepackedCase struct {
 
 // q4KRepackedCases are the operands of the repacked AVX2 tests: 0 to 17, 24 and 40 rows
 // (every remainder of the kernels' groups of eight, and several groups) of 256, 512 and
-// 2048 values, and 4352 (17 super-blocks, more than one span of the one-token kernel) for
-// a few, each as quantized normal rows against quantized normal vectors and as
+// 2048 values, and for a few 4352 and 8448 (17 and 33 super-blocks: more than one span of
+// the one-token kernel and of the four-token one, whose rows then go in groups of 16),
+// each as quantized normal rows against quantized normal vectors and as
 // q4KExtremeOperands (every scale and min pattern, the largest sums, odd ones).
 func q4KRepackedCases(t *testing.T, vectors int) []q4KRepackedCase {
 	rng := rand.New(rand.NewPCG(11, 12))
 	counts := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 40}
 	var cases []q4KRepackedCase
-	for _, n := range []int{256, 512, 2048, 4352} {
+	for _, n := range []int{256, 512, 2048, 4352, 8448} {
 		for _, rows := range counts {
-			if n == 4352 && rows != 1 && rows != 9 && rows != 16 {
+			if n > 2048 && rows != 1 && rows != 9 && rows != 17 && rows != 40 {
 				continue
 			}
 			c := q4KRepackedCase{name: fmt.Sprintf("n=%d/rows=%d/random", n, rows), n: n, rows: rows}
@@ -94,6 +95,46 @@ func TestRepackedQ4KAVX2Rows(t *testing.T) {
 	}
 }
 
+// TestRepackedQ4KAVX2Tokens4 checks dotQ4_KRepackedTokens4AVX2 bit for bit against
+// repackedQ4KDot, in gemv's arithmetic (chunk 256) and gemm's (64), four tokens at a time,
+// with the rows where the matmul has them and, for the stride, each followed by a block of
+// padding.
+func TestRepackedQ4KAVX2Tokens4(t *testing.T) {
+	skipWithoutAVX2(t)
+	for _, c := range q4KRepackedCases(t, 4) {
+		rb := c.n / qkK * 144
+		padded := make([]byte, c.rows*(rb+144))
+		for r := range c.rows {
+			copy(padded[r*(rb+144):], c.data[r*rb:(r+1)*rb])
+		}
+		for _, chunk := range []int{qkK, 64} {
+			for _, stride := range []int{rb, rb + 144} {
+				rows := c.data
+				if stride != rb {
+					rows = padded
+				}
+				t.Run(fmt.Sprintf("%s/chunk=%d/stride=%d", c.name, chunk, stride), func(t *testing.T) {
+					var out [4][]float32
+					for k := range out {
+						out[k] = make([]float32, c.rows+1)
+						out[k][c.rows] = 42 // past the rows: left alone
+					}
+					dotQ4_KRepackedTokens4AVX2(c.n, rows, stride, c.acts[0], c.acts[1], c.acts[2], c.acts[3],
+						out[0][:c.rows], out[1][:c.rows+1], out[2][:c.rows], out[3][:c.rows], chunk)
+					for k := range out {
+						if !checkRepackedRows(t, c, c.acts[k], out[k], chunk, fmt.Sprintf("token %d", k)) {
+							return
+						}
+						if out[k][c.rows] != 42 {
+							t.Fatalf("token %d: wrote past the rows", k)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestRepackedQ4KAVX2Sensitive shows that the operands of the tests above tell the
 // repacked arithmetic from its near misses: a float step per sub-block (chunk 32), gemm's
 // per 64 values, and ggml_vec_dot_q4_K_q8_K's lanes (dotQ4_KAVX2) each differ from gemv's
@@ -133,8 +174,10 @@ func TestRepackedQ4KAVX2Sensitive(t *testing.T) {
 // BenchmarkRepackedQ4KAVX2 times the repacked AVX2 kernels next to the AVX2 kernels of
 // ggml_vec_dot_q4_K_q8_K's arithmetic, one thread: one token (dotQ4_KAVX2 row by row
 // against dotQ4_KRepackedRowsAVX2) on Qwen3-30B-A3B's 2048×768 expert matrices, cycling
-// through 512 MiB of them (from DRAM), and on one 4096×4096 matrix. MB/s counts weight
-// bytes; ns/row is per row and token.
+// through 512 MiB of them (from DRAM), on one 4096×4096 matrix and on one 2048×768 one (in
+// cache); and four tokens (dotQ4_KTokens4AVX2 row by row against
+// dotQ4_KRepackedTokens4AVX2 in gemv's and gemm's arithmetic). MB/s counts weight bytes;
+// ns/row is per row and token.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedQ4KAVX2 -benchtime 200x ./tensor
 func BenchmarkRepackedQ4KAVX2(b *testing.B) {
@@ -152,6 +195,18 @@ func BenchmarkRepackedQ4KAVX2(b *testing.B) {
 		}},
 		{"repacked/tokens=1", 1, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
 			dotQ4_KRepackedRowsAVX2(n, rows, acts[0], out[0])
+		}},
+		{"vecdot/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
+			for r := range out[0] {
+				d := dotQ4_KTokens4AVX2(n, rows[r*rb:(r+1)*rb], acts[0], acts[1], acts[2], acts[3])
+				out[0][r], out[1][r], out[2][r], out[3][r] = d[0], d[1], d[2], d[3]
+			}
+		}},
+		{"repacked-gemv/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
+			dotQ4_KRepackedTokens4AVX2(n, rows, rb, acts[0], acts[1], acts[2], acts[3], out[0], out[1], out[2], out[3], qkK)
+		}},
+		{"repacked-gemm/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
+			dotQ4_KRepackedTokens4AVX2(n, rows, rb, acts[0], acts[1], acts[2], acts[3], out[0], out[1], out[2], out[3], 64)
 		}},
 	}
 	for _, shape := range []struct {
