@@ -15,9 +15,23 @@ export GODEBUG := asyncpreemptoff=1
 build:
 	$(SIMD) $(GO) build -o $(BIN) ./cmd/moerun
 
-# The second run keeps the scalar kernels (the fallback and the tests' reference) tested.
+# The kernel levels this machine runs (tensor.Levels: generic, avx2, avx512; MOERUN_ISA caps
+# the level a process uses).
+LEVELS        = $(shell $(SIMD) $(GO) run ./tools/levels)
+# The packages whose results depend on the kernel level: the kernels and the golden models.
+LEVEL_PACKAGES = ./tensor/... ./moe/... ./backend/...
+
+# The first run tests everything at the best level; the kernel and golden tests then run
+# again at every lower level this machine has (-count=1: the level is read at start, which
+# the test cache does not see), so no level can drift from llama.cpp unseen; the last run
+# keeps the build without the SIMD experiment (the generic kernels only) tested.
 test:
 	$(SIMD) $(GO) test ./...
+	@set -e; set -- $(LEVELS); while [ $$# -gt 1 ]; do \
+		echo "MOERUN_ISA=$$1 $(SIMD) $(GO) test -count=1 $(LEVEL_PACKAGES)"; \
+		MOERUN_ISA=$$1 $(SIMD) $(GO) test -count=1 $(LEVEL_PACKAGES); \
+		shift; \
+	done
 	$(GO) test ./tensor/...
 
 bench:

@@ -52,6 +52,16 @@ func ParseLevel(s string) (Level, error) {
 // ISAEnv is the environment variable that caps the kernel level.
 const ISAEnv = "MOERUN_ISA"
 
+// rows4Kernel multiplies len(o0) consecutive whole rows (rowBytes apart) by four
+// activation vectors: ok[r] is row r times ak.
+type rows4Kernel = func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+
+// The two arithmetics of llama.cpp's repacked kernels, as indices.
+const (
+	gemm = iota
+	gemv
+)
+
 // kernelSet is one level's kernels. A nil function or a type missing from a map means the
 // level has no such kernel and the callers take their general path.
 type kernelSet struct {
@@ -87,6 +97,11 @@ type kernelSet struct {
 	// runs for one token without packing, its kernel over whole rows against one vector
 	// (as dotRowsOne) in gemv's arithmetic.
 	repackedKernels map[Type]func(n int, rows, a []byte, out []float32)
+	// repackedTokens4 holds, for a type in repackedKernels that the level multiplies by four
+	// tokens at a time, kernels over consecutive rows against four vectors (as
+	// dotTokens4Rows) in the repacked arithmetic: [gemm] mul_mat's (its tokens in fours),
+	// [gemv] every other product's (mul_mat_id's).
+	repackedTokens4 map[Type][2]rows4Kernel
 	// packedFormats holds the formats whose prefill runs on packed kernels (packed.go).
 	packedFormats map[Type]*packedFormat
 
@@ -183,6 +198,7 @@ var genericKernels = kernelSet{
 	dotTokens4Rows:      map[Type]func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32){},
 	dotRowsOne:          map[Type]func(n int, rows, a []byte, out []float32){},
 	repackedKernels:     map[Type]func(n int, rows, a []byte, out []float32){},
+	repackedTokens4:     map[Type][2]rows4Kernel{},
 	packedFormats:       map[Type]*packedFormat{},
 	dotFloat64:          dotFloat64Go,
 	madHalf:             madHalfGo,
@@ -261,6 +277,7 @@ func (k *kernelSet) clone(level Level) *kernelSet {
 	c.dotTokens2, c.dotTokens4 = maps.Clone(k.dotTokens2), maps.Clone(k.dotTokens4)
 	c.dotTokens4Rows, c.dotRowsOne = maps.Clone(k.dotTokens4Rows), maps.Clone(k.dotRowsOne)
 	c.repackedKernels, c.packedFormats = maps.Clone(k.repackedKernels), maps.Clone(k.packedFormats)
+	c.repackedTokens4 = maps.Clone(k.repackedTokens4)
 	return &c
 }
 

@@ -1,7 +1,11 @@
 package tensor
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,5 +116,79 @@ func TestLevelsKeepGeneric(t *testing.T) {
 func TestKernelLevelNamed(t *testing.T) {
 	if got := KernelLevel(); !strings.HasPrefix(got, active.level.String()) {
 		t.Errorf("KernelLevel() = %q, active level %v", got, active.level)
+	}
+}
+
+// llamaRepacks is what llama.cpp's CPU backend repacks at a level (ggml-cpu/repack.cpp,
+// ggml_repack_get_optimal_repack_type, for x86 at the fixtures' commit): matrices of these
+// types with a multiple of 8 rows run in the repacked kernels' arithmetic there.
+func llamaRepacks(l Level) []Type {
+	switch l {
+	case LevelAVX2:
+		return []Type{Q4_0, Q4_K, IQ4_NL, MXFP4}
+	case LevelAVX512:
+		return []Type{Q4_0, Q4_K, IQ4_NL, MXFP4, Q2_K}
+	}
+	return nil
+}
+
+// TestRepackedWhereLlamaRepacks holds every level to llama.cpp built for it: a one-token
+// product of each type llama.cpp repacks there (16 rows, so repacked) must have the bits of
+// the repacked arithmetic (gemv's), and of each other type VecDot's. An AVX2 level that
+// ran Q4_0 in ggml_vec_dot's arithmetic, as llama.cpp's AVX2 build never does, flipped a
+// router decision of the synth-glm4moe fixture.
+func TestRepackedWhereLlamaRepacks(t *testing.T) {
+	gemv := map[Type]func(n int, w, a []byte) float32{
+		Q4_0:   func(n int, w, a []byte) float32 { return blockwiseDot(Q4_0, n, w, a) },
+		IQ4_NL: func(n int, w, a []byte) float32 { return blockwiseDot(IQ4_NL, n, w, a) },
+		MXFP4:  func(n int, w, a []byte) float32 { return blockwiseDot(MXFP4, n, w, a) },
+		Q4_K:   func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, qkK) },
+		Q2_K:   func(n int, w, a []byte) float32 { return repackedQ2KDot(n, w, a, qkK) },
+	}
+	const rows, n = 16, 512
+	rng := rand.New(rand.NewPCG(41, 43))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	defer func(k *kernelSet) { active = k }(active)
+	for _, k := range kernelLevels {
+		active = k
+		repacks := llamaRepacks(k.level)
+		for typ := range gemv {
+			t.Run(fmt.Sprintf("%s/%s", k.level, typ), func(t *testing.T) {
+				repacked := slices.Contains(repacks, typ)
+				if repacked && typ == Q2_K && !slices.Contains(k.features, "VNNI") {
+					t.Skip("no Q2_K kernels in llama.cpp's repacked arithmetic without AVX-512 VNNI")
+				}
+				data := randomRows(t, typ, rows, n, 1, rng)
+				m, err := NewMatrix(typ, []int64{n, rows}, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := NewPool(2)
+				defer p.Close()
+				dst := make([]float32, rows)
+				if err := p.MatMul(dst, m, x); err != nil {
+					t.Fatal(err)
+				}
+				vt := k.traits[typ].VecDotType
+				rb, _ := vt.RowBytes(n)
+				act := make([]byte, rb)
+				if err := QuantizeActivations(vt, x, act); err != nil {
+					t.Fatal(err)
+				}
+				want, arithmetic := k.traits[typ].VecDot, "VecDot's"
+				if repacked {
+					want, arithmetic = gemv[typ], "the repacked"
+				}
+				for r := range rows {
+					w := data[r*m.rowBytes : (r+1)*m.rowBytes]
+					if got, exp := dst[r], want(n, w, act); math.Float32bits(got) != math.Float32bits(exp) {
+						t.Fatalf("row %d: %v, %s arithmetic gives %v", r, got, arithmetic, exp)
+					}
+				}
+			})
+		}
 	}
 }

@@ -29,6 +29,9 @@ type Matrix struct {
 	// repacked is the type's one-token kernel in llama.cpp's repacked arithmetic where it
 	// needs no layout of its own (Q4_K, Q2_K; repacked.go), or nil.
 	repacked func(n int, rows, a []byte, out []float32)
+	// repacked4 is its four-token kernels in gemm's and gemv's arithmetic where the level
+	// has them (repackedTokens4).
+	repacked4 [2]rows4Kernel
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -72,6 +75,9 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
 		dot2: active.dotTokens2[t], dot4T: active.dotTokens4[t], rows1: active.dotRowsOne[t], rows4T: active.dotTokens4Rows[t],
 		packed: packedFormatOf(t, int(dims[1])), repacked: repackedKernelsOf(t, int(dims[1]))}
+	if m.repacked != nil {
+		m.repacked4 = active.repackedTokens4[t]
+	}
 	if tr.VecDot == nil {
 		return m, nil
 	}
@@ -309,7 +315,7 @@ func (j *matmulJob) set(p *Pool, w *Matrix, dst []float32, act []byte, actBytes,
 	p.scratch.wide = grow(p.scratch.wide, p.threads)
 	*j = matmulJob{w: *w, act: act, actBytes: actBytes, dst: dst, tokens: tokens, tokenTiles: ceilDiv(tokens, matTokenTile),
 		rowTile: w.rowTile(tokens, streamTile(w.rows*w.rowBytes, p.threads)), wide: p.scratch.wide, op: p.packedOps}
-	p.useRepacked(&j.w)
+	p.useRepacked(&j.w, gemm)
 	return ceilDiv(w.rows, j.rowTile) * j.tokenTiles
 }
 
@@ -547,7 +553,7 @@ func (p *Pool) mulMatIDs(dsts [][]float32, ws []*Matrix, x []float32, ids []int3
 	for i, wi := range ws {
 		j.parts[i] = mulMatIDJob{w: *wi, act: act, actBytes: actBytes, dst: dsts[i], order: s.order, tiles: s.tiles, k: k, shared: shared,
 			wide: p.scratch.wide, packed: packed, op: p.packedOps, tiny: stack && wi.tinyMatMul(len(ids)/k)}
-		p.useRepacked(&j.parts[i].w)
+		p.useRepacked(&j.parts[i].w, gemv)
 	}
 	return p.run(j, len(ws)*len(s.tiles))
 }

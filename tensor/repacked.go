@@ -38,14 +38,16 @@ func repackedKernelsOf(t Type, rows int) func(n int, rows, a []byte, out []float
 // 8 is interleaved.
 func repackedRows(rows int) bool { return rows%8 == 0 }
 
-// useRepacked gives m, an operation's copy of a matrix, its repacked one-token kernel,
-// unless the pool turns repacking off. Only one token reaches it: mulPacked takes every
-// count from q4KPackedMinTokens (2) on, and a lone token is in gemv's arithmetic in
-// llama.cpp too, mul_mat_id's always and mul_mat's as its batch's last T mod 4 (its
-// tiles start at multiples of matTokenTile, a multiple of 4).
-func (p *Pool) useRepacked(m *Matrix) {
+// useRepacked gives m, an operation's copy of a matrix, its repacked kernels, unless the
+// pool turns repacking off: the one-token kernel, in gemv's arithmetic as llama.cpp's lone
+// tokens are (mul_mat_id's always, mul_mat's as its batch's last T mod 4), and the
+// four-token kernel in the operation's arithmetic (gemm for mul_mat, whose tiles start at
+// multiples of matTokenTile, a multiple of 4, so that the fours fall where llama.cpp's do;
+// gemv for mul_mat_id). Where the packed kernels run (mulPacked, two tokens or more) the
+// four-token kernels are not used.
+func (p *Pool) useRepacked(m *Matrix, arithmetic int) {
 	if m.repacked == nil || p.noRepack {
 		return
 	}
-	m.rows1, m.rows4T, m.dot2, m.dot4T = m.repacked, nil, nil, nil
+	m.rows1, m.rows4T, m.dot2, m.dot4T = m.repacked, m.repacked4[arithmetic], nil, nil
 }

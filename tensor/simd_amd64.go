@@ -112,11 +112,20 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	// What llama.cpp's AVX2 build repacks (ggml_repack_get_optimal_repack_type) runs in its
 	// repacked arithmetic here too (simd_repacked_legacy_amd64.go).
 	k.repackedKernels[Q4_0], k.repackedKernels[IQ4_NL] = dotQ4_0RepackedRowsAVX2, dotIQ4_NLRepackedRowsAVX2
-	k.repackedKernels[MXFP4] = dotMXFP4RepackedRowsAVX2
+	k.repackedKernels[MXFP4], k.repackedKernels[Q4_K] = dotMXFP4RepackedRowsAVX2, dotQ4_KRepackedRowsAVX2
+	k.repackedTokens4[Q4_K] = [2]rows4Kernel{gemm: q4KRepackedTokens4(64), gemv: q4KRepackedTokens4(qkK)}
 	installLattice(k, iq2Kernels, nil)
 	installLattice(k, iq3Kernels, nil)
 	installLattice(k, iq1Kernels, nil)
 	return k
+}
+
+// q4KRepackedTokens4 is dotQ4_KRepackedTokens4AVX2 with a float step every chunk values:
+// 64 for gemm's arithmetic, 256 for gemv's.
+func q4KRepackedTokens4(chunk int) rows4Kernel {
+	return func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+		dotQ4_KRepackedTokens4AVX2(n, rows, rowBytes, a0, a1, a2, a3, o0, o1, o2, o3, chunk)
+	}
 }
 
 // avx512Kernels is the AVX-512 level (F, CD, BW, DQ, VL) over avx2: 512-bit kernels in

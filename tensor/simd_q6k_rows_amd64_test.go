@@ -5,19 +5,11 @@ package tensor
 import (
 	"math"
 	"math/rand/v2"
-	"simd/archsimd"
 	"testing"
 	"unsafe"
 
 	"github.com/moerun/moerun/internal/mmap"
 )
-
-func skipWithoutAVX2(tb testing.TB) {
-	tb.Helper()
-	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
-		tb.Skip("CPU without AVX2 and FMA")
-	}
-}
 
 // q6KRowsOperands makes count Q6_K rows of n values, one after another at the start of a
 // buffer with spare bytes after them (the capacity a row tile cut from a matrix has, which
