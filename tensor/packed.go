@@ -37,7 +37,8 @@ import (
 //
 // Pool.SetRepack(false) (--no-repack) gives VecDot's arithmetic instead, as llama.cpp's
 // flag does. The kernels (simd_packed_amd64.s) need AVX-512 VNNI; elsewhere packedFormats
-// is empty and these formats run the rows kernels.
+// is empty and the AVX2 level runs the same arithmetic in rows kernels (repackedKernels:
+// simd_repacked_legacy_amd64.go, simd_repacked_q4k_amd64.go).
 
 // packedFormat describes a format with packed kernels: pack lays out 16 rows (rowBytes
 // apart) of nb blocks of blockValues values as blockBytes a block.

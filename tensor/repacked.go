@@ -19,7 +19,9 @@ package tensor
 // mul_mat's tokens in fours, gemv for the rest), one token the rows kernel below
 // (simd_vnni_amd64.s, the TOTALS arguments of Q4K_ROWS), which reads the weights where they
 // lie. Which tokens get which arithmetic follows llama.cpp (useRepacked, mulPacked).
-// Elsewhere (no VNNI) repackedKernels is empty and Q4_K runs VecDot's arithmetic.
+// The AVX2 level (and AVX-512 without VNNI) runs Q4_K's repacked arithmetic in archsimd
+// rows kernels (simd_repacked_q4k_amd64.go: one token, and four in gemm's or gemv's
+// arithmetic); only the generic level runs VecDot's, as llama.cpp's generic build does.
 //
 // Q2_K is the same on a CPU with AVX-512 (ggml_gemv_q2_K_8x8_q8_K per super-block,
 // ggml_gemm_q2_K_8x8_q8_K per 128-value half): packed kernels for two tokens or more, and
