@@ -4,6 +4,7 @@ package tensor
 
 import (
 	"simd/archsimd"
+	"sync"
 	"unsafe"
 )
 
@@ -13,8 +14,10 @@ import (
 // the scaled sub-block sums add up to one exact int32 I and the mins times the activations'
 // sums to another, M; the float steps acc = float(I)·(d·d_y) + acc and
 // accMin = float(M)·(dmin·d_y) + accMin are one rounding each. As the integers are exact,
-// the kernels compute them with dotQ4_KAVX2's integer code, in lanes, and may add the
-// lanes in any order; only the float steps must be the reference's.
+// the kernels compute them in lanes (the one-token kernel with dotQ4_KAVX2's integer code,
+// the four-token one a token in each 128-bit half) and add the lanes up in any order,
+// with M from the activations' bsums; only the float steps must be the reference's, and
+// are: d·d_y rounded, then one FMA, as in ggml.
 
 // q4KRepackedSpan is how many super-blocks of eight rows dotQ4_KRepackedRowsAVX2 takes
 // through its integer pass before the float pass (its buffer: 448 bytes a super-block).
@@ -183,32 +186,28 @@ func q4KRepackedStore(acc, accMin, out *[8]float32) {
 	archsimd.ClearAVXUpperBits()
 }
 
-// q4KRepackedTokensSpan is how many super-blocks dotQ4_KRepackedTokens4AVX2 prepares the
-// activations of at a time, q4KRepackedTokensRows how many rows it takes through them before the
-// next span where a row has more (their accumulators wait in a buffer).
-const (
-	q4KRepackedTokensSpan = 32
-	q4KRepackedTokensRows = 16
-)
-
-// q4KRepackedTokensBlock is what dotQ4_KRepackedTokens4AVX2 prepares of a super-block of the four
-// activation vectors for every row: the sums of their 32-value sub-blocks (pairs of bsums)
-// as words, [token 0 | token 1] and [token 2 | token 3], and [dy0..3 | dy0..3].
+// q4KRepackedTokensBlock is what dotQ4_KRepackedTokens4AVX2 prepares of a super-block of
+// its four activation vectors, once for all the rows. y[c][p] holds the 64 quants of
+// chunk c (sub-blocks 2c and 2c+1) of tokens 2p and 2p+1 as four vectors: for each
+// sub-block [first 16 of token 2p | last 16 of token 2p+1] and [last 16 of token 2p |
+// first 16 of token 2p+1], to meet the sub-block's nibbles as they lie and with their
+// 128-bit halves swapped. ys01 and ys23 are the tokens' sums of each 32-value sub-block
+// (pairs of bsums) as words, [token 0 | token 1] and [token 2 | token 3]; dy is
+// [dy0, dy2, dy0, dy2 | dy1, dy3, dy1, dy3].
 type q4KRepackedTokensBlock struct {
+	y          [4][2][4][32]int8
 	ys01, ys23 [16]int16
 	dy         [8]float32
 }
 
-var (
-	// q4KSumsOfTwo makes VPERMD put each token's sub-block sums in order in one 128-bit
-	// half after VPHADDW of two tokens' bsums.
-	q4KSumsOfTwo = [8]uint32{0, 1, 4, 5, 2, 3, 6, 7}
-	// q4KChunksOfTwo makes VPERMD interleave the two tokens' chunk mins (a half each):
-	// [t0 c0, t1 c0, t0 c1, t1 c1 | the same of chunks 2 and 3].
-	q4KChunksOfTwo = [8]uint32{0, 4, 1, 5, 2, 6, 3, 7}
-	// q4KHighHalf keeps the upper 128 bits.
-	q4KHighHalf = [8]int32{0, 0, 0, 0, -1, -1, -1, -1}
-)
+// q4KRepackedTokensScratch is a call's prepared blocks, kept between calls in a pool: a
+// row of 2048 values takes 9 KiB, which zeroed on the stack for each call would cost a few
+// per cent of a matmul's calls of 16 rows.
+var q4KRepackedTokensScratch = sync.Pool{New: func() any { return new([]q4KRepackedTokensBlock) }}
+
+// q4KSumsOfTwo makes VPERMD put each token's sub-block sums in order in one 128-bit half
+// after VPHADDW of two tokens' bsums.
+var q4KSumsOfTwo = [8]uint32{0, 1, 4, 5, 2, 3, 6, 7}
 
 // dotQ4_KRepackedTokens4AVX2 is Q4_K's repacked arithmetic for four tokens (prefill's
 // kernel, shaped as dotTokens4Rows's with the chunk added): len(o0) whole Q4_K rows of n
@@ -217,9 +216,8 @@ var (
 // super-block: MulMatID's tokens and a mul_mat's past its last multiple of four) or 64
 // (ggml_gemm_q4_K_8x8_q8_K's, for a mul_mat's tokens in fours). Any other chunk panics.
 //
-// Each super-block's scales are decoded, and its nibbles split, once for the four tokens,
-// whose integer sums are dotQ4_KTokens4AVX2's; what depends on the activations alone (the
-// sub-blocks' sums for the mins, the tokens' d) is prepared once for all the rows. See
+// What depends on the activations alone is prepared once for all the rows
+// (q4KRepackedTokensBlock), each row's super-blocks then go through
 // q4KRepackedTokens4Row.
 func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32, chunk int) {
 	if chunk != qkK && chunk != 64 {
@@ -237,45 +235,55 @@ func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3
 		clear(o3)
 		return
 	}
-	rows, a0, a1, a2, a3 = rows[:(count-1)*rowBytes+nb*144], a0[:nb*292], a1[:nb*292], a2[:nb*292], a3[:nb*292]
-	var pre [q4KRepackedTokensSpan]q4KRepackedTokensBlock
-	var accs [q4KRepackedTokensRows][8]float32
-	group := count // rows through all spans before the next group: all where one span does
-	if nb > q4KRepackedTokensSpan {
-		group = q4KRepackedTokensRows
+	rows = rows[:(count-1)*rowBytes+nb*144]
+	scratch := q4KRepackedTokensScratch.Get().(*[]q4KRepackedTokensBlock)
+	if cap(*scratch) < nb {
+		*scratch = make([]q4KRepackedTokensBlock, nb)
 	}
-	for r0 := 0; r0 < count; r0 += group {
-		r1 := min(r0+group, count)
-		for b0 := 0; b0 < nb; b0 += q4KRepackedTokensSpan {
-			span := min(q4KRepackedTokensSpan, nb-b0)
-			b1 := b0 + span
-			q4KRepackedTokensPrepare(a0[b0*292:b1*292], a1[b0*292:b1*292], a2[b0*292:b1*292], a3[b0*292:b1*292], &pre[0], span)
-			for r := r0; r < r1; r++ {
-				off := r*rowBytes + b0*144
-				d := q4KRepackedTokens4Row(rows[off:off+span*144], a0[b0*292:b1*292], a1[b0*292:b1*292], a2[b0*292:b1*292], a3[b0*292:b1*292],
-					&pre[0], &accs[(r-r0)%q4KRepackedTokensRows], chunk == 64, b0 > 0)
-				if b1 == nb {
-					o0[r], o1[r], o2[r], o3[r] = d[0], d[1], d[2], d[3]
-				}
-			}
-		}
+	pre := (*scratch)[:nb]
+	q4KRepackedTokensPrepare(a0[:nb*292], a1[:nb*292], a2[:nb*292], a3[:nb*292], pre)
+	for r := range count {
+		d := q4KRepackedTokens4Row(rows[r*rowBytes:r*rowBytes+nb*144], pre, chunk == 64)
+		o0[r], o1[r], o2[r], o3[r] = d[0], d[1], d[2], d[3]
 	}
+	q4KRepackedTokensScratch.Put(scratch)
 }
 
-// q4KRepackedTokensPrepare fills p's first span blocks from the four activation vectors' span
+// q4KRepackedTokensPrepare fills pre from the four activation vectors' len(pre)
 // super-blocks.
-func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, p *q4KRepackedTokensBlock, span int) {
+func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, pre []q4KRepackedTokensBlock) {
 	y0, y1, y2, y3 := (*[292]byte)(a0), (*[292]byte)(a1), (*[292]byte)(a2), (*[292]byte)(a3)
+	p := &pre[0]
 	for i := 0; ; {
+		// Chunk by chunk (sub-blocks 2c and 2c+1), 64 quants of each vector.
+		q0, q1, q2, q3 := (*[64]uint8)(y0[4:68]), (*[64]uint8)(y1[4:68]), (*[64]uint8)(y2[4:68]), (*[64]uint8)(y3[4:68])
+		pc := &p.y[0]
+		for c := 0; ; {
+			u, v := archsimd.LoadUint8x32((*[32]uint8)(q0[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[0:32])).AsInt8x32()
+			u.Select128FromPair(0, 3, v).Store(&pc[0][0])
+			u.Select128FromPair(1, 2, v).Store(&pc[0][1])
+			u, v = archsimd.LoadUint8x32((*[32]uint8)(q0[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[32:64])).AsInt8x32()
+			u.Select128FromPair(0, 3, v).Store(&pc[0][2])
+			u.Select128FromPair(1, 2, v).Store(&pc[0][3])
+			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[0:32])).AsInt8x32()
+			u.Select128FromPair(0, 3, v).Store(&pc[1][0])
+			u.Select128FromPair(1, 2, v).Store(&pc[1][1])
+			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[32:64])).AsInt8x32()
+			u.Select128FromPair(0, 3, v).Store(&pc[1][2])
+			u.Select128FromPair(1, 2, v).Store(&pc[1][3])
+			if c++; c == 4 {
+				break
+			}
+			q0, q1, q2, q3, pc = next(q0), next(q1), next(q2), next(q3), next(pc)
+		}
 		bs := archsimd.LoadUint8x32((*[32]uint8)(y0[260:292])).AsInt16x16()
 		bs.AddPairsGrouped(archsimd.LoadUint8x32((*[32]uint8)(y1[260:292])).AsInt16x16()).AsInt32x8().Permute(archsimd.LoadUint32x8(&q4KSumsOfTwo)).AsInt16x16().Store(&p.ys01)
 		bs = archsimd.LoadUint8x32((*[32]uint8)(y2[260:292])).AsInt16x16()
 		bs.AddPairsGrouped(archsimd.LoadUint8x32((*[32]uint8)(y3[260:292])).AsInt16x16()).AsInt32x8().Permute(archsimd.LoadUint32x8(&q4KSumsOfTwo)).AsInt16x16().Store(&p.ys23)
-		u01 := archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y0[0]))).SelectFromPair(0, 0, 4, 4, archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y1[0]))))
-		u23 := archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y2[0]))).SelectFromPair(0, 0, 4, 4, archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y3[0]))))
-		dy := u01.SelectFromPair(0, 2, 4, 6, u23)
-		archsimd.Float32x8{}.SetLo(dy).SetHi(dy).Store(&p.dy)
-		if i++; i == span {
+		d02 := archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y0[0]))).SelectFromPair(0, 0, 4, 4, archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y2[0]))))
+		d13 := archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y1[0]))).SelectFromPair(0, 0, 4, 4, archsimd.LoadFloat32x4((*[4]float32)(unsafe.Pointer(&y3[0]))))
+		archsimd.Float32x8{}.SetLo(d02.SelectFromPair(0, 2, 4, 6, d02)).SetHi(d13.SelectFromPair(0, 2, 4, 6, d13)).Store(&p.dy)
+		if i++; i == len(pre) {
 			break
 		}
 		y0, y1, y2, y3, p = next(y0), next(y1), next(y2), next(y3), next(p)
@@ -283,31 +291,26 @@ func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, p *q4KRepackedTokensBlock, 
 	archsimd.ClearAVXUpperBits()
 }
 
-// q4KRepackedTokens4Row is one row of dotQ4_KRepackedTokens4AVX2 over span super-blocks
-// (w, the tokens' a0..a3 and their prepared p), in gemm's arithmetic or gemv's, from the
-// accumulators at accp where more is set (else from zero), which it leaves there; it
-// returns the four results so far.
+// q4KRepackedTokens4Row is one row of dotQ4_KRepackedTokens4AVX2, its super-blocks in w
+// against the prepared activations pre, in gemm's arithmetic or gemv's.
 //
-// The four tokens' acc and accMin are one vector [acc0..3 | accMin0..3], and a float step
-// is one FMA of it with [I0..3 | M0..3] by [d·dy0..3 | dmin·dy0..3]. The integer sums of a
-// step run in each token's eight lanes, then sumsOf4 and two 128-bit permutes add them up
-// to [I0..3 | M0..3], with M in memory as two halves that add up to it; gemv steps at the
-// end of the super-block, gemm after each 64 values (and starts its sums again from zero).
-// The mins' sums come from the sub-blocks' activation sums: two tokens a VPMADDWD, for
-// each 64 values, then regrouped by chunk.
-func q4KRepackedTokens4Row(w, a0, a1, a2, a3 []byte, p *q4KRepackedTokensBlock, accp *[8]float32, gemm, more bool) [4]float32 {
+// A 128-bit half is a token. Each chunk's 32 bytes of nibbles, split into low and high,
+// as they lie and with their halves swapped, meet the prepared quants of a pair of tokens
+// (VPMADDUBSW): the lower half gets the first token's products with the sub-block's first
+// 16 values and then its last 16, the upper half the second token's, so the two add up as
+// words (VPADDW: at most 2·2·15·128) before VPMADDWD scales them, and a chunk leaves four
+// int32 lanes a token. The four tokens' acc and accMin are one vector
+// [acc0, acc2, accMin0, accMin2 | acc1, acc3, accMin1, accMin3], and a float step is one
+// FMA of it with [I0, I2, M0, M2 | I1, I3, M1, M3] by [d·dy0, d·dy2, dmin·dy0, dmin·dy2 |
+// …]: gemv adds up the chunks' lanes and steps at the end of the super-block (VPHADDD
+// twice, VSHUFPS for the mins), gemm steps after each chunk, two at a time (VPHADDD three
+// times for two chunks). The mins' sums M come from the sub-blocks' activation sums: two
+// tokens a VPMADDWD, which leaves one chunk's M a lane.
+func q4KRepackedTokens4Row(w []byte, pre []q4KRepackedTokensBlock, gemm bool) [4]float32 {
 	prefetchNext(w)
-	x := (*[144]byte)(w)
-	y0, y1, y2, y3 := (*[292]byte)(a0), (*[292]byte)(a1), (*[292]byte)(a2), (*[292]byte)(a3)
-	span := len(w) / 144
-	// mins holds a super-block's M of the four tokens: gemm's [chunk 0 | chunk 2] and
-	// [chunk 1 | chunk 3], and for the last step two halves that add up to it, gemm's
-	// [0 | chunk 3] or gemv's.
-	var mins [3][8]int32
+	x, p := (*[144]byte)(w), &pre[0]
+	nb := len(w) / 144
 	var acc archsimd.Float32x8
-	if more {
-		acc = archsimd.LoadFloat32x8(accp)
-	}
 	for i := 0; ; {
 		// Scales and mins as bytes [sc0..7, m0..7] in both 128-bit halves.
 		v := archsimd.LoadUint8x16((*[16]uint8)(x[4:20])).AsInt8x16()
@@ -315,110 +318,85 @@ func q4KRepackedTokens4Row(w, a0, a1, a2, a3 []byte, p *q4KRepackedTokensBlock, 
 		packed := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
 		m4 := archsimd.LoadUint8x32(&nibbleMask)
 		sc := m4.AsInt8x32().SetLo(packed).SetHi(packed)
-		// The mins' sums per 64 values, [t0 c0, t1 c0, t0 c1, t1 c1 | the same of c2, c3],
-		// regrouped by chunk: [c0 | c2] and [c1 | c3] of the four tokens.
+		// The mins' sums, [t0 c0..3 | t1 c0..3] and [t2 | t3] for chunks c, as a float step
+		// takes them: gemm's [t0 c, t2 c, t0 c+1, t2 c+1 | t1, t3 the same] for c = 0 (m02)
+		// and 2 (m13), gemv's [M0, M2, M0, M2 | M1, M3, M1, M3] in both.
 		mw := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q4KMinWords)).AsInt16x16()
-		m01 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys01)).Permute(archsimd.LoadUint32x8(&q4KChunksOfTwo)).AsInt64x4()
-		m23 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys23)).Permute(archsimd.LoadUint32x8(&q4KChunksOfTwo)).AsInt64x4()
-		m02, m13 := m01.InterleaveLoGrouped(m23).AsInt32x8(), m01.InterleaveHiGrouped(m23).AsInt32x8()
-		if gemm {
-			m02.Store(&mins[0])
-			m13.Store(&mins[1])
-			m13.And(archsimd.LoadInt32x8(&q4KHighHalf)).Store(&mins[2])
-		} else {
-			m02.Add(m13).Store(&mins[2])
+		m01 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys01))
+		m23 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys23))
+		m02, m13 := m01.InterleaveLoGrouped(m23), m01.InterleaveHiGrouped(m23)
+		if !gemm {
+			m02 = m01.AddPairsGrouped(m23)
+			m02 = m02.AddPairsGrouped(m02)
+			m13 = m02
 		}
-		dmin := archsimd.LoadFloat32x4((*[4]float32)(f16Table[uint16(x[2])|uint16(x[3])<<8:])).Broadcast1To4()
-		scale := f16Lanes(x[0:2]).SetHi(dmin).Mul(archsimd.LoadFloat32x8(&p.dy))
+		scale := f16Lanes(x[0:2]).SelectFromPairGrouped(0, 1, 4, 5, f16Lanes(x[2:4])).Mul(archsimd.LoadFloat32x8(&p.dy))
 
 		bits := archsimd.LoadUint8x32((*[32]uint8)(x[16:48]))
-		nib := bits.And(m4)
-		s := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16()
-		sum0 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[4:36])).AsInt8x32()).DotProductPairs(s)
-		sum1 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[4:36])).AsInt8x32()).DotProductPairs(s)
-		sum2 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[4:36])).AsInt8x32()).DotProductPairs(s)
-		sum3 := nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[4:36])).AsInt8x32()).DotProductPairs(s)
-		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[36:68])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[36:68])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[36:68])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[36:68])).AsInt8x32()).DotProductPairs(s))
-		if gemm { // chunk 0's float step
-			t := sumsOf4(sum0, sum1, sum2, sum3)
-			acc = scale.MulAdd(t.Select128FromPair(0, 2, archsimd.LoadInt32x8(&mins[0])).Add(t.Select128FromPair(1, 2, archsimd.Int32x8{})).ConvertToFloat32(), acc)
-			sum0, sum1, sum2, sum3 = archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}
+		sa, sb := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
+		a1, b1 := bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		a2, b2 := a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
+		v01 := a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][3]))).DotProductPairs(sb))
+		v23 := a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][3]))).DotProductPairs(sb))
+		// gemv's sums; gemm's chunk 0 (then 2) by VPHADDD in s01, to add up with chunk 1 (3).
+		s01, s23 := v01, v23
+		if gemm {
+			s01 = v01.AddPairsGrouped(v23)
 		}
 
 		bits = archsimd.LoadUint8x32((*[32]uint8)(x[48:80]))
-		nib = bits.And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[68:100])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[68:100])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[68:100])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[68:100])).AsInt8x32()).DotProductPairs(s))
-		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[100:132])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[100:132])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[100:132])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[100:132])).AsInt8x32()).DotProductPairs(s))
-		if gemm { // chunk 1's float step
-			t := sumsOf4(sum0, sum1, sum2, sum3)
-			acc = scale.MulAdd(t.Select128FromPair(0, 2, archsimd.LoadInt32x8(&mins[1])).Add(t.Select128FromPair(1, 2, archsimd.Int32x8{})).ConvertToFloat32(), acc)
-			sum0, sum1, sum2, sum3 = archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}
+		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
+		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
+		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][3]))).DotProductPairs(sb))
+		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][3]))).DotProductPairs(sb))
+		if gemm { // [I0, I2 of chunk 0, of chunk 1 | I1, I3 …], two float steps
+			f := s01.AddPairsGrouped(v01.AddPairsGrouped(v23))
+			acc = scale.MulAdd(f.SelectFromPairGrouped(0, 1, 4, 5, m02).ConvertToFloat32(), acc)
+			acc = scale.MulAdd(f.SelectFromPairGrouped(2, 3, 6, 7, m02).ConvertToFloat32(), acc)
+		} else {
+			s01, s23 = s01.Add(v01), s23.Add(v23)
 		}
 
 		bits = archsimd.LoadUint8x32((*[32]uint8)(x[80:112]))
-		nib = bits.And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[132:164])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[132:164])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[132:164])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[132:164])).AsInt8x32()).DotProductPairs(s))
-		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[164:196])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[164:196])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[164:196])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[164:196])).AsInt8x32()).DotProductPairs(s))
-		if gemm { // chunk 2's float step
-			t := sumsOf4(sum0, sum1, sum2, sum3)
-			acc = scale.MulAdd(t.Select128FromPair(0, 3, archsimd.LoadInt32x8(&mins[0])).Add(t.Select128FromPair(1, 2, archsimd.Int32x8{})).ConvertToFloat32(), acc)
-			sum0, sum1, sum2, sum3 = archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}, archsimd.Int32x8{}
+		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
+		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
+		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][3]))).DotProductPairs(sb))
+		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][3]))).DotProductPairs(sb))
+		if gemm {
+			s01 = v01.AddPairsGrouped(v23)
+		} else {
+			s01, s23 = s01.Add(v01), s23.Add(v23)
 		}
 
 		bits = archsimd.LoadUint8x32((*[32]uint8)(x[112:144]))
-		nib = bits.And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[196:228])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[196:228])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[196:228])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[196:228])).AsInt8x32()).DotProductPairs(s))
-		nib = bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		s = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
-		sum0 = sum0.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y0[228:260])).AsInt8x32()).DotProductPairs(s))
-		sum1 = sum1.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y1[228:260])).AsInt8x32()).DotProductPairs(s))
-		sum2 = sum2.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y2[228:260])).AsInt8x32()).DotProductPairs(s))
-		sum3 = sum3.Add(nib.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y3[228:260])).AsInt8x32()).DotProductPairs(s))
-		// Chunk 3's float step, or gemv's only one.
-		t := sumsOf4(sum0, sum1, sum2, sum3)
-		m := archsimd.LoadInt32x8(&mins[2])
-		acc = scale.MulAdd(t.Select128FromPair(0, 2, m).Add(t.Select128FromPair(1, 3, m)).ConvertToFloat32(), acc)
-		if i++; i == span {
+		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
+		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
+		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
+		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][3]))).DotProductPairs(sb))
+		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][1]))).DotProductPairs(sa).Add(
+			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][3]))).DotProductPairs(sb))
+		if gemm {
+			f := s01.AddPairsGrouped(v01.AddPairsGrouped(v23))
+			acc = scale.MulAdd(f.SelectFromPairGrouped(0, 1, 4, 5, m13).ConvertToFloat32(), acc)
+			acc = scale.MulAdd(f.SelectFromPairGrouped(2, 3, 6, 7, m13).ConvertToFloat32(), acc)
+		} else { // [I0, I2, M0, M2 | I1, I3, M1, M3]
+			f := s01.Add(v01).AddPairsGrouped(s23.Add(v23))
+			acc = scale.MulAdd(f.AddPairsGrouped(f).SelectFromPairGrouped(0, 1, 6, 7, m13).ConvertToFloat32(), acc)
+		}
+		if i++; i == nb {
 			break
 		}
-		x, y0, y1, y2, y3, p = next(x), next(y0), next(y1), next(y2), next(y3), next(p)
+		x, p = next(x), next(p)
 	}
-	acc.Store(accp)
-	return storeLanes4(acc.GetLo().Sub(acc.GetHi()))
-}
-
-// sumsOf4 is [a0-3, b0-3, c0-3, d0-3 | a4-7, b4-7, c4-7, d4-7], each the sum of those lanes,
-// as VPHADDD(VPHADDD(a, b), VPHADDD(c, d)) has it, with two-operand shuffles and adds (a
-// VPHADDD is three operations on Intel, and takes two cycles on AMD).
-func sumsOf4(a, b, c, d archsimd.Int32x8) archsimd.Int32x8 {
-	ab := a.InterleaveLoGrouped(b).Add(a.InterleaveHiGrouped(b)).AsInt64x4()
-	cd := c.InterleaveLoGrouped(d).Add(c.InterleaveHiGrouped(d)).AsInt64x4()
-	return ab.InterleaveLoGrouped(cd).AsInt32x8().Add(ab.InterleaveHiGrouped(cd).AsInt32x8())
+	r := acc.Sub(acc.SelectFromPairGrouped(2, 3, 0, 1, acc)) // [r0, r2, ·, · | r1, r3, ·, ·]
+	return storeLanes4(r.GetLo().AsInt32x4().InterleaveLo(r.GetHi().AsInt32x4()).AsFloat32x4())
 }

@@ -136,36 +136,38 @@ func TestRepackedQ4KAVX2Tokens4(t *testing.T) {
 }
 
 // TestRepackedQ4KAVX2Sensitive shows that the operands of the tests above tell the
-// repacked arithmetic from its near misses: a float step per sub-block (chunk 32), gemm's
-// per 64 values, and ggml_vec_dot_q4_K_q8_K's lanes (dotQ4_KAVX2) each differ from gemv's
-// result on some row of every shape, so a kernel with one of those mutations fails them.
+// repacked arithmetic from its near misses: for gemv's (chunk 256) and gemm's (64), a
+// float step per sub-block (chunk 32) or per the other chunk, and ggml_vec_dot_q4_K_q8_K's
+// lanes (dotQ4_KAVX2) each differ from it on some row of every shape, so a kernel with one
+// of those mutations fails them.
 func TestRepackedQ4KAVX2Sensitive(t *testing.T) {
 	skipWithoutAVX2(t)
-	mutants := []struct {
-		name string
-		dot  func(n int, w, a []byte) float32
-	}{
-		{"chunk 32", func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, 32) }},
-		{"chunk 64", func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, 64) }},
-		{"vec_dot", dotQ4_KAVX2},
-	}
-	for _, m := range mutants {
-		for _, n := range []int{512, 2048} {
-			caught := false
-			for _, c := range q4KRepackedCases(t, 3) {
-				if c.n != n || c.rows != 24 {
-					continue
-				}
-				rb := n / qkK * 144
-				for _, a := range c.acts {
-					for r := range c.rows {
-						w := c.data[r*rb : (r+1)*rb]
-						caught = caught || math.Float32bits(m.dot(n, w, a)) != math.Float32bits(repackedQ4KDot(n, w, a, qkK))
+	cases := q4KRepackedCases(t, 4)
+	for _, chunk := range []int{qkK, 64} {
+		mutants := map[string]func(n int, w, a []byte) float32{"vec_dot": dotQ4_KAVX2}
+		for _, other := range []int{32, 64, qkK} {
+			if other != chunk {
+				mutants[fmt.Sprintf("chunk %d", other)] = func(n int, w, a []byte) float32 { return repackedQ4KDot(n, w, a, other) }
+			}
+		}
+		for name, dot := range mutants {
+			for _, n := range []int{512, 2048} {
+				caught := false
+				for _, c := range cases {
+					if c.n != n || c.rows != 24 {
+						continue
+					}
+					rb := n / qkK * 144
+					for _, a := range c.acts {
+						for r := range c.rows {
+							w := c.data[r*rb : (r+1)*rb]
+							caught = caught || math.Float32bits(dot(n, w, a)) != math.Float32bits(repackedQ4KDot(n, w, a, chunk))
+						}
 					}
 				}
-			}
-			if !caught {
-				t.Errorf("%s, n %d: the same bits as gemv's arithmetic on every row", m.name, n)
+				if !caught {
+					t.Errorf("chunk %d: %s, n %d: the same bits on every row", chunk, name, n)
+				}
 			}
 		}
 	}
@@ -176,8 +178,8 @@ func TestRepackedQ4KAVX2Sensitive(t *testing.T) {
 // against dotQ4_KRepackedRowsAVX2) on Qwen3-30B-A3B's 2048×768 expert matrices, cycling
 // through 512 MiB of them (from DRAM), on one 4096×4096 matrix and on one 2048×768 one (in
 // cache); and four tokens (dotQ4_KTokens4AVX2 row by row against
-// dotQ4_KRepackedTokens4AVX2 in gemv's and gemm's arithmetic). MB/s counts weight bytes;
-// ns/row is per row and token.
+// dotQ4_KRepackedTokens4AVX2 in gemv's and gemm's arithmetic, called for matRowTile rows
+// at a time as mulTokens does). MB/s counts weight bytes; ns/row is per row and token.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedQ4KAVX2 -benchtime 200x ./tensor
 func BenchmarkRepackedQ4KAVX2(b *testing.B) {
@@ -203,10 +205,16 @@ func BenchmarkRepackedQ4KAVX2(b *testing.B) {
 			}
 		}},
 		{"repacked-gemv/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
-			dotQ4_KRepackedTokens4AVX2(n, rows, rb, acts[0], acts[1], acts[2], acts[3], out[0], out[1], out[2], out[3], qkK)
+			for r0 := 0; r0 < len(out[0]); r0 += matRowTile {
+				r1 := min(r0+matRowTile, len(out[0]))
+				dotQ4_KRepackedTokens4AVX2(n, rows[r0*rb:], rb, acts[0], acts[1], acts[2], acts[3], out[0][r0:r1], out[1][r0:r1], out[2][r0:r1], out[3][r0:r1], qkK)
+			}
 		}},
 		{"repacked-gemm/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
-			dotQ4_KRepackedTokens4AVX2(n, rows, rb, acts[0], acts[1], acts[2], acts[3], out[0], out[1], out[2], out[3], 64)
+			for r0 := 0; r0 < len(out[0]); r0 += matRowTile {
+				r1 := min(r0+matRowTile, len(out[0]))
+				dotQ4_KRepackedTokens4AVX2(n, rows[r0*rb:], rb, acts[0], acts[1], acts[2], acts[3], out[0][r0:r1], out[1][r0:r1], out[2][r0:r1], out[3][r0:r1], 64)
+			}
 		}},
 	}
 	for _, shape := range []struct {
