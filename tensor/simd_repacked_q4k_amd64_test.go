@@ -175,11 +175,12 @@ func TestRepackedQ4KAVX2Sensitive(t *testing.T) {
 
 // BenchmarkRepackedQ4KAVX2 times the repacked AVX2 kernels next to the AVX2 kernels of
 // ggml_vec_dot_q4_K_q8_K's arithmetic, one thread: one token (dotQ4_KAVX2 row by row
-// against dotQ4_KRepackedRowsAVX2) on Qwen3-30B-A3B's 2048×768 expert matrices, cycling
-// through 512 MiB of them (from DRAM), on one 4096×4096 matrix and on one 2048×768 one (in
-// cache); and four tokens (dotQ4_KTokens4AVX2 row by row against
+// against dotQ4_KRepackedRowsAVX2, called for 64 rows at a time, a decode tile of these
+// matrices) and four tokens (dotQ4_KTokens4AVX2 row by row against
 // dotQ4_KRepackedTokens4AVX2 in gemv's and gemm's arithmetic, called for matRowTile rows
-// at a time as mulTokens does). MB/s counts weight bytes; ns/row is per row and token.
+// at a time as mulTokens does), on Qwen3-30B-A3B's 2048×768 expert matrices cycling
+// through 512 MiB of them (from DRAM), on one 4096×4096 matrix and on one 2048×768 one (in
+// cache). MB/s counts weight bytes; ns/row is per row and token.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedQ4KAVX2 -benchtime 200x ./tensor
 func BenchmarkRepackedQ4KAVX2(b *testing.B) {
@@ -196,7 +197,10 @@ func BenchmarkRepackedQ4KAVX2(b *testing.B) {
 			}
 		}},
 		{"repacked/tokens=1", 1, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
-			dotQ4_KRepackedRowsAVX2(n, rows, acts[0], out[0])
+			for r0 := 0; r0 < len(out[0]); r0 += 4 * matRowTile {
+				r1 := min(r0+4*matRowTile, len(out[0]))
+				dotQ4_KRepackedRowsAVX2(n, rows[r0*rb:], acts[0], out[0][r0:r1])
+			}
 		}},
 		{"vecdot/tokens=4", 4, func(n int, rows []byte, rb int, acts [4][]byte, out [4][]float32) {
 			for r := range out[0] {
