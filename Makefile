@@ -27,7 +27,7 @@ LEVEL_PACKAGES = ./tensor/... ./moe/... ./backend/...
 # keeps the build without the SIMD experiment (the generic kernels only) tested.
 test:
 	$(SIMD) $(GO) test ./...
-	@set -e; set -- $(LEVELS); while [ $$# -gt 1 ]; do \
+	@set -e; set -- $(LEVELS); [ $$# -gt 0 ] || { echo "tools/levels named no kernel level" >&2; exit 1; }; while [ $$# -gt 1 ]; do \
 		echo "MOERUN_ISA=$$1 $(SIMD) $(GO) test -count=1 $(LEVEL_PACKAGES)"; \
 		MOERUN_ISA=$$1 $(SIMD) $(GO) test -count=1 $(LEVEL_PACKAGES); \
 		shift; \
