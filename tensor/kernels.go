@@ -184,7 +184,11 @@ type kernelSet struct {
 	ropeNeoX, ropeNormal func(x []float32, rowLen, rows int, cos, sin []float32)
 	madFloats            func(row, k []float32, delta float32)
 	convRow              func(dst, rows, kernel []float32)
-	readStream           func(b []byte) int
+
+	// readStream, where the level has it, reads the bytes of b with vector loads and
+	// returns how many it read from the start (a whole number of its steps); StreamRead
+	// copies the rest.
+	readStream func(b []byte) int
 }
 
 // genericKernels is the generic level: plain Go, the reference of every other level. Its
