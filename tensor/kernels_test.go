@@ -14,12 +14,20 @@ import (
 // level.
 func kernelsAt(t testing.TB, l Level) *kernelSet {
 	t.Helper()
+	k := levelOf(l)
+	if k == nil {
+		t.Skipf("no %s kernels in this build on this CPU", l)
+	}
+	return k
+}
+
+// levelOf is level l's kernels, or nil where this build or CPU has no such level.
+func levelOf(l Level) *kernelSet {
 	for _, k := range kernelLevels {
 		if k.level == l {
 			return k
 		}
 	}
-	t.Skipf("no %s kernels in this build on this CPU", l)
 	return nil
 }
 
@@ -75,14 +83,7 @@ func TestSelectLevel(t *testing.T) {
 	}
 }
 
-func hasLevel(l Level) bool {
-	for _, k := range kernelLevels {
-		if k.level == l {
-			return true
-		}
-	}
-	return false
-}
+func hasLevel(l Level) bool { return levelOf(l) != nil }
 
 // TestLevelsKeepGeneric: building a level leaves the one below untouched (each has its own
 // tables), and every level covers every registered type.
