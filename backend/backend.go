@@ -1,18 +1,22 @@
 package backend
 
 import (
+	"fmt"
+
 	"github.com/moerun/moerun/tensor"
 )
 
-// Backend is a device that computes: it holds weights in its own memory and runs the
-// operations that read them. The runtime asks the backend holding a weight to run each op
-// on it, so a model whose routed experts live on one device and everything else on another
-// needs nothing more than two backends and a placement plan.
+// Backend is a device that holds memory and computes on it, in the shape of ggml-backend:
+// buffers allocated on the device (weights, KV cache, working memory), tensors that are
+// views of them, copies between the host and the device, and operations whose operands
+// are all tensors of this backend. The runtime keeps a layer's values on the device that
+// holds the layer's weights and copies them only where the placement plan changes device
+// (see Copy), so a model needs nothing more than one backend per device and a plan.
 //
-// Activations are float32 slices in host memory, in ggml's row-major layout (one row of
-// Cols values per token); a backend whose memory is elsewhere copies them in and out. The
-// operations are those of a MoE forward pass that involve a weight; everything between
-// them (norms, RoPE, attention over the host's KV cache) runs on the host.
+// Operations are issued in order, as on one stream: a backend may run them asynchronously,
+// and Set, Get and Copy are ordered with them; Synchronize waits for all of them. Results
+// read with Get are valid after the next Synchronize. An operand held by another backend is
+// an error naming both devices, never a silent copy: crossings are the caller's to make.
 //
 // A Backend is used by one forward pass at a time; its methods are not safe for concurrent
 // use unless an implementation says otherwise.
@@ -23,46 +27,170 @@ type Backend interface {
 
 	// Load makes a weight resident on the device. data holds the tensor's bytes in host
 	// memory, usually a view into the memory-mapped model file that stays valid until the
-	// file is closed; a device that can compute on host memory keeps the view (no copy),
-	// others copy it into their own buffers. shape is in GGUF order ([ne0, ne1, ne2]:
-	// columns, rows, stacked experts). An unsupported type or shape is an error naming
-	// the tensor.
+	// file is closed; a device that can compute on host memory keeps the view (no copy,
+	// ggml's buffer from a host pointer), others copy it into their own buffers. shape is in
+	// GGUF order ([ne0, ne1, ne2]: columns, rows, stacked experts). An unsupported type or
+	// shape is an error naming the tensor.
 	Load(name string, t tensor.Type, shape []int64, data []byte) (Weight, error)
 
-	// MatMul computes dst[t][r] = Σ_c W[r][c]·x[t][c] for every token t (ggml_mul_mat).
-	MatMul(dst []float32, w Weight, x []float32) error
+	// Alloc allocates size bytes of the device's memory, zeroed; Free releases a buffer
+	// Alloc returned, whose tensors must not be used afterwards.
+	Alloc(size int64) (Buffer, error)
+	Free(Buffer) error
 
-	// MulMatID is ggml_mul_mat_id over a stack of experts: ids holds k expert ids per
-	// token (-1 for a slot to skip, whose output is zero); x holds one vector per token
-	// or one per (token, slot); dst one row per (token, slot). See tensor.Pool.MulMatID.
-	MulMatID(dst []float32, w Weight, x []float32, ids []int32, k int) error
+	// Set copies host bytes into a contiguous tensor of this backend, Get a contiguous
+	// tensor's bytes to the host (valid after Synchronize). len(src) and len(dst) must be
+	// the tensor's size.
+	Set(dst Tensor, src []byte) error
+	Get(dst []byte, src Tensor) error
+	// Synchronize waits until every operation and copy issued so far has finished.
+	Synchronize() error
 
-	// GetRows decodes rows ids of a 2-D weight into dst (the embedding lookup).
-	GetRows(dst []float32, w Weight, ids []int32) error
+	// Supports reports whether the backend runs op with operands of type t (the weight's
+	// type for weight operations, the cache's for SetRows and Attention, F32 otherwise).
+	Supports(op Op, t tensor.Type) bool
 
-	// Close releases the device's buffers. Weights loaded on it must not be used
-	// afterwards.
+	Ops
+
+	// Close releases the device's buffers. Weights and tensors of the backend must not be
+	// used afterwards.
 	Close() error
 }
 
-// Fuser is a Backend that can also run several operations that read the same activations
-// as one (tensor.Pool.MatMuls and MulMatIDs: the input converted once, no wait between
-// the weights). The runtime uses it for a layer's q, k and v projections and its gate and
-// up projections where they sit on one backend, and calls the weights one by one
-// elsewhere; dsts[i] receives what MatMul or MulMatID would give for ws[i].
-type Fuser interface {
-	MatMuls(dsts [][]float32, ws []Weight, x []float32) error
-	MulMatIDs(dsts [][]float32, ws []Weight, x []float32, ids []int32, k int) error
+// Ops are the operations of a MoE forward pass. Every tensor operand must belong to the
+// backend; activations are F32 (ids I32), contiguous rows of Cols values unless an
+// operation says otherwise. dst may be the same tensor as an input where the operation is
+// element-wise. Shapes follow ggml's: one row per token (or per token and head, or per
+// token and expert slot).
+type Ops interface {
+	// GetRows decodes rows ids of a 2-D weight into dst (the embedding lookup).
+	GetRows(dst Tensor, w Weight, ids []int32) error
+	// MatMul computes dst[t][r] = Σ_c W[r][c]·x[t][c] for every row t of x (ggml_mul_mat).
+	MatMul(dst Tensor, w Weight, x Tensor) error
+	// MatMuls runs MatMul for several weights that read the same x, as one operation
+	// where the backend can (the input converted once): a layer's q, k and v projections.
+	MatMuls(dsts []Tensor, ws []Weight, x Tensor) error
+	// MulMatID is ggml_mul_mat_id over a stack of experts: ids holds k expert ids per
+	// token (I32; -1 for a slot to skip, whose output is zero); x holds one row per token
+	// or one per (token, slot); dst one row per (token, slot).
+	MulMatID(dst Tensor, w Weight, x, ids Tensor, k int) error
+	// MulMatIDs is MulMatID for several stacks with the same routing.
+	MulMatIDs(dsts []Tensor, ws []Weight, x, ids Tensor, k int) error
+	// MatMulStack is ggml_mul_mat of a 3-D weight: row i of x is multiplied by matrix
+	// i mod Experts (DeepSeek's absorbed attention multiplies each head's query by that
+	// head's slice of attn_k_b so).
+	MatMulStack(dst Tensor, w Weight, x Tensor) error
+
+	// RMSNorm sets each row of dst to the row of x RMS-normalised and, unless w is the
+	// zero Tensor, multiplied element-wise by w (one row), as ggml_rms_norm then ggml_mul.
+	RMSNorm(dst, x, w Tensor, eps float32) error
+	// L2Norm scales each row of x in place to unit L2 norm, the norm clamped below at eps.
+	L2Norm(x Tensor, eps float32) error
+	// Add and Mul are element-wise; b has as many rows as a, or one row that is broadcast.
+	Add(dst, a, b Tensor) error
+	Mul(dst, a, b Tensor) error
+	// Scale multiplies x by s; ScaleRows multiplies row t of x by s[t] (one column).
+	Scale(dst, x Tensor, s float32) error
+	ScaleRows(dst, x, s Tensor) error
+	// Unary applies f element-wise.
+	Unary(dst, x Tensor, f Unary) error
+	// SwiGLU sets dst = silu(gate) ⊙ up; SwiGLUOAI is gpt-oss's clamped variant.
+	SwiGLU(dst, gate, up Tensor) error
+	SwiGLUOAI(dst, gate, up Tensor, alpha, limit float32) error
+	// Copy copies src into dst, both of the same shape; either may be a strided view
+	// (ggml_cpy / ggml_cont).
+	Copy(dst, src Tensor) error
+
+	// RoPE rotates x in place, rows of rowLen values, the rows of token t at pos[t]
+	// (x has len(pos)·k rows for some k heads).
+	RoPE(x Tensor, rowLen int, r *tensor.RoPE, pos []int32) error
+	// SetRows converts rows of src (F32) into the cache tensor dst from row first on
+	// (ggml_set_rows): the keys or values of new positions.
+	SetRows(dst Tensor, first int, src Tensor) error
+	// Attention is flash attention of q ([tokens·heads][K dim]) over the cache's first
+	// kvLen positions (k and v: one row per position and KV head; heads query heads per
+	// token share them in groups), masked causally at pos and by p's window; sinks, unless
+	// the zero Tensor, holds a logit per head. dst receives [tokens·heads][V dim].
+	Attention(dst, q Tensor, heads int, pos []int32, k, v, sinks Tensor, kvLen int, p tensor.AttnParams) error
+
+	// Route is the MoE router of one layer for each row of logits: gating, selection
+	// bias (unless the zero Tensor), group limits, top-k, weights, normalisation, scale
+	// and smart expert reduction, as tensor.Router. ids (I32) and weights receive r.Used
+	// slots per token.
+	Route(ids, weights, logits, bias Tensor, r tensor.RouterConfig) error
+	// AddID adds to each slot's row of x the row of b that the slot's expert id selects
+	// (ggml_add_id); slots with id -1 are left alone.
+	AddID(x, b, ids Tensor) error
+	// WeightedSum sets dst[t] to the sum over slots j of y[t·k+j]·w[t·k+j], each product
+	// rounded before it is added, in slot order.
+	WeightedSum(dst, y, w Tensor, k int) error
+
+	// CausalConv runs a depthwise causal convolution (taps = w.Rows, channels = w.Cols)
+	// over the rows of x, carrying the last taps-1 inputs in state (F32).
+	CausalConv(dst, x, state, w Tensor) error
+	// GatedDeltaRule runs the Gated DeltaNet recurrence for len(rows of decay) tokens:
+	// queries, keys and values are the leading column blocks of qkv as r lays them out,
+	// states holds each value head's state.
+	GatedDeltaRule(o, qkv, decay, beta, states Tensor, r tensor.DeltaRule) error
 }
 
-// Stacker is a Backend that can also multiply a stack of matrices as ggml_mul_mat of a 3-D
-// weight does (tensor.Pool.MatMulStack): MulMatID's operands, ggml_mul_mat's arithmetic.
-// DeepSeek's absorbed attention multiplies each head's query by that head's slice of
-// attn_k_b so; a backend without it runs MulMatID, whose float weights differ in the last
-// bits.
-type Stacker interface {
-	MatMulStack(dst []float32, w Weight, x []float32, ids []int32, k int) error
+// Op names an operation for Supports.
+type Op int
+
+// The operations a backend may be asked about.
+const (
+	OpGetRows Op = iota
+	OpMatMul
+	OpMulMatID
+	OpMatMulStack
+	OpRMSNorm
+	OpL2Norm
+	OpAdd
+	OpMul
+	OpScale
+	OpUnary
+	OpSwiGLU
+	OpCopy
+	OpRoPE
+	OpSetRows
+	OpAttention
+	OpRoute
+	OpAddID
+	OpWeightedSum
+	OpCausalConv
+	OpGatedDeltaRule
+	numOps
+)
+
+var opNames = [numOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
+	"scale", "unary", "swiglu", "copy", "rope", "set-rows", "attention", "route", "add-id", "weighted-sum", "causal-conv",
+	"gated-delta-rule"}
+
+func (o Op) String() string {
+	if o < 0 || o >= numOps {
+		return fmt.Sprintf("op(%d)", int(o))
+	}
+	return opNames[o]
 }
+
+// AllOps lists every operation, for conformance tests and reports.
+func AllOps() []Op {
+	ops := make([]Op, numOps)
+	for i := range ops {
+		ops[i] = Op(i)
+	}
+	return ops
+}
+
+// Unary is an element-wise function.
+type Unary int
+
+// The element-wise functions of Ops.Unary.
+const (
+	Sigmoid  Unary = iota // 1/(1+e^-x)
+	Softplus              // log(1+e^x), x beyond 20 passed through (ggml's)
+	SiLU                  // x·sigmoid(x)
+)
 
 // Weight is a tensor resident on a backend, as Load returned it. It can only be passed to
 // the backend that loaded it.
@@ -75,4 +203,41 @@ type Weight interface {
 	Cols() int
 	Rows() int
 	Experts() int
+}
+
+// Buffer is memory allocated on a device.
+type Buffer interface {
+	// Device is the name of the device whose memory it is.
+	Device() string
+	// Size is its length in bytes.
+	Size() int64
+	// Host is the memory when the host can address it directly (the CPU's), else nil.
+	Host() []byte
+}
+
+// Traffic counts what crossed between a device and the host, for devices with memory of
+// their own (Counter).
+type Traffic struct {
+	CopiesIn, CopiesOut int   // Set calls and copies into the device; Get and copies out
+	BytesIn, BytesOut   int64 // their bytes
+	Syncs               int   // Synchronize calls
+	Ops                 int   // operations run
+}
+
+// Sub is the traffic between two readings of a counter.
+func (t Traffic) Sub(before Traffic) Traffic {
+	return Traffic{CopiesIn: t.CopiesIn - before.CopiesIn, CopiesOut: t.CopiesOut - before.CopiesOut,
+		BytesIn: t.BytesIn - before.BytesIn, BytesOut: t.BytesOut - before.BytesOut,
+		Syncs: t.Syncs - before.Syncs, Ops: t.Ops - before.Ops}
+}
+
+// Add is the traffic of two periods together.
+func (t Traffic) Add(o Traffic) Traffic {
+	return Traffic{CopiesIn: t.CopiesIn + o.CopiesIn, CopiesOut: t.CopiesOut + o.CopiesOut,
+		BytesIn: t.BytesIn + o.BytesIn, BytesOut: t.BytesOut + o.BytesOut, Syncs: t.Syncs + o.Syncs, Ops: t.Ops + o.Ops}
+}
+
+// Counter is a backend that counts its traffic with the host.
+type Counter interface {
+	Traffic() Traffic
 }

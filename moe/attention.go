@@ -12,13 +12,13 @@ import (
 // head h reads KV head h/(heads/kvHeads), and the output projection.
 type gqa struct {
 	q, k, v, o   weight
-	qNorm, kNorm []float32 // nil when the model has none
-	// Biases added after the projections (attn_{q,k,v,output}.bias); nil when absent.
-	qBias, kBias, vBias, oBias []float32
+	qNorm, kNorm param // absent when the model has none
+	// Biases added after the projections (attn_{q,k,v,output}.bias), when present.
+	qBias, kBias, vBias, oBias param
 	// window (>0) limits a sliding-window layer to the last window positions; sinks
 	// (attn_sinks, one logit per head) join each softmax's denominator (gpt-oss).
 	window  int
-	sinks   []float32
+	sinks   param
 	heads   int
 	kvHeads int
 	dim     int // head size of queries, keys and values
@@ -31,35 +31,32 @@ func (a *gqa) cacheShape() cacheShape {
 	return cacheShape{heads: a.kvHeads, kDim: a.dim, vDim: a.dim}
 }
 
-func (a *gqa) forward(c *Context, il int, in, out []float32) error {
-	n := len(c.pos)
-	q := c.scratch.floats(n * a.heads * a.dim)
-	k := c.scratch.floats(n * a.kvHeads * a.dim)
-	v := c.scratch.floats(n * a.kvHeads * a.dim)
-	if err := c.matmuls(in, weightOut{a.q, q}, weightOut{a.k, k}, weightOut{a.v, v}); err != nil {
-		return err
-	}
-	addBias(q, a.qBias)
-	addBias(k, a.kBias)
-	addBias(v, a.vBias)
-	if a.qNorm != nil {
-		rmsNorm(q, q, a.qNorm, a.dim, a.eps)
-	}
-	if a.kNorm != nil {
-		rmsNorm(k, k, a.kNorm, a.dim, a.eps)
-	}
+func (a *gqa) forward(c *Context, il int, in value) value {
+	p := c.project(in, a.q, a.k, a.v)
+	q, k, v := p[0], p[1], p[2]
+	c.addParam(q, a.qBias)
+	c.addParam(k, a.kBias)
+	c.addParam(v, a.vBias)
+	q, k = a.normHeads(c, q, a.qNorm), a.normHeads(c, k, a.kNorm)
 	c.rope(&a.rope, q, a.dim)
 	c.rope(&a.rope, k, a.dim)
-	c.caches[il].store(c.n, n, k, v)
-	o := c.scratch.floats(n * a.heads * a.dim)
-	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale, Window: a.window, Sinks: a.sinks}); err != nil {
-		return err
+	c.toCache(il, &q, &k, &v)
+	c.store(il, k, v)
+	o := c.attend(il, q.Reshape(a.dim), a.heads, a.dim, a.sinks, tensor.AttnParams{Scale: a.scale, Window: a.window})
+	out := c.matmul(a.o, o.Reshape(a.heads*a.dim))
+	c.addParam(out, a.oBias)
+	return out
+}
+
+// normHeads RMS-normalises each head of x (rows of heads·dim) with norm, when the model
+// has one (Qwen3's attn_q_norm and attn_k_norm), and returns x viewed as one row per
+// token again.
+func (a *gqa) normHeads(c *Context, x value, norm param) value {
+	if !norm.valid() {
+		return x
 	}
-	if err := a.o.matmul(out, o); err != nil {
-		return err
-	}
-	addBias(out, a.oBias)
-	return nil
+	cols := x.Cols
+	return c.rmsNorm(x.Reshape(a.dim), norm, a.eps).Reshape(cols)
 }
 
 // bindProjections binds block il's separate q, k, v and output projections (the fused
@@ -103,7 +100,7 @@ func bindGQA(c *Config, b *binder, il int) (*gqa, error) {
 // which a model may lack unless they are required.
 func (a *gqa) bindQKNorms(b *binder, il int, required bool) error {
 	for _, n := range []struct {
-		norm *[]float32
+		norm *param
 		name string
 	}{{&a.qNorm, "attn_q_norm.weight"}, {&a.kNorm, "attn_k_norm.weight"}} {
 		name := blk(il, n.name)
@@ -111,7 +108,7 @@ func (a *gqa) bindQKNorms(b *binder, il int, required bool) error {
 			continue
 		}
 		var err error
-		if *n.norm, err = b.vector(name, a.dim); err != nil {
+		if *n.norm, err = b.param(name, a.dim); err != nil {
 			return err
 		}
 	}
@@ -124,19 +121,12 @@ func (a *gqa) bindQKNorms(b *binder, il int, required bool) error {
 func (a *gqa) bindQKVBiases(b *binder, il int) error {
 	var err error
 	q, kv := a.heads*a.dim, a.kvHeads*a.dim
-	if a.qBias, err = b.optionalVector(blk(il, "attn_q.bias"), q); err != nil {
+	if a.qBias, err = b.optionalParam(blk(il, "attn_q.bias"), q); err != nil {
 		return err
 	}
-	if a.kBias, err = b.optionalVector(blk(il, "attn_k.bias"), kv); err != nil {
+	if a.kBias, err = b.optionalParam(blk(il, "attn_k.bias"), kv); err != nil {
 		return err
 	}
-	a.vBias, err = b.optionalVector(blk(il, "attn_v.bias"), kv)
+	a.vBias, err = b.optionalParam(blk(il, "attn_v.bias"), kv)
 	return err
-}
-
-// addBias adds a bias to every row of x, when there is one.
-func addBias(x, bias []float32) {
-	if bias != nil {
-		tensor.Add(x, x, bias)
-	}
 }

@@ -39,37 +39,30 @@ func DefaultContextOptions() ContextOptions {
 var ErrContextFull = errors.New("context full")
 
 // Context is one sequence's state: its KV cache, the position reached, and the working
-// memory of the forward pass, reused from one call to the next so that decoding a token
-// allocates nothing. It is not safe for concurrent use.
+// memory of the forward pass on each device, reused from one call to the next so that
+// decoding a token allocates nothing. It is not safe for concurrent use.
 type Context struct {
 	m        *Model
 	size     int
 	ubatch   int
 	n        int // positions evaluated so far
 	caches   []*kvCache
-	router   *Router
+	router   tensor.RouterConfig
 	stats    *ExpertStats
 	numerics tensor.AttnNumerics
 
 	pos       []int32   // positions of the tokens being evaluated
-	x, h, y   []float32 // residual stream, normed input of a block, a block's output
 	logits    []float32 // logits of the last forward pass
 	allLogits []float32 // every token's logits across ubatches (Eval with all)
-	scratch   arena     // per-layer working memory of attention and FFN
+	mem       []deviceMemory
+	err       error // the first error of the forward pass (see device.go)
+	staging   []byte
 
-	// RoPE angles of pos, computed once per forward pass for each distinct set of RoPE
-	// parameters (all layers share one, or two where sliding-window layers have their own
-	// base): the first angleSets entries are this pass's, and their tables are reused.
-	angles    []ropeAngles
-	angleSets int
-
-	fusedWeights []backend.Weight // the weights of a matmuls or mulMatIDs call
-	fusedOut     [][]float32
-}
-
-type ropeAngles struct {
-	rope  tensor.RoPE
-	table []float32
+	// Reused by project and mulMatIDs, and by routing statistics.
+	fused      []backend.Weight
+	outs       []value
+	statIDs    []int32
+	statWeight []float32
 }
 
 // NewContext allocates a context: the KV cache for every layer at once, and the router.
@@ -87,18 +80,18 @@ func (m *Model) NewContext(o ContextOptions) (*Context, error) {
 	}
 	rc := m.Config.Router
 	rc.SER = o.SER
-	router, err := NewRouter(rc)
-	if err != nil {
+	if err := rc.Validate(); err != nil {
 		return nil, err
 	}
 	if err := checkCacheSize(m, o, size); err != nil {
 		return nil, err
 	}
-	c := &Context{m: m, size: size, ubatch: min(o.UBatch, size), router: router, stats: o.Stats, numerics: o.Attention,
-		caches: make([]*kvCache, len(m.layers))}
+	c := &Context{m: m, size: size, ubatch: min(o.UBatch, size), router: rc, stats: o.Stats, numerics: o.Attention,
+		caches: make([]*kvCache, len(m.layers)), mem: make([]deviceMemory, len(m.backends))}
 	for il, l := range m.layers {
-		if c.caches[il], err = newKVCache(l.attn.cacheShape(), o.CacheK, o.CacheV, size); err != nil {
-			return nil, err
+		var err error
+		if c.caches[il], err = newKVCache(m.backends[m.kvDev[il]], m.kvDev[il], l.attn.cacheShape(), o.CacheK, o.CacheV, size); err != nil {
+			return nil, errors.Join(err, c.Close())
 		}
 	}
 	return c, nil
@@ -147,8 +140,25 @@ func (c *Context) Len() int { return c.n }
 func (c *Context) Reset() {
 	c.n = 0
 	for _, kv := range c.caches {
-		clear(kv.state)
+		kv.clearState()
 	}
+}
+
+// Close releases the context's device memory: the KV caches and the working memory. The
+// context must not be used afterwards.
+func (c *Context) Close() error {
+	var errs []error
+	for _, kv := range c.caches {
+		if kv != nil {
+			errs = append(errs, kv.free())
+		}
+	}
+	for i := range c.mem {
+		b := c.m.backends[i]
+		errs = append(errs, c.mem[i].pass.free(b), c.mem[i].layer.free(b))
+	}
+	c.caches = nil
+	return errors.Join(errs...)
 }
 
 // Eval evaluates tokens at the next positions, in ubatches, and returns the logits of the
@@ -199,124 +209,70 @@ func (c *Context) Eval(tokens []int32, all bool) ([]float32, error) {
 // forward runs one ubatch at positions c.n.. and returns the logits of its last outputs
 // tokens. As in llama.cpp, the last layer computes its feed-forward network only for the
 // tokens whose logits are wanted, after attention has stored every token's keys and values.
+// The residual stream stays on the device of the layer's norms, and moves only where the
+// next one is elsewhere.
 func (c *Context) forward(tokens []int32, outputs int) ([]float32, error) {
 	m := c.m
-	embd, eps := m.Config.Embd, m.Config.Eps
+	eps := m.Config.Eps
 	n := len(tokens)
 	c.pos = grow(c.pos, n)
 	for i := range c.pos {
 		c.pos[i] = int32(c.n + i)
 	}
-	c.angleSets = 0
-	c.x, c.h, c.y = grow(c.x, n*embd), grow(c.h, n*embd), grow(c.y, n*embd)
-	x, h, y := c.x, c.h, c.y
-	if err := m.embd.on.GetRows(x, m.embd.w, tokens); err != nil {
-		return nil, err
+	c.err = nil
+	for i := range c.mem {
+		c.mem[i].pass.reset(m.backends[i])
 	}
+	x := c.getRows(m.embd, tokens)
 	for il := range m.layers {
 		l := &m.layers[il]
-		c.scratch.reset()
-		rmsNorm(h, x, l.attnNorm, embd, eps)
-		if err := l.attn.forward(c, il, h, y); err != nil {
-			return nil, fmt.Errorf("layer %d attention: %w", il, err)
+		for i := range c.mem {
+			c.mem[i].layer.reset(m.backends[i])
+		}
+		x = c.follow(x, l.attnNorm)
+		y := l.attn.forward(c, il, c.rmsNorm(x, l.attnNorm, eps))
+		if c.err != nil {
+			return nil, fmt.Errorf("layer %d attention: %w", il, c.err)
 		}
 		if il == len(m.layers)-1 && outputs < n {
 			if outputs == 0 {
 				return nil, nil // the cache is filled; nothing else is wanted
 			}
-			skip := (n - outputs) * embd
-			copy(x, x[skip:])
-			copy(y, y[skip:])
+			x, y = x.Slice(n-outputs, n), y.Slice(n-outputs, n)
 			n = outputs
-			x, h, y = x[:n*embd], h[:n*embd], y[:n*embd]
 		}
-		tensor.Add(x, x, y)
-		rmsNorm(h, x, l.ffnNorm, embd, eps)
-		if err := l.ffn.forward(c, il, h, y, n); err != nil {
-			return nil, fmt.Errorf("layer %d feed-forward: %w", il, err)
+		c.add(x, x, y)
+		x = c.follow(x, l.ffnNorm)
+		y = l.ffn.forward(c, il, c.rmsNorm(x, l.ffnNorm, eps))
+		c.add(x, x, y)
+		if c.err != nil {
+			return nil, fmt.Errorf("layer %d feed-forward: %w", il, c.err)
 		}
-		tensor.Add(x, x, y)
 	}
-	rmsNorm(h, x, m.outputNorm, embd, eps)
+	logits := c.matmul(m.output, c.rmsNorm(x, m.outputNorm, eps))
 	c.logits = grow(c.logits, n*m.Config.Vocab)
-	if err := m.output.matmul(c.logits, h); err != nil {
-		return nil, err
+	c.read(c.logits, logits)
+	if c.err != nil {
+		return nil, fmt.Errorf("output: %w", c.err)
 	}
 	return c.logits, nil
 }
 
-// matmuls multiplies x by each weight of ops into its dst: as one operation where they
-// sit on one backend that can fuse them, else one after the other.
-func (c *Context) matmuls(x []float32, ops ...weightOut) error {
-	f, ok := fuser(ops)
-	if !ok {
-		for _, o := range ops {
-			if err := o.w.matmul(o.dst, x); err != nil {
-				return err
-			}
-		}
-		return nil
+// follow returns the residual stream x on the device of the norm that reads it next: x
+// itself, or a copy that lives through the pass.
+func (c *Context) follow(x value, norm param) value {
+	if c.err != nil || x.Device() == c.m.names[norm.dev] {
+		return x
 	}
-	c.fuse(ops)
-	return f.MatMuls(c.fusedOut, c.fusedWeights, x)
-}
-
-// mulMatIDs is matmuls for stacks of experts with the same routing (MulMatID).
-func (c *Context) mulMatIDs(x []float32, ids []int32, k int, ops ...weightOut) error {
-	f, ok := fuser(ops)
-	if !ok {
-		for _, o := range ops {
-			if err := o.w.mulMatID(o.dst, x, ids, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	c.fuse(ops)
-	return f.MulMatIDs(c.fusedOut, c.fusedWeights, x, ids, k)
-}
-
-// fuse lists the weights and outputs of ops in the context's buffers, which it reuses so
-// that a decode step does not allocate.
-func (c *Context) fuse(ops []weightOut) {
-	c.fusedWeights, c.fusedOut = c.fusedWeights[:0], c.fusedOut[:0]
-	for _, o := range ops {
-		c.fusedWeights = append(c.fusedWeights, o.w.w)
-		c.fusedOut = append(c.fusedOut, o.dst)
-	}
-}
-
-// rope rotates x (rows of rowLen values, the heads of each token being evaluated) by r at
-// their positions. The cosines and sines, which cost more than the rotation of a decode
-// step's heads, are computed by the first layer that asks and reused by the others.
-func (c *Context) rope(r *tensor.RoPE, x []float32, rowLen int) {
-	for i := range c.angles[:c.angleSets] {
-		if a := &c.angles[i]; a.rope.SameAngles(r) {
-			r.ApplyAngles(x, rowLen, a.table)
-			return
-		}
-	}
-	if c.angleSets == len(c.angles) {
-		c.angles = append(c.angles, ropeAngles{})
-	}
-	a := &c.angles[c.angleSets]
-	c.angleSets++
-	a.rope, a.table = *r, grow(a.table, len(c.pos)*r.Dims)
-	r.Angles(a.table, c.pos)
-	r.ApplyAngles(x, rowLen, a.table)
-}
-
-// rmsNorm sets dst to the rows of x (of cols values) RMS-normalized and multiplied by the
-// norm weights w, as llama.cpp's build_norm (ggml_rms_norm, then ggml_mul).
-func rmsNorm(dst, x, w []float32, cols int, eps float32) {
-	tensor.RMSNorm(dst, x, cols, eps)
-	tensor.Mul(dst, dst, w)
+	y := c.copyTo(&c.mem[norm.dev].pass, norm.dev, x)
+	c.arrive(x, y)
+	return y
 }
 
 // attend runs attention for the tokens being evaluated over layer il's cache: q holds
-// [tokens][heads][K dim], dst receives [tokens][heads][V dim]. Like llama.cpp it attends
-// over the cache padded to 256 positions (the padding is masked), which fixes how ggml
-// splits a long context across threads.
+// [tokens·heads][K dim]; the result is [tokens·heads][V dim], on the cache's device. Like
+// llama.cpp it attends over the cache padded to 256 positions (the padding is masked),
+// which fixes how ggml splits a long context across threads.
 //
 // For batches of 64 tokens or more ggml switches to its tiled kernel (F16 or F32 caches),
 // which keeps queries, scores and the accumulator in float32; tensor's AttnGGML runs it
@@ -325,45 +281,106 @@ func rmsNorm(dst, x, w []float32, cols int, eps float32) {
 // (float32 with float64 dot products); the agreement with llama.cpp's outputs does not
 // change measurably.
 //
-// p carries the layer's own parameters (scale, window, sinks); attend sets p.Numerics.
-func (c *Context) attend(il int, dst, q []float32, heads int, p tensor.AttnParams) error {
+// p carries the layer's own parameters (scale, window); attend sets p.Numerics. sinks, when
+// valid, holds a logit per head (gpt-oss).
+func (c *Context) attend(il int, q value, heads, vDim int, sinks param, p tensor.AttnParams) value {
 	kv := c.caches[il]
+	dev := kv.dev
 	end := c.n + len(c.pos)
 	kvLen := min(c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
 	p.Numerics = c.numerics
-	if p.Numerics == tensor.AttnGGML && len(c.pos) >= tensor.AttnTileTokens && !tensor.TiledAttention(len(c.pos), kv.k, kv.v) {
+	if p.Numerics == tensor.AttnGGML && len(c.pos) >= tensor.AttnTileTokens &&
+		!tensor.TiledAttention(len(c.pos), tensor.KV{Type: kv.k.Type, Dim: q.Cols}, tensor.KV{Type: kv.v.Type, Dim: vDim}) {
 		p.Numerics = tensor.AttnPrecise
 	}
-	return c.m.host.Attention(dst, q, heads, c.pos, kv.k, kv.v, kvLen, p)
-}
-
-// arena hands out float32 and int32 working memory for one layer from buffers that grow to
-// the largest layer's needs and are then reused, so a steady state allocates nothing.
-type arena struct {
-	f32 slab[float32]
-	i32 slab[int32]
-}
-
-func (a *arena) reset()                 { a.f32.used, a.i32.used = 0, 0 }
-func (a *arena) floats(n int) []float32 { return a.f32.take(n) }
-func (a *arena) int32s(n int) []int32   { return a.i32.take(n) }
-
-// slab is one buffer of an arena.
-type slab[T any] struct {
-	buf  []T
-	used int
-}
-
-// take returns n elements. If the buffer is too small a larger one replaces it; slices
-// handed out before stay valid (they keep the old buffer alive until the next reset).
-func (s *slab[T]) take(n int) []T {
-	if s.used+n > len(s.buf) {
-		s.buf = make([]T, max(2*len(s.buf), s.used+n))
-		s.used = 0
+	q, s := c.to(dev, q), c.to(dev, sinks.t)
+	o := c.alloc(dev, tensor.F32, vDim, q.Rows)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Attention(o, q, heads, c.pos, kv.k, kv.v, s, kvLen, p))
 	}
-	out := s.buf[s.used : s.used+n : s.used+n]
-	s.used += n
-	return out
+	return o
+}
+
+// toCache moves the values xs point to onto the device of layer il's cache, with one wait:
+// the query, keys and values of a layer whose cache the plan keeps elsewhere (-nkvo).
+func (c *Context) toCache(il int, xs ...*value) {
+	c.toAll(c.caches[il].dev, xs...)
+}
+
+// store writes the keys and values of the tokens being evaluated into layer il's cache
+// (k: [tokens][heads·K dim], v likewise; v is ignored where the values live in the keys),
+// converted to the cache types as ggml_set_rows converts them.
+func (c *Context) store(il int, k, v value) {
+	kv := c.caches[il]
+	dev := kv.dev
+	b := c.backendOf(dev)
+	k = c.to(dev, k)
+	if c.err == nil {
+		c.fail(b.SetRows(kv.k, c.n, k.Reshape(kv.k.Cols)))
+	}
+	if kv.shape.vInK {
+		return
+	}
+	v = c.to(dev, v)
+	if c.err == nil {
+		c.fail(b.SetRows(kv.v, c.n, v.Reshape(kv.v.Cols)))
+	}
+}
+
+// arena hands out a device's working memory from a buffer that grows to the largest
+// pass's (or layer's) needs and is then reused, so a steady state allocates nothing.
+type arena struct {
+	buf      backend.Buffer
+	used     int64
+	outgrown []backend.Buffer // replaced during this pass or layer; freed at the next reset
+}
+
+// arenaAlign keeps every value at a cache line.
+const arenaAlign = 64
+
+// take is a new contiguous value of rows×cols. If the buffer is too small a larger one
+// replaces it; values handed out before stay valid until the next reset.
+func (a *arena) take(b backend.Backend, t tensor.Type, cols, rows int) (value, error) {
+	rb, err := backend.RowBytes(t, cols)
+	if err != nil {
+		return value{}, err
+	}
+	n := (rb*int64(rows) + arenaAlign - 1) / arenaAlign * arenaAlign
+	if a.buf == nil || a.used+n > a.buf.Size() {
+		size := max(n, 1<<16)
+		if a.buf != nil {
+			a.outgrown = append(a.outgrown, a.buf)
+			size = max(size, 2*a.buf.Size())
+		}
+		if a.buf, err = b.Alloc(size); err != nil {
+			a.buf = nil
+			return value{}, err
+		}
+		a.used = 0
+	}
+	x, err := backend.NewTensor(a.buf, a.used, t, cols, rows)
+	a.used += n
+	return x, err
+}
+
+// reset makes the whole buffer available again and frees those it replaced.
+func (a *arena) reset(b backend.Backend) {
+	for _, o := range a.outgrown {
+		_ = b.Free(o) // a buffer of b's own: freeing it cannot fail
+	}
+	a.outgrown = a.outgrown[:0]
+	a.used = 0
+}
+
+// free releases the arena's memory.
+func (a *arena) free(b backend.Backend) error {
+	a.reset(b)
+	if a.buf == nil {
+		return nil
+	}
+	err := b.Free(a.buf)
+	a.buf = nil
+	return err
 }
 
 // grow returns b resized to n elements, reusing its storage when it is large enough.

@@ -54,20 +54,6 @@ func TestCUDAGolden(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	placements := []struct {
-		name string
-		ngl  int
-		item func() (placement.Item, error)
-	}{
-		{"-ngl 0", 0, nil},
-		{"-ngl 99", 99, nil},
-		{"-ngl 99 -ot exps=CPU", 99, func() (placement.Item, error) {
-			items, err := placement.ParseOverrideTensor("-ot", "exps=CPU")
-			return items[0], err
-		}},
-		{"-ngl 99 --n-cpu-moe 1", 99, func() (placement.Item, error) { return placement.NCPUMoEItem("--n-cpu-moe", "1") }},
-		{"-ngl 2", 2, nil},
-	}
 	pool := tensor.NewPool(4)
 	defer pool.Close()
 	gpu, err := cuda.New(0, cuda.Options{Host: pool})
@@ -83,25 +69,16 @@ func TestCUDAGolden(t *testing.T) {
 			t.Fatalf("no CUDA tolerance for %s in testdata/golden/cuda-vs-cpu.json", gm.golden)
 		}
 		var cpuMaxDiff float64 // the CPU-only run's final-logit distance, the first placement
-		for _, pl := range placements {
+		for _, pl := range gpuPlacements {
 			t.Run(gm.golden+"/"+pl.name, func(t *testing.T) {
 				f, err := gguf.Open(gm.path)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer f.Close()
-				rules := placement.DefaultRules()
-				rules.GPULayers = pl.ngl
-				if pl.item != nil {
-					it, err := pl.item()
-					if err != nil {
-						t.Fatal(err)
-					}
-					rules.Items = []placement.Item{it}
-				}
-				plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
+				plan := placeModel(t, f, pl.rules(t), []backend.Device{host.Device(), gpu.Device()})
 				before := gpu.Resident()
-				m, err := Load(f, plan, []backend.Backend{host, gpu}, Options{Host: pool})
+				m, err := Load(f, plan, []backend.Backend{host, gpu})
 				if err != nil {
 					t.Fatal(err)
 				}

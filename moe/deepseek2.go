@@ -86,14 +86,15 @@ var deepseek2 = architecture{
 	},
 	attention: func(c *Config, b *binder, il int) (attention, error) {
 		a := &mla{absorbed: c.MLA, heads: c.Heads, nope: c.Nope, rot: c.Rot, kvLoRA: c.KVLoRA, qLoRA: c.QLoRA,
-			vHead: c.VHead, rope: c.RoPE, scale: c.KQScale, eps: c.Eps}
+			vHead: c.VHead, kRope: c.RoPE, qRope: c.RoPE, scale: c.KQScale, eps: c.Eps}
+		a.kRope.Offset, a.qRope.Offset = a.kvLoRA, a.nope
 		qHead := c.Nope + c.Rot
 		var err error
 		if c.QLoRA > 0 {
 			if a.qA, err = b.matrix(blk(il, "attn_q_a.weight"), c.Embd, c.QLoRA); err != nil {
 				return nil, err
 			}
-			if a.qANorm, err = b.vector(blk(il, "attn_q_a_norm.weight"), c.QLoRA); err != nil {
+			if a.qANorm, err = b.param(blk(il, "attn_q_a_norm.weight"), c.QLoRA); err != nil {
 				return nil, err
 			}
 			if a.qB, err = b.matrix(blk(il, "attn_q_b.weight"), c.QLoRA, c.Heads*qHead); err != nil {
@@ -105,7 +106,7 @@ var deepseek2 = architecture{
 		if a.kvA, err = b.matrix(blk(il, "attn_kv_a_mqa.weight"), c.Embd, c.KVLoRA+c.Rot); err != nil {
 			return nil, err
 		}
-		if a.kvANorm, err = b.vector(blk(il, "attn_kv_a_norm.weight"), c.KVLoRA); err != nil {
+		if a.kvANorm, err = b.param(blk(il, "attn_kv_a_norm.weight"), c.KVLoRA); err != nil {
 			return nil, err
 		}
 		if c.MLA {

@@ -2,7 +2,7 @@ package moe
 
 import (
 	"fmt"
-	"math"
+	"github.com/moerun/moerun/backend"
 
 	"github.com/moerun/moerun/tensor"
 )
@@ -64,76 +64,52 @@ func (d *DeltaNetConfig) read(r *metaReader) error {
 // whether evaluated in one batch or token by token.
 type deltaNet struct {
 	cfg         DeltaNetConfig
-	qkv, gate   weight             // attn_qkv (mixed queries, keys, values), attn_gate (z)
-	beta, alpha weight             // ssm_beta, ssm_alpha: one value per value head
-	out         weight             // ssm_out
-	conv        *tensor.CausalConv // ssm_conv1d
-	dtBias      []float32          // ssm_dt.bias
-	a           []float32          // ssm_a: −exp(A_log)
-	norm        []float32          // ssm_norm
+	qkv, gate   weight // attn_qkv (mixed queries, keys, values), attn_gate (z)
+	beta, alpha weight // ssm_beta, ssm_alpha: one value per value head
+	out         weight // ssm_out
+	conv        param  // ssm_conv1d, transposed: one row of every channel's weight per tap
+	dtBias      param  // ssm_dt.bias
+	a           param  // ssm_a: −exp(A_log)
+	norm        param  // ssm_norm
 	eps         float32
 }
 
 func (d *deltaNet) cacheShape() cacheShape { return cacheShape{state: d.cfg.stateSize()} }
 
-func (d *deltaNet) forward(c *Context, il int, in, out []float32) error {
+func (d *deltaNet) forward(c *Context, il int, in value) value {
 	cfg := d.cfg
-	n := len(c.pos)
-	conv, inner, vh := cfg.convDim(), cfg.Inner, cfg.VHeads
-	mixed := c.scratch.floats(n * conv)
-	z := c.scratch.floats(n * inner)
-	beta := c.scratch.floats(n * vh)
-	decay := c.scratch.floats(n * vh)
-	if err := c.matmuls(in, weightOut{d.qkv, mixed}, weightOut{d.gate, z}, weightOut{d.beta, beta}, weightOut{d.alpha, decay}); err != nil {
-		return err
+	n := in.Rows
+	p := c.project(in, d.qkv, d.gate, d.beta, d.alpha)
+	mixed, z, beta, decay := p[0], p[1], p[2], p[3]
+	c.unary(beta, backend.Sigmoid)
+	c.add(decay, decay, d.dtBias.t)
+	c.unary(decay, backend.Softplus)
+	c.mul(decay, decay, d.a.t)
+	// The state lives with the layer's cache: the convolution's inputs, then each value
+	// head's matrix.
+	kv := c.caches[il]
+	dev := kv.dev
+	state := kv.state.Reshape(1)
+	convState := state.Slice(0, cfg.convState()).Reshape(cfg.convState())
+	heads := state.Slice(cfg.convState(), cfg.stateSize()).Reshape(cfg.stateSize() - cfg.convState())
+	c.toAll(dev, &mixed, &z, &beta, &decay)
+	qkv := c.alloc(dev, tensor.F32, mixed.Cols, n)
+	conv := c.to(dev, d.conv.t)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).CausalConv(qkv, mixed, convState, conv))
 	}
-	tensor.Sigmoid(beta, beta)
-	tensor.Add(decay, decay, d.dtBias)
-	tensor.Softplus(decay, decay)
-	tensor.Mul(decay, decay, d.a)
-	state := c.caches[il].state
-	convState, heads := state[:cfg.convState()], state[cfg.convState():]
-	qkv := c.scratch.floats(n * conv)
-	if err := d.conv.Run(qkv, mixed, convState); err != nil {
-		return err
+	c.unary(qkv, backend.SiLU)
+	// Queries and keys are L2-normalised head by head.
+	for h := range 2 * cfg.KHeads {
+		c.l2Norm(qkv.Columns(h*cfg.HeadDim, cfg.HeadDim), d.eps)
 	}
-	tensor.SiLU(qkv, qkv, conv)
-	o := c.scratch.floats(n * inner)
-	if err := d.deltaRule(c.m.host, o, qkv, beta, decay, heads, n); err != nil {
-		return err
+	o := c.alloc(dev, tensor.F32, cfg.Inner, n)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).GatedDeltaRule(o, qkv, decay, beta, heads,
+			tensor.DeltaRule{Dim: cfg.HeadDim, KHeads: cfg.KHeads, VHeads: cfg.VHeads, Stride: cfg.convDim()}))
 	}
-	rmsNorm(o, o, d.norm, cfg.HeadDim, d.eps)
-	tensor.SiLU(z, z, inner)
-	tensor.Mul(o, o, z)
-	return d.out.matmul(out, o)
-}
-
-// deltaRule L2-normalises the queries and keys of qkv ([n][queries | keys | values],
-// after the convolution) and runs the gated delta rule over them token by token on the
-// host pool, writing the heads' outputs to o ([n][VHeads][HeadDim]) and updating the
-// states.
-func (d *deltaNet) deltaRule(host *tensor.Pool, o, qkv, beta, decay, states []float32, n int) error {
-	cfg := d.cfg
-	dim, kd, conv := cfg.HeadDim, cfg.keyDim(), cfg.convDim()
-	for t := range n {
-		row := qkv[t*conv : (t+1)*conv]
-		for h := range 2 * cfg.KHeads {
-			l2Norm(row[h*dim:(h+1)*dim], d.eps)
-		}
-	}
-	return host.GatedDeltaRule(o, qkv, qkv[kd:], qkv[2*kd:], decay, beta, states, n,
-		tensor.DeltaRule{Dim: dim, KHeads: cfg.KHeads, VHeads: cfg.VHeads, Stride: conv})
-}
-
-// l2Norm scales x to unit length, as ggml_l2_norm: x / max(‖x‖, eps), the sum of squares
-// accumulated in float64 and rounded to float32 before its square root (sqrtf).
-func l2Norm(x []float32, eps float32) {
-	var sum float64
-	for _, v := range x {
-		sum += float64(v * v)
-	}
-	scale := 1 / max(float32(math.Sqrt(float64(float32(sum)))), eps)
-	for i := range x {
-		x[i] *= scale
-	}
+	o = c.rmsNorm(o.Reshape(cfg.HeadDim), d.norm, d.eps).Reshape(cfg.Inner)
+	c.unary(z, backend.SiLU)
+	c.mul(o, o, z)
+	return c.matmul(d.out, o)
 }

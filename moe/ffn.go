@@ -2,6 +2,7 @@ package moe
 
 import (
 	"fmt"
+	"github.com/moerun/moerun/backend"
 
 	"github.com/moerun/moerun/tensor"
 )
@@ -14,14 +15,11 @@ type denseFFN struct {
 	width          int
 }
 
-func (f *denseFFN) forward(c *Context, _ int, in, out []float32, n int) error {
-	g := c.scratch.floats(n * f.width)
-	u := c.scratch.floats(n * f.width)
-	if err := c.matmuls(in, weightOut{f.gate, g}, weightOut{f.up, u}); err != nil {
-		return err
-	}
-	tensor.SwiGLU(g, g, u, f.width)
-	return f.down.matmul(out, g)
+func (f *denseFFN) forward(c *Context, _ int, in value) value {
+	p := c.project(in, f.gate, f.up)
+	g, u := p[0], p[1]
+	c.swiGLU(g, u, false)
+	return c.matmul(f.down, g)
 }
 
 // moeFFN is a mixture-of-experts layer (llama.cpp's build_moe_ffn): the router picks
@@ -30,10 +28,10 @@ func (f *denseFFN) forward(c *Context, _ int, in, out []float32, n int) error {
 // outputs are summed with the router's weights in slot order. Shared experts, when the
 // model has them, run on every token and are added to the sum.
 type moeFFN struct {
-	router         weight    // ffn_gate_inp
-	selectionBias  []float32 // exp_probs_b, or nil
-	gate, up, down weight    // stacks of experts
-	width          int       // an expert's hidden width
+	router         weight // ffn_gate_inp
+	selectionBias  param  // exp_probs_b, when present
+	gate, up, down weight // stacks of experts
+	width          int    // an expert's hidden width
 	embd           int
 	shared         *denseFFN // nil without shared experts
 	// sharedGate (ffn_gate_inp_shexp), when the model has one, scales the shared experts'
@@ -41,9 +39,10 @@ type moeFFN struct {
 	sharedGate *weight
 	// Biases (gpt-oss): routerBias is added to the router logits (ffn_gate_inp.bias);
 	// gateBias, upBias and downBias hold one row per expert, added to the outputs of the
-	// expert each slot selected (ffn_{gate,up,down}_exps.bias, ggml_add_id). nil when absent.
-	routerBias                 []float32
-	gateBias, upBias, downBias []float32
+	// expert each slot selected (ffn_{gate,up,down}_exps.bias, ggml_add_id). Absent in
+	// other models.
+	routerBias                 param
+	gateBias, upBias, downBias param
 	// clampedGLU selects gpt-oss's clamped SwiGLU (swiglu_oai) over plain SwiGLU.
 	clampedGLU bool
 }
@@ -55,96 +54,100 @@ const (
 	oaiLimit = 7.0
 )
 
-func (f *moeFFN) forward(c *Context, il int, in, out []float32, n int) error {
-	cfg := c.router.Config()
-	experts, k := cfg.Experts, cfg.Used
-	logits := c.scratch.floats(n * experts)
-	if err := f.router.matmul(logits, in); err != nil {
-		return err
+func (f *moeFFN) forward(c *Context, il int, in value) value {
+	cfg := c.router
+	n, k := in.Rows, cfg.Used
+	logits := c.matmul(f.router, in)
+	c.addParam(logits, f.routerBias)
+	// The routing runs where the router's logits are. Where the experts are elsewhere
+	// (-ot exps=CPU), their input and the routing cross to them as one block: one copy
+	// and one wait.
+	dev, exp := c.devOf(logits), f.gate.dev
+	block, x, ids, weights := c.routing(dev, exp, in, n, k)
+	bias := c.to(dev, f.selectionBias.t)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Route(ids, weights, logits, bias, cfg))
 	}
-	addBias(logits, f.routerBias)
-	ids := c.scratch.int32s(n * k)
-	weights := c.scratch.floats(n * k)
-	for t := range n {
-		slots := ids[t*k : (t+1)*k]
-		c.router.Route(logits[t*experts:(t+1)*experts], f.selectionBias, slots, weights[t*k:(t+1)*k])
-		if c.stats != nil {
-			c.stats.Record(il, slots, weights[t*k:(t+1)*k])
-		}
+	c.record(il, ids, weights)
+	if block.Valid() {
+		moved := c.to(exp, block)
+		x, ids, weights = rebase(x, block, moved), rebase(ids, block, moved), rebase(weights, block, moved)
 	}
-	g := c.scratch.floats(n * k * f.width)
-	u := c.scratch.floats(n * k * f.width)
-	if err := c.mulMatIDs(in, ids, k, weightOut{f.gate, g}, weightOut{f.up, u}); err != nil {
-		return err
+	p := c.mulMatIDs(x, ids, k, f.gate, f.up)
+	g, u := p[0], p[1]
+	c.addExpertBias(g, f.gateBias, ids)
+	c.addExpertBias(u, f.upBias, ids)
+	c.swiGLU(g, u, f.clampedGLU)
+	down := c.mulMatIDs(g, ids, k, f.down)[0]
+	c.addExpertBias(down, f.downBias, ids)
+	out := c.alloc(c.devOf(down), tensor.F32, f.embd, n)
+	if c.err == nil {
+		c.fail(c.backendOf(c.devOf(down)).WeightedSum(out, down, c.to(c.devOf(down), weights), k))
 	}
-	addExpertBias(g, f.gateBias, ids, f.width)
-	addExpertBias(u, f.upBias, ids, f.width)
-	if f.clampedGLU {
-		tensor.SwiGLUOAI(g, g, u, oaiAlpha, oaiLimit)
-	} else {
-		tensor.SwiGLU(g, g, u, f.width)
-	}
-	down := c.scratch.floats(n * k * f.embd)
-	if err := f.down.mulMatID(down, g, ids, k); err != nil {
-		return err
-	}
-	addExpertBias(down, f.downBias, ids, f.embd)
-	weightedSum(out, down, weights, n, k, f.embd)
 	if f.shared == nil {
-		return nil
+		return out
 	}
-	s := c.scratch.floats(n * f.embd)
-	if err := f.shared.forward(c, il, in, s, n); err != nil {
-		return err
-	}
+	s := f.shared.forward(c, il, in)
 	if f.sharedGate != nil {
-		gate := c.scratch.floats(n)
-		if err := f.sharedGate.matmul(gate, in); err != nil {
-			return err
-		}
 		// llama.cpp's qwen2moe graph computes the gate as silu(g)/g, qwen35moe's as
 		// sigmoid(g): the same function, within a rounding.
-		tensor.Sigmoid(gate, gate)
-		for t, g := range gate {
-			row := s[t*f.embd : (t+1)*f.embd]
-			tensor.Scale(row, row, g)
-		}
+		gate := c.matmul(*f.sharedGate, in)
+		c.unary(gate, backend.Sigmoid)
+		c.scaleRows(s, gate)
 	}
-	tensor.Add(out, out, s)
-	return nil
+	c.add(s, s, out)
+	return s
 }
 
-// addExpertBias adds to each slot's row of x (cols values) the bias row of the expert the
-// slot selected, as ggml_add_id does; slots dropped by smart expert reduction (id -1)
-// keep their zero output. A nil bias adds nothing.
-func addExpertBias(x, bias []float32, ids []int32, cols int) {
-	if bias == nil {
+// routing allocates on dev the expert ids and weights of n tokens (k slots each) and x,
+// the experts' input. Where the experts are on dev, x is in itself; on another device exp,
+// the three are views of one block, in's rows copied into it, that crosses to exp whole.
+func (c *Context) routing(dev, exp int, in value, n, k int) (block, x, ids, weights value) {
+	if dev == exp {
+		return value{}, in, c.alloc(dev, tensor.I32, k, n), c.alloc(dev, tensor.F32, k, n)
+	}
+	block = c.alloc(dev, tensor.I32, in.Elements()+2*n*k, 1)
+	if c.err != nil {
 		return
 	}
-	for s, id := range ids {
-		if id >= 0 {
-			row := x[s*cols : (s+1)*cols]
-			tensor.Add(row, row, bias[int(id)*cols:(int(id)+1)*cols])
-		}
+	x, _ = backend.NewTensor(block.Buf, block.Off, tensor.F32, in.Cols, n)
+	ids, _ = backend.NewTensor(block.Buf, x.Off+x.Bytes(), tensor.I32, k, n)
+	weights, _ = backend.NewTensor(block.Buf, ids.Off+ids.Bytes(), tensor.F32, k, n)
+	c.copyValue(x, in)
+	return block, x, ids, weights
+}
+
+// rebase is view, a view into block, as the same view into moved (block's copy).
+func rebase(view, block, moved value) value {
+	view.Buf, view.Off = moved.Buf, moved.Off+view.Off-block.Off
+	return view
+}
+
+// record adds a layer's routing to the context's statistics, when it keeps them.
+func (c *Context) record(il int, ids, weights value) {
+	if c.stats == nil || c.err != nil {
+		return
+	}
+	c.statIDs, c.statWeight = grow(c.statIDs, ids.Elements()), grow(c.statWeight, weights.Elements())
+	c.readIDs(c.statIDs, ids)
+	c.read(c.statWeight, weights)
+	k := ids.Cols
+	for t := range ids.Rows {
+		c.stats.Record(il, c.statIDs[t*k:(t+1)*k], c.statWeight[t*k:(t+1)*k])
 	}
 }
 
-// weightedSum sets out[t] = ((y[t,0]·w[t,0] + y[t,1]·w[t,1]) + y[t,2]·w[t,2]) + …, each
-// product rounded before it is added, as llama.cpp multiplies the expert outputs by their
-// weights (ffn_moe_weighted) and then adds the slots' views in order. A slot smart expert
-// reduction dropped has a zero output and weight.
-func weightedSum(out, y, w []float32, n, k, embd int) {
-	for t := range n {
-		o := out[t*embd : (t+1)*embd]
-		for j := range k {
-			wj := w[t*k+j]
-			row := y[(t*k+j)*embd:][:embd]
-			if j == 0 {
-				tensor.Scale(o, row, wj)
-			} else {
-				tensor.AddScaled(o, row, wj)
-			}
-		}
+// addExpertBias adds to each slot's row of x the bias row of the expert the slot selected,
+// as ggml_add_id does; slots dropped by smart expert reduction (id -1) keep their zero
+// output. An absent bias adds nothing.
+func (c *Context) addExpertBias(x value, bias param, ids value) {
+	if !bias.valid() {
+		return
+	}
+	dev := c.devOf(x)
+	b, ids := c.to(dev, bias.t), c.to(dev, ids)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).AddID(x, b, ids))
 	}
 }
 
@@ -185,7 +188,7 @@ func bindLeadDenseMoE(c *Config, b *binder, il int, biasRequired bool) (feedForw
 	}
 	bias := blk(il, "exp_probs_b.bias")
 	if biasRequired || b.has(bias) {
-		if f.selectionBias, err = b.vector(bias, c.Router.Experts); err != nil {
+		if f.selectionBias, err = b.param(bias, c.Router.Experts); err != nil {
 			return nil, err
 		}
 	}

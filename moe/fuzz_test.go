@@ -79,7 +79,7 @@ func loadAndRun(t *testing.T, orig *gguf.File, set map[string]uint32) {
 	if err != nil {
 		return
 	}
-	m, err := Load(file, plan, []backend.Backend{host}, Options{Host: pool})
+	m, err := Load(file, plan, []backend.Backend{host})
 	if err != nil {
 		return
 	}

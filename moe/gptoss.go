@@ -51,13 +51,10 @@ var gptOSS = architecture{
 		if err != nil {
 			return nil, err
 		}
-		if err := a.bindQKVBiases(b, il); err != nil {
+		if a.oBias, err = b.param(blk(il, "attn_output.bias"), c.Embd); err != nil {
 			return nil, err
 		}
-		if a.oBias, err = b.vector(blk(il, "attn_output.bias"), c.Embd); err != nil {
-			return nil, err
-		}
-		if a.sinks, err = b.vector(blk(il, "attn_sinks.weight"), c.Heads); err != nil {
+		if a.sinks, err = b.param(blk(il, "attn_sinks.weight"), c.Heads); err != nil {
 			return nil, err
 		}
 		if c.SWA[il] {
@@ -74,15 +71,15 @@ var gptOSS = architecture{
 		}
 		e := c.Router.Experts
 		f.clampedGLU = true
-		if f.routerBias, err = b.vector(blk(il, "ffn_gate_inp.bias"), e); err != nil {
+		if f.routerBias, err = b.param(blk(il, "ffn_gate_inp.bias"), e); err != nil {
 			return nil, err
 		}
 		for _, p := range []struct {
-			bias *[]float32
+			bias *param
 			name string
 			cols int
 		}{{&f.gateBias, "ffn_gate_exps.bias", c.FFExp}, {&f.upBias, "ffn_up_exps.bias", c.FFExp}, {&f.downBias, "ffn_down_exps.bias", c.Embd}} {
-			if *p.bias, err = b.vector(blk(il, p.name), p.cols, e); err != nil {
+			if *p.bias, err = b.param(blk(il, p.name), p.cols, e); err != nil {
 				return nil, err
 			}
 		}

@@ -19,12 +19,12 @@ func TestGPTOSSLayers(t *testing.T) {
 			if swa[il] {
 				wantWindow, wantBase = 128, swaBase
 			}
-			if a.window != wantWindow || a.rope.Base != wantBase || len(a.sinks) != 4 || a.oBias == nil || a.qBias == nil {
+			if a.window != wantWindow || a.rope.Base != wantBase || a.sinks.t.Elements() != 4 || !a.oBias.valid() || !a.qBias.valid() {
 				t.Errorf("layer %d: window %d, RoPE base %g, %d sinks, output bias %t; want window %d, base %g",
-					il, a.window, a.rope.Base, len(a.sinks), a.oBias != nil, wantWindow, wantBase)
+					il, a.window, a.rope.Base, a.sinks.t.Elements(), a.oBias.valid(), wantWindow, wantBase)
 			}
 			f := l.ffn.(*moeFFN)
-			if !f.clampedGLU || len(f.routerBias) != 16 || len(f.gateBias) != 128*16 || len(f.downBias) != 192*16 {
+			if !f.clampedGLU || f.routerBias.t.Elements() != 16 || f.gateBias.t.Elements() != 128*16 || f.downBias.t.Elements() != 192*16 {
 				t.Errorf("layer %d: expert biases or activation not bound", il)
 			}
 		}

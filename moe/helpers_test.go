@@ -103,7 +103,7 @@ func openModel(t testing.TB, path string, threads int) *testModel {
 	t.Helper()
 	f, pool, cpuBackend := openHost(t, path, threads)
 	plan := placeModel(t, f, placement.DefaultRules(), []backend.Device{cpuBackend.Device()})
-	m, err := Load(f, plan, []backend.Backend{cpuBackend}, Options{Host: pool})
+	m, err := Load(f, plan, []backend.Backend{cpuBackend})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
 package moe
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/moerun/moerun/backend"
 
 	"github.com/moerun/moerun/tensor"
 )
@@ -19,48 +22,88 @@ type cacheShape struct {
 	state      int
 }
 
-// kvCache is one layer's memory: for an attention layer, cells positions of keys and
-// values in the cache types (F16 by default, as llama.cpp's -ctk/-ctv), written as tokens
+// kvCache is one layer's memory, on the device the plan gives the layer's cache: for an
+// attention layer, cells positions of keys and values in the cache types (F16 by default,
+// as llama.cpp's -ctk/-ctv), one row of heads·dim values per position, written as tokens
 // are evaluated; for a recurrent layer, its state in float32 (as llama.cpp keeps it).
 type kvCache struct {
-	shape      cacheShape
-	k, v       tensor.KV
-	kRow, vRow int       // bytes of one head's row
-	state      []float32 // a recurrent layer's state, nil for an attention layer
+	shape cacheShape
+	b     backend.Backend
+	dev   int
+	bufs  []backend.Buffer
+	k, v  value
+	state value // a recurrent layer's state, the zero value for an attention layer
 }
 
 // cacheBlock is the number of cells llama.cpp pads the cache size and the attended length
 // to (llama_kv_cache::get_n_kv).
 const cacheBlock = 256
 
-func newKVCache(s cacheShape, kType, vType tensor.Type, cells int) (*kvCache, error) {
+func newKVCache(b backend.Backend, dev int, s cacheShape, kType, vType tensor.Type, cells int) (*kvCache, error) {
+	c := &kvCache{shape: s, b: b, dev: dev}
 	if s.state > 0 {
-		return &kvCache{shape: s, state: make([]float32, s.state)}, nil
+		var err error
+		c.state, err = c.alloc(tensor.F32, s.state, 1)
+		return c, err
 	}
 	if s.vInK && kType != vType {
 		return nil, fmt.Errorf("this model's cache stores values inside the keys (MLA): the K and V cache types must be the same, not %s and %s", kType, vType)
 	}
-	kRow, err := cacheRowBytes("K", kType, s.kDim)
-	if err != nil {
+	if _, err := cacheRowBytes("K", kType, s.kDim); err != nil {
 		return nil, err
 	}
-	vRow, err := cacheRowBytes("V", vType, s.vDim)
-	if err != nil {
+	if _, err := cacheRowBytes("V", vType, s.vDim); err != nil {
 		return nil, err
 	}
-	c := &kvCache{shape: s, kRow: kRow, vRow: vRow}
-	c.k = tensor.KV{Type: kType, Data: make([]byte, cells*s.heads*kRow), Dim: s.kDim, Heads: s.heads,
-		PosStride: s.heads * kRow, HeadStride: kRow}
+	var err error
+	if c.k, err = c.alloc(kType, s.heads*s.kDim, cells); err != nil {
+		return nil, errors.Join(err, c.free())
+	}
 	if s.vInK {
 		// Values are the leading vDim elements of each key row: a row's prefix of whole
 		// blocks is itself a row of vDim elements.
-		c.v = c.k
-		c.v.Dim = s.vDim
+		c.v = c.k.Columns(0, s.vDim)
 		return c, nil
 	}
-	c.v = tensor.KV{Type: vType, Data: make([]byte, cells*s.heads*vRow), Dim: s.vDim, Heads: s.heads,
-		PosStride: s.heads * vRow, HeadStride: vRow}
+	if c.v, err = c.alloc(vType, s.heads*s.vDim, cells); err != nil {
+		return nil, errors.Join(err, c.free())
+	}
 	return c, nil
+}
+
+// alloc allocates a tensor of the cache on its device.
+func (c *kvCache) alloc(t tensor.Type, cols, rows int) (value, error) {
+	rb, err := t.RowBytes(int64(cols))
+	if err != nil {
+		return value{}, err
+	}
+	buf, err := c.b.Alloc(rb * int64(rows))
+	if err != nil {
+		return value{}, fmt.Errorf("KV cache: %w", err)
+	}
+	c.bufs = append(c.bufs, buf)
+	return backend.NewTensor(buf, 0, t, cols, rows)
+}
+
+// clearState zeroes a recurrent layer's state: a new sequence starts from nothing.
+func (c *kvCache) clearState() {
+	if c.state.Valid() {
+		// The state is small (a few MiB for the largest Qwen3.5 layer) and reset once per
+		// sequence.
+		if err := c.b.Set(c.state, make([]byte, c.state.Bytes())); err != nil {
+			panic(fmt.Sprintf("moe: clearing a recurrent state: %v", err))
+		}
+	}
+}
+
+// free releases the cache's memory.
+func (c *kvCache) free() error {
+	var errs []error
+	for _, buf := range c.bufs {
+		errs = append(errs, c.b.Free(buf))
+	}
+	c.bufs = nil
+	return errors.Join(errs...)
 }
 
 func cacheRowBytes(which string, t tensor.Type, dim int) (int, error) {
@@ -72,26 +115,4 @@ func cacheRowBytes(which string, t tensor.Type, dim int) (int, error) {
 		return 0, fmt.Errorf("%s cache type %s cannot hold this model's rows of %d values: %w", which, t, dim, err)
 	}
 	return int(n), nil
-}
-
-// store writes the keys and values of n tokens at positions pos0.. (k: [n][heads][kDim],
-// v: [n][heads][vDim]; v is ignored when the values live in the keys), converted to the
-// cache types as ggml_set_rows converts them.
-func (c *kvCache) store(pos0, n int, k, v []float32) {
-	// A position's heads are adjacent and positions follow each other (PosStride is heads
-	// rows), so the batch's rows are one run of the cache, converted at once: each row is
-	// whole blocks of its type, so that is the same as row by row (16 calls a decode step
-	// of a Qwen3-30B-A3B layer become 2).
-	s := c.shape
-	convertRows(c.k.Type, k[:n*s.heads*s.kDim], c.k.Data[pos0*c.k.PosStride:(pos0+n)*c.k.PosStride])
-	if !s.vInK {
-		convertRows(c.v.Type, v[:n*s.heads*s.vDim], c.v.Data[pos0*c.v.PosStride:(pos0+n)*c.v.PosStride])
-	}
-}
-
-// convertRows converts cache rows; the lengths were checked when the cache was made.
-func convertRows(t tensor.Type, src []float32, dst []byte) {
-	if err := tensor.QuantizeActivations(t, src, dst); err != nil {
-		panic(fmt.Sprintf("moe: cache row of %d values as %s: %v", len(src), t, err))
-	}
 }

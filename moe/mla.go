@@ -16,21 +16,23 @@ import (
 // slice of attn_v_b. The legacy form (attn_kv_b) decompresses keys and values per head and
 // runs ordinary multi-head attention, as llama.cpp does for those files.
 type mla struct {
-	qA, qB, q  weight    // qA/qB with a query LoRA, else q
-	qANorm     []float32 // attn_q_a_norm
-	kvA        weight    // attn_kv_a_mqa
-	kvANorm    []float32 // attn_kv_a_norm
-	kB, vB     weight    // absorbed form: per-head stacks
-	kvB        weight    // legacy form
-	o          weight
-	absorbed   bool
-	heads      int
-	nope, rot  int // query/key head dims without and with RoPE
-	kvLoRA     int
-	qLoRA      int
-	vHead      int
-	rope       tensor.RoPE
-	scale, eps float32
+	qA, qB, q weight // qA/qB with a query LoRA, else q
+	qANorm    param  // attn_q_a_norm
+	kvA       weight // attn_kv_a_mqa
+	kvANorm   param  // attn_kv_a_norm
+	kB, vB    weight // absorbed form: per-head stacks
+	kvB       weight // legacy form
+	o         weight
+	absorbed  bool
+	heads     int
+	nope, rot int // query/key head dims without and with RoPE
+	kvLoRA    int
+	qLoRA     int
+	vHead     int
+	// kRope and qRope rotate the rotary part of the compressed KV row and of each query
+	// head: the model's RoPE from element kvLoRA, and from element nope.
+	kRope, qRope tensor.RoPE
+	scale, eps   float32
 }
 
 func (a *mla) cacheShape() cacheShape {
@@ -40,99 +42,56 @@ func (a *mla) cacheShape() cacheShape {
 	return cacheShape{heads: a.heads, kDim: a.nope + a.rot, vDim: a.vHead}
 }
 
-func (a *mla) forward(c *Context, il int, in, out []float32) error {
-	n := len(c.pos)
+func (a *mla) forward(c *Context, il int, in value) value {
 	qHead, kvRow := a.nope+a.rot, a.kvLoRA+a.rot
-	q := c.scratch.floats(n * a.heads * qHead)
+	var q value // [tokens][heads·qHead]
 	if a.qLoRA > 0 {
-		qa := c.scratch.floats(n * a.qLoRA)
-		if err := a.qA.matmul(qa, in); err != nil {
-			return err
-		}
-		rmsNorm(qa, qa, a.qANorm, a.qLoRA, a.eps)
-		if err := a.qB.matmul(q, qa); err != nil {
-			return err
-		}
-	} else if err := a.q.matmul(q, in); err != nil {
-		return err
+		q = c.matmul(a.qB, c.rmsNorm(c.matmul(a.qA, in), a.qANorm, a.eps))
+	} else {
+		q = c.matmul(a.q, in)
 	}
-	kvpe := c.scratch.floats(n * kvRow)
-	if err := a.kvA.matmul(kvpe, in); err != nil {
-		return err
-	}
-	kRope := a.rope
-	kRope.Offset = a.kvLoRA
-	c.rope(&kRope, kvpe, kvRow)
-	for t := range n {
-		ckv := kvpe[t*kvRow : t*kvRow+a.kvLoRA]
-		rmsNorm(ckv, ckv, a.kvANorm, a.kvLoRA, a.eps)
-	}
-	qRope := a.rope
-	qRope.Offset = a.nope
-	c.rope(&qRope, q, qHead)
+	kvpe := c.matmul(a.kvA, in) // [tokens][kvLoRA | rot]
+	c.rope(&a.kRope, kvpe, kvRow)
+	ckv := kvpe.Columns(0, a.kvLoRA)
+	c.rmsNormTo(ckv, ckv, a.kvANorm, a.eps)
+	c.rope(&a.qRope, q, qHead)
 	if a.absorbed {
-		return a.absorbedAttention(c, il, q, kvpe, out)
+		return a.absorbedAttention(c, il, q.Reshape(qHead), kvpe)
 	}
-	return a.legacyAttention(c, il, q, kvpe, out)
+	return a.legacyAttention(c, il, q.Reshape(qHead), kvpe)
 }
 
 // absorbedAttention attends with the compressed cache (see mla).
-func (a *mla) absorbedAttention(c *Context, il int, q, kvpe, out []float32) error {
-	n := len(c.pos)
-	qHead, kvRow := a.nope+a.rot, a.kvLoRA+a.rot
-	heads := c.scratch.int32s(n * a.heads) // head h of each token uses matrix h of a stack
-	qNope := c.scratch.floats(n * a.heads * a.nope)
-	for i := range heads {
-		heads[i] = int32(i % a.heads)
-		copy(qNope[i*a.nope:(i+1)*a.nope], q[i*qHead:])
-	}
-	absorbed := c.scratch.floats(n * a.heads * a.kvLoRA)
-	if err := a.kB.matMulStack(absorbed, qNope, heads, a.heads); err != nil {
-		return err
-	}
-	query := c.scratch.floats(n * a.heads * kvRow) // per head [absorbed | q_pe]
-	for i := range heads {
-		copy(query[i*kvRow:], absorbed[i*a.kvLoRA:(i+1)*a.kvLoRA])
-		copy(query[i*kvRow+a.kvLoRA:(i+1)*kvRow], q[i*qHead+a.nope:(i+1)*qHead])
-	}
-	c.caches[il].store(c.n, n, kvpe, nil)
-	latent := c.scratch.floats(n * a.heads * a.kvLoRA)
-	if err := c.attend(il, latent, query, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
-		return err
-	}
-	values := c.scratch.floats(n * a.heads * a.vHead)
-	if err := a.vB.matMulStack(values, latent, heads, a.heads); err != nil {
-		return err
-	}
-	return a.o.matmul(out, values)
+func (a *mla) absorbedAttention(c *Context, il int, q, kvpe value) value {
+	kvRow := a.kvLoRA + a.rot
+	// Head h of each token uses matrix h of attn_k_b and attn_v_b.
+	absorbed := c.matMulStack(a.kB, c.contiguous(q.Columns(0, a.nope)))
+	query := c.alloc(c.devOf(absorbed), tensor.F32, kvRow, q.Rows) // per head [absorbed | q_pe]
+	c.copyValue(query.Columns(0, a.kvLoRA), absorbed)
+	c.copyValue(query.Columns(a.kvLoRA, a.rot), q.Columns(a.nope, a.rot))
+	c.toCache(il, &query, &kvpe)
+	c.store(il, kvpe, value{})
+	latent := c.attend(il, query, a.heads, a.kvLoRA, param{}, tensor.AttnParams{Scale: a.scale})
+	values := c.matMulStack(a.vB, latent)
+	return c.matmul(a.o, values.Reshape(a.heads*a.vHead))
 }
 
 // legacyAttention decompresses per-head keys and values with attn_kv_b (rows of each head:
 // nope key dims, then vHead value dims) and runs multi-head attention; every head's key
 // gets the same rotated k_pe.
-func (a *mla) legacyAttention(c *Context, il int, q, kvpe, out []float32) error {
-	n := len(c.pos)
-	qHead, kvRow, kvHead := a.nope+a.rot, a.kvLoRA+a.rot, a.nope+a.vHead
-	ckv := c.scratch.floats(n * a.kvLoRA)
-	for t := range n {
-		copy(ckv[t*a.kvLoRA:(t+1)*a.kvLoRA], kvpe[t*kvRow:])
+func (a *mla) legacyAttention(c *Context, il int, q, kvpe value) value {
+	qHead, kvHead := a.nope+a.rot, a.nope+a.vHead
+	kv := c.matmul(a.kvB, c.contiguous(kvpe.Columns(0, a.kvLoRA))).Reshape(kvHead) // per head [k_nope | v]
+	keys := c.alloc(c.devOf(kv), tensor.F32, qHead, kv.Rows)                       // per head [k_nope | k_pe]
+	c.copyValue(keys.Columns(0, a.nope), kv.Columns(0, a.nope))
+	// Every head of a token shares its k_pe.
+	perToken := keys.Reshape(a.heads * qHead)
+	for h := range a.heads {
+		c.copyValue(perToken.Columns(h*qHead+a.nope, a.rot), kvpe.Columns(a.kvLoRA, a.rot))
 	}
-	kv := c.scratch.floats(n * a.heads * kvHead)
-	if err := a.kvB.matmul(kv, ckv); err != nil {
-		return err
-	}
-	keys := c.scratch.floats(n * a.heads * qHead)
-	values := c.scratch.floats(n * a.heads * a.vHead)
-	for i := range n * a.heads {
-		t := i / a.heads
-		copy(keys[i*qHead:], kv[i*kvHead:i*kvHead+a.nope])
-		copy(keys[i*qHead+a.nope:(i+1)*qHead], kvpe[t*kvRow+a.kvLoRA:(t+1)*kvRow])
-		copy(values[i*a.vHead:(i+1)*a.vHead], kv[i*kvHead+a.nope:(i+1)*kvHead])
-	}
-	c.caches[il].store(c.n, n, keys, values)
-	o := c.scratch.floats(n * a.heads * a.vHead)
-	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
-		return err
-	}
-	return a.o.matmul(out, o)
+	values := c.contiguous(kv.Columns(a.nope, a.vHead))
+	c.toCache(il, &q, &keys, &values)
+	c.store(il, keys, values)
+	o := c.attend(il, q, a.heads, a.vHead, param{}, tensor.AttnParams{Scale: a.scale})
+	return c.matmul(a.o, o.Reshape(a.heads*a.vHead))
 }

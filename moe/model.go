@@ -29,19 +29,22 @@ type Model struct {
 	Config Config
 
 	embd       weight
-	outputNorm []float32
+	outputNorm param
 	output     weight
 	layers     []layer
-	host       *tensor.Pool
 	weights    *weightSource
+
+	backends []backend.Backend // the devices the plan uses, by index
+	names    []string          // their names
+	kvDev    []int             // by layer: the device of its KV cache (or recurrent state)
 }
 
 // layer is one transformer block: attention, then a dense or MoE feed-forward network,
 // each after its RMS norm and each added to the residual stream.
 type layer struct {
-	attnNorm []float32
+	attnNorm param
 	attn     attention
-	ffnNorm  []float32
+	ffnNorm  param
 	ffn      feedForward
 }
 
@@ -50,41 +53,20 @@ type layer struct {
 type attention interface {
 	// cacheShape is what one position of the layer's KV cache holds.
 	cacheShape() cacheShape
-	forward(c *Context, il int, in, out []float32) error
+	forward(c *Context, il int, in value) value
 }
 
-// feedForward computes a block's feed-forward output for n tokens.
+// feedForward computes a block's feed-forward output for the tokens of in.
 type feedForward interface {
-	forward(c *Context, il int, in, out []float32, n int) error
+	forward(c *Context, il int, in value) value
 }
 
 // weight is a tensor and the backend that holds it: every operation on the weight is asked
-// of that backend.
+// of that backend (device index dev of the model's).
 type weight struct {
-	w  backend.Weight
-	on backend.Backend
-}
-
-func (w weight) matmul(dst, x []float32) error { return w.on.MatMul(dst, w.w, x) }
-
-func (w weight) mulMatID(dst, x []float32, ids []int32, k int) error {
-	return w.on.MulMatID(dst, w.w, x, ids, k)
-}
-
-// matMulStack is ggml_mul_mat of a stack of matrices (backend.Stacker) where the backend
-// has it, else MulMatID.
-func (w weight) matMulStack(dst, x []float32, ids []int32, k int) error {
-	if s, ok := w.on.(backend.Stacker); ok {
-		return s.MatMulStack(dst, w.w, x, ids, k)
-	}
-	return w.on.MulMatID(dst, w.w, x, ids, k)
-}
-
-// Options are the runtime settings of Load.
-type Options struct {
-	// Host runs the work between weight operations (attention over the KV cache, norms,
-	// RoPE); usually the CPU backend's pool.
-	Host *tensor.Pool
+	w   backend.Weight
+	on  backend.Backend
+	dev int
 }
 
 // ModelError is a problem with the model file (its metadata or tensors) rather than with
@@ -101,11 +83,8 @@ func (e *ModelError) Unwrap() error { return e.Err }
 // and builds its layers. The file must stay open while the model is used: CPU-held weights
 // are views of its mapping, or, where the plan's load mode does not map the file (-lm none,
 // mlock, dio), copies read into memory that Close releases.
-func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts Options) (*Model, error) {
+func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Model, error) {
 	name := plan.Model.Name
-	if opts.Host == nil {
-		return nil, errors.New("moe.Load: no host pool")
-	}
 	pm := placement.Model{Name: name, Metadata: f.Metadata, Tensors: f.Tensors}
 	cfg, arch, err := readConfig(pm)
 	if err != nil {
@@ -116,7 +95,13 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend, opts O
 		return nil, err
 	}
 	b := newBinder(f, plan, backends, src, cfg.Layers, cfg.Layers+cfg.NextN)
-	m := &Model{Name: name, Config: *cfg, host: opts.Host, layers: make([]layer, cfg.Layers), weights: src}
+	m := &Model{Name: name, Config: *cfg, layers: make([]layer, cfg.Layers), weights: src, backends: backends}
+	for _, be := range backends {
+		m.names = append(m.names, be.Device().Name)
+	}
+	if m.kvDev, err = b.cacheDevices(plan, cfg.Layers); err != nil {
+		return nil, errors.Join(&ModelError{Model: name, Err: err}, src.close())
+	}
 	if err := m.bind(b, arch); err != nil {
 		return nil, errors.Join(&ModelError{Model: name, Err: err}, src.close())
 	}
@@ -170,7 +155,7 @@ func (m *Model) bind(b *binder, arch *architecture) error {
 	if m.embd, err = b.matrix("token_embd.weight", c.Embd, c.Vocab); err != nil {
 		return err
 	}
-	if m.outputNorm, err = b.vector("output_norm.weight", c.Embd); err != nil {
+	if m.outputNorm, err = b.param("output_norm.weight", c.Embd); err != nil {
 		return err
 	}
 	if m.output, err = b.outputMatrix(c.Embd, c.Vocab); err != nil {
@@ -178,10 +163,10 @@ func (m *Model) bind(b *binder, arch *architecture) error {
 	}
 	for il := range m.layers {
 		l := &m.layers[il]
-		if l.attnNorm, err = b.vector(blk(il, "attn_norm.weight"), c.Embd); err != nil {
+		if l.attnNorm, err = b.param(blk(il, "attn_norm.weight"), c.Embd); err != nil {
 			return err
 		}
-		if l.ffnNorm, err = b.vector(blk(il, arch.ffnNormName()), c.Embd); err != nil {
+		if l.ffnNorm, err = b.param(blk(il, arch.ffnNormName()), c.Embd); err != nil {
 			return err
 		}
 		if l.attn, err = arch.attention(c, b, il); err != nil {
@@ -249,17 +234,18 @@ type binder struct {
 	src      *weightSource
 	uses     map[string]*placement.TensorUse // by name; the tied output copy is apart
 	tied     *placement.TensorUse
-	backends map[string]backend.Backend
+	backends map[string]int // device name → index in devs
+	devs     []backend.Backend
 	used     map[string]bool
 	layers   int // blocks the model runs
 	blocks   int // and the NextN blocks after them
 }
 
 func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, src *weightSource, layers, blocks int) *binder {
-	b := &binder{f: f, src: src, uses: map[string]*placement.TensorUse{}, backends: map[string]backend.Backend{},
+	b := &binder{f: f, src: src, uses: map[string]*placement.TensorUse{}, backends: map[string]int{}, devs: backends,
 		used: map[string]bool{}, layers: layers, blocks: blocks}
-	for _, be := range backends {
-		b.backends[be.Device().Name] = be
+	for i, be := range backends {
+		b.backends[be.Device().Name] = i
 	}
 	for i := range plan.Tensors {
 		u := &plan.Tensors[i]
@@ -274,14 +260,11 @@ func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, s
 
 // load loads tensor ti on the backend of the plan entry u.
 func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, error) {
-	if u == nil {
-		return weight{}, fmt.Errorf("tensor %s is not in the placement plan", ti.Name)
+	dev, err := b.device(ti.Name, u)
+	if err != nil {
+		return weight{}, err
 	}
-	be, ok := b.backends[u.Device]
-	if !ok {
-		return weight{}, fmt.Errorf("the plan puts %s on %s, and there is no backend for that device (moerun computes on: %s)",
-			ti.Name, u.Device, strings.Join(slices.Sorted(maps.Keys(b.backends)), ", "))
-	}
+	be := b.devs[dev]
 	data, err := b.src.bytes(ti, u)
 	if err != nil {
 		return weight{}, err
@@ -290,7 +273,40 @@ func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, erro
 	if err != nil {
 		return weight{}, err
 	}
-	return weight{w: w, on: be}, nil
+	return weight{w: w, on: be, dev: dev}, nil
+}
+
+// device is the index of the backend of the plan entry u for tensor name.
+func (b *binder) device(name string, u *placement.TensorUse) (int, error) {
+	if u == nil {
+		return 0, fmt.Errorf("tensor %s is not in the placement plan", name)
+	}
+	dev, ok := b.backends[u.Device]
+	if !ok {
+		return 0, fmt.Errorf("the plan puts %s on %s, and there is no backend for that device (moerun computes on: %s)",
+			name, u.Device, strings.Join(slices.Sorted(maps.Keys(b.backends)), ", "))
+	}
+	return dev, nil
+}
+
+// cacheDevices is the device of each layer's KV cache (or recurrent state), as the plan's
+// layer map gives it.
+func (b *binder) cacheDevices(plan *placement.Plan, layers int) ([]int, error) {
+	devs := make([]int, layers)
+	for _, l := range plan.Layers {
+		if l.Index < 0 || l.Index >= layers {
+			continue
+		}
+		if l.KVDevice == "" {
+			return nil, fmt.Errorf("the plan gives layer %d no KV cache device", l.Index)
+		}
+		dev, ok := b.backends[l.KVDevice]
+		if !ok {
+			return nil, fmt.Errorf("the plan puts layer %d's KV cache on %s, and there is no backend for that device", l.Index, l.KVDevice)
+		}
+		devs[l.Index] = dev
+	}
+	return devs, nil
 }
 
 // lookup finds a tensor and checks its shape (GGUF order; trailing 1s do not count).
@@ -380,12 +396,43 @@ func (b *binder) vector(name string, shape ...int) ([]float32, error) {
 	return out, nil
 }
 
-// optionalVector is vector for a tensor the model may lack (nil then).
-func (b *binder) optionalVector(name string, n int) ([]float32, error) {
-	if !b.has(name) {
-		return nil, nil
+// param reads a small tensor (norm weights, biases) as float32 onto the device the plan
+// gives it: rows of shape[0] elements (ne0), as many as the other dimensions make.
+func (b *binder) param(name string, shape ...int) (param, error) {
+	v, err := b.vector(name, shape...)
+	if err != nil {
+		return param{}, err
 	}
-	return b.vector(name, n)
+	return b.upload(name, v, shape[0], len(v)/shape[0])
+}
+
+// upload puts rows×cols float32 values of tensor name on the device the plan gives it.
+func (b *binder) upload(name string, v []float32, cols, rows int) (param, error) {
+	dev, err := b.device(name, b.uses[name])
+	if err != nil {
+		return param{}, err
+	}
+	be := b.devs[dev]
+	buf, err := be.Alloc(int64(4 * len(v)))
+	if err != nil {
+		return param{}, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	t, err := backend.NewTensor(buf, 0, tensor.F32, cols, rows)
+	if err == nil {
+		err = be.Set(t, float32Bytes(v))
+	}
+	if err != nil {
+		return param{}, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return param{t: t, dev: dev}, nil
+}
+
+// optionalParam is param for a tensor the model may lack (the zero param then).
+func (b *binder) optionalParam(name string, n int) (param, error) {
+	if !b.has(name) {
+		return param{}, nil
+	}
+	return b.param(name, n)
 }
 
 // checkAllUsed rejects a file with tensors the architecture does not know, as llama.cpp's
@@ -413,22 +460,4 @@ func (b *binder) checkAllUsed() error {
 		return fmt.Errorf("unexpected tensors for %s: %s%s", b.f.Metadata.Arch(), strings.Join(extra, ", "), more)
 	}
 	return nil
-}
-
-// weightOut is a weight and where its product goes, for Context.matmuls and mulMatIDs.
-type weightOut struct {
-	w   weight
-	dst []float32
-}
-
-// fuser returns the backend that holds every weight of ops when it can run them as one
-// operation (backend.Fuser).
-func fuser(ops []weightOut) (backend.Fuser, bool) {
-	for _, o := range ops[1:] {
-		if o.w.on != ops[0].w.on {
-			return nil, false
-		}
-	}
-	f, ok := ops[0].w.on.(backend.Fuser)
-	return f, ok
 }

@@ -2,6 +2,7 @@ package moe
 
 import (
 	"fmt"
+	"github.com/moerun/moerun/backend"
 	"math"
 
 	"github.com/moerun/moerun/tensor"
@@ -104,33 +105,21 @@ func checkTextIMRoPE(r *metaReader, rot int) error {
 // projection. It keeps gqa's weights and KV cache, with q twice as wide.
 type gatedAttention struct{ gqa }
 
-func (a *gatedAttention) forward(c *Context, il int, in, out []float32) error {
-	n := len(c.pos)
-	qg := c.scratch.floats(n * a.heads * 2 * a.dim)
-	k := c.scratch.floats(n * a.kvHeads * a.dim)
-	v := c.scratch.floats(n * a.kvHeads * a.dim)
-	if err := c.matmuls(in, weightOut{a.q, qg}, weightOut{a.k, k}, weightOut{a.v, v}); err != nil {
-		return err
-	}
-	// Split each head's [query | gate] into the queries and the gates.
-	q := c.scratch.floats(n * a.heads * a.dim)
-	gate := c.scratch.floats(n * a.heads * a.dim)
-	for h := range n * a.heads {
-		copy(q[h*a.dim:(h+1)*a.dim], qg[2*h*a.dim:])
-		copy(gate[h*a.dim:(h+1)*a.dim], qg[(2*h+1)*a.dim:])
-	}
-	rmsNorm(q, q, a.qNorm, a.dim, a.eps)
-	rmsNorm(k, k, a.kNorm, a.dim, a.eps)
+func (a *gatedAttention) forward(c *Context, il int, in value) value {
+	p := c.project(in, a.q, a.k, a.v)
+	qg, k, v := p[0], p[1], p[2]
+	// Each head's query comes with its output gate: [q (dim) | gate (dim)] per head.
+	q := c.contiguous(qg.Rowwise(a.dim, 2*a.dim, 0))
+	gate := c.contiguous(qg.Rowwise(a.dim, 2*a.dim, a.dim))
+	q, k = a.normHeads(c, q, a.qNorm), a.normHeads(c, k.Reshape(a.kvHeads*a.dim), a.kNorm)
 	c.rope(&a.rope, q, a.dim)
 	c.rope(&a.rope, k, a.dim)
-	c.caches[il].store(c.n, n, k, v)
-	o := c.scratch.floats(n * a.heads * a.dim)
-	if err := c.attend(il, o, q, a.heads, tensor.AttnParams{Scale: a.scale}); err != nil {
-		return err
-	}
-	tensor.Sigmoid(gate, gate)
-	tensor.Mul(o, o, gate)
-	return a.o.matmul(out, o)
+	c.toCache(il, &q, &k, &v)
+	c.store(il, k, v)
+	o := c.attend(il, q, a.heads, a.dim, param{}, tensor.AttnParams{Scale: a.scale})
+	c.unary(gate, backend.Sigmoid)
+	c.mul(o, o, gate)
+	return c.matmul(a.o, o.Reshape(a.heads*a.dim))
 }
 
 func bindGatedAttention(c *Config, b *binder, il int) (*gatedAttention, error) {
@@ -161,19 +150,24 @@ func bindDeltaNet(c *Config, b *binder, il int) (*deltaNet, error) {
 			return nil, err
 		}
 	}
-	w, err := b.vector(blk(il, "ssm_conv1d.weight"), cfg.ConvKernel, cfg.convDim())
+	name := blk(il, "ssm_conv1d.weight")
+	w, err := b.vector(name, cfg.ConvKernel, cfg.convDim())
 	if err != nil {
 		return nil, err
 	}
-	if d.conv, err = tensor.NewCausalConv(w, cfg.ConvKernel, cfg.convDim()); err != nil {
+	conv, err := tensor.NewCausalConv(w, cfg.ConvKernel, cfg.convDim())
+	if err != nil {
+		return nil, err
+	}
+	if d.conv, err = b.upload(name, conv.Kernel(), cfg.convDim(), cfg.ConvKernel); err != nil {
 		return nil, err
 	}
 	for _, p := range []struct {
-		dst  *[]float32
+		dst  *param
 		name string
 		n    int
 	}{{&d.dtBias, "ssm_dt.bias", cfg.VHeads}, {&d.a, "ssm_a", cfg.VHeads}, {&d.norm, "ssm_norm.weight", cfg.HeadDim}} {
-		if *p.dst, err = b.vector(blk(il, p.name), p.n); err != nil {
+		if *p.dst, err = b.param(blk(il, p.name), p.n); err != nil {
 			return nil, err
 		}
 	}

@@ -1,7 +1,10 @@
 package moe
 
 import (
+	"errors"
 	"fmt"
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cpu"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -85,13 +88,40 @@ func TestQwen35ResetClearsState(t *testing.T) {
 	}
 }
 
+// deltaOps runs the operations of deltaNet.forward from the convolution to the delta rule.
+func deltaOps(be backend.Backend, cfg DeltaNetConfig, o, qkv, x, convState, w, decay, beta, heads backend.Tensor) error {
+	errs := []error{be.CausalConv(qkv, x, convState, w), be.Unary(qkv, qkv, backend.SiLU)}
+	for h := range 2 * cfg.KHeads {
+		errs = append(errs, be.L2Norm(qkv.Columns(h*cfg.HeadDim, cfg.HeadDim), 1e-6))
+	}
+	errs = append(errs, be.GatedDeltaRule(o, qkv, decay, beta, heads,
+		tensor.DeltaRule{Dim: cfg.HeadDim, KHeads: cfg.KHeads, VHeads: cfg.VHeads, Stride: cfg.convDim()}))
+	return errors.Join(errs...)
+}
+
+// deviceFloats puts v on be as rows of cols values.
+func deviceFloats(tb testing.TB, be backend.Backend, v []float32, cols int) backend.Tensor {
+	tb.Helper()
+	buf, err := be.Alloc(int64(4 * len(v)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	x, err := backend.NewTensor(buf, 0, tensor.F32, cols, len(v)/cols)
+	if err == nil {
+		err = be.Set(x, float32Bytes(v))
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return x
+}
+
 // TestDeltaRuleMatchesDefinition checks the convolution and the gated delta rule against
 // a direct float64 transcription of their definitions (S as a k×v matrix, not ggml's
 // transposed layout), on random inputs with two value heads per key head, fed in two
 // batches so that the carried conv and recurrent states are exercised.
 func TestDeltaRuleMatchesDefinition(t *testing.T) {
 	cfg := DeltaNetConfig{ConvKernel: 4, HeadDim: 8, KHeads: 2, VHeads: 4, Inner: 32}
-	d := &deltaNet{cfg: cfg, eps: 1e-6}
 	rng := rand.New(rand.NewPCG(1, 2))
 	rnd := func(n int) []float32 {
 		x := make([]float32, n)
@@ -103,8 +133,8 @@ func TestDeltaRuleMatchesDefinition(t *testing.T) {
 	const n = 7
 	conv, dim := cfg.convDim(), cfg.HeadDim
 	convW := rnd(conv * cfg.ConvKernel)
-	var err error
-	if d.conv, err = tensor.NewCausalConv(convW, cfg.ConvKernel, conv); err != nil {
+	kernel, err := tensor.NewCausalConv(convW, cfg.ConvKernel, conv)
+	if err != nil {
 		t.Fatal(err)
 	}
 	mixed, beta, decay := rnd(n*conv), make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
@@ -113,22 +143,23 @@ func TestDeltaRuleMatchesDefinition(t *testing.T) {
 		decay[i] = -float32(rng.Float64())
 	}
 
-	// Ours, in batches of 3 and 4 tokens.
+	// Ours, the backend operations deltaNet.forward runs, in batches of 3 and 4 tokens.
 	pool := tensor.NewPool(2)
 	defer pool.Close()
-	state := make([]float32, cfg.stateSize())
+	be := cpu.New(cpu.Options{Pool: pool})
+	upload := func(v []float32, cols int) backend.Tensor { return deviceFloats(t, be, v, cols) }
+	w := upload(kernel.Kernel(), conv)
+	convState := upload(make([]float32, cfg.convState()), cfg.convState())
+	heads := upload(make([]float32, cfg.stateSize()-cfg.convState()), cfg.stateSize()-cfg.convState())
 	got := make([]float32, n*cfg.Inner)
 	for _, r := range [][2]int{{0, 3}, {3, n}} {
 		t0, t1 := r[0], r[1]
-		qkv := make([]float32, (t1-t0)*conv)
-		if err := d.conv.Run(qkv, mixed[t0*conv:t1*conv], state[:cfg.convState()]); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range qkv {
-			qkv[i] = v / (1 + float32(math.Exp(float64(-v)))) // SiLU, as forward applies it
-		}
-		if err := d.deltaRule(pool, got[t0*cfg.Inner:t1*cfg.Inner], qkv, beta[t0*cfg.VHeads:t1*cfg.VHeads], decay[t0*cfg.VHeads:t1*cfg.VHeads],
-			state[cfg.convState():], t1-t0); err != nil {
+		x := upload(mixed[t0*conv:t1*conv], conv)
+		qkv := upload(make([]float32, (t1-t0)*conv), conv)
+		o := upload(make([]float32, (t1-t0)*cfg.Inner), cfg.Inner)
+		err := deltaOps(be, cfg, o, qkv, x, convState, w, upload(decay[t0*cfg.VHeads:t1*cfg.VHeads], cfg.VHeads),
+			upload(beta[t0*cfg.VHeads:t1*cfg.VHeads], cfg.VHeads), heads)
+		if err = errors.Join(err, be.Get(float32Bytes(got[t0*cfg.Inner:t1*cfg.Inner]), o)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,28 +263,25 @@ func TestQwen35BadMetadata(t *testing.T) {
 // Qwen3.5-35B-A3B's sizes, for a decode step and a 128-token prompt.
 func BenchmarkDeltaRule(b *testing.B) {
 	cfg := DeltaNetConfig{ConvKernel: 4, HeadDim: 128, KHeads: 16, VHeads: 32, Inner: 4096}
-	conv, err := tensor.NewCausalConv(make([]float32, cfg.ConvKernel*cfg.convDim()), cfg.ConvKernel, cfg.convDim())
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := &deltaNet{cfg: cfg, eps: 1e-6, conv: conv}
+	pool := tensor.NewPool(2)
+	defer pool.Close()
+	be := cpu.New(cpu.Options{Pool: pool})
+	conv := cfg.convDim()
 	for _, n := range []int{1, 128} {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))
-			mixed := make([]float32, n*cfg.convDim())
+			mixed := make([]float32, n*conv)
 			for i := range mixed {
 				mixed[i] = float32(rng.NormFloat64())
 			}
-			qkv, o := make([]float32, len(mixed)), make([]float32, n*cfg.Inner)
-			beta, decay := make([]float32, n*cfg.VHeads), make([]float32, n*cfg.VHeads)
-			state := make([]float32, cfg.stateSize())
-			pool := tensor.NewPool(2)
-			defer pool.Close()
+			x, qkv := deviceFloats(b, be, mixed, conv), deviceFloats(b, be, make([]float32, n*conv), conv)
+			o := deviceFloats(b, be, make([]float32, n*cfg.Inner), cfg.Inner)
+			beta, decay := deviceFloats(b, be, make([]float32, n*cfg.VHeads), cfg.VHeads), deviceFloats(b, be, make([]float32, n*cfg.VHeads), cfg.VHeads)
+			w := deviceFloats(b, be, make([]float32, cfg.ConvKernel*conv), conv)
+			convState := deviceFloats(b, be, make([]float32, cfg.convState()), cfg.convState())
+			heads := deviceFloats(b, be, make([]float32, cfg.stateSize()-cfg.convState()), cfg.stateSize()-cfg.convState())
 			for b.Loop() {
-				if err := d.conv.Run(qkv, mixed, state[:cfg.convState()]); err != nil {
-					b.Fatal(err)
-				}
-				if err := d.deltaRule(pool, o, qkv, beta, decay, state[cfg.convState():], n); err != nil {
+				if err := deltaOps(be, cfg, o, qkv, x, convState, w, decay, beta, heads); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -77,7 +77,7 @@ func TestTwoDevices(t *testing.T) {
 					expertBytes += u.Bytes
 				}
 			}
-			split, err := Load(f, plan, []backend.Backend{host, second}, Options{Host: pool})
+			split, err := Load(f, plan, []backend.Backend{host, second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -428,7 +428,7 @@ func TestBadModels(t *testing.T) {
 			"the sliding window must be positive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, pool, host := openHost(t, rewriteModel(t, c.src, c.edit), 1)
+			f, _, host := openHost(t, rewriteModel(t, c.src, c.edit), 1)
 			rules := placement.DefaultRules()
 			plan, err := placement.Place(placement.Model{Name: "bad.gguf", Metadata: f.Metadata, Tensors: f.Tensors}, rules, []backend.Device{host.Device()})
 			if err != nil { // placement read the metadata first and refused it
@@ -438,7 +438,7 @@ func TestBadModels(t *testing.T) {
 				}
 				return
 			}
-			_, err = Load(f, plan, []backend.Backend{host}, Options{Host: pool})
+			_, err = Load(f, plan, []backend.Backend{host})
 			var me *ModelError
 			if !errors.As(err, &me) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want a ModelError containing %q", err, c.want)

@@ -23,11 +23,11 @@ func TestLoadModes(t *testing.T) {
 		want := evalAll(t, openModel(t, path, 2), DefaultContextOptions(), tokens)
 		for _, mode := range []placement.LoadMode{placement.LoadNone, placement.LoadMlock, placement.LoadDirectIO, placement.LoadMmap, placement.LoadMmapMlock} {
 			t.Run(mode.String(), func(t *testing.T) {
-				f, pool, host := openHost(t, path, 2)
+				f, _, host := openHost(t, path, 2)
 				rules := placement.DefaultRules()
 				rules.LoadMode = mode
 				plan := placeModel(t, f, rules, []backend.Device{host.Device()})
-				m, err := Load(f, plan, []backend.Backend{host}, Options{Host: pool})
+				m, err := Load(f, plan, []backend.Backend{host})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -37,7 +37,7 @@ var loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
 	if err != nil {
 		panic(err)
 	}
-	model, err := moe.Load(f, plan, []backend.Backend{host}, moe.Options{Host: pool})
+	model, err := moe.Load(f, plan, []backend.Backend{host})
 	if err != nil {
 		panic(err)
 	}

@@ -120,6 +120,18 @@ func NewCausalConv(w []float32, taps, channels int) (*CausalConv, error) {
 	return c, nil
 }
 
+// CausalConvKernel wraps a kernel already in Run's layout ([Taps][Channels]: one row of
+// every channel's weight per tap), as a device keeps it, without copying it.
+func CausalConvKernel(kernel []float32, taps, channels int) (CausalConv, error) {
+	if taps < 1 || channels < 1 || len(kernel) != taps*channels {
+		return CausalConv{}, fmt.Errorf("causal convolution: %d weights for %d taps × %d channels", len(kernel), taps, channels)
+	}
+	return CausalConv{Taps: taps, Channels: channels, kernel: kernel}, nil
+}
+
+// Kernel is the kernel in Run's layout ([Taps][Channels]).
+func (c *CausalConv) Kernel() []float32 { return c.kernel }
+
 // StateLen is the length of the state Run keeps: Taps−1 inputs per channel.
 func (c *CausalConv) StateLen() int { return (c.Taps - 1) * c.Channels }
 

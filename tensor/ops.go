@@ -278,3 +278,16 @@ func (w *Matrix) CheckGetRows(ndst int, ids []int32) error {
 	}
 	return nil
 }
+
+// L2Norm scales x in place to unit L2 norm, the norm clamped below at eps (ggml_l2_norm:
+// the squares summed in float64, the norm rounded to float32).
+func L2Norm(x []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	scale := 1 / max(float32(math.Sqrt(float64(float32(sum)))), eps)
+	for i := range x {
+		x[i] *= scale
+	}
+}

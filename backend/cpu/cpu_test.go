@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/tensor"
@@ -21,6 +22,37 @@ func q8Matrix(t *testing.T, cols, rows, experts int) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// put copies values to the backend as rows of cols values (I32 or F32).
+func put[T int32 | float32](t *testing.T, b *Backend, v []T, cols int) backend.Tensor {
+	t.Helper()
+	typ := tensor.F32
+	if _, ok := any(v).([]int32); ok {
+		typ = tensor.I32
+	}
+	buf, err := b.Alloc(int64(4 * len(v)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := backend.NewTensor(buf, 0, typ, cols, len(v)/cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Set(x, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// get reads an F32 tensor back.
+func get(t *testing.T, b *Backend, x backend.Tensor) []float32 {
+	t.Helper()
+	out := make([]float32, x.Elements())
+	if err := b.Get(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(out))), 4*len(out)), x); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // The backend's operations are the tensor package's on the same matrix: a view of the
@@ -57,18 +89,20 @@ func TestOpsAndStorage(t *testing.T) {
 		if w.Name() != "blk.0.ffn_up_exps.weight" || w.Type() != tensor.Q8_0 || w.Cols() != cols || w.Rows() != rows || w.Experts() != experts {
 			t.Errorf("weight %s %s %d×%d×%d", w.Name(), w.Type(), w.Cols(), w.Rows(), w.Experts())
 		}
-		got := make([]float32, len(ids)*rows)
-		if err := b.MulMatID(got, w, x, ids, 2); err != nil {
+		out, xt, it := put(t, b, make([]float32, len(ids)*rows), rows), put(t, b, x, cols), put(t, b, ids, 2)
+		if err := b.MulMatID(out, w, xt, it, 2); err != nil {
 			t.Fatal(err)
 		}
+		got := get(t, b, out)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: MulMatID %v, tensor's %v", b.Device().Name, got, want)
 		}
 		results[i] = got
 		clear(src) // the viewer now computes on zeros, the copier on its own bytes
-		if err := b.MulMatID(got, w, x, ids, 2); err != nil {
+		if err := b.MulMatID(out, w, xt, it, 2); err != nil {
 			t.Fatal(err)
 		}
+		got = get(t, b, out)
 		zero := !slices.ContainsFunc(got, func(v float32) bool { return v != 0 })
 		if zero != (b == viewer) {
 			t.Errorf("%s: after the source was cleared, outputs all zero = %v", b.Device().Name, zero)
@@ -89,14 +123,14 @@ func TestOpsAndStorage(t *testing.T) {
 	if err := pool.MatMul(wantMM, &first, x); err != nil {
 		t.Fatal(err)
 	}
-	gotMM := make([]float32, 2*rows)
-	if err := viewer.MatMul(gotMM, plain, x); err != nil || !slices.Equal(gotMM, wantMM) {
-		t.Errorf("MatMul %v (%v), want %v", gotMM, err, wantMM)
+	mm := put(t, viewer, make([]float32, 2*rows), rows)
+	if err := viewer.MatMul(mm, plain, put(t, viewer, x, cols)); err != nil || !slices.Equal(get(t, viewer, mm), wantMM) {
+		t.Errorf("MatMul %v (%v), want %v", get(t, viewer, mm), err, wantMM)
 	}
 	row := make([]float32, cols)
 	first.Row(0, 5, row)
-	gotRow := make([]float32, cols)
-	if err := viewer.GetRows(gotRow, plain, []int32{5}); err != nil || !slices.Equal(gotRow, row) {
+	gotRow := put(t, viewer, make([]float32, cols), cols)
+	if err := viewer.GetRows(gotRow, plain, []int32{5}); err != nil || !slices.Equal(get(t, viewer, gotRow), row) {
 		t.Errorf("GetRows: %v", err)
 	}
 	if err := viewer.GetRows(gotRow, plain, []int32{rows}); err == nil || !strings.Contains(err.Error(), "output.weight") {
@@ -114,14 +148,17 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, x := make([]float32, 4), make([]float32, 32)
-	if err := b.MatMul(dst, w, x); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight is not held by backend CUDA1") {
+	dst, x := put(t, a, make([]float32, 4), 4), put(t, a, make([]float32, 32), 32)
+	if err := b.MatMul(put(t, b, make([]float32, 4), 4), w, put(t, b, make([]float32, 32), 32)); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight is not held by backend CUDA1") {
 		t.Errorf("foreign weight: %v", err)
+	}
+	if err := b.Add(dst, dst, dst); err == nil || !strings.Contains(err.Error(), "CUDA1: add of a tensor on CPU: copy it to CUDA1 first") {
+		t.Errorf("foreign activation: %v", err)
 	}
 	if _, err := a.Load("blk.3.attn_k.weight", tensor.Q8_0, []int64{32, 5}, data); err == nil || !strings.Contains(err.Error(), "blk.3.attn_k.weight") {
 		t.Errorf("short data: %v", err)
 	}
-	if err := a.MatMul(dst[:3], w, x); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight") {
+	if err := a.MatMul(dst.Reshape(1).Slice(0, 3), w, x); err == nil || !strings.Contains(err.Error(), "blk.3.attn_q.weight") {
 		t.Errorf("wrong output length: %v", err)
 	}
 	a.Close()
@@ -136,13 +173,12 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// The fused operations (backend.Fuser) give what the weights give one by one, and name
+// The fused operations (MatMuls, MulMatIDs) give what the weights give one by one, and name
 // the tensors in their errors.
 func TestFused(t *testing.T) {
 	const cols, rows, experts = 64, 8, 3
 	b := New(Options{Threads: 2})
 	defer b.Close()
-	var fuser backend.Fuser = b
 	data := q8Matrix(t, cols, rows, experts)
 	var plain, stacks []backend.Weight
 	for i, name := range []string{"q", "k"} {
@@ -162,30 +198,31 @@ func TestFused(t *testing.T) {
 		x[i] = float32(i%5) - 2
 	}
 	ids := []int32{2, -1, 0}
-	gotMM := [][]float32{make([]float32, rows), make([]float32, rows)}
-	gotID := [][]float32{make([]float32, len(ids)*rows), make([]float32, len(ids)*rows)}
-	if err := fuser.MatMuls(gotMM, plain, x); err != nil {
+	xt, it := put(t, b, x, cols), put(t, b, ids, len(ids))
+	gotMM := []backend.Tensor{put(t, b, make([]float32, rows), rows), put(t, b, make([]float32, rows), rows)}
+	gotID := []backend.Tensor{put(t, b, make([]float32, len(ids)*rows), rows), put(t, b, make([]float32, len(ids)*rows), rows)}
+	if err := b.MatMuls(gotMM, plain, xt); err != nil {
 		t.Fatal(err)
 	}
-	if err := fuser.MulMatIDs(gotID, stacks, x, ids, len(ids)); err != nil {
+	if err := b.MulMatIDs(gotID, stacks, xt, it, len(ids)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range plain {
-		want := make([]float32, rows)
-		if err := b.MatMul(want, plain[i], x); err != nil || !slices.Equal(gotMM[i], want) {
-			t.Errorf("MatMuls output %d: %v, MatMul %v (%v)", i, gotMM[i], want, err)
+		want := put(t, b, make([]float32, rows), rows)
+		if err := b.MatMul(want, plain[i], xt); err != nil || !slices.Equal(get(t, b, gotMM[i]), get(t, b, want)) {
+			t.Errorf("MatMuls output %d: %v, MatMul %v (%v)", i, get(t, b, gotMM[i]), get(t, b, want), err)
 		}
-		want = make([]float32, len(ids)*rows)
-		if err := b.MulMatID(want, stacks[i], x, ids, len(ids)); err != nil || !slices.Equal(gotID[i], want) {
-			t.Errorf("MulMatIDs output %d: %v, MulMatID %v (%v)", i, gotID[i], want, err)
+		want = put(t, b, make([]float32, len(ids)*rows), rows)
+		if err := b.MulMatID(want, stacks[i], xt, it, len(ids)); err != nil || !slices.Equal(get(t, b, gotID[i]), get(t, b, want)) {
+			t.Errorf("MulMatIDs output %d: %v, MulMatID %v (%v)", i, get(t, b, gotID[i]), get(t, b, want), err)
 		}
 	}
-	if err := fuser.MatMuls([][]float32{gotMM[0], gotMM[1][:3]}, plain, x); err == nil || !strings.Contains(err.Error(), "blk.0.attn_q.weight, blk.0.attn_k.weight") {
+	if err := b.MatMuls([]backend.Tensor{gotMM[0], gotMM[1].Reshape(4).Slice(0, 1)}, plain, xt); err == nil || !strings.Contains(err.Error(), "blk.0.attn_q.weight, blk.0.attn_k.weight") {
 		t.Errorf("a short output: %v", err)
 	}
 	other := New(Options{Threads: 1})
 	defer other.Close()
-	if err := other.MatMuls(gotMM, plain, x); err == nil || !strings.Contains(err.Error(), "not held by backend") {
+	if err := other.MatMuls(gotMM, plain, xt); err == nil || !strings.Contains(err.Error(), "not held by backend") {
 		t.Errorf("weights of another backend: %v", err)
 	}
 }

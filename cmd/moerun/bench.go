@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/moerun/moerun/backend"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -300,6 +301,17 @@ type benchRunner struct {
 	serBase map[string][]float32
 }
 
+// addTraffic adds each device's traffic between before and now to sum (nil at first).
+func addTraffic(sum, now, before []backend.Traffic) []backend.Traffic {
+	if sum == nil {
+		sum = make([]backend.Traffic, len(now))
+	}
+	for i := range now {
+		sum[i] = sum[i].Add(now[i].Sub(before[i]))
+	}
+	return sum
+}
+
 // run runs one test with a configuration as llama-bench does: the model placed with the
 // configuration's rules and threads, a context sized to the test's tokens and depth, a
 // warm-up (the whole prompt for pp, one token for tg), then the timed repetitions, each
@@ -309,7 +321,11 @@ type benchRunner struct {
 func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	rules := cfg.rules
 	rules.CtxSize = t.nDepth + t.nPrompt + t.nGen
-	m := openMachine(r.stderr, cfg.threads, rules)
+	sims, err := cfg.flags.simGPUs()
+	if err != nil {
+		return benchResult{}, err
+	}
+	m := openMachine(r.stderr, cfg.threads, rules, sims)
 	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, Attention: r.cmd.Attention, placementFlags: cfg.flags}
 	var ser moe.SER
@@ -346,6 +362,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	var crossed []backend.Traffic // the GPUs' traffic during the timed runs
 	for range r.cmd.Repetitions {
 		ctx.Reset()
 		if t.nDepth > 0 {
@@ -359,11 +376,13 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 				return res, err
 			}
 		}
+		traffic := m.traffic()
 		start := time.Now()
 		if err := w.run(t); err != nil {
 			return res, err
 		}
 		took := max(1, time.Since(start).Nanoseconds())
+		crossed = addTraffic(crossed, m.traffic(), traffic)
 		res.SamplesNS = append(res.SamplesNS, uint64(took))
 		if probe != nil {
 			after, err := probe.measure()
@@ -375,6 +394,9 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 	}
 	res.summarize()
 	m.report(r.stderr, time.Since(started))
+	if t.nPrompt == 0 && t.nGen > 0 {
+		m.reportSteps(r.stderr, res.testName(), crossed, t.nGen*r.cmd.Repetitions)
+	}
 	if roof != nil {
 		roof.report(r.stderr, res.testName(), cfg.threads, res.AvgTS)
 	}

@@ -81,7 +81,11 @@ func (r *benchRunner) serQuality(cfg benchConfig) (*serQuality, error) {
 	}
 	rules := cfg.rules
 	rules.CtxSize = len(tokens)
-	m := openMachine(r.stderr, cfg.threads, rules)
+	sims, err := cfg.flags.simGPUs()
+	if err != nil {
+		return nil, err
+	}
+	m := openMachine(r.stderr, cfg.threads, rules, sims)
 	defer m.Close()
 	place := runCmd{Model: r.cmd.Model, Attention: r.cmd.Attention, placementFlags: cfg.flags}
 	model, plan, err := m.load(r.cmd.Model, r.f, rules)

@@ -563,3 +563,38 @@ func TestCompareLogits(t *testing.T) {
 		t.Errorf("compareLogits (-want +got):\n%s", diff)
 	}
 }
+
+// TestBenchSimGPU runs bench on a simulated GPU: the expert-offload placement reports two
+// copies (one each way) per MoE layer per generated token (the tiny model has 4 layers, all MoE) on
+// top of the embedding in and the logits out; everything on the GPU only those two; and
+// the speed is that of the CPU's kernels, so the results are real numbers.
+func TestBenchSimGPU(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ngl", "99"}, `CUDA0 per generated token \(tg2\): 1 copies in \([^)]*\), 1 out \([^)]*\), 1 waits`},
+		{[]string{"-ngl", "99", "-ot", "exps=CPU"}, `CUDA0 per generated token \(tg2\): 5 copies in \([^)]*\), 5 out \([^)]*\), 5 waits`},
+	} {
+		args := append([]string{"bench", "-m", tinyQwen, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--sim-gpu", "64MiB"}, c.args...)
+		code, out, errOut := moerun(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		if !regexp.MustCompile(c.want).MatchString(errOut) || !strings.Contains(out, "SIM") {
+			t.Errorf("%v: want %q on stderr and the SIM backend in the table:\n%s\n%s", c.args, c.want, errOut, out)
+		}
+	}
+	code, out, errOut := moerun(t, "place", tinyQwen, "--sim-gpu", "64MiB")
+	if code != 0 || !strings.Contains(out, "CUDA0  64.00 MiB") {
+		t.Errorf("place --sim-gpu: exit %d, %s%s", code, out, errOut)
+	}
+	code, _, errOut = moerun(t, "place", tinyQwen, "--sim-gpu", "64MiB", "--gpu", "8GiB")
+	if code != 2 || !strings.Contains(errOut, "give the GPUs once") {
+		t.Errorf("--sim-gpu with --gpu: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = moerun(t, "bench", "-m", tinyQwen, "--sim-gpu", "0")
+	if code != 2 || !strings.Contains(errOut, "--sim-gpu") {
+		t.Errorf("--sim-gpu 0: exit %d, %s", code, errOut)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/moerun/moerun/backend/sim"
 	"io"
 	"time"
 
@@ -32,18 +33,31 @@ type gpuBackend interface {
 	backend.Backend
 	// Summary is a one-line account of the work done so far (operations, time, copies).
 	Summary() string
-	// Busy is the wall time its operations took so far, copies and waits included.
+}
+
+// timedBackend is a GPU backend that times its work: Busy is the wall time its operations
+// took so far, copies and waits included (a simulated GPU's work is the CPU's).
+type timedBackend interface {
 	Busy() time.Duration
 }
 
-// openMachine starts the pool and opens the GPUs. Without one, a command that asked for
-// GPU layers gets llama.cpp's one-line warning and runs on the CPU. --no-repack turns the
-// pool's packed prefill kernels off: llama.cpp's repacked arithmetic is theirs.
-func openMachine(stderr io.Writer, threads int, rules placement.Rules) *machine {
+// openMachine starts the pool and opens the GPUs: simulated ones of the sizes sims gives
+// (--sim-gpu), else those this build and machine have. Without one, a command that asked
+// for GPU layers gets llama.cpp's one-line warning and runs on the CPU. --no-repack turns
+// the pool's packed prefill kernels off: llama.cpp's repacked arithmetic is theirs.
+func openMachine(stderr io.Writer, threads int, rules placement.Rules, sims []int64) *machine {
 	m := &machine{pool: tensor.NewPool(threads), stderr: stderr}
 	m.pool.SetRepack(rules.Repack)
 	m.host = cpu.New(cpu.Options{Pool: m.pool})
-	gpus, err := openGPUs(m.pool)
+	var gpus []gpuBackend
+	var err error
+	if len(sims) > 0 {
+		for i, size := range sims {
+			gpus = append(gpus, sim.New(i, size, m.pool))
+		}
+	} else {
+		gpus, err = openGPUs(m.pool)
+	}
 	m.gpus = gpus
 	if len(gpus) == 0 && rules.GPULayers != placement.NGLAuto && rules.GPULayers != 0 {
 		fmt.Fprintf(stderr, "moerun: warning: no usable GPU found (%v); -ngl is ignored and everything runs on the CPU\n", err)
@@ -71,19 +85,58 @@ func (m *machine) backends() []backend.Backend {
 
 // names is llama-bench's "backends" field: the GPU API when a GPU is in use, else CPU.
 func (m *machine) names() string {
-	if len(m.gpus) > 0 {
-		return gpuAPI
+	switch {
+	case len(m.gpus) == 0:
+		return "CPU"
+	case m.simulated():
+		return "SIM"
 	}
-	return "CPU"
+	return gpuAPI
 }
 
-// report writes each GPU's account of a run that took wall: what it did and the share of
-// the time its operations (copies and waits included) took; the rest is the CPU's.
+// simulated reports whether the machine's GPUs are simulated ones.
+func (m *machine) simulated() bool {
+	_, ok := m.gpus[0].(*sim.Backend)
+	return ok
+}
+
+// report writes each GPU's account of a run that took wall: what it did and, where the
+// GPU times its work, the share of the time its operations (copies and waits included)
+// took; the rest is the CPU's.
 func (m *machine) report(w io.Writer, wall time.Duration) {
 	for _, g := range m.gpus {
-		busy := g.Busy()
-		fmt.Fprintf(w, "moerun: %s (%s): %s; %.0f%% of the %.2f s on GPU operations, the rest on the CPU\n",
-			g.Device().Name, g.Device().Description, g.Summary(), 100*busy.Seconds()/max(wall.Seconds(), 1e-9), wall.Seconds())
+		fmt.Fprintf(w, "moerun: %s (%s): %s", g.Device().Name, g.Device().Description, g.Summary())
+		if t, ok := g.(timedBackend); ok {
+			fmt.Fprintf(w, "; %.0f%% of the %.2f s on GPU operations, the rest on the CPU", 100*t.Busy().Seconds()/max(wall.Seconds(), 1e-9), wall.Seconds())
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// traffic is each GPU's count of crossings so far (the zero Traffic for a GPU that does
+// not count them).
+func (m *machine) traffic() []backend.Traffic {
+	out := make([]backend.Traffic, len(m.gpus))
+	for i, g := range m.gpus {
+		if c, ok := g.(backend.Counter); ok {
+			out[i] = c.Traffic()
+		}
+	}
+	return out
+}
+
+// reportSteps writes what crossed between each GPU and the host per generated token, from
+// each GPU's traffic over tokens tokens: the crossings the runtime makes where the plan
+// changes device.
+func (m *machine) reportSteps(w io.Writer, test string, traffic []backend.Traffic, tokens int) {
+	for i, d := range traffic {
+		if _, ok := m.gpus[i].(backend.Counter); !ok || tokens <= 0 {
+			continue
+		}
+		n := float64(tokens)
+		fmt.Fprintf(w, "moerun: %s per generated token (%s): %.3g copies in (%.3g KiB), %.3g out (%.3g KiB), %.3g waits, %.4g operations\n",
+			m.gpus[i].Device().Name, test, float64(d.CopiesIn)/n, float64(d.BytesIn)/1024/n, float64(d.CopiesOut)/n, float64(d.BytesOut)/1024/n,
+			float64(d.Syncs)/n, float64(d.Ops)/n)
 	}
 }
 
@@ -112,7 +165,7 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 		return nil, nil, err
 	}
 	start := time.Now()
-	model, err := moe.Load(f, plan, m.backends(), moe.Options{Host: m.pool})
+	model, err := moe.Load(f, plan, m.backends())
 	if err != nil {
 		if me := (*moe.ModelError)(nil); errors.As(err, &me) {
 			return nil, nil, usageError{err}

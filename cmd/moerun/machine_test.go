@@ -20,7 +20,7 @@ func TestCheckHostMemory(t *testing.T) {
 	defer f.Close()
 	rules := placement.DefaultRules()
 	rules.CtxSize = 1 << 20
-	m := openMachine(io.Discard, 1, rules)
+	m := openMachine(io.Discard, 1, rules, nil)
 	defer m.Close()
 	plan, err := placement.Place(placement.Model{Name: tinyQwen, Metadata: f.Metadata, Tensors: f.Tensors}, rules, m.devices())
 	if err != nil {

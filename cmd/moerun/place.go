@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/moerun/moerun/backend/sim"
 	"io"
 	"math"
 	"os"
@@ -212,6 +213,16 @@ func (c *placementFlags) devices() ([]backend.Device, error) {
 			devs = append(devs, backend.GPU(i, size))
 		}
 	}
+	if c.SimGPU != "" {
+		given++
+		sims, err := c.simGPUs()
+		if err != nil {
+			return nil, err
+		}
+		for i, size := range sims {
+			devs = append(devs, sim.Device(i, size))
+		}
+	}
 	if c.DeviceMem != "" {
 		given++
 		for _, item := range strings.Split(c.DeviceMem, ",") {
@@ -230,7 +241,7 @@ func (c *placementFlags) devices() ([]backend.Device, error) {
 		}
 	}
 	if given > 1 {
-		return nil, badInput("give the GPUs once: --gpu, --gpus or --device-mem")
+		return nil, badInput("give the GPUs once: --gpu, --gpus, --sim-gpu or --device-mem")
 	}
 	if given == 0 {
 		// No GPU flags: the GPUs this machine has, with their free memory, as a CUDA
@@ -243,6 +254,25 @@ func (c *placementFlags) devices() ([]backend.Device, error) {
 		return nil, badInput("devices: %v", err)
 	}
 	return devs, nil
+}
+
+// simGPUs are the memory sizes --sim-gpu gives, one per simulated GPU (none without it).
+func (c *placementFlags) simGPUs() ([]int64, error) {
+	if c.SimGPU == "" {
+		return nil, nil
+	}
+	var sizes []int64
+	for _, s := range strings.Split(c.SimGPU, ",") {
+		size, err := parseSize("--sim-gpu", s)
+		if err != nil {
+			return nil, err
+		}
+		if size <= 0 {
+			return nil, badInput("--sim-gpu %q: a simulated GPU needs some memory", s)
+		}
+		sizes = append(sizes, size)
+	}
+	return sizes, nil
 }
 
 // namedGPU describes a device named like a llama.cpp buffer type: CUDA, ROCm, MUSA, SYCL and

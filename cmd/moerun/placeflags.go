@@ -36,6 +36,7 @@ type placementFlags struct {
 
 	GPU       string `name:"gpu" placeholder:"SIZE" group:"devices" help:"Dry run with one GPU (CUDA0) with this much free memory: 8GiB, 8G, 8192MiB."`
 	GPUs      string `name:"gpus" placeholder:"SIZE,..." group:"devices" help:"Dry run with several GPUs: 24GiB,24GiB."`
+	SimGPU    string `name:"sim-gpu" placeholder:"SIZE,..." group:"devices" help:"Simulated GPUs CUDA0, CUDA1, ... with this much memory each: memory of their own that the host cannot address, computed with the CPU's kernels. run, bench and serve compute on them (same answers as the CPU, crossings counted); place and fit plan for them. For testing placements without a GPU."`
 	DeviceMem string `name:"device-mem" placeholder:"NAME=SIZE,..." group:"devices" help:"Dry run with named devices: CUDA0=8GiB,CUDA1=12GiB."`
 	RAM       string `name:"ram" placeholder:"SIZE" group:"devices" help:"The host's RAM, to check it (default: not checked)."`
 	Semantics string `name:"semantics" default:"llama.cpp" enum:"llama.cpp,ik_llama.cpp" group:"placement" help:"Whose rules to apply: llama.cpp or ik_llama.cpp."`

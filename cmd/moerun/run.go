@@ -101,7 +101,11 @@ func (c *runCmd) Run(e *env) error {
 	if threads <= 0 {
 		threads = tensor.DefaultThreads()
 	}
-	m := openMachine(e.stderr, threads, rules)
+	sims, err := c.simGPUs()
+	if err != nil {
+		return err
+	}
+	m := openMachine(e.stderr, threads, rules, sims)
 	defer m.Close()
 	ctx, _, err := c.newContext(m, f, rules, ser)
 	if err != nil {

@@ -99,7 +99,11 @@ func (c *serveCmd) Run(e *env) error {
 	if threads <= 0 {
 		threads = tensor.DefaultThreads()
 	}
-	m := openMachine(e.stderr, threads, rules)
+	sims, err := c.simGPUs()
+	if err != nil {
+		return err
+	}
+	m := openMachine(e.stderr, threads, rules, sims)
 	defer m.Close()
 
 	// Listen first, as llama-server does: a taken port fails at once, not after the load,

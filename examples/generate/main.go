@@ -57,7 +57,7 @@ func generate(w io.Writer, path, prompt string, n int) error {
 	if err != nil {
 		return err
 	}
-	model, err := moe.Load(f, plan, []backend.Backend{host}, moe.Options{Host: pool})
+	model, err := moe.Load(f, plan, []backend.Backend{host})
 	if err != nil {
 		return err
 	}

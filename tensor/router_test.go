@@ -1,7 +1,8 @@
-package moe
+package tensor
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -172,11 +173,10 @@ func TestRouterNoSteadyStateAllocs(t *testing.T) {
 func BenchmarkRouteDeepSeekV3(b *testing.B) {
 	r, _ := NewRouter(RouterConfig{Experts: 256, Used: 8, Gating: GatingSigmoid, NormWeights: true, Scale: 2.5, Groups: 8, GroupsUsed: 4})
 	logits, bias := make([]float32, 256), make([]float32, 256)
-	var gen mt19937
-	gen.seed(3)
+	gen := rand.New(rand.NewPCG(3, 0))
 	for i := range logits {
-		logits[i] = float32(gen.next()>>8)/float32(1<<22) - 2
-		bias[i] = float32(gen.next()>>8) / float32(1<<28)
+		logits[i] = float32(gen.Uint32()>>8)/float32(1<<22) - 2
+		bias[i] = float32(gen.Uint32()>>8) / float32(1<<28)
 	}
 	ids, w := make([]int32, 8), make([]float32, 8)
 	for b.Loop() {
@@ -187,14 +187,13 @@ func BenchmarkRouteDeepSeekV3(b *testing.B) {
 // TestTopIndicesMatchesSort compares the insertion selection with a stable sort on random
 // scores drawn from a small set, so ties are common.
 func TestTopIndicesMatchesSort(t *testing.T) {
-	var gen mt19937
-	gen.seed(9)
+	gen := rand.New(rand.NewPCG(9, 0))
 	for trial := range 2000 {
-		n := 1 + int(gen.next()%40)
-		k := 1 + int(gen.next()%uint32(n))
+		n := 1 + int(gen.Uint32()%40)
+		k := 1 + int(gen.Uint32()%uint32(n))
 		score := make([]float32, n)
 		for i := range score {
-			score[i] = float32(gen.next() % 7)
+			score[i] = float32(gen.Uint32() % 7)
 		}
 		want := make([]int32, n)
 		for i := range want {

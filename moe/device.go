@@ -1,0 +1,363 @@
+package moe
+
+import (
+	"unsafe"
+
+	"fmt"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/tensor"
+)
+
+// The forward passes compute on device tensors (backend.Tensor), each operation on one
+// device: an operation with a weight on the device that holds the weight, an element-wise
+// one on the device of its destination or first input. An operand on another device is
+// copied there first (a crossing, the only place values move), so a layer whose weights
+// share a device keeps its values there and a plan that moves the routed experts to the
+// CPU costs two crossings per MoE layer: the normed input and the routing over, the
+// experts' sum back.
+//
+// The helpers below keep the first error in c.err and do nothing once it is set, so that a
+// forward pass reads as a sequence of operations (like llama.cpp's graph builders) and
+// checks for an error once per block.
+
+// value is an activation: a device tensor that the forward pass computes.
+type value = backend.Tensor
+
+// param is a small weight read as float32 (a norm's weights, a bias, attention sinks, a
+// convolution kernel) on the device the plan gave it. The zero param is absent.
+type param struct {
+	t   value
+	dev int
+}
+
+func (p param) valid() bool { return p.t.Valid() }
+
+// devices are a Context's per-device working memory.
+type deviceMemory struct {
+	pass  arena // values that live through one forward pass (the residual stream, logits)
+	layer arena // values of one layer
+}
+
+// fail records err as the pass's error unless one is recorded already.
+func (c *Context) fail(err error) {
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+// backendOf is the backend of device index dev.
+func (c *Context) backendOf(dev int) backend.Backend { return c.m.backends[dev] }
+
+// devOf is the index of the device holding x.
+func (c *Context) devOf(x value) int {
+	name := x.Device()
+	for i, b := range c.m.names {
+		if b == name {
+			return i
+		}
+	}
+	c.fail(fmt.Errorf("a value on %q, which is none of the model's devices", name))
+	return 0
+}
+
+// alloc is a new F32 (or I32) value of rows×cols on dev, for the current layer.
+func (c *Context) alloc(dev int, t tensor.Type, cols, rows int) value {
+	return c.take(&c.mem[dev].layer, dev, t, cols, rows)
+}
+
+// allocPass is alloc for a value that lives through the forward pass.
+func (c *Context) allocPass(dev int, cols, rows int) value {
+	return c.take(&c.mem[dev].pass, dev, tensor.F32, cols, rows)
+}
+
+func (c *Context) take(a *arena, dev int, t tensor.Type, cols, rows int) value {
+	if c.err != nil {
+		return value{}
+	}
+	x, err := a.take(c.backendOf(dev), t, cols, rows)
+	c.fail(err)
+	return x
+}
+
+// to returns x on dev: x itself, or a copy made there (a crossing).
+func (c *Context) to(dev int, x value) value {
+	if c.err != nil || !x.Valid() || x.Device() == c.m.names[dev] {
+		return x
+	}
+	y := c.copyTo(&c.mem[dev].layer, dev, x)
+	c.arrive(x, y)
+	return y
+}
+
+// toAll moves the values xs point to onto dev, as to does, with one wait for the device
+// they come from (a crossing of several values costs one synchronisation).
+func (c *Context) toAll(dev int, xs ...*value) {
+	var from, to value
+	for _, x := range xs {
+		if c.err != nil || !x.Valid() || x.Device() == c.m.names[dev] {
+			continue
+		}
+		from = *x
+		*x = c.copyTo(&c.mem[dev].layer, dev, *x)
+		to = *x
+	}
+	if from.Valid() {
+		c.arrive(from, to)
+	}
+}
+
+// arrive waits, after a copy of x out of a device into host memory (y), until it has
+// arrived; a copy into a device is ordered with that device's operations and needs no
+// wait.
+func (c *Context) arrive(x, y value) {
+	if c.err == nil && x.Buf.Host() == nil && y.Valid() && y.Buf.Host() != nil {
+		c.fail(c.backendOf(c.devOf(x)).Synchronize())
+	}
+}
+
+// copyTo copies x into a new value of arena a on dev. A copy out of a device into host
+// memory has arrived only after the caller's arrive.
+func (c *Context) copyTo(a *arena, dev int, x value) value {
+	y := c.take(a, dev, x.Type, x.Cols, x.Rows)
+	if c.err == nil && !x.Contiguous() {
+		// Only contiguous tensors cross: make x so on its own device first.
+		cont := c.alloc(c.devOf(x), x.Type, x.Cols, x.Rows)
+		c.copyValue(cont, x)
+		x = cont
+	}
+	if c.err == nil {
+		c.fail(backend.Copy(c.backendOf(dev), y, c.backendOf(c.devOf(x)), x, &c.staging))
+	}
+	return y
+}
+
+// read copies x (F32) to the host into dst, waiting for it.
+func (c *Context) read(dst []float32, x value) {
+	if c.err != nil {
+		return
+	}
+	b := c.backendOf(c.devOf(x))
+	if x.Contiguous() && x.Type == tensor.F32 && len(dst) == x.Elements() {
+		c.fail(b.Get(float32Bytes(dst), x))
+		c.fail(b.Synchronize())
+		return
+	}
+	c.fail(fmt.Errorf("read of %s into %d floats", x, len(dst)))
+}
+
+// readIDs copies an I32 value to the host into dst, waiting for it.
+func (c *Context) readIDs(dst []int32, x value) {
+	if c.err != nil {
+		return
+	}
+	b := c.backendOf(c.devOf(x))
+	c.fail(b.Get(int32Bytes(dst), x))
+	c.fail(b.Synchronize())
+}
+
+// getRows looks rows ids of w up (the embedding) into a value of the pass.
+func (c *Context) getRows(w weight, ids []int32) value {
+	x := c.allocPass(w.dev, w.w.Cols(), len(ids))
+	if c.err == nil {
+		c.fail(w.on.GetRows(x, w.w, ids))
+	}
+	return x
+}
+
+// matmul is w·x on w's device.
+func (c *Context) matmul(w weight, x value) value {
+	x = c.to(w.dev, x)
+	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), x.Rows)
+	if c.err == nil {
+		c.fail(w.on.MatMul(y, w.w, x))
+	}
+	return y
+}
+
+// project multiplies x by each weight, as one operation where the weights share a device
+// (the input converted once, no wait between them): a layer's q, k and v projections. The
+// results are in a slice the next call reuses.
+func (c *Context) project(x value, ws ...weight) []value {
+	c.outs = c.outs[:0]
+	if !sameDevice(ws) {
+		for _, w := range ws {
+			c.outs = append(c.outs, c.matmul(w, x))
+		}
+		return c.outs
+	}
+	dev := ws[0].dev
+	x = c.to(dev, x)
+	c.fused = c.fused[:0]
+	for _, w := range ws {
+		c.fused = append(c.fused, w.w)
+		c.outs = append(c.outs, c.alloc(dev, tensor.F32, w.w.Rows(), x.Rows))
+	}
+	if c.err == nil {
+		c.fail(ws[0].on.MatMuls(c.outs, c.fused, x))
+	}
+	return c.outs
+}
+
+// mulMatIDs is project for stacks of experts with the same routing (ids, k slots per
+// token): one output row per (token, slot).
+func (c *Context) mulMatIDs(x, ids value, k int, ws ...weight) []value {
+	c.outs = c.outs[:0]
+	rows := ids.Elements()
+	if !sameDevice(ws) {
+		for _, w := range ws {
+			x, ids := c.to(w.dev, x), c.to(w.dev, ids)
+			y := c.alloc(w.dev, tensor.F32, w.w.Rows(), rows)
+			if c.err == nil {
+				c.fail(w.on.MulMatID(y, w.w, x, ids, k))
+			}
+			c.outs = append(c.outs, y)
+		}
+		return c.outs
+	}
+	dev := ws[0].dev
+	x, ids = c.to(dev, x), c.to(dev, ids)
+	c.fused = c.fused[:0]
+	for _, w := range ws {
+		c.fused = append(c.fused, w.w)
+		c.outs = append(c.outs, c.alloc(dev, tensor.F32, w.w.Rows(), rows))
+	}
+	if c.err == nil {
+		c.fail(ws[0].on.MulMatIDs(c.outs, c.fused, x, ids, k))
+	}
+	return c.outs
+}
+
+func sameDevice(ws []weight) bool {
+	for _, w := range ws[1:] {
+		if w.dev != ws[0].dev {
+			return false
+		}
+	}
+	return true
+}
+
+// matMulStack is ggml_mul_mat of a stack of matrices: row i of x by matrix i mod the
+// stack's size.
+func (c *Context) matMulStack(w weight, x value) value {
+	x = c.to(w.dev, x)
+	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), x.Rows)
+	if c.err == nil {
+		c.fail(w.on.MatMulStack(y, w.w, x))
+	}
+	return y
+}
+
+// rmsNorm is a new value: x's rows RMS-normalised and multiplied by w, on w's device.
+func (c *Context) rmsNorm(x value, w param, eps float32) value {
+	x = c.to(w.dev, x)
+	y := c.alloc(w.dev, tensor.F32, x.Cols, x.Rows)
+	c.rmsNormTo(y, x, w, eps)
+	return y
+}
+
+// rmsNormTo is rmsNorm into dst (which may be x, and strided) on dst's device.
+func (c *Context) rmsNormTo(dst, x value, w param, eps float32) {
+	dev := c.devOf(dst)
+	x, wt := c.to(dev, x), c.to(dev, w.t)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).RMSNorm(dst, x, wt, eps))
+	}
+}
+
+// l2Norm normalises x's rows in place.
+func (c *Context) l2Norm(x value, eps float32) {
+	if c.err == nil {
+		c.fail(c.backendOf(c.devOf(x)).L2Norm(x, eps))
+	}
+}
+
+// add sets dst = a + b (b: as many rows or one), on dst's device.
+func (c *Context) add(dst, a, b value) {
+	dev := c.devOf(dst)
+	a, b = c.to(dev, a), c.to(dev, b)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Add(dst, a, b))
+	}
+}
+
+// addParam adds a bias to x in place, when there is one.
+func (c *Context) addParam(x value, bias param) {
+	if bias.valid() {
+		c.add(x, x, bias.t)
+	}
+}
+
+// mul sets dst = a ⊙ b (b: as many rows or one), on dst's device.
+func (c *Context) mul(dst, a, b value) {
+	dev := c.devOf(dst)
+	a, b = c.to(dev, a), c.to(dev, b)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Mul(dst, a, b))
+	}
+}
+
+// scaleRows multiplies row t of x by s[t] in place.
+func (c *Context) scaleRows(x, s value) {
+	dev := c.devOf(x)
+	s = c.to(dev, s)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).ScaleRows(x, x, s))
+	}
+}
+
+// unary applies f to x in place.
+func (c *Context) unary(x value, f backend.Unary) {
+	if c.err == nil {
+		c.fail(c.backendOf(c.devOf(x)).Unary(x, x, f))
+	}
+}
+
+// swiGLU sets gate = silu(gate) ⊙ up (or gpt-oss's clamped form).
+func (c *Context) swiGLU(gate, up value, clamped bool) {
+	dev := c.devOf(gate)
+	up = c.to(dev, up)
+	if c.err != nil {
+		return
+	}
+	if clamped {
+		c.fail(c.backendOf(dev).SwiGLUOAI(gate, gate, up, oaiAlpha, oaiLimit))
+	} else {
+		c.fail(c.backendOf(dev).SwiGLU(gate, gate, up))
+	}
+}
+
+// copyValue copies src into dst (either may be strided) on dst's device.
+func (c *Context) copyValue(dst, src value) {
+	dev := c.devOf(dst)
+	src = c.to(dev, src)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Copy(dst, src))
+	}
+}
+
+// contiguous is a contiguous copy of a strided view, on its device.
+func (c *Context) contiguous(x value) value {
+	y := c.alloc(c.devOf(x), x.Type, x.Cols, x.Rows)
+	c.copyValue(y, x)
+	return y
+}
+
+// rope rotates x (rows of rowLen values, the heads of each token being evaluated) in place
+// at the tokens' positions.
+func (c *Context) rope(r *tensor.RoPE, x value, rowLen int) {
+	if c.err == nil {
+		c.fail(c.backendOf(c.devOf(x)).RoPE(x, rowLen, r, c.pos))
+	}
+}
+
+// float32Bytes and int32Bytes view a slice's memory as bytes, for copies to the host.
+func float32Bytes(s []float32) []byte { return sliceBytes(s) }
+func int32Bytes(s []int32) []byte     { return sliceBytes(s) }
+
+func sliceBytes[T int32 | float32](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
+}

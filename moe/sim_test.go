@@ -1,0 +1,187 @@
+package moe
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/sim"
+	"github.com/moerun/moerun/placement"
+)
+
+// gpuPlacement is one of llama.cpp's placements of a model on a GPU and the CPU.
+type gpuPlacement struct {
+	name string
+	ngl  int
+	item func() (placement.Item, error)
+	nkvo bool // -nkvo: the KV cache stays in RAM
+}
+
+// gpuPlacements are the placements the GPU tests run: everything on the CPU, everything
+// on the GPU, the routed experts on the CPU (the hybrid setup this project is for), one
+// layer's experts on the CPU, two layers on the GPU (the output layer and the last block),
+// and everything on the GPU but the KV cache.
+var gpuPlacements = []gpuPlacement{
+	{"-ngl 0", 0, nil, false},
+	{"-ngl 99", 99, nil, false},
+	{"-ngl 99 -ot exps=CPU", 99, func() (placement.Item, error) {
+		items, err := placement.ParseOverrideTensor("-ot", "exps=CPU")
+		return items[0], err
+	}, false},
+	{"-ngl 99 --n-cpu-moe 1", 99, func() (placement.Item, error) { return placement.NCPUMoEItem("--n-cpu-moe", "1") }, false},
+	{"-ngl 2", 2, nil, false},
+	{"-ngl 99 -nkvo", 99, nil, true},
+}
+
+// rules are the placement's rules.
+func (p gpuPlacement) rules(t *testing.T) placement.Rules {
+	t.Helper()
+	rules := placement.DefaultRules()
+	rules.GPULayers = p.ngl
+	rules.KVOffload = !p.nkvo
+	if p.item != nil {
+		it, err := p.item()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules.Items = []placement.Item{it}
+	}
+	return rules
+}
+
+// TestSimulatedGPU runs every golden model under llama.cpp's GPU placements with a
+// simulated GPU (device memory of its own, the CPU's kernels) and checks what the
+// device-resident runtime promises:
+//   - the logits of a prompt and of the decode steps after it are the CPU run's, bit for
+//     bit: every value was on the device that computed it (an operand on another device is
+//     an error), and nothing was lost or reordered on the way;
+//   - the GPU holds the weight and KV cache bytes place's memory report gives it;
+//   - a decode step crosses between the devices only where the plan changes device: for
+//     -ngl 99 the embedding in and the logits out, one wait; for -ngl 99 -ot exps=CPU two
+//     copies more per MoE layer (the normed input, expert ids and weights out as one block,
+//     one wait, the experts' sum in); none for -ngl 0.
+func TestSimulatedGPU(t *testing.T) {
+	for _, gm := range goldenModels {
+		prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
+		decode := []int32{prompt[0], prompt[len(prompt)-1]}
+		want := runSteps(t, openModel(t, gm.path, 2), prompt, decode)
+		for _, pl := range gpuPlacements {
+			t.Run(gm.golden+"/"+pl.name, func(t *testing.T) {
+				f, pool, host := openHost(t, gm.path, 2)
+				gpu := sim.New(0, 1<<30, pool)
+				t.Cleanup(func() { gpu.Close() })
+				plan := placeModel(t, f, pl.rules(t), []backend.Device{host.Device(), gpu.Device()})
+				m, err := Load(f, plan, []backend.Backend{host, gpu})
+				if err != nil {
+					t.Fatal(err)
+				}
+				use := deviceUse(t, plan, gpu.Device().Name)
+				if gpu.Used() != use.Weights {
+					t.Errorf("the GPU holds %d bytes of weights, place's report says %d", gpu.Used(), use.Weights)
+				}
+				tm := &testModel{Model: m, file: f, pool: pool}
+				o := DefaultContextOptions()
+				o.Size = plan.Context.NCtx
+				c := tm.context(t, o)
+				checkCacheBytes(t, c, plan)
+				got, traffic := stepsOn(t, c, prompt, decode, gpu)
+				if !slices.Equal(got, want) {
+					t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
+				}
+				if pl.ngl == 2 || pl.nkvo || pl.item != nil && pl.name != "-ngl 99 -ot exps=CPU" {
+					return
+				}
+				moeLayers := 0
+				for _, l := range m.layers {
+					if _, ok := l.ffn.(*moeFFN); ok {
+						moeLayers++
+					}
+				}
+				var wantTraffic backend.Traffic
+				switch pl.name {
+				case "-ngl 99":
+					wantTraffic = backend.Traffic{CopiesIn: 1, CopiesOut: 1, Syncs: 1}
+				case "-ngl 99 -ot exps=CPU":
+					wantTraffic = backend.Traffic{CopiesIn: 1 + moeLayers, CopiesOut: 1 + moeLayers, Syncs: 1 + moeLayers}
+				}
+				traffic.BytesIn, traffic.BytesOut, traffic.Ops = 0, 0, 0
+				if traffic != wantTraffic {
+					t.Errorf("a decode step's crossings: %+v, want %+v (%d MoE layers)", traffic, wantTraffic, moeLayers)
+				}
+			})
+		}
+	}
+}
+
+// checkCacheBytes compares each layer's KV cache (or recurrent state) with place's layer
+// map: on the device it names, of the size it gives. Sliding-window layers are the
+// exception: llama.cpp keeps only the window's cells for them, moerun still the whole
+// context, and says so.
+func checkCacheBytes(t *testing.T, c *Context, plan *placement.Plan) {
+	t.Helper()
+	for _, l := range plan.Layers {
+		if l.Index < 0 || l.Index >= len(c.caches) {
+			continue
+		}
+		kv := c.caches[l.Index]
+		var bytes int64
+		for _, b := range kv.bufs {
+			bytes += b.Size()
+		}
+		if dev := c.m.names[kv.dev]; dev != l.KVDevice {
+			t.Errorf("layer %d's cache is on %s, place says %s", l.Index, dev, l.KVDevice)
+		}
+		switch {
+		case l.Kind == "swa" && bytes > l.KVBytes:
+			t.Logf("layer %d (sliding window): %d bytes of cache, llama.cpp's window-sized cache %d", l.Index, bytes, l.KVBytes)
+		case bytes != l.KVBytes:
+			t.Errorf("layer %d: %d bytes of cache, place says %d", l.Index, bytes, l.KVBytes)
+		}
+	}
+}
+
+// runSteps evaluates prompt and then each token of decode on its own, and returns the
+// last logits of each evaluation, one after the other.
+func runSteps(t *testing.T, m *testModel, prompt, decode []int32) []float32 {
+	got, _ := stepsOn(t, m.context(t, DefaultContextOptions()), prompt, decode, nil)
+	return got
+}
+
+// stepsOn is runSteps on a context, with the traffic of gpu (when not nil) during the
+// last decode step.
+func stepsOn(t *testing.T, c *Context, prompt, decode []int32, gpu backend.Counter) ([]float32, backend.Traffic) {
+	t.Helper()
+	logits, err := c.Eval(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Clone(logits)
+	var before, after backend.Traffic
+	for i, tok := range decode {
+		if gpu != nil && i == len(decode)-1 {
+			before = gpu.Traffic()
+		}
+		logits, err := c.Eval([]int32{tok}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, logits...)
+	}
+	if gpu != nil {
+		after = gpu.Traffic()
+	}
+	return all, after.Sub(before)
+}
+
+// deviceUse is the plan's memory account of a device.
+func deviceUse(t *testing.T, plan *placement.Plan, name string) placement.DeviceUse {
+	t.Helper()
+	for _, d := range plan.Devices {
+		if d.Device.Name == name {
+			return d
+		}
+	}
+	t.Fatal(fmt.Sprintf("no %s in the plan", name))
+	return placement.DeviceUse{}
+}
