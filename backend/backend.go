@@ -159,15 +159,15 @@ const (
 	OpWeightedSum
 	OpCausalConv
 	OpGatedDeltaRule
-	numOps
+	NumOps // the number of operations
 )
 
-var opNames = [numOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
+var opNames = [NumOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
 	"scale", "unary", "swiglu", "copy", "rope", "set-rows", "attention", "route", "add-id", "weighted-sum", "causal-conv",
 	"gated-delta-rule"}
 
 func (o Op) String() string {
-	if o < 0 || o >= numOps {
+	if o < 0 || o >= NumOps {
 		return fmt.Sprintf("op(%d)", int(o))
 	}
 	return opNames[o]
@@ -175,7 +175,7 @@ func (o Op) String() string {
 
 // AllOps lists every operation, for conformance tests and reports.
 func AllOps() []Op {
-	ops := make([]Op, numOps)
+	ops := make([]Op, NumOps)
 	for i := range ops {
 		ops[i] = Op(i)
 	}

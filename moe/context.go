@@ -89,12 +89,40 @@ func (m *Model) NewContext(o ContextOptions) (*Context, error) {
 	c := &Context{m: m, size: size, ubatch: min(o.UBatch, size), router: rc, stats: o.Stats, numerics: o.Attention,
 		caches: make([]*kvCache, len(m.layers)), mem: make([]deviceMemory, len(m.backends))}
 	for il, l := range m.layers {
+		dev := m.kvDev[il]
+		if err := checkCacheOps(m.backends[dev], l.attn.cacheShape(), o); err != nil {
+			return nil, errors.Join(fmt.Errorf("layer %d: %w", il, err), c.Close())
+		}
 		var err error
-		if c.caches[il], err = newKVCache(m.backends[m.kvDev[il]], m.kvDev[il], l.attn.cacheShape(), o.CacheK, o.CacheV, size); err != nil {
+		if c.caches[il], err = newKVCache(m.backends[dev], dev, l.attn.cacheShape(), o.CacheK, o.CacheV, size); err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 	}
 	return c, nil
+}
+
+// checkCacheOps makes sure the device that holds a layer's cache runs the operations that
+// read and write it: attention and set-rows for the cache types, or the recurrence of a
+// linear-attention layer. They run where the cache is, so a device without them cannot hold
+// it (-nkvo keeps every cache in RAM; -ctk and -ctv choose other types).
+func checkCacheOps(b backend.Backend, s cacheShape, o ContextOptions) error {
+	name := b.Device().Name
+	if s.state > 0 {
+		for _, op := range []backend.Op{backend.OpCausalConv, backend.OpGatedDeltaRule} {
+			if !b.Supports(op, tensor.F32) {
+				return fmt.Errorf("%s holds the recurrent state but does not run %s", name, op)
+			}
+		}
+		return nil
+	}
+	for _, t := range []tensor.Type{o.CacheK, o.CacheV} {
+		for _, op := range []backend.Op{backend.OpSetRows, backend.OpAttention} {
+			if !b.Supports(op, t) {
+				return fmt.Errorf("%s holds the KV cache but does not run %s on a %s cache: try -nkvo or another -ctk/-ctv", name, op, t)
+			}
+		}
+	}
+	return nil
 }
 
 // maxCacheBytes refuses KV caches no machine has the memory for, which only a file with a

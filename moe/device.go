@@ -121,9 +121,15 @@ func (c *Context) arrive(x, y value) {
 func (c *Context) copyTo(a *arena, dev int, x value) value {
 	y := c.take(a, dev, x.Type, x.Cols, x.Rows)
 	if c.err == nil && !x.Contiguous() {
-		// Only contiguous tensors cross: make x so on its own device first.
-		cont := c.alloc(c.devOf(x), x.Type, x.Cols, x.Rows)
-		c.copyValue(cont, x)
+		// Only contiguous tensors cross: make x so on its own device first, which every
+		// device must be able to do.
+		from := c.devOf(x)
+		if !c.backendOf(from).Supports(backend.OpCopy, x.Type) {
+			c.fail(fmt.Errorf("%s cannot copy a strided %s to make it cross", c.m.names[from], x))
+			return y
+		}
+		cont := c.alloc(from, x.Type, x.Cols, x.Rows)
+		c.fail(c.backendOf(from).Copy(cont, x))
 		x = cont
 	}
 	if c.err == nil {
@@ -248,37 +254,92 @@ func (c *Context) matMulStack(w weight, x value) value {
 	return y
 }
 
+// on is the device that runs op on values of type t, preferring dev: dev where its backend
+// supports op, else the first device that does (the host, which runs everything), as
+// ggml's scheduler runs an op its GPU backend lacks on the CPU. Weight operations do not
+// come here: a device that holds a weight runs its products (Load checks it).
+func (c *Context) on(dev int, op backend.Op, t tensor.Type) int {
+	if c.m.backends[dev].Supports(op, t) {
+		return dev
+	}
+	for i, b := range c.m.backends {
+		if b.Supports(op, t) {
+			return i
+		}
+	}
+	c.fail(fmt.Errorf("no device runs %s on %s", op, t))
+	return dev
+}
+
+// target is where an operation that writes x in place runs: x's device when it runs op,
+// else a copy of x on a device that does; done then copies the result back into x.
+func (c *Context) target(x value, op backend.Op) (int, value) {
+	dev := c.devOf(x)
+	if run := c.on(dev, op, tensor.F32); run != dev {
+		return run, c.to(run, x)
+	}
+	return dev, x
+}
+
+// done copies y, the result target's copy of x holds, back into x (nothing when y is x).
+func (c *Context) done(x, y value) {
+	if c.err != nil || y == x {
+		return
+	}
+	if x.Contiguous() {
+		c.fail(backend.Copy(c.backendOf(c.devOf(x)), x, c.backendOf(c.devOf(y)), y, &c.staging))
+		c.arrive(y, x)
+		return
+	}
+	dev := c.devOf(x)
+	c.fail(c.backendOf(dev).Copy(x, c.to(dev, y)))
+}
+
+// operand is a, an input of an operation whose destination dst runs as d on dev: d itself
+// where a is dst (an operation in place), else a on dev.
+func (c *Context) operand(dev int, a, dst, d value) value {
+	if a == dst {
+		return d
+	}
+	return c.to(dev, a)
+}
+
 // rmsNorm is a new value: x's rows RMS-normalised and multiplied by w, on w's device.
 func (c *Context) rmsNorm(x value, w param, eps float32) value {
-	x = c.to(w.dev, x)
-	y := c.alloc(w.dev, tensor.F32, x.Cols, x.Rows)
+	dev := c.on(w.dev, backend.OpRMSNorm, tensor.F32)
+	x = c.to(dev, x)
+	y := c.alloc(dev, tensor.F32, x.Cols, x.Rows)
 	c.rmsNormTo(y, x, w, eps)
 	return y
 }
 
 // rmsNormTo is rmsNorm into dst (which may be x, and strided) on dst's device.
 func (c *Context) rmsNormTo(dst, x value, w param, eps float32) {
-	dev := c.devOf(dst)
-	x, wt := c.to(dev, x), c.to(dev, w.t)
+	dev, d := c.target(dst, backend.OpRMSNorm)
+	x, wt := c.operand(dev, x, dst, d), c.to(dev, w.t)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).RMSNorm(dst, x, wt, eps))
+		c.fail(c.backendOf(dev).RMSNorm(d, x, wt, eps))
 	}
+	c.done(dst, d)
 }
 
 // l2Norm normalises x's rows in place.
 func (c *Context) l2Norm(x value, eps float32) {
+	dev, d := c.target(x, backend.OpL2Norm)
 	if c.err == nil {
-		c.fail(c.backendOf(c.devOf(x)).L2Norm(x, eps))
+		c.fail(c.backendOf(dev).L2Norm(d, eps))
 	}
+	c.done(x, d)
 }
 
 // add sets dst = a + b (b: as many rows or one), on dst's device.
 func (c *Context) add(dst, a, b value) {
-	dev := c.devOf(dst)
-	a, b = c.to(dev, a), c.to(dev, b)
+	dev, d := c.target(dst, backend.OpAdd)
+	a, b = c.operand(dev, a, dst, d), c.operand(dev, b, dst, d)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).Add(dst, a, b))
+		c.fail(c.backendOf(dev).Add(d, a, b))
 	}
+	c.done(dst, d)
 }
 
 // addParam adds a bias to x in place, when there is one.
@@ -290,50 +351,55 @@ func (c *Context) addParam(x value, bias param) {
 
 // mul sets dst = a ⊙ b (b: as many rows or one), on dst's device.
 func (c *Context) mul(dst, a, b value) {
-	dev := c.devOf(dst)
-	a, b = c.to(dev, a), c.to(dev, b)
+	dev, d := c.target(dst, backend.OpMul)
+	a, b = c.operand(dev, a, dst, d), c.operand(dev, b, dst, d)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).Mul(dst, a, b))
+		c.fail(c.backendOf(dev).Mul(d, a, b))
 	}
+	c.done(dst, d)
 }
 
 // scaleRows multiplies row t of x by s[t] in place.
 func (c *Context) scaleRows(x, s value) {
-	dev := c.devOf(x)
+	dev, d := c.target(x, backend.OpScale)
 	s = c.to(dev, s)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).ScaleRows(x, x, s))
+		c.fail(c.backendOf(dev).ScaleRows(d, d, s))
 	}
+	c.done(x, d)
 }
 
 // unary applies f to x in place.
 func (c *Context) unary(x value, f backend.Unary) {
+	dev, d := c.target(x, backend.OpUnary)
 	if c.err == nil {
-		c.fail(c.backendOf(c.devOf(x)).Unary(x, x, f))
+		c.fail(c.backendOf(dev).Unary(d, d, f))
 	}
+	c.done(x, d)
 }
 
 // swiGLU sets gate = silu(gate) ⊙ up (or gpt-oss's clamped form).
 func (c *Context) swiGLU(gate, up value, clamped bool) {
-	dev := c.devOf(gate)
+	dev, g := c.target(gate, backend.OpSwiGLU)
 	up = c.to(dev, up)
-	if c.err != nil {
-		return
+	if c.err == nil {
+		if clamped {
+			c.fail(c.backendOf(dev).SwiGLUOAI(g, g, up, oaiAlpha, oaiLimit))
+		} else {
+			c.fail(c.backendOf(dev).SwiGLU(g, g, up))
+		}
 	}
-	if clamped {
-		c.fail(c.backendOf(dev).SwiGLUOAI(gate, gate, up, oaiAlpha, oaiLimit))
-	} else {
-		c.fail(c.backendOf(dev).SwiGLU(gate, gate, up))
-	}
+	c.done(gate, g)
 }
 
 // copyValue copies src into dst (either may be strided) on dst's device.
 func (c *Context) copyValue(dst, src value) {
-	dev := c.devOf(dst)
+	dev, d := c.target(dst, backend.OpCopy)
 	src = c.to(dev, src)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).Copy(dst, src))
+		c.fail(c.backendOf(dev).Copy(d, src))
 	}
+	c.done(dst, d)
 }
 
 // contiguous is a contiguous copy of a strided view, on its device.
@@ -346,9 +412,11 @@ func (c *Context) contiguous(x value) value {
 // rope rotates x (rows of rowLen values, the heads of each token being evaluated) in place
 // at the tokens' positions.
 func (c *Context) rope(r *tensor.RoPE, x value, rowLen int) {
+	dev, d := c.target(x, backend.OpRoPE)
 	if c.err == nil {
-		c.fail(c.backendOf(c.devOf(x)).RoPE(x, rowLen, r, c.pos))
+		c.fail(c.backendOf(dev).RoPE(d, rowLen, r, c.pos))
 	}
+	c.done(x, d)
 }
 
 // float32Bytes and int32Bytes view a slice's memory as bytes, for copies to the host.

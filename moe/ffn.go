@@ -62,9 +62,9 @@ func (f *moeFFN) forward(c *Context, il int, in value) value {
 	// The routing runs where the router's logits are. Where the experts are elsewhere
 	// (-ot exps=CPU), their input and the routing cross to them as one block: one copy
 	// and one wait.
-	dev, exp := c.devOf(logits), f.gate.dev
+	dev, exp := c.on(c.devOf(logits), backend.OpRoute, tensor.F32), f.gate.dev
 	block, x, ids, weights := c.routing(dev, exp, in, n, k)
-	bias := c.to(dev, f.selectionBias.t)
+	logits, bias := c.to(dev, logits), c.to(dev, f.selectionBias.t)
 	if c.err == nil {
 		c.fail(c.backendOf(dev).Route(ids, weights, logits, bias, cfg))
 	}
@@ -80,9 +80,11 @@ func (f *moeFFN) forward(c *Context, il int, in value) value {
 	c.swiGLU(g, u, f.clampedGLU)
 	down := c.mulMatIDs(g, ids, k, f.down)[0]
 	c.addExpertBias(down, f.downBias, ids)
-	out := c.alloc(c.devOf(down), tensor.F32, f.embd, n)
+	sum := c.on(c.devOf(down), backend.OpWeightedSum, tensor.F32)
+	out := c.alloc(sum, tensor.F32, f.embd, n)
+	down, weights = c.to(sum, down), c.to(sum, weights)
 	if c.err == nil {
-		c.fail(c.backendOf(c.devOf(down)).WeightedSum(out, down, c.to(c.devOf(down), weights), k))
+		c.fail(c.backendOf(sum).WeightedSum(out, down, weights, k))
 	}
 	if f.shared == nil {
 		return out
@@ -144,11 +146,12 @@ func (c *Context) addExpertBias(x value, bias param, ids value) {
 	if !bias.valid() {
 		return
 	}
-	dev := c.devOf(x)
+	dev, d := c.target(x, backend.OpAddID)
 	b, ids := c.to(dev, bias.t), c.to(dev, ids)
 	if c.err == nil {
-		c.fail(c.backendOf(dev).AddID(x, b, ids))
+		c.fail(c.backendOf(dev).AddID(d, b, ids))
 	}
+	c.done(x, d)
 }
 
 // bindMoE binds block il's router and expert stacks.

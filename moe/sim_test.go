@@ -3,6 +3,7 @@ package moe
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/moerun/moerun/backend"
@@ -184,4 +185,61 @@ func deviceUse(t *testing.T, plan *placement.Plan, name string) placement.Device
 	}
 	t.Fatal(fmt.Sprintf("no %s in the plan", name))
 	return placement.DeviceUse{}
+}
+
+// TestSimulatedGPUWithoutKernels runs the models on a simulated GPU that lacks kernels for
+// some operations, as a GPU backend being written does: the runtime runs those on the CPU
+// (copying their operands over and the result back, as ggml's scheduler does) and the
+// answers stay the CPU run's bit for bit, with more crossings. A GPU that holds the KV cache
+// but cannot run attention on it is refused with advice; with -nkvo it works.
+func TestSimulatedGPUWithoutKernels(t *testing.T) {
+	elementwise := []backend.Op{backend.OpRMSNorm, backend.OpAdd, backend.OpMul, backend.OpUnary, backend.OpSwiGLU,
+		backend.OpRoPE, backend.OpRoute, backend.OpWeightedSum, backend.OpAddID, backend.OpScale, backend.OpL2Norm}
+	for _, gm := range goldenModels {
+		prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
+		decode := []int32{prompt[0], prompt[len(prompt)-1]}
+		want := runSteps(t, openModel(t, gm.path, 2), prompt, decode)
+		for _, c := range []struct {
+			name   string
+			refuse []backend.Op
+			nkvo   bool
+			err    string
+		}{
+			{"element-wise on the CPU", elementwise, false, ""},
+			{"no attention", []backend.Op{backend.OpAttention}, false, "does not run attention"},
+			{"no attention, -nkvo", []backend.Op{backend.OpAttention}, true, ""},
+		} {
+			t.Run(gm.golden+"/"+c.name, func(t *testing.T) {
+				f, pool, host := openHost(t, gm.path, 2)
+				gpu := sim.New(0, 1<<30, pool, c.refuse...)
+				t.Cleanup(func() { gpu.Close() })
+				pl := gpuPlacement{ngl: 99, nkvo: c.nkvo}
+				plan := placeModel(t, f, pl.rules(t), []backend.Device{host.Device(), gpu.Device()})
+				m, err := Load(f, plan, []backend.Backend{host, gpu})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := DefaultContextOptions()
+				o.Size = plan.Context.NCtx
+				ctx, err := m.NewContext(o)
+				if c.err != "" {
+					if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "-nkvo") {
+						t.Errorf("NewContext: %v, want an error about %q that suggests -nkvo", err, c.err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ctx.Close() })
+				got, traffic := stepsOn(t, ctx, prompt, decode, gpu)
+				if !slices.Equal(got, want) {
+					t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
+				}
+				if traffic.CopiesOut <= 1 || traffic.CopiesIn <= 1 {
+					t.Errorf("a decode step's crossings %+v: the refused operations did not move to the CPU", traffic)
+				}
+			})
+		}
+	}
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// (Buffer.Host is nil), so that every crossing to or from it must be a copy, as with a
 	// GPU's memory.
 	Private bool
+	// Refuse lists operations the backend declines, as a device without kernels for them:
+	// Supports answers false and running one is an error. It lets tests check that the
+	// runtime honours Supports.
+	Refuse []backend.Op
 }
 
 // Backend is the CPU backend. It is not safe for concurrent use (tensor.Pool serializes the
@@ -44,6 +48,7 @@ type Backend struct {
 	ownsPool bool
 	copy     bool
 	private  bool
+	refuse   [backend.NumOps]bool
 	buffers  int64 // bytes of copied weights
 	closed   bool
 	ops      int
@@ -74,6 +79,11 @@ const ropeTables = 4
 // New makes a CPU backend.
 func New(opts Options) *Backend {
 	b := &Backend{dev: opts.Device, pool: opts.Pool, copy: opts.Copy, private: opts.Private}
+	for _, op := range opts.Refuse {
+		if op >= 0 && op < backend.NumOps {
+			b.refuse[op] = true
+		}
+	}
 	if b.dev.Name == "" {
 		b.dev = backend.CPU(0)
 	}
@@ -210,18 +220,30 @@ func (b *Backend) Synchronize() error {
 	return nil
 }
 
-// Supports: every operation on every type the tensor package computes.
+// Supports: every operation on every type the tensor package computes, but those Refuse
+// lists.
 func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
-	if _, err := tensor.TraitsOf(t); err != nil {
+	if op < 0 || op >= backend.NumOps || b.refuse[op] {
 		return false
 	}
 	switch op {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
-		return true
+		_, err := tensor.TraitsOf(t)
+		return err == nil
 	case backend.OpSetRows, backend.OpAttention:
 		return t == tensor.F32 || t == tensor.F16 || t == tensor.Q8_0
+	case backend.OpCopy:
+		return true
 	}
 	return t == tensor.F32
+}
+
+// allow fails an operation the backend refuses (Options.Refuse).
+func (b *Backend) allow(op backend.Op) error {
+	if b.refuse[op] {
+		return fmt.Errorf("%s does not run %s", b.dev.Name, op)
+	}
+	return nil
 }
 
 // whole is the bytes of a contiguous tensor of this backend.

@@ -18,6 +18,9 @@ func (b *Backend) shapeError(op string, format string, args ...any) error {
 
 // GetRows is tensor.GetRows.
 func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) error {
+	if err := b.allow(backend.OpGetRows); err != nil {
+		return err
+	}
 	m, err := b.matrix(w)
 	if err != nil {
 		return err
@@ -35,6 +38,9 @@ func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) err
 
 // MatMul is tensor.Pool.MatMul.
 func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor) error {
+	if err := b.allow(backend.OpMatMul); err != nil {
+		return err
+	}
 	m, err := b.matrix(w)
 	if err != nil {
 		return err
@@ -56,6 +62,9 @@ func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor)
 
 // MatMuls is tensor.Pool.MatMuls.
 func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.Tensor) error {
+	if err := b.allow(backend.OpMatMul); err != nil {
+		return err
+	}
 	ms, err := b.matrices(ws)
 	if err != nil {
 		return err
@@ -77,6 +86,9 @@ func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.
 
 // MulMatID is tensor.Pool.MulMatID.
 func (b *Backend) MulMatID(dst backend.Tensor, w backend.Weight, x, ids backend.Tensor, k int) error {
+	if err := b.allow(backend.OpMulMatID); err != nil {
+		return err
+	}
 	m, err := b.matrix(w)
 	if err != nil {
 		return err
@@ -98,6 +110,9 @@ func (b *Backend) MulMatID(dst backend.Tensor, w backend.Weight, x, ids backend.
 
 // MulMatIDs is tensor.Pool.MulMatIDs.
 func (b *Backend) MulMatIDs(dsts []backend.Tensor, ws []backend.Weight, x, ids backend.Tensor, k int) error {
+	if err := b.allow(backend.OpMulMatID); err != nil {
+		return err
+	}
 	ms, err := b.matrices(ws)
 	if err != nil {
 		return err
@@ -129,6 +144,9 @@ func (b *Backend) routed(x, ids backend.Tensor) ([]float32, []int32, error) {
 
 // MatMulStack is tensor.Pool.MatMulStack with row i of x on matrix i mod Experts.
 func (b *Backend) MatMulStack(dst backend.Tensor, w backend.Weight, x backend.Tensor) error {
+	if err := b.allow(backend.OpMatMulStack); err != nil {
+		return err
+	}
 	m, err := b.matrix(w)
 	if err != nil {
 		return err
@@ -166,6 +184,9 @@ func (b *Backend) pair(op string, dst, x backend.Tensor) (d []float32, ds int, x
 
 // RMSNorm is tensor.RMSNorm then tensor.Mul by w, row by row (either may be strided).
 func (b *Backend) RMSNorm(dst, x, w backend.Tensor, eps float32) error {
+	if err := b.allow(backend.OpRMSNorm); err != nil {
+		return err
+	}
 	d, ds, xs, xss, err := b.pair("rms-norm", dst, x)
 	if err != nil {
 		return err
@@ -200,6 +221,9 @@ func (b *Backend) RMSNorm(dst, x, w backend.Tensor, eps float32) error {
 
 // L2Norm is tensor.L2Norm on each row.
 func (b *Backend) L2Norm(x backend.Tensor, eps float32) error {
+	if err := b.allow(backend.OpL2Norm); err != nil {
+		return err
+	}
 	xs, stride, err := b.rows(x, "l2-norm")
 	if err != nil {
 		return err
@@ -231,6 +255,9 @@ func (b *Backend) broadcast(op string, dst, x, y backend.Tensor) ([]float32, []f
 
 // Add is tensor.Add.
 func (b *Backend) Add(dst, x, y backend.Tensor) error {
+	if err := b.allow(backend.OpAdd); err != nil {
+		return err
+	}
 	d, xs, ys, err := b.broadcast("add", dst, x, y)
 	if err != nil || len(xs) == 0 {
 		return err
@@ -242,6 +269,9 @@ func (b *Backend) Add(dst, x, y backend.Tensor) error {
 
 // Mul is tensor.Mul.
 func (b *Backend) Mul(dst, x, y backend.Tensor) error {
+	if err := b.allow(backend.OpMul); err != nil {
+		return err
+	}
 	d, xs, ys, err := b.broadcast("mul", dst, x, y)
 	if err != nil || len(xs) == 0 {
 		return err
@@ -266,6 +296,9 @@ func (b *Backend) same(op string, dst, x backend.Tensor) ([]float32, []float32, 
 
 // Scale is tensor.Scale.
 func (b *Backend) Scale(dst, x backend.Tensor, s float32) error {
+	if err := b.allow(backend.OpScale); err != nil {
+		return err
+	}
 	d, xs, err := b.same("scale", dst, x)
 	if err != nil {
 		return err
@@ -277,6 +310,9 @@ func (b *Backend) Scale(dst, x backend.Tensor, s float32) error {
 
 // ScaleRows is tensor.Scale of each row by its own factor.
 func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
+	if err := b.allow(backend.OpScale); err != nil {
+		return err
+	}
 	d, xs, err := b.same("scale", dst, x)
 	if err != nil {
 		return err
@@ -297,6 +333,9 @@ func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
 
 // Unary is tensor.Sigmoid, Softplus or SiLU.
 func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
+	if err := b.allow(backend.OpUnary); err != nil {
+		return err
+	}
 	d, xs, err := b.same("unary", dst, x)
 	if err != nil || len(xs) == 0 {
 		return err
@@ -317,6 +356,9 @@ func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
 
 // SwiGLU is tensor.SwiGLU.
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error {
+	if err := b.allow(backend.OpSwiGLU); err != nil {
+		return err
+	}
 	d, g, u, err := b.glu("swiglu", dst, gate, up)
 	if err != nil || len(g) == 0 {
 		return err
@@ -328,6 +370,9 @@ func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error {
 
 // SwiGLUOAI is tensor.SwiGLUOAI.
 func (b *Backend) SwiGLUOAI(dst, gate, up backend.Tensor, alpha, limit float32) error {
+	if err := b.allow(backend.OpSwiGLU); err != nil {
+		return err
+	}
 	d, g, u, err := b.glu("swiglu", dst, gate, up)
 	if err != nil || len(g) == 0 {
 		return err
@@ -351,6 +396,9 @@ func (b *Backend) glu(op string, dst, gate, up backend.Tensor) ([]float32, []flo
 
 // Copy copies rows of bytes: the types must match, and either tensor may be strided.
 func (b *Backend) Copy(dst, src backend.Tensor) error {
+	if err := b.allow(backend.OpCopy); err != nil {
+		return err
+	}
 	if dst.Rows != src.Rows || dst.Cols != src.Cols || dst.Type != src.Type {
 		return b.shapeError("copy", "%s into %s", src, dst)
 	}
@@ -372,6 +420,9 @@ func (b *Backend) Copy(dst, src backend.Tensor) error {
 // RoPE is tensor.RoPE.ApplyAngles, with the angles of (r, pos) computed once and kept for
 // the next layers that ask for the same.
 func (b *Backend) RoPE(x backend.Tensor, rowLen int, r *tensor.RoPE, pos []int32) error {
+	if err := b.allow(backend.OpRoPE); err != nil {
+		return err
+	}
 	xs, err := b.f32(x, "rope")
 	if err != nil {
 		return err
@@ -403,6 +454,9 @@ func (b *Backend) ropeTable(r *tensor.RoPE, pos []int32) []float32 {
 
 // SetRows is tensor.QuantizeActivations of src into rows first.. of dst.
 func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) error {
+	if err := b.allow(backend.OpSetRows); err != nil {
+		return err
+	}
 	if src.Cols != dst.Cols || first < 0 || first+src.Rows > dst.Rows {
 		return b.shapeError("set-rows", "%s at row %d of %s", src, first, dst)
 	}
@@ -435,6 +489,9 @@ func (b *Backend) cache(x backend.Tensor, dim int) (tensor.KV, error) {
 
 // Attention is tensor.Pool.Attention over the caches k and v.
 func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {
+	if err := b.allow(backend.OpAttention); err != nil {
+		return err
+	}
 	d, err := b.f32(dst, "attention")
 	if err != nil {
 		return err
@@ -462,6 +519,9 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 
 // Route is tensor.Router.Route on each row of logits.
 func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, cfg tensor.RouterConfig) error {
+	if err := b.allow(backend.OpRoute); err != nil {
+		return err
+	}
 	if b.router == nil || b.router.Config() != cfg {
 		r, err := tensor.NewRouter(cfg)
 		if err != nil {
@@ -500,6 +560,9 @@ func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, cfg tensor.Ro
 
 // AddID adds row ids[s] of y to row s of x, for each slot s with an expert.
 func (b *Backend) AddID(x, y, ids backend.Tensor) error {
+	if err := b.allow(backend.OpAddID); err != nil {
+		return err
+	}
 	xs, err := b.f32(x, "add-id")
 	if err != nil {
 		return err
@@ -534,6 +597,9 @@ func (b *Backend) AddID(x, y, ids backend.Tensor) error {
 // product rounded before it is added, as llama.cpp multiplies the expert outputs by their
 // weights (ffn_moe_weighted) and then adds the slots' views in order.
 func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
+	if err := b.allow(backend.OpWeightedSum); err != nil {
+		return err
+	}
 	out, err := b.f32(dst, "weighted-sum")
 	if err != nil {
 		return err
@@ -568,6 +634,9 @@ func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
 
 // CausalConv is tensor.CausalConv.Run with the kernel w ([taps][channels]).
 func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
+	if err := b.allow(backend.OpCausalConv); err != nil {
+		return err
+	}
 	d, xs, err := b.same("causal-conv", dst, x)
 	if err != nil {
 		return err
@@ -591,6 +660,9 @@ func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
 // GatedDeltaRule is tensor.Pool.GatedDeltaRule over the query, key and value blocks of
 // qkv's rows.
 func (b *Backend) GatedDeltaRule(o, qkv, decay, beta, states backend.Tensor, r tensor.DeltaRule) error {
+	if err := b.allow(backend.OpGatedDeltaRule); err != nil {
+		return err
+	}
 	os, err := b.f32(o, "gated-delta-rule")
 	if err != nil {
 		return err

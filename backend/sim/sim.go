@@ -22,9 +22,10 @@ type Backend struct {
 }
 
 // New makes simulated GPU i (named CUDA<i>, as llama.cpp names CUDA devices) with memory
-// bytes of memory, computing on pool.
-func New(i int, memory int64, pool *tensor.Pool) *Backend {
-	return &Backend{Backend: cpu.New(cpu.Options{Device: Device(i, memory), Pool: pool, Copy: true, Private: true})}
+// bytes of memory, computing on pool. It runs every operation but those refuse lists, as a
+// GPU backend without kernels for them: the runtime must run them elsewhere.
+func New(i int, memory int64, pool *tensor.Pool, refuse ...backend.Op) *Backend {
+	return &Backend{Backend: cpu.New(cpu.Options{Device: Device(i, memory), Pool: pool, Copy: true, Private: true, Refuse: refuse})}
 }
 
 // Device describes simulated GPU i to placement: a CUDA device (its weights copied into
