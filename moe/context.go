@@ -172,6 +172,28 @@ func (c *Context) Reset() {
 	}
 }
 
+// Truncate keeps the first n positions evaluated and forgets the rest, so that the next
+// Eval continues at position n: a prompt that shares its first n tokens with what the
+// context holds evaluates only the rest (llama-server's prompt cache). An attention layer's
+// cache allows any n up to Len, the positions after n being overwritten as they are
+// evaluated again; a recurrent layer's state exists only at Len, so a model with one can
+// only keep everything (n == Len). Truncate reports whether the context now holds exactly
+// the first n positions, and leaves it unchanged when it cannot.
+func (c *Context) Truncate(n int) bool {
+	if n < 0 || n > c.n {
+		return false
+	}
+	if n < c.n {
+		for _, kv := range c.caches {
+			if kv.state.Valid() {
+				return false
+			}
+		}
+	}
+	c.n = n
+	return true
+}
+
 // Close releases the context's device memory: the KV caches and the working memory. The
 // context must not be used afterwards.
 func (c *Context) Close() error {

@@ -534,3 +534,49 @@ func outputEdit(keep bool) modelEdit {
 		return specs
 	}}
 }
+
+// TestTruncate: a context that evaluated one prompt, truncated to the prefix it shares with
+// another and given the rest, gives the other prompt's logits exactly as a fresh context
+// evaluating the same pieces does (the positions after the prefix are overwritten). A model
+// with recurrent layers can only keep everything.
+func TestTruncate(t *testing.T) {
+	for _, path := range []string{qwenModel, deepseekModel, archModel("gpt-oss")} {
+		m := openModel(t, path, 2)
+		long := promptOf(t, "tiny-qwen3moe", "long")[:40]
+		prefix, rest := long[:12], []int32{5, 9, 2, 11, 3}
+		fresh := m.context(t, DefaultContextOptions())
+		if _, err := fresh.Eval(prefix, false); err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Eval(rest, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = slices.Clone(want)
+		c := m.context(t, DefaultContextOptions())
+		if _, err := c.Eval(long, false); err != nil {
+			t.Fatal(err)
+		}
+		if c.Truncate(len(long)+1) || c.Truncate(-1) || c.Len() != len(long) {
+			t.Fatalf("%s: truncation beyond the evaluated positions accepted", baseName(path))
+		}
+		if !c.Truncate(len(prefix)) || c.Len() != len(prefix) {
+			t.Fatalf("%s: Truncate(%d) refused or left %d positions", baseName(path), len(prefix), c.Len())
+		}
+		got, err := c.Eval(rest, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: after Truncate: %+v", baseName(path), compareLogits(got, want))
+		}
+	}
+	m := openModel(t, qwen35Model, 1)
+	c := m.context(t, DefaultContextOptions())
+	if _, err := c.Eval([]int32{1, 2, 3, 4}, false); err != nil {
+		t.Fatal(err)
+	}
+	if c.Truncate(2) || c.Len() != 4 || !c.Truncate(4) {
+		t.Error("a model with recurrent layers: Truncate(2) accepted, or Truncate(Len) refused")
+	}
+}

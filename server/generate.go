@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moerun/moerun/moe"
@@ -14,17 +15,89 @@ import (
 // errQueueFull is returned by acquire when every slot is busy and the queue is full.
 var errQueueFull = errors.New("server busy")
 
-// slot is one sequence the server can decode: a context of the slot size.
+// slot is one sequence the server can decode: a context of the slot size, and the tokens
+// whose keys and values it holds (the previous request's prompt and the tokens generated
+// and evaluated after it), which the next request may reuse.
 type slot struct {
-	ctx *moe.Context
+	ctx      *moe.Context
+	tokens   []int32 // len(tokens) == ctx.Len()
+	lastUsed int64   // when the slot was last released, by the pool's clock
 }
 
-// acquire takes a free slot, waiting in the bounded queue if none is free; it gives up
-// when ctx ends (the client left) or at once when the queue is full.
-func (s *Server) acquire(ctx context.Context) (*slot, error) {
+// slotPool holds the idle slots. A request takes the one whose cached tokens share the
+// longest prefix with its prompt, if that prefix is more than the similarity threshold's
+// share of the prompt (llama-server's --slot-prompt-similarity), else the least recently
+// used one.
+type slotPool struct {
+	mu         sync.Mutex
+	idle       []*slot
+	clock      int64
+	ready      chan struct{} // one token per idle slot
+	similarity float32
+}
+
+func newSlotPool(slots int, similarity float32) *slotPool {
+	return &slotPool{ready: make(chan struct{}, slots), similarity: similarity}
+}
+
+// idleSlots is the number of idle slots.
+func (p *slotPool) idleSlots() int { return len(p.ready) }
+
+// put makes a slot available.
+func (p *slotPool) put(sl *slot) {
+	p.mu.Lock()
+	p.clock++
+	sl.lastUsed = p.clock
+	p.idle = append(p.idle, sl)
+	p.mu.Unlock()
+	p.ready <- struct{}{}
+}
+
+// take removes the best idle slot for prompt; the caller holds a token from ready.
+func (p *slotPool) take(prompt []int32) *slot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, bestSim := -1, float32(0)
+	if p.similarity > 0 && len(prompt) > 0 {
+		for i, sl := range p.idle {
+			if len(sl.tokens) == 0 {
+				continue
+			}
+			sim := float32(commonPrefix(sl.tokens, prompt)) / float32(len(prompt))
+			if sim > bestSim && sim > p.similarity {
+				best, bestSim = i, sim
+			}
+		}
+	}
+	if best < 0 {
+		for i, sl := range p.idle {
+			if best < 0 || sl.lastUsed < p.idle[best].lastUsed {
+				best = i
+			}
+		}
+	}
+	sl := p.idle[best]
+	p.idle = slices.Delete(p.idle, best, best+1)
+	return sl
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// acquire takes the best free slot for prompt, waiting in the bounded queue if none is
+// free; it gives up when ctx ends (the client left) or at once when the queue is full.
+func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 	select {
-	case sl := <-s.free:
-		return sl, nil
+	case <-s.pool.ready:
+		return s.pool.take(prompt), nil
 	default:
 	}
 	if s.queued.Add(1) > int64(s.queueSize) {
@@ -33,23 +106,50 @@ func (s *Server) acquire(ctx context.Context) (*slot, error) {
 	}
 	defer s.queued.Add(-1)
 	select {
-	case sl := <-s.free:
-		return sl, nil
+	case <-s.pool.ready:
+		return s.pool.take(prompt), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func (s *Server) release(sl *slot) { s.free <- sl }
+func (s *Server) release(sl *slot) { s.pool.put(sl) }
+
+// reuse prepares a slot for prompt: it keeps the cached tokens the prompt starts with
+// (all but the prompt's last token, whose logits the generation needs) where the context
+// can keep them, and forgets the rest. It returns how many prompt tokens need no
+// evaluation.
+func (sl *slot) reuse(prompt []int32, cache bool) int {
+	n := 0
+	if cache {
+		n = min(commonPrefix(sl.tokens, prompt), len(prompt)-1)
+	}
+	if n <= 0 || !sl.ctx.Truncate(n) {
+		// A model with recurrent layers keeps its state only where the cache ends.
+		n = 0
+		sl.ctx.Reset()
+	}
+	sl.tokens = sl.tokens[:n]
+	return n
+}
 
 // eval runs one forward pass. Forward passes of all slots are serialized: the model's
 // backends and the routing statistics the slots share are not safe for concurrent use,
 // and on the CPU one pass already uses every thread of the pool. Slots interleave token by
 // token (and ubatch by ubatch while evaluating prompts).
+// The slot's cached tokens follow: after a failure its context is reset, as the layers a
+// failed pass reached may hold part of it.
 func (s *Server) eval(sl *slot, tokens []int32) ([]float32, error) {
 	s.forward.Lock()
 	defer s.forward.Unlock()
-	return sl.ctx.Eval(tokens, false)
+	logits, err := sl.ctx.Eval(tokens, false)
+	if err != nil {
+		sl.ctx.Reset()
+		sl.tokens = sl.tokens[:0]
+		return nil, err
+	}
+	sl.tokens = append(sl.tokens, tokens...)
+	return logits, nil
 }
 
 // tokenLogprob is one generated token's log-probability and the most likely alternatives,
@@ -71,6 +171,7 @@ type result struct {
 	text             string
 	finishReason     string // "stop" (end of text or a stop sequence) or "length"
 	promptTokens     int
+	cachedTokens     int // of the prompt's, those the slot's cache already held
 	completionTokens int
 	logprobs         []tokenLogprob
 	promptTime       time.Duration
@@ -91,10 +192,10 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	if err != nil {
 		return res, err
 	}
-	sl.ctx.Reset()
+	res.cachedTokens = sl.reuse(j.prompt, j.cachePrompt)
 	start := time.Now()
 	var logits []float32
-	for chunk := range slices.Chunk(j.prompt, s.ubatch) {
+	for chunk := range slices.Chunk(j.prompt[res.cachedTokens:], s.ubatch) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}

@@ -22,8 +22,11 @@ import (
 const tinyModel = "../testdata/models/tiny-qwen3moe.gguf"
 
 // loaded is the tiny model, loaded once for all tests (its file stays open).
-var loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
-	f, err := gguf.Open(tinyModel)
+var loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) { return loadModel(tinyModel) })
+
+// loadModel loads a model on the CPU for the tests; its file stays open.
+func loadModel(path string) (*moe.Model, *tokenizer.Vocab) {
+	f, err := gguf.Open(path)
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +36,7 @@ var loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
 	}
 	pool := tensor.NewPool(2)
 	host := cpu.New(cpu.Options{Pool: pool})
-	plan, err := placement.Place(placement.Model{Name: tinyModel, Metadata: f.Metadata, Tensors: f.Tensors}, placement.DefaultRules(), []backend.Device{host.Device()})
+	plan, err := placement.Place(placement.Model{Name: path, Metadata: f.Metadata, Tensors: f.Tensors}, placement.DefaultRules(), []backend.Device{host.Device()})
 	if err != nil {
 		panic(err)
 	}
@@ -42,7 +45,7 @@ var loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
 		panic(err)
 	}
 	return model, vocab
-})
+}
 
 // testConfig is a small server: two slots of 256 tokens, a queue of two.
 func testConfig() Config {

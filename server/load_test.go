@@ -84,8 +84,8 @@ func TestServeLoad(t *testing.T) {
 	if heapAfter > heap+4<<20 {
 		t.Errorf("heap in use grew from %d to %d bytes", heap, heapAfter)
 	}
-	if len(s.free) != c.Slots || s.queued.Load() != 0 {
-		t.Errorf("after the load: %d of %d slots free, %d queued", len(s.free), c.Slots, s.queued.Load())
+	if s.pool.idleSlots() != c.Slots || s.queued.Load() != 0 {
+		t.Errorf("after the load: %d of %d slots free, %d queued", s.pool.idleSlots(), c.Slots, s.queued.Load())
 	}
 	if len(ttfts) == 0 {
 		t.Fatal("no request produced a token")
@@ -164,7 +164,7 @@ func streamOnce(client *http.Client, url string, rng *rand.Rand, hangUp bool) st
 // goroutine count and the heap in use after a collection.
 func settle(s *Server) (goroutines int, heap uint64) {
 	for range 200 {
-		if len(s.free) == s.slots && s.queued.Load() == 0 && s.metrics.processing.Load() == 0 {
+		if s.pool.idleSlots() == s.slots && s.queued.Load() == 0 && s.metrics.processing.Load() == 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -17,6 +17,7 @@ type metrics struct {
 	requests map[requestKey]uint64 // by route and status
 
 	promptTokens, completionTokens atomic.Uint64
+	cachedTokens                   atomic.Uint64
 	promptNanos, generationNanos   atomic.Int64
 	ttftNanos, ttftCount           atomic.Int64
 	processing                     atomic.Int64
@@ -37,7 +38,8 @@ func (m *metrics) request(path string, status int, res *result) {
 	if res == nil {
 		return
 	}
-	m.promptTokens.Add(uint64(res.promptTokens))
+	m.promptTokens.Add(uint64(res.promptTokens - res.cachedTokens))
+	m.cachedTokens.Add(uint64(res.cachedTokens))
 	m.completionTokens.Add(uint64(res.completionTokens))
 	m.promptNanos.Add(int64(res.promptTime))
 	m.generationNanos.Add(int64(res.genTime))
@@ -79,6 +81,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 		value            float64
 	}{
 		{"prompt_tokens_total", "counter", "Prompt tokens evaluated.", float64(m.promptTokens.Load())},
+		{"prompt_tokens_cached_total", "counter", "Prompt tokens a slot's KV cache already held (not evaluated).", float64(m.cachedTokens.Load())},
 		{"generated_tokens_total", "counter", "Tokens generated.", float64(m.completionTokens.Load())},
 		{"prompt_seconds_total", "counter", "Time spent evaluating prompts.", promptSeconds},
 		{"generation_seconds_total", "counter", "Time spent generating.", genSeconds},

@@ -45,6 +45,9 @@ type commonFields struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	IgnoreEOS bool `json:"ignore_eos"`
+	// CachePrompt (llama-server's, default true) lets the request reuse the prefix of its
+	// prompt that the slot's KV cache already holds.
+	CachePrompt *bool `json:"cache_prompt"`
 }
 
 type chatRequest struct {
@@ -74,6 +77,7 @@ type job struct {
 	ignoreEOS    bool
 	stream       bool
 	includeUsage bool
+	cachePrompt  bool // reuse the slot's cached prefix of the prompt
 }
 
 // decodeBody reads a JSON request body into v. A body over the limit is 413, anything
@@ -112,7 +116,7 @@ func (s *Server) decodeJob(body io.Reader, req interface {
 	if err := decodeBody(body, req); err != nil {
 		return nil, err
 	}
-	j := &job{}
+	j := &job{cachePrompt: s.promptCache}
 	if err := req.common(j, s.sampling, s.maxTokens); err != nil {
 		return nil, err
 	}
@@ -199,6 +203,9 @@ func (c *commonFields) common(j *job, defaults moe.SamplerParams, maxTokens int)
 	}
 	j.stops = stops
 	j.ignoreEOS = c.IgnoreEOS
+	if c.CachePrompt != nil {
+		j.cachePrompt = j.cachePrompt && *c.CachePrompt
+	}
 	j.stream = c.Stream
 	if c.StreamOptions != nil {
 		if !c.Stream {

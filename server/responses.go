@@ -7,18 +7,25 @@ import (
 // OpenAI's response shapes (chat.completion, chat.completion.chunk, text_completion).
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		// CachedTokens are the prompt tokens the slot's KV cache already held.
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 func usageOf(r result) *usage {
-	return &usage{PromptTokens: r.promptTokens, CompletionTokens: r.completionTokens, TotalTokens: r.promptTokens + r.completionTokens}
+	u := &usage{PromptTokens: r.promptTokens, CompletionTokens: r.completionTokens, TotalTokens: r.promptTokens + r.completionTokens}
+	u.PromptTokensDetails.CachedTokens = r.cachedTokens
+	return u
 }
 
 // timings are llama-server's extension: where the time went, in milliseconds.
 type timings struct {
-	PromptN            int     `json:"prompt_n"`
+	CacheN             int     `json:"cache_n"`  // prompt tokens the slot's cache held
+	PromptN            int     `json:"prompt_n"` // prompt tokens evaluated
 	PromptMS           float64 `json:"prompt_ms"`
 	PromptPerSecond    float64 `json:"prompt_per_second"`
 	PredictedN         int     `json:"predicted_n"`
@@ -27,9 +34,10 @@ type timings struct {
 }
 
 func timingsOf(r result) *timings {
-	t := timings{PromptN: r.promptTokens, PromptMS: ms(r.promptTime.Seconds()), PredictedN: r.completionTokens, PredictedMS: ms(r.genTime.Seconds())}
+	evaluated := r.promptTokens - r.cachedTokens
+	t := timings{CacheN: r.cachedTokens, PromptN: evaluated, PromptMS: ms(r.promptTime.Seconds()), PredictedN: r.completionTokens, PredictedMS: ms(r.genTime.Seconds())}
 	if r.promptTime > 0 {
-		t.PromptPerSecond = float64(r.promptTokens) / r.promptTime.Seconds()
+		t.PromptPerSecond = float64(evaluated) / r.promptTime.Seconds()
 	}
 	if r.genTime > 0 {
 		t.PredictedPerSecond = float64(r.completionTokens) / r.genTime.Seconds()

@@ -42,6 +42,14 @@ type Config struct {
 	MaxTokens int
 	// QueueSize is how many requests may wait for a slot; more are refused with 503.
 	QueueSize int
+	// NoPromptCache makes every request evaluate its whole prompt (--no-cache-prompt);
+	// by default a slot keeps its KV cache and a request reuses the prefix it shares with
+	// it, unless the request says "cache_prompt": false.
+	NoPromptCache bool
+	// SlotPromptSimilarity is how much of a prompt (0-1) a slot's cached tokens must
+	// share for the request to take that slot rather than the least recently used one
+	// (llama-server's -sps, whose default is 0.1); 0 always takes the least recently used.
+	SlotPromptSimilarity float32
 	// APIKeys, when any are set, protect every route but /health: a request must send
 	// one as "Authorization: Bearer KEY" (or, as llama-server also accepts, "X-Api-Key: KEY").
 	APIKeys []string
@@ -71,10 +79,11 @@ type Server struct {
 	sampling  moe.SamplerParams
 	maxTokens int
 
-	slots     int
-	free      chan *slot
-	queueSize int
-	queued    atomic.Int64
+	slots       int
+	pool        *slotPool
+	queueSize   int
+	promptCache bool
+	queued      atomic.Int64
 
 	forward sync.Mutex // serializes forward passes; see eval
 	stats   *moe.ExpertStats
@@ -118,10 +127,13 @@ func New(c Config) (*Server, error) {
 	if c.QueueSize < 0 {
 		return nil, fmt.Errorf("server: queue size %d is negative", c.QueueSize)
 	}
+	if sim := c.SlotPromptSimilarity; sim < 0 || sim > 1 || sim != sim {
+		return nil, fmt.Errorf("server: slot prompt similarity %g: want 0 to 1", sim)
+	}
 	s := &Server{
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
-		slots: c.Slots, free: make(chan *slot, c.Slots), queueSize: c.QueueSize,
+		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	if s.sampling == (moe.SamplerParams{}) {
@@ -148,6 +160,7 @@ func New(c Config) (*Server, error) {
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
 	}
+	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
 	s.useTemplate(c.Vocab.ChatTemplate)
 	opts := c.Context
 	opts.Stats = s.stats
@@ -157,7 +170,7 @@ func New(c Config) (*Server, error) {
 			return nil, err
 		}
 		s.slotSize = ctx.Size()
-		s.free <- &slot{ctx: ctx}
+		s.pool.put(&slot{ctx: ctx})
 	}
 	s.routes = map[string]route{
 		"/health":              {http.MethodGet, s.health},
@@ -266,8 +279,8 @@ func (s *Server) logRequest(r *http.Request, path string, status int, d time.Dur
 	line := fmt.Sprintf("%s %s %s %s %d %.1fms", time.Now().UTC().Format(time.RFC3339), r.RemoteAddr, r.Method, r.URL.Path, status, ms(d.Seconds()))
 	if res := log.res; res != nil {
 		t := timingsOf(*res)
-		line += fmt.Sprintf(" prompt=%d (%.1fms, %.1f t/s) completion=%d (%.1fms, %.1f t/s) ttft=%.1fms finish=%s",
-			res.promptTokens, t.PromptMS, t.PromptPerSecond, res.completionTokens, t.PredictedMS, t.PredictedPerSecond, ms(res.firstToken.Seconds()), res.finishReason)
+		line += fmt.Sprintf(" prompt=%d cached=%d (%.1fms, %.1f t/s) completion=%d (%.1fms, %.1f t/s) ttft=%.1fms finish=%s",
+			res.promptTokens, res.cachedTokens, t.PromptMS, t.PromptPerSecond, res.completionTokens, t.PredictedMS, t.PredictedPerSecond, ms(res.firstToken.Seconds()), res.finishReason)
 	}
 	s.logMu.Lock()
 	fmt.Fprintln(s.accessLog, line)
@@ -275,7 +288,7 @@ func (s *Server) logRequest(r *http.Request, path string, status int, d time.Dur
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ *requestLog) *apiError {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": len(s.free), "slots_processing": s.slots - len(s.free)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": s.pool.idleSlots(), "slots_processing": s.slots - s.pool.idleSlots()})
 	return nil
 }
 
@@ -296,7 +309,7 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ *requestLog) *
 
 // run acquires a slot for a job and generates; emit may be nil (no streaming).
 func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc) (result, *apiError) {
-	sl, err := s.acquire(ctx)
+	sl, err := s.acquire(ctx, j.prompt)
 	if errors.Is(err, errQueueFull) {
 		return result{}, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
 			Message: fmt.Sprintf("all %d slots are busy and %d requests are already queued; retry later", s.slots, s.queueSize)}

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/tokenizer"
+)
+
+// qwen35Loaded is tiny-qwen35moe (Gated DeltaNet layers: a recurrent state) for the
+// prompt-cache tests.
+var qwen35Loaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
+	return loadModel("../testdata/models/tiny-qwen35moe.gguf")
+})
+
+// cachedCompletion is what the prompt-cache tests read from a completion.
+type cachedCompletion struct {
+	Choices []struct {
+		Text string `json:"text"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Timings struct {
+		CacheN  int `json:"cache_n"`
+		PromptN int `json:"prompt_n"`
+	} `json:"timings"`
+}
+
+// TestPromptCache: a slot keeps its KV cache after a request, and the next request
+// evaluates only the part of its prompt the cache does not hold, with the answer it gets
+// without the cache ("cache_prompt": false). An attention-only model reuses any common
+// prefix (the rest of the cache is overwritten); a model with recurrent layers only an
+// exact continuation of what the slot evaluated, else it starts again. Usage and timings
+// say how many prompt tokens came from the cache, /metrics counts them.
+func TestPromptCache(t *testing.T) {
+	qm, qv := qwen35Loaded()
+	for _, c := range []struct {
+		name      string
+		edit      func(*Config)
+		recurrent bool
+	}{
+		{"tiny-qwen3moe", nil, false},
+		{"tiny-qwen35moe", func(c *Config) { c.Model, c.Vocab = qm, qv }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := newTestServer(t, func(cfg *Config) {
+				cfg.Slots = 1
+				if c.edit != nil {
+					c.edit(cfg)
+				}
+			})
+			complete := func(prompt []int32, maxTokens int, cache bool) cachedCompletion {
+				t.Helper()
+				p, _ := json.Marshal(prompt)
+				status, body := call(t, ts, http.MethodPost, "/v1/completions",
+					fmt.Sprintf(`{"prompt": %s, "max_tokens": %d, "temperature": 0, "cache_prompt": %t}`, p, maxTokens, cache))
+				if status != http.StatusOK {
+					t.Fatalf("status %d: %s", status, body)
+				}
+				var r cachedCompletion
+				if err := json.Unmarshal(body, &r); err != nil {
+					t.Fatal(err)
+				}
+				if r.Usage.PromptTokensDetails.CachedTokens != r.Timings.CacheN || r.Timings.PromptN+r.Timings.CacheN != r.Usage.PromptTokens {
+					t.Errorf("usage %+v and timings %+v disagree", r.Usage, r.Timings)
+				}
+				return r
+			}
+			first := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+			// One token generated: the slot holds exactly the prompt (the sampled token is
+			// not evaluated).
+			if r := complete(first, 1, true); r.Usage.PromptTokensDetails.CachedTokens != 0 {
+				t.Errorf("first request: %d cached tokens", r.Usage.PromptTokensDetails.CachedTokens)
+			}
+			longer := append(append([]int32{}, first...), 20, 21, 22)
+			got := complete(longer, 6, true)
+			want := complete(longer, 6, false)
+			if got.Usage.PromptTokensDetails.CachedTokens != len(first) || want.Usage.PromptTokensDetails.CachedTokens != 0 {
+				t.Errorf("a continuation: %d cached tokens (want %d), %d with cache_prompt false", got.Usage.PromptTokensDetails.CachedTokens, len(first), want.Usage.PromptTokensDetails.CachedTokens)
+			}
+			if got.Choices[0].Text != want.Choices[0].Text {
+				t.Errorf("a continuation: %q from the cache, %q without", got.Choices[0].Text, want.Choices[0].Text)
+			}
+			// Prime the slot with longer, then diverge after 5 tokens.
+			complete(longer, 1, true)
+			diverging := append(append([]int32{}, first[:5]...), 30, 31)
+			got = complete(diverging, 6, true)
+			want = complete(diverging, 6, false)
+			wantCached := 5
+			if c.recurrent {
+				wantCached = 0 // the state exists only where the slot's tokens end
+			}
+			if got.Usage.PromptTokensDetails.CachedTokens != wantCached || got.Choices[0].Text != want.Choices[0].Text {
+				t.Errorf("a diverging prompt: %d cached tokens (want %d), text %q, without the cache %q", got.Usage.PromptTokensDetails.CachedTokens, wantCached, got.Choices[0].Text, want.Choices[0].Text)
+			}
+			status, metrics := call(t, ts, http.MethodGet, "/metrics", "")
+			if status != http.StatusOK || !regexp.MustCompile(`(?m)^moerun_prompt_tokens_cached_total [1-9]`).Match(metrics) {
+				t.Errorf("/metrics: %d, no cached-token counter:\n%s", status, metrics)
+			}
+		})
+	}
+}
