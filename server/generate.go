@@ -15,6 +15,9 @@ import (
 // errQueueFull is returned by acquire when every slot is busy and the queue is full.
 var errQueueFull = errors.New("server busy")
 
+// errShuttingDown ends the generations Shutdown could not wait for, and refuses new ones.
+var errShuttingDown = errors.New("the server is shutting down")
+
 // slot is one sequence the server can decode: a context of the slot size, and the tokens
 // whose keys and values it holds (the previous request's prompt and the tokens generated
 // and evaluated after it), which the next request may reuse.
@@ -110,6 +113,8 @@ func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 		return s.pool.take(prompt), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.abort:
+		return nil, errShuttingDown
 	}
 }
 
@@ -183,9 +188,20 @@ type result struct {
 // remove it), with the log-probabilities of the tokens that produced it.
 type emitFunc func(text string, logprobs []tokenLogprob) error
 
+// stopped is why a generation must stop now: its client left (ctx's error) or Shutdown
+// ends it (errShuttingDown); nil to go on.
+func (s *Server) stopped(ctx context.Context) error {
+	select {
+	case <-s.abort:
+		return errShuttingDown
+	default:
+	}
+	return ctx.Err()
+}
+
 // generate runs a job on a slot: evaluates the prompt and samples until max_tokens, an
-// end-of-generation token, a stop sequence or a full slot. It stops with ctx's error as
-// soon as ctx ends, checked between tokens and between prompt ubatches.
+// end-of-generation token, a stop sequence or a full slot. It stops as soon as ctx ends or
+// Shutdown ends it, checked between tokens and between prompt ubatches.
 func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) (res result, err error) {
 	res = result{promptTokens: len(j.prompt), finishReason: "length"}
 	sampler, err := moe.NewSampler(j.sampler, s.entropy)
@@ -196,7 +212,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	start := time.Now()
 	var logits []float32
 	for chunk := range slices.Chunk(j.prompt[res.cachedTokens:], s.ubatch) {
-		if err := ctx.Err(); err != nil {
+		if err := s.stopped(ctx); err != nil {
 			return res, err
 		}
 		if logits, err = s.eval(sl, chunk); err != nil {
@@ -216,7 +232,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	var pending []tokenLogprob
 	stopped := false
 	for j.maxTokens < 0 || res.completionTokens < j.maxTokens {
-		if err := ctx.Err(); err != nil {
+		if err := s.stopped(ctx); err != nil {
 			return res, err
 		}
 		id := sampler.Sample(logits)

@@ -88,6 +88,16 @@ type Server struct {
 	forward sync.Mutex // serializes forward passes; see eval
 	stats   *moe.ExpertStats
 
+	// Shutdown's state: generations running (holding or waiting for a slot), whether
+	// Shutdown began, drained (closed when it began and none runs) and abort (closed when
+	// the running ones must end).
+	genMu     sync.Mutex
+	running   int
+	closing   bool
+	drained   chan struct{}
+	abort     chan struct{}
+	abortOnce sync.Once
+
 	logMu     sync.Mutex
 	accessLog io.Writer
 	metrics   metrics
@@ -134,6 +144,7 @@ func New(c Config) (*Server, error) {
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
+		drained: make(chan struct{}), abort: make(chan struct{}),
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	if s.sampling == (moe.SamplerParams{}) {
@@ -247,8 +258,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		if w.status == 0 {
 			writeError(w, aerr)
-		} else { // the stream is under way: say so in it
+		} else { // the stream is under way: say so in it, and end it
 			writeEvent(w, aerr.body())
+			endStream(w)
 		}
 	}
 	s.logRequest(r, path, w.status, time.Since(start), log)
@@ -307,9 +319,63 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ *requestLog) *
 	return nil
 }
 
+// Shutdown stops the server's generations so that the process can exit and release the
+// model: requests that arrive from now on get 503, those running may finish until ctx ends
+// and are then ended with an error (on a stream: an error event and [DONE]). It returns
+// once no generation runs - only then may the model's memory be released - with ctx's
+// error if it had to end some.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.genMu.Lock()
+	if !s.closing {
+		s.closing = true
+		if s.running == 0 {
+			close(s.drained)
+		}
+	}
+	s.genMu.Unlock()
+	select {
+	case <-s.drained:
+		return nil
+	case <-ctx.Done():
+	}
+	s.abortOnce.Do(func() { close(s.abort) })
+	<-s.drained
+	return ctx.Err()
+}
+
+// begin counts a generation in, unless Shutdown began; end counts it out.
+func (s *Server) begin() bool {
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.running++
+	return true
+}
+
+func (s *Server) end() {
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	s.running--
+	if s.closing && s.running == 0 {
+		close(s.drained)
+	}
+}
+
+// shuttingDown is the answer to a request that arrives or is ended during Shutdown.
+var shuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Message: "the server is shutting down"}
+
 // run acquires a slot for a job and generates; emit may be nil (no streaming).
 func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc) (result, *apiError) {
+	if !s.begin() {
+		return result{}, shuttingDown
+	}
+	defer s.end()
 	sl, err := s.acquire(ctx, j.prompt)
+	if errors.Is(err, errShuttingDown) {
+		return result{}, shuttingDown
+	}
 	if errors.Is(err, errQueueFull) {
 		return result{}, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
 			Message: fmt.Sprintf("all %d slots are busy and %d requests are already queued; retry later", s.slots, s.queueSize)}
@@ -334,8 +400,13 @@ func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc
 	case err == nil:
 		return res, nil
 	case ctx.Err() != nil || clientGone:
-		return res, nil // the slot is free again, and there is nobody to answer
+		res.finishReason = "cancelled" // for the access log
+		return res, nil                // the slot is free again, and there is nobody to answer
+	case errors.Is(err, errShuttingDown):
+		res.finishReason = "shutdown"
+		return res, shuttingDown
 	}
+	res.finishReason = "error"
 	return res, internalError(err)
 }
 

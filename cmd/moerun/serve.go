@@ -138,7 +138,7 @@ func (c *serveCmd) Run(e *env) error {
 	defer f.Close() // after the server: CPU-held weights are views of the file
 	var ready http.Handler = srv
 	handler.Store(&ready)
-	return c.serve(e, hs, ln.Addr(), served)
+	return c.serve(e, hs, srv, ln.Addr(), served)
 }
 
 // load opens, places and loads the model and makes the server's slots, reporting each
@@ -229,8 +229,13 @@ func slotContext(c placement.Context) int {
 	return (c.NCtx/c.NSeq + 255) / 256 * 256
 }
 
-// serve runs until SIGINT or SIGTERM, then lets running requests finish (up to 10 s).
-func (c *serveCmd) serve(e *env, hs *http.Server, addr net.Addr, served <-chan error) error {
+// shutdownGrace is how long running requests may go on after SIGINT or SIGTERM.
+var shutdownGrace = 10 * time.Second
+
+// serve runs until SIGINT or SIGTERM, then stops accepting requests, lets running ones
+// finish for shutdownGrace and ends the rest with an error (an error event and [DONE] on
+// streams). It returns - and the caller unmaps the model - only once no forward pass runs.
+func (c *serveCmd) serve(e *env, hs *http.Server, srv *server.Server, addr net.Addr, served <-chan error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(e.stderr, "moerun: serving http://%s\n", addr)
@@ -242,11 +247,17 @@ func (c *serveCmd) serve(e *env, hs *http.Server, addr net.Addr, served <-chan e
 		return err
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(e.stderr, "moerun: shutting down")
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	fmt.Fprintf(e.stderr, "moerun: shutting down: new requests get 503, running ones have %v to finish\n", shutdownGrace)
+	grace, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil {
-		fmt.Fprintln(e.stderr, "moerun: requests still running after 10 s were cut off")
+	if err := srv.Shutdown(grace); err != nil {
+		fmt.Fprintf(e.stderr, "moerun: requests still running after %v were ended with an error\n", shutdownGrace)
+	}
+	// Every generation has ended; the handlers only write their last bytes now.
+	closing, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelClose()
+	if err := hs.Shutdown(closing); err != nil {
+		fmt.Fprintf(e.stderr, "moerun: closing connections: %v\n", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // syncBuffer is a bytes.Buffer the server's goroutines may write while the test reads.
@@ -135,5 +137,40 @@ func TestServeBadFlags(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d mentioning %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestServeShutdownDuringStream: SIGTERM (the signal context's stop) while a long stream
+// runs: the stream ends with an error event and [DONE] once the grace is over, the process
+// exits 0, and nothing crashes when the model is unmapped after it.
+func TestServeShutdownDuringStream(t *testing.T) {
+	shutdownGrace = 200 * time.Millisecond
+	t.Cleanup(func() { shutdownGrace = 10 * time.Second })
+	url, stop, stderr := startServe(t, "-m", tinyQwen, "--port", "0", "-np", "1", "-c", "8192", "-t", "1")
+	resp, err := http.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt": "Once upon a time", "max_tokens": 8000, "ignore_eos": true, "temperature": 0, "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := bufio.NewReader(resp.Body)
+	if _, err := body.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	exit := make(chan int, 1)
+	go func() { exit <- stop() }()
+	rest, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("the stream was cut: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(rest)), "\n\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "data: [DONE]" || !strings.Contains(lines[len(lines)-2], "shutting down") {
+		t.Errorf("the stream ends with %q, want an error event about shutting down and [DONE]", lines[max(0, len(lines)-2):])
+	}
+	if code := <-exit; code != 0 {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), "were ended with an error") {
+		t.Errorf("stderr does not say requests were ended:\n%s", stderr)
 	}
 }

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShutdown: Shutdown ends a running stream whose grace is over with an error event and
+// [DONE] (never a cut stream), and refuses new requests with 503.
+func TestShutdown(t *testing.T) {
+	c := testConfig()
+	c.Slots, c.Context.Size = 1, 4096
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	// A long stream (about a second of tokens), stopped in its course: the test takes the
+	// forward pass after the first event.
+	resp, err := ts.Client().Post(ts.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "temperature": 0, "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	body := bufio.NewReader(resp.Body)
+	if _, err := body.ReadString('\n'); err != nil { // the first event: the stream is under way
+		t.Fatal(err)
+	}
+	expired, cancel := context.WithCancel(context.Background())
+	cancel() // no grace: the stream must be ended
+	if err := s.Shutdown(expired); err == nil {
+		t.Error("Shutdown ended a generation but returned no error")
+	}
+	events := sseEvents(t, body) // fails unless the stream ends with [DONE]
+	last := events[len(events)-1]
+	var e struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(last, &e); err != nil || e.Error.Type != typeUnavailable || !strings.Contains(e.Error.Message, "shutting down") {
+		t.Errorf("the stream's last event %s, want an unavailable_error about shutting down", last)
+	}
+	status, answer := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 2}`)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(answer), "shutting down") {
+		t.Errorf("a request after Shutdown: %d %s", status, answer)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("a second Shutdown: %v", err)
+	}
+}
+
+// TestShutdownWaitsForThePass: a generation inside a forward pass when its grace ends
+// finishes the pass before it stops, and Shutdown returns only then: the model must not be
+// released under a running pass.
+func TestShutdownWaitsForThePass(t *testing.T) {
+	c := testConfig()
+	c.Slots = 1
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	done := make(chan int, 1)
+	s.forward.Lock() // the request's prompt waits for the forward pass
+	go func() {
+		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 8, "temperature": 0}`)
+		done <- status
+	}()
+	for s.metrics.processing.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	go func() { shut <- s.Shutdown(expired) }()
+	<-s.abort
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a generation waited in a forward pass", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.forward.Unlock()
+	if err := <-shut; err == nil {
+		t.Error("Shutdown ended a generation but returned no error")
+	}
+	if status := <-done; status != http.StatusServiceUnavailable {
+		t.Errorf("the ended request got %d, want 503", status)
+	}
+}
+
+// TestShutdownWaits: with grace enough, Shutdown waits for a running request to finish
+// normally and reports nothing cut off.
+func TestShutdownWaits(t *testing.T) {
+	c := testConfig()
+	c.Slots = 1
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	done := make(chan int, 1)
+	s.forward.Lock()
+	go func() {
+		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 8, "temperature": 0}`)
+		done <- status
+	}()
+	for s.metrics.processing.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	s.forward.Unlock()
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if status := <-done; status != http.StatusOK {
+		t.Errorf("the running request ended with %d", status)
+	}
+}
