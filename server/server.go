@@ -157,6 +157,9 @@ func New(c Config) (*Server, error) {
 		s.maxTokens = -1
 	}
 	for _, k := range c.APIKeys {
+		if strings.TrimSpace(k) == "" {
+			return nil, errors.New("server: an empty API key would let anyone in")
+		}
 		s.apiKeys = append(s.apiKeys, []byte(k))
 	}
 	if s.maxBody <= 0 {
@@ -234,26 +237,40 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// ServeHTTP routes a request, checks the API key, and logs and counts it.
+// bodyTimeout is how long a client may take to send a request's body.
+const bodyTimeout = 30 * time.Second
+
+// ServeHTTP checks the API key, routes a request, and logs and counts it. The key is
+// checked first, from the headers alone: every route but /health needs it, unknown ones
+// too (they would tell which routes exist). A request refused before its body is read
+// closes the connection rather than wait for a body the client may withhold.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w := &statusWriter{ResponseWriter: rw}
 	log := &requestLog{}
 	path := r.URL.Path
 	rt, found := s.routes[path]
+	if !found {
+		path = "other" // keep the metrics' label set bounded
+	}
 	var aerr *apiError
 	switch {
+	case path != "/health" && path != "/v1/health" && !s.authorized(r):
+		aerr = &apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "invalid or missing API key: send Authorization: Bearer KEY"}
 	case !found:
-		path = "other" // keep the metrics' label set bounded
 		aerr = &apiError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)}
 	case r.Method != rt.method:
 		w.Header().Set("Allow", rt.method)
 		aerr = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s wants %s, not %s", r.URL.Path, rt.method, r.Method)}
-	case path != "/health" && path != "/v1/health" && !s.authorized(r):
-		aerr = &apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "invalid or missing API key: send Authorization: Bearer KEY"}
 	default:
+		// The body must arrive in time; a stream's writes are not limited.
+		_ = http.NewResponseController(rw).SetReadDeadline(time.Now().Add(bodyTimeout))
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		aerr = rt.handle(w, r, log)
+	}
+	if aerr != nil && (aerr.Status == http.StatusUnauthorized || aerr.Status == http.StatusNotFound || aerr.Status == http.StatusMethodNotAllowed) {
+		// Answered from the headers: do not read (or wait for) the body.
+		w.Header().Set("Connection", "close")
 	}
 	if aerr != nil {
 		if w.status == 0 {
@@ -266,15 +283,24 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.logRequest(r, path, w.status, time.Since(start), log)
 }
 
+// authorized reports whether a request carries one of the API keys, as "Authorization:
+// Bearer KEY" (the scheme is case-insensitive, RFC 7235) or "X-Api-Key: KEY"; a bare key in
+// Authorization, without the scheme, is not accepted.
 func (s *Server) authorized(r *http.Request) bool {
 	if len(s.apiKeys) == 0 {
 		return true
 	}
-	key := r.Header.Get("Authorization")
-	if key == "" {
-		key = r.Header.Get("X-Api-Key")
+	key := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		scheme, token, ok := strings.Cut(auth, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return false
+		}
+		key = strings.TrimLeft(token, " ")
 	}
-	key = strings.TrimPrefix(key, "Bearer ")
+	if key == "" {
+		return false
+	}
 	ok := false
 	for _, k := range s.apiKeys { // compare with every key, in constant time
 		ok = subtle.ConstantTimeCompare([]byte(key), k) == 1 || ok

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -132,5 +134,31 @@ func TestShutdownWaits(t *testing.T) {
 	}
 	if status := <-done; status != http.StatusOK {
 		t.Errorf("the running request ended with %d", status)
+	}
+}
+
+// TestWithheldBody: a client that sends headers and withholds the body gets its 401 at
+// once when its key is missing (the server does not wait for the body it will not read),
+// and is cut off within the body timeout otherwise; /health keeps answering meanwhile.
+func TestWithheldBody(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.APIKeys = []string{"sekrit"} })
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a request without a key whose body never comes: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("status %d, want 401", resp.StatusCode)
+	}
+	start := time.Now()
+	if status, _ := call(t, ts, http.MethodGet, "/health", ""); status != http.StatusOK || time.Since(start) > time.Second {
+		t.Errorf("/health: %d in %v", status, time.Since(start))
 	}
 }

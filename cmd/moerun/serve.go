@@ -188,9 +188,13 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 func (c *serveCmd) apiKeys() ([]string, error) {
 	var keys []string
 	for _, k := range strings.Split(c.APIKey, ",") {
-		if k != "" {
+		if k = strings.TrimSpace(k); k != "" {
 			keys = append(keys, k)
 		}
+	}
+	if c.APIKey != "" && len(keys) == 0 {
+		// Running without authentication when the user asked for it is the worst answer.
+		return nil, badInput("--api-key %q holds no key: give one or more keys separated by commas", c.APIKey)
 	}
 	if c.APIKeyFile == "" {
 		return keys, nil
@@ -200,7 +204,7 @@ func (c *serveCmd) apiKeys() ([]string, error) {
 		return nil, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if line = strings.TrimRight(line, "\r"); line != "" && line[0] != '#' {
+		if line = strings.TrimSpace(line); line != "" && line[0] != '#' {
 			keys = append(keys, line)
 		}
 	}

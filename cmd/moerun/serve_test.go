@@ -174,3 +174,13 @@ func TestServeShutdownDuringStream(t *testing.T) {
 		t.Errorf("stderr does not say requests were ended:\n%s", stderr)
 	}
 }
+
+// TestServeEmptyAPIKey: --api-key with no key in it (",") is an error, not a server
+// without authentication.
+func TestServeEmptyAPIKey(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run([]string{"serve", "-m", tinyQwen, "--port", "0", "--api-key", ","}, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "holds no key") {
+		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+}
