@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/moerun/moerun/internal/mmap"
 	"io"
 	"net/http"
 	"strings"
@@ -92,6 +93,7 @@ type Server struct {
 	// Shutdown began, drained (closed when it began and none runs) and abort (closed when
 	// the running ones must end).
 	genMu     sync.Mutex
+	broken    error // why the model can no longer serve (its file changed), nil while it can
 	running   int
 	closing   bool
 	drained   chan struct{}
@@ -326,6 +328,13 @@ func (s *Server) logRequest(r *http.Request, path string, status int, d time.Dur
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ *requestLog) *apiError {
+	s.genMu.Lock()
+	broken := s.broken
+	s.genMu.Unlock()
+	if broken != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "error", "error": broken.Error()})
+		return nil
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_idle": s.pool.idleSlots(), "slots_processing": s.slots - s.pool.idleSlots()})
 	return nil
 }
@@ -369,15 +378,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// begin counts a generation in, unless Shutdown began; end counts it out.
-func (s *Server) begin() bool {
+// begin counts a generation in, unless Shutdown began (shuttingDown) or the model can no
+// longer serve; end counts it out.
+func (s *Server) begin() *apiError {
 	s.genMu.Lock()
 	defer s.genMu.Unlock()
 	if s.closing {
-		return false
+		return shuttingDown
+	}
+	if s.broken != nil {
+		return s.brokenError()
 	}
 	s.running++
-	return true
+	return nil
+}
+
+// markBroken records that the model can no longer serve - its file was truncated or
+// replaced under the mapping, so every forward pass would fail - and logs it once.
+func (s *Server) markBroken(err error) {
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	if s.broken == nil {
+		s.broken = err
+		s.logMu.Lock()
+		fmt.Fprintf(s.accessLog, "%s the model can no longer serve: %v; restart the server\n", time.Now().UTC().Format(time.RFC3339), err)
+		s.logMu.Unlock()
+	}
+}
+
+// brokenError answers requests once the model can no longer serve (genMu held).
+func (s *Server) brokenError() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
+		Message: fmt.Sprintf("the model can no longer serve (%v); the server must be restarted", s.broken)}
 }
 
 func (s *Server) end() {
@@ -394,8 +426,8 @@ var shuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: typeUn
 
 // run acquires a slot for a job and generates; emit may be nil (no streaming).
 func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc) (result, *apiError) {
-	if !s.begin() {
-		return result{}, shuttingDown
+	if aerr := s.begin(); aerr != nil {
+		return result{}, aerr
 	}
 	defer s.end()
 	sl, err := s.acquire(ctx, j.prompt)
@@ -431,6 +463,8 @@ func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc
 	case errors.Is(err, errShuttingDown):
 		res.finishReason = "shutdown"
 		return res, shuttingDown
+	case errors.Is(err, mmap.ErrFileChanged):
+		s.markBroken(err)
 	}
 	res.finishReason = "error"
 	return res, internalError(err)

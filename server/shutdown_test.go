@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -161,4 +164,58 @@ func TestWithheldBody(t *testing.T) {
 	if status, _ := call(t, ts, http.MethodGet, "/health", ""); status != http.StatusOK || time.Since(start) > time.Second {
 		t.Errorf("/health: %d in %v", status, time.Since(start))
 	}
+}
+
+// TestHealthAfterTheFileChanged: once the model file is truncated under the mapping, the
+// failing request says so, /health answers 503 with the reason (it kept answering "ok"),
+// and later requests get 503 at once.
+func TestHealthAfterTheFileChanged(t *testing.T) {
+	data, err := os.ReadFile(tinyModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model, vocab := loadModel(path)
+	var log syncLog
+	ts := newTestServer(t, func(c *Config) { c.Model, c.Vocab, c.AccessLog = model, vocab, &log })
+	if status, body := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 2}`); status != http.StatusOK {
+		t.Fatalf("before: %d %s", status, body)
+	}
+	if err := os.Truncate(path, int64(len(data)/4)); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hello there", "max_tokens": 2}`); status != http.StatusInternalServerError || !strings.Contains(string(body), "changed on disk") {
+		t.Fatalf("the request that met the truncated file: %d %s", status, body)
+	}
+	status, body := call(t, ts, http.MethodGet, "/health", "")
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "changed on disk") {
+		t.Errorf("/health: %d %s", status, body)
+	}
+	if status, body := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 2}`); status != http.StatusServiceUnavailable || !strings.Contains(string(body), "restarted") {
+		t.Errorf("a request afterwards: %d %s", status, body)
+	}
+	if n := strings.Count(log.String(), "can no longer serve"); n != 1 {
+		t.Errorf("the access log says it %d times, want once:\n%s", n, log.String())
+	}
+}
+
+// syncLog is an access log the test reads while the server writes it.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
