@@ -19,6 +19,10 @@ import (
 const (
 	maxStops       = 16 // OpenAI allows 4; llama-server any number
 	maxTopLogprobs = 20 // OpenAI's limit for chat
+	// maxMessages bounds the work before a slot is taken: every message is decoded,
+	// rendered by the template and tokenized (590k empty messages in a 16 MB body held
+	// gigabytes for minutes).
+	maxMessages = 10000
 )
 
 // commonFields are the generation fields the chat and completions requests share: OpenAI's
@@ -271,6 +275,9 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	}
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	if len(req.Messages) > maxMessages {
+		return nil, badRequest("messages", "%d messages: at most %d per request", len(req.Messages), maxMessages)
 	}
 	msgs := make([]any, len(req.Messages))
 	for i, raw := range req.Messages {

@@ -82,6 +82,7 @@ type Server struct {
 
 	slots       int
 	pool        *slotPool
+	inFlight    chan struct{} // one token per request being prepared or generated (POST routes)
 	queueSize   int
 	promptCache bool
 	queued      atomic.Int64
@@ -146,7 +147,7 @@ func New(c Config) (*Server, error) {
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
-		drained: make(chan struct{}), abort: make(chan struct{}),
+		drained: make(chan struct{}), abort: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	if s.sampling == (moe.SamplerParams{}) {
@@ -210,7 +211,8 @@ func (s *Server) SlotSize() int { return s.slotSize }
 
 // requestLog collects what the access log line and the metrics report about a request.
 type requestLog struct {
-	res *result
+	res      *result
+	bodyRead bool // the handler ran and may have read the body
 }
 
 // statusWriter remembers the status and passes Flush through for streaming.
@@ -239,6 +241,20 @@ func (w *statusWriter) Flush() {
 	}
 }
 
+// enter admits a POST request while fewer than the slots and the queue's size are being
+// served: decoding, rendering and tokenizing happen before a slot is taken, and must be
+// bounded too. leave lets the next one in.
+func (s *Server) enter() bool {
+	select {
+	case s.inFlight <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) leave() { <-s.inFlight }
+
 // bodyTimeout is how long a client may take to send a request's body.
 const bodyTimeout = 30 * time.Second
 
@@ -264,13 +280,20 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case r.Method != rt.method:
 		w.Header().Set("Allow", rt.method)
 		aerr = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s wants %s, not %s", r.URL.Path, rt.method, r.Method)}
+	case rt.method == http.MethodPost && !s.enter():
+		aerr = &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
+			Message: fmt.Sprintf("%d requests are already being served or queued (the slots and --queue-size); retry later", cap(s.inFlight))}
 	default:
+		if rt.method == http.MethodPost {
+			defer s.leave()
+		}
+		log.bodyRead = true
 		// The body must arrive in time; a stream's writes are not limited.
 		_ = http.NewResponseController(rw).SetReadDeadline(time.Now().Add(bodyTimeout))
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		aerr = rt.handle(w, r, log)
 	}
-	if aerr != nil && (aerr.Status == http.StatusUnauthorized || aerr.Status == http.StatusNotFound || aerr.Status == http.StatusMethodNotAllowed) {
+	if aerr != nil && !log.bodyRead {
 		// Answered from the headers: do not read (or wait for) the body.
 		w.Header().Set("Connection", "close")
 	}

@@ -219,3 +219,49 @@ func (l *syncLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestPreSlotLimits: the work before a slot is taken is bounded. A chat request of more
+// than maxMessages messages is refused; while the slots and the queue are full, a further
+// POST is refused with 503 from its headers, without waiting for a body it withholds.
+func TestPreSlotLimits(t *testing.T) {
+	c := testConfig()
+	c.Slots, c.QueueSize = 1, 0
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	many := `{"messages": [` + strings.Repeat(`{"role": "user", "content": ""},`, maxMessages) + `{"role": "user", "content": "hi"}]}`
+	if status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", many); status != http.StatusBadRequest || !strings.Contains(string(body), "at most") {
+		t.Errorf("%d messages: %d %s", maxMessages+1, status, body)
+	}
+	s.forward.Lock()
+	done := make(chan int, 1)
+	go func() {
+		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 2}`)
+		done <- status
+	}()
+	for s.metrics.processing.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer while the server is full: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a request while the slot and queue are full: %d, want 503", resp.StatusCode)
+	}
+	s.forward.Unlock()
+	if status := <-done; status != http.StatusOK {
+		t.Errorf("the running request: %d", status)
+	}
+}
