@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -113,5 +115,54 @@ func TestFitTwoGPUs(t *testing.T) {
 		if d.Layers == 0 || d.Total < 16<<30 {
 			t.Errorf("%s holds %d layers, %d MiB: fit left it mostly empty", d.Device.Name, d.Layers, d.Total>>20)
 		}
+	}
+}
+
+// TestAdviceIsPlanned: the verdict of a plan whose GPU is over suggests the smallest
+// --n-cpu-moe that fits, and the test plans it: it fits, one block fewer does not. (Before,
+// the count was estimated from an average block: DeepSeek-V3 on 24 GiB got 56, still
+// 24.77 GiB over, where 60 fits.)
+func TestAdviceIsPlanned(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    Model
+		devs []backend.Device
+		ngl  int
+		from int // the user's own --n-cpu-moe, 0 for none
+	}{
+		{"DeepSeek-V3, 24 GiB", deepSeekModel(t), []backend.Device{backend.GPU(0, 24<<30), backend.CPU(512 << 30)}, 99, 0},
+		{"DeepSeek-V3, 24 GiB, --n-cpu-moe 20", deepSeekModel(t), []backend.Device{backend.GPU(0, 24<<30), backend.CPU(512 << 30)}, 99, 20},
+		{"Qwen3-30B-A3B, 8 GiB", qwen30B(t, placetest.Q4_K_M), []backend.Device{backend.GPU(0, 8<<30), backend.CPU(64 << 30)}, 99, 0},
+		{"Qwen3-235B-A22B, two 24 GiB", qwen235B(t), []backend.Device{backend.GPU(0, 24<<30), backend.GPU(1, 24<<30), backend.CPU(192 << 30)}, 99, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := DefaultRules()
+			r.GPULayers, r.CtxSize = c.ngl, 32768
+			withN := func(n int) Rules {
+				q := r
+				q.Items = nil
+				if n > 0 {
+					it, err := NCPUMoEItem("--n-cpu-moe", strconv.Itoa(n))
+					if err != nil {
+						t.Fatal(err)
+					}
+					q.Items = []Item{it}
+				}
+				return q
+			}
+			plan := place(t, c.m, withN(c.from), c.devs)
+			m := regexp.MustCompile(`--n-cpu-moe (\d+) fits`).FindStringSubmatch(plan.Verdict())
+			if m == nil {
+				t.Fatalf("no planned advice: %s", plan.Verdict())
+			}
+			n, _ := strconv.Atoi(m[1])
+			if fitted := place(t, c.m, withN(n), c.devs); !gpusFit(fitted) {
+				t.Errorf("--n-cpu-moe %d does not fit: %s", n, fitted.Verdict())
+			}
+			if n-1 > c.from && gpusFit(place(t, c.m, withN(n-1), c.devs)) {
+				t.Errorf("--n-cpu-moe %d fits too: %d is not the smallest", n-1, n)
+			}
+			t.Logf("%s", plan.Verdict())
+		})
 	}
 }

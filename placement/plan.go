@@ -76,6 +76,9 @@ type Plan struct {
 	Fit       FitReport
 	Notes     []string // what moerun assumed or llama.cpp would print
 	Warnings  []string // things that are probably not what the user wants
+	// gpuAdvice is the verdict's cure when a GPU is over, planned and verified (see
+	// advise).
+	gpuAdvice string
 	// Prediction is the predicted speed, when the caller asked for one (see Predict); the
 	// reports include it.
 	Prediction *Prediction
@@ -178,7 +181,90 @@ func Place(m Model, r Rules, devs []backend.Device) (*Plan, error) {
 	}
 	plan := p.report(lay)
 	plan.Fit = fit
+	plan.gpuAdvice = p.advise(cfg, plan)
 	return plan, nil
+}
+
+// advise is the verdict's advice for a plan whose GPUs are over: the smallest --n-cpu-moe
+// that makes every GPU fit, found by planning it (each candidate is a real plan, so the
+// advice is true), or the other cures when no count of CPU-held experts is enough. It is
+// empty when every GPU fits.
+func (p *planner) advise(cfg config, plan *Plan) string {
+	if gpusFit(plan) {
+		return ""
+	}
+	from, at := 0, -1 // the --n-cpu-moe the user gave, and where
+	for i, it := range cfg.items {
+		if it.Kind == ItemNCPUMoE {
+			from, at = it.N, i
+		}
+	}
+	layers := p.hp.nLayer
+	try := func(n int) (*Plan, bool) {
+		c := cfg
+		c.items = slices.Clone(cfg.items)
+		if at >= 0 {
+			c.items[at].N = n
+		} else {
+			c.items = append(c.items, Item{Kind: ItemNCPUMoE, N: n})
+		}
+		lay, err := p.layout(c)
+		if err != nil {
+			return nil, false
+		}
+		q := p.report(lay)
+		return q, gpusFit(q)
+	}
+	if !hasRoutedExperts(plan) || from >= layers {
+		return "Offload fewer layers (-ngl), lower -c, or quantize the KV cache (-ctk/-ctv q8_0)."
+	}
+	if _, ok := try(layers); !ok {
+		return fmt.Sprintf("Even with every block's routed experts on the CPU (--n-cpu-moe %d) the GPU is over: offload fewer layers (-ngl), lower -c, or quantize the KV cache (-ctk/-ctv q8_0).", layers)
+	}
+	// More experts on the CPU never take memory from a GPU: the smallest count that fits
+	// is found by bisection.
+	lo, hi := from, layers // lo does not fit, hi fits
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if _, ok := try(mid); ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	fitted, _ := try(hi)
+	var uses []string
+	for _, d := range fitted.Devices {
+		if d.Device.Kind == backend.KindGPU && d.InModel {
+			uses = append(uses, fmt.Sprintf("%s %s of %s", d.Device.Name, humanBytes(d.Total), humanBytes(d.Capacity())))
+		}
+	}
+	return fmt.Sprintf("--n-cpu-moe %d fits (planned: %s, the margin kept); or lower -c.", hi, strings.Join(uses, ", "))
+}
+
+// gpusFit reports whether every GPU of the plan whose memory is known fits with its margin.
+func gpusFit(plan *Plan) bool {
+	for _, d := range plan.Devices {
+		if fits, known := d.Fits(); d.Device.Kind == backend.KindGPU && known && !fits {
+			return false
+		}
+	}
+	return true
+}
+
+// hasRoutedExperts reports whether some GPU of the plan holds routed experts that
+// --n-cpu-moe could move.
+func hasRoutedExperts(plan *Plan) bool {
+	gpu := map[string]bool{}
+	for _, d := range plan.Devices {
+		gpu[d.Device.Name] = d.Device.Kind == backend.KindGPU
+	}
+	for _, t := range plan.Tensors {
+		if t.Class == gguf.ClassRoutedExpert && gpu[t.Device] {
+			return true
+		}
+	}
+	return false
 }
 
 // config is what --fit may change; everything else comes from Rules.

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/moerun/moerun/backend"
-
 	"github.com/moerun/moerun/gguf"
 )
 
@@ -179,37 +177,11 @@ func (p *Plan) Verdict() string {
 	return "fits: " + strings.Join(ok, ", ")
 }
 
-// advice suggests the usual cure for a GPU that is over: how many more blocks' experts to
-// keep on the CPU, when that is enough.
+// advice suggests a cure for a plan that does not fit: for a GPU that is over, the one
+// Place planned and verified; for the host, the usual ones.
 func (p *Plan) advice() string {
-	for _, d := range p.Devices {
-		fits, known := d.Fits()
-		if d.Device.Kind != backend.KindGPU || !known || fits {
-			continue
-		}
-		need := d.Total + d.Margin - d.Capacity()
-		perLayer := map[int]int64{}
-		for _, t := range p.Tensors {
-			if t.Device == d.Device.Name && t.Class == gguf.ClassRoutedExpert && t.Layer >= 0 {
-				perLayer[t.Layer] += t.Bytes
-			}
-		}
-		var experts int64
-		for _, b := range perLayer {
-			experts += b
-		}
-		if len(perLayer) == 0 || experts < need {
-			return "Offload fewer layers (-ngl), lower -c, or quantize the KV cache (-ctk/-ctv q8_0)."
-		}
-		avg := experts / int64(len(perLayer))
-		more := int((need + avg - 1) / avg)
-		n := more
-		for _, r := range p.Rules {
-			if r.Item.Kind == ItemNCPUMoE {
-				n = max(n, r.Item.N+more)
-			}
-		}
-		return fmt.Sprintf("Keeping the routed experts of about %d more blocks on the CPU frees that (e.g. --n-cpu-moe %d); or lower -c.", more, n)
+	if p.gpuAdvice != "" {
+		return p.gpuAdvice
 	}
 	return "Give more RAM, lower -c, or use a smaller quantization."
 }
