@@ -166,3 +166,19 @@ func TestAdviceIsPlanned(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdictNamesIdleRules: a rule that matches nothing is named in the verdict before the
+// advice: a misspelt -ot is the likeliest reason a plan meant to fit does not.
+func TestVerdictNamesIdleRules(t *testing.T) {
+	r := DefaultRules()
+	r.GPULayers, r.CtxSize = 99, 32768
+	items, err := ParseOverrideTensor("-ot", "ffn_(up|gate)_experts=CPU")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Items = items
+	v := place(t, qwen30B(t, placetest.Q4_K_M), r, []backend.Device{backend.GPU(0, 8<<30), backend.CPU(64 << 30)}).Verdict()
+	if !strings.Contains(v, "(counting the margin). -ot ffn_(up|gate)_experts=CPU matched no tensor. --n-cpu-moe") {
+		t.Errorf("verdict: %s", v)
+	}
+}

@@ -168,13 +168,28 @@ func (p *Plan) Verdict() string {
 	}
 	switch {
 	case len(over) > 0:
-		return "does NOT fit: " + strings.Join(over, ", ") + " (counting the margin). " + p.advice()
+		return "does NOT fit: " + strings.Join(over, ", ") + " (counting the margin). " + p.idleRules() + p.advice()
 	case len(tight) > 0:
 		return "fits, but " + strings.Join(tight, ", ") + " would keep less than the margin llama.cpp's --fit aims to leave free"
 	case len(ok) == 0:
 		return "no device reports its memory: nothing to check (give --gpu and --ram)"
 	}
 	return "fits: " + strings.Join(ok, ", ")
+}
+
+// idleRules names the rules that matched no tensor, first: a misspelt -ot is the likeliest
+// reason a plan the user meant to fit does not.
+func (p *Plan) idleRules() string {
+	var idle []string
+	for _, r := range p.Rules {
+		if r.Matched == 0 && r.IgnoredReason == "" && len(r.Patterns) > 0 {
+			idle = append(idle, r.Item.Origin())
+		}
+	}
+	if len(idle) == 0 {
+		return ""
+	}
+	return strings.Join(idle, ", ") + " matched no tensor. "
 }
 
 // advice suggests a cure for a plan that does not fit: for a GPU that is over, the one
