@@ -404,6 +404,9 @@ func ParseFlashAttn(flag, value string) (FlashAttn, error) {
 		return FlashOff, nil
 	case value == "auto" || value == "-1":
 		return FlashAuto, nil
+	case value == "":
+		// Older guides write a bare -fa, from before llama.cpp gave it a value.
+		return 0, argError(flag, "needs a value since llama.cpp made it one: write -fa on (or off, auto)")
 	}
 	return 0, argError(flag, fmt.Sprintf("error: unknown value for --flash-attn: '%s'", value))
 }

@@ -389,6 +389,9 @@ func rewriteLlamaArgs(args []string) []string {
 		switch {
 		case joined:
 			out = append(out, long+"="+value)
+		case long == "--flash-attn" && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-") && args[i+1] != "-1"):
+			// A bare -fa, as older guides write it: its missing value gets the hint.
+			out = append(out, long+"=")
 		case sp.opt.values == 1 && i+1 < len(args):
 			out = append(out, long+"="+args[i+1])
 			i++

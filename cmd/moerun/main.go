@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/moerun/moerun/gguf"
@@ -119,10 +120,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := ctx.Run(&env{stdout: stdout, stderr: stderr}); err != nil {
 		fmt.Fprintf(stderr, "moerun: %v\n", err)
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(pe.Path, ".gguf") {
+			fmt.Fprintln(stderr, missingModelHint)
+		}
 		return exitCodeFor(err)
 	}
 	return exitOK
 }
+
+// missingModelHint follows "no such file" for a model: weights cannot be downloaded here,
+// but a built-in preset plans without any file and synth writes a model to run.
+const missingModelHint = `moerun: without the file, "moerun place --preset NAME" plans a model's real layout (moerun synth --list names them), and "moerun synth NAME --layers 4 --random -o small.gguf" writes a small model that run, bench and serve can use`
 
 // exitCodeFor sorts failures: bad flags, missing or malformed files are the user's input (2);
 // anything else is a runtime failure (1).

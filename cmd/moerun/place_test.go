@@ -424,3 +424,24 @@ func TestPlacePreset(t *testing.T) {
 		}
 	}
 }
+
+// TestNewUserHints: a bare -fa (older guides) says how to write it now; a model file that
+// does not exist points at --preset and synth.
+func TestNewUserHints(t *testing.T) {
+	for _, args := range [][]string{{"place", "--preset", "qwen3-30b-a3b", "-fa"}, {"place", "--preset", "qwen3-30b-a3b", "-fa", "-ngl", "99"}} {
+		code, _, errOut := moerun(t, args...)
+		if code != 2 || !strings.Contains(errOut, "write -fa on") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	code, _, errOut := moerun(t, "place", "-fa", "on", "--preset", "qwen3-30b-a3b")
+	if code != 0 {
+		t.Errorf("-fa on: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"place", "no-such-model.gguf"}, {"run", "-m", "no-such-model.gguf", "-p", "hi"}, {"bench", "-m", "no-such-model.gguf"}} {
+		code, _, errOut := moerun(t, args...)
+		if code != 2 || !strings.Contains(errOut, "--preset NAME") || !strings.Contains(errOut, "moerun synth") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+}
