@@ -11,7 +11,6 @@ import (
 	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/backend/cuda"
 	"github.com/moerun/moerun/gguf"
-	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
 

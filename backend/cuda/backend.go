@@ -17,21 +17,29 @@ import (
 
 // Options configure a CUDA backend.
 type Options struct {
-	// Host computes the weights whose type has no CUDA kernel (their bytes stay in host
+	// Host is the pool that computes what the GPU does not (required): for now the
+	// operations between the weights' products, on the backend's values in host memory,
+	// and the products of weights whose type has no CUDA kernel (their bytes stay in host
 	// memory, as llama.cpp's scheduler runs an op its GPU backend does not support on the
-	// CPU). Nil makes such weights an error.
+	// CPU).
 	Host *tensor.Pool
 }
 
-// Backend is one CUDA device. It is not safe for concurrent use.
+// Backend is one CUDA device on the device API. Its values (activations, KV cache) are
+// still host memory, and everything but the weights' products runs there with the CPU's
+// kernels (the embedded cpu.Backend, named as this device): the weights live in VRAM and
+// each product copies its input in and its output out. Moving the values into device
+// memory, with kernels for the other operations, is the work of the device-resident issue.
+// It is not safe for concurrent use.
 type Backend struct {
+	*cpu.Backend // the values and the operations between the weights' products
+
 	dev     backend.Device
 	ordinal cu.Device
 	ctx     cu.CUContext
 	mod     cu.Module
 	mmv     map[tensor.Type]cu.Function
 	getRows map[tensor.Type]cu.Function
-	host    *cpu.Backend // nil without Options.Host
 
 	// Device buffers of one operation's activations, outputs and expert routing, grown
 	// as needed and reused.
@@ -39,6 +47,7 @@ type Backend struct {
 	routing     routing
 	staging     pinned    // host memory weights are uploaded through
 	roundedX    []float32 // activations rounded for F16 and BF16 weights
+	stackIDs    []int32   // MatMulStack's matrix per row
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -61,6 +70,9 @@ type Stats struct {
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context and loads the kernels,
 // which the driver compiles from PTX for this GPU (once; it caches the result).
 func New(ordinal int, opts Options) (*Backend, error) {
+	if opts.Host == nil {
+		return nil, fmt.Errorf("CUDA%d: no host pool: the operations between the GPU's products run on it", ordinal)
+	}
 	n, err := Count()
 	if err != nil {
 		return nil, err
@@ -101,9 +113,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 	for i := range b.argp {
 		b.argp[i] = unsafe.Pointer(&b.args[i])
 	}
-	if opts.Host != nil {
-		b.host = cpu.New(cpu.Options{Device: desc, Pool: opts.Host})
-	}
+	b.Backend = cpu.New(cpu.Options{Device: desc, Pool: opts.Host})
 	return b, nil
 }
 
@@ -143,7 +153,7 @@ func (w *weight) Experts() int      { return w.m.Experts() }
 var errClosed = errors.New("cuda backend: used after Close")
 
 // Load copies a weight into device memory. A type without a CUDA kernel stays in host
-// memory and is computed by the host pool (an error without Options.Host).
+// memory and is computed by the host pool.
 func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (backend.Weight, error) {
 	if b.closed {
 		return nil, errClosed
@@ -154,10 +164,7 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	}
 	w := &weight{name: name, m: m, owner: b}
 	if !kernels.Supported(t) {
-		if b.host == nil {
-			return nil, fmt.Errorf("tensor %s: %s has no CUDA kernel", name, t)
-		}
-		if w.host, err = b.host.Load(name, t, shape, data); err != nil {
+		if w.host, err = b.Backend.Load(name, t, shape, data); err != nil {
 			return nil, err
 		}
 		return w, nil
@@ -195,18 +202,10 @@ func (b *Backend) weightOf(w backend.Weight) (*weight, error) {
 	return cw, nil
 }
 
-// MatMul is ggml_mul_mat on the GPU: x is copied in, each CUDA block computes
+// matMul is ggml_mul_mat on the GPU: x is copied in, each CUDA block computes
 // kernels.MatVecBlockY rows for up to kernels.GroupSize tokens, and the outputs are copied
 // back.
-func (b *Backend) MatMul(dst []float32, w backend.Weight, x []float32) error {
-	cw, err := b.weightOf(w)
-	if err != nil {
-		return err
-	}
-	if cw.host != nil {
-		b.stats.HostOps++
-		return b.host.MatMul(dst, cw.host, x)
-	}
+func (b *Backend) matMul(dst []float32, cw *weight, x []float32) error {
 	tokens, err := cw.m.CheckMatMul(len(dst), len(x))
 	if err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
@@ -232,19 +231,11 @@ func (b *Backend) MatMul(dst []float32, w backend.Weight, x []float32) error {
 	})
 }
 
-// MulMatID is ggml_mul_mat_id on the GPU. The (token, slot) pairs are grouped by expert on
+// mulMatID is ggml_mul_mat_id on the GPU. The (token, slot) pairs are grouped by expert on
 // the host (a counting sort) into groups of at most kernels.GroupSize that share an expert;
 // each group is one CUDA block column, so an expert's weights are read once per group of
 // pairs routed to it. Unused slots (id -1) get zero outputs.
-func (b *Backend) MulMatID(dst []float32, w backend.Weight, x []float32, ids []int32, k int) error {
-	cw, err := b.weightOf(w)
-	if err != nil {
-		return err
-	}
-	if cw.host != nil {
-		b.stats.HostOps++
-		return b.host.MulMatID(dst, cw.host, x, ids, k)
-	}
+func (b *Backend) mulMatID(dst []float32, cw *weight, x []float32, ids []int32, k int) error {
 	shared, err := cw.m.CheckMulMatID(len(dst), len(x), ids, k)
 	if err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
@@ -291,16 +282,8 @@ func (b *Backend) MulMatID(dst []float32, w backend.Weight, x []float32, ids []i
 	return nil
 }
 
-// GetRows decodes rows of a weight on the GPU.
-func (b *Backend) GetRows(dst []float32, w backend.Weight, ids []int32) error {
-	cw, err := b.weightOf(w)
-	if err != nil {
-		return err
-	}
-	if cw.host != nil {
-		b.stats.HostOps++
-		return b.host.GetRows(dst, cw.host, ids)
-	}
+// decodeRows decodes rows of a weight on the GPU.
+func (b *Backend) decodeRows(dst []float32, cw *weight, ids []int32) error {
 	if err := cw.m.CheckGetRows(len(dst), ids); err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
 	}
@@ -387,10 +370,7 @@ func (b *Backend) Close() error {
 		return errors.Join(errs...)
 	})
 	b.weights, b.resident = nil, 0
-	if b.host != nil {
-		b.host.Close()
-	}
-	return errors.Join(err, b.ordinal.ReleasePrimaryCtx())
+	return errors.Join(err, b.Backend.Close(), b.ordinal.ReleasePrimaryCtx())
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

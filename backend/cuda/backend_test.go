@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/moerun/moerun/backend"
@@ -39,7 +40,9 @@ func TestNoGPU(t *testing.T) {
 	if _, derr := Devices(); derr == nil {
 		t.Error("Devices succeeded without a driver")
 	}
-	if _, nerr := New(0, Options{}); nerr == nil {
+	pool := tensor.NewPool(1)
+	defer pool.Close()
+	if _, nerr := New(0, Options{Host: pool}); nerr == nil {
 		t.Error("New succeeded without a driver")
 	}
 	t.Logf("as expected: %v", err)
@@ -63,8 +66,13 @@ func TestDevices(t *testing.T) {
 		}
 		t.Logf("%s: %s, %d MiB free of %d MiB", d.Name, d.Description, d.FreeBytes>>20, d.TotalBytes>>20)
 	}
-	if _, err := New(len(devs), Options{}); err == nil {
-		t.Errorf("New(%d) succeeded past the last device", len(devs))
+	pool := tensor.NewPool(1)
+	defer pool.Close()
+	if _, err := New(len(devs), Options{Host: pool}); err == nil || !strings.Contains(err.Error(), "no such device") {
+		t.Errorf("New(%d) past the last device: %v", len(devs), err)
+	}
+	if _, err := New(0, Options{}); err == nil || !strings.Contains(err.Error(), "no host pool") {
+		t.Errorf("New without a host pool: %v", err)
 	}
 }
 
@@ -200,10 +208,10 @@ func TestMatMulConformance(t *testing.T) {
 						p := randomWeight(t, g, c, typ, cols, rows, 1, rng)
 						x := randomVector(cols*tokens, rng)
 						got, want := make([]float32, rows*tokens), make([]float32, rows*tokens)
-						if err := g.MatMul(got, p.gpu, x); err != nil {
+						if err := matMul(g, got, p.gpu, x); err != nil {
 							t.Fatal(err)
 						}
-						if err := c.MatMul(want, p.cpu, x); err != nil {
+						if err := matMul(c, want, p.cpu, x); err != nil {
 							t.Fatal(err)
 						}
 						exact := make([]float64, rows*tokens)
@@ -253,10 +261,10 @@ func TestMulMatIDConformance(t *testing.T) {
 					for i := range got {
 						got[i] = float32(math.NaN()) // unused slots must be overwritten with 0
 					}
-					if err := g.MulMatID(got, p.gpu, x, ids, k); err != nil {
+					if err := mulMatID(g, got, p.gpu, x, ids, k); err != nil {
 						t.Fatal(err)
 					}
-					if err := c.MulMatID(want, p.cpu, x, ids, k); err != nil {
+					if err := mulMatID(c, want, p.cpu, x, ids, k); err != nil {
 						t.Fatal(err)
 					}
 					exact := make([]float64, len(got))
@@ -293,10 +301,10 @@ func TestGetRowsConformance(t *testing.T) {
 			p := randomWeight(t, g, c, typ, cols, 50, 1, rng)
 			ids := []int32{0, 49, 7, 7, 23}
 			got, want := make([]float32, len(ids)*cols), make([]float32, len(ids)*cols)
-			if err := g.GetRows(got, p.gpu, ids); err != nil {
+			if err := getRows(g, got, p.gpu, ids); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.GetRows(want, p.cpu, ids); err != nil {
+			if err := getRows(c, want, p.cpu, ids); err != nil {
 				t.Fatal(err)
 			}
 			// Dequantization is a few float32 operations per value; the GPU may fuse
@@ -326,10 +334,10 @@ func TestHostFallback(t *testing.T) {
 	p := randomWeight(t, g, c, typ, 256, 4, 1, rng)
 	x := randomVector(256*2, rng)
 	got, want := make([]float32, 8), make([]float32, 8)
-	if err := g.MatMul(got, p.gpu, x); err != nil {
+	if err := matMul(g, got, p.gpu, x); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.MatMul(want, p.cpu, x); err != nil {
+	if err := matMul(c, want, p.cpu, x); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
@@ -345,20 +353,20 @@ func TestErrors(t *testing.T) {
 	g, c := testBackends(t)
 	rng := rand.New(rand.NewPCG(4, 4))
 	p := randomWeight(t, g, c, tensor.Q8_0, 64, 3, 1, rng)
-	if err := g.MatMul(make([]float32, 3), p.gpu, make([]float32, 63)); err == nil {
+	if err := matMul(g, make([]float32, 3), p.gpu, make([]float32, 63)); err == nil {
 		t.Error("MatMul of 63 values by 64 columns succeeded")
 	}
-	if err := g.MatMul(make([]float32, 3), p.cpu, make([]float32, 64)); err == nil {
+	if err := matMul(g, make([]float32, 3), p.cpu, make([]float32, 64)); err == nil {
 		t.Error("MatMul of another backend's weight succeeded")
 	}
-	if err := g.GetRows(make([]float32, 64), p.gpu, []int32{3}); err == nil {
+	if err := getRows(g, make([]float32, 64), p.gpu, []int32{3}); err == nil {
 		t.Error("GetRows past the last row succeeded")
 	}
 	// Empty batches are no work, not a launch with an empty grid.
-	if err := g.MatMul(nil, p.gpu, nil); err != nil {
+	if err := matMul(g, nil, p.gpu, nil); err != nil {
 		t.Errorf("MatMul of no tokens: %v", err)
 	}
-	if err := g.GetRows(nil, p.gpu, nil); err != nil {
+	if err := getRows(g, nil, p.gpu, nil); err != nil {
 		t.Errorf("GetRows of no rows: %v", err)
 	}
 }
