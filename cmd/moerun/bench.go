@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +36,14 @@ type benchCmd struct {
 	NDepth      []string `short:"d" name:"n-depth" sep:"none" default:"0" placeholder:"N,..." help:"Context depths to test at: before each timed run, N untimed prompt tokens fill the cache (the test column says tg128 @ d4096)." group:"bench"`
 	Threads     []string `short:"t" name:"threads" sep:"none" placeholder:"N,..." help:"Thread counts to test: 1,2,4 (default: the physical cores)." group:"bench"`
 	Repetitions int      `short:"r" name:"repetitions" default:"5" help:"Timed runs of each test." group:"bench"`
-	Output      string   `short:"o" name:"output" enum:"md,json,jsonl" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields) or jsonl (one object a line)." group:"bench"`
+	Output      string   `short:"o" name:"output" enum:"md,json,jsonl,csv" default:"md" help:"Output format: md (llama-bench's markdown table), json (an array of its fields), jsonl (one object a line) or csv (its fields, quoted)." group:"bench"`
 	Warmup      bool     `name:"warmup" negatable:"" default:"true" help:"--no-warmup: skip the untimed run before each test." group:"bench"`
 	Attention   string   `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic, as moerun run's: ggml (llama.cpp's CPU flash attention) or precise (float32 with float64 dot products; slower prompts, decoding no faster)." group:"bench"`
 	CPUProfile  string   `name:"cpuprofile" placeholder:"FILE" help:"Write a Go CPU profile of the whole run to FILE, for go tool pprof." group:"bench"`
 	SER         []string `name:"smart-expert-reduction" sep:"none" placeholder:"KMIN,T,..." help:"-ser: smart expert reduction settings to test, as ik_llama.cpp's llama-bench: pairs KMIN,T (6,0.5,4,1 is two; -1,0 is off). Each row then also shows what its setting costs on a fixed English text against no SER: perplexity, mean KL divergence of the next-token distributions and how often the top token stays the same." group:"bench"`
+	NKVO        []string `name:"nkvo" sep:"none" placeholder:"0|1,..." help:"-nkvo: llama-bench's list of KV-cache-in-RAM settings to test (1: every layer's cache on the CPU, as -nkvo; default 0)." group:"bench"`
+	MMap        []string `name:"mmp" sep:"none" placeholder:"0|1,..." help:"-mmp: llama-bench's list of mmap settings to test (0: read the weights into memory, as --no-mmap; default 1)." group:"bench"`
+	Progress    bool     `name:"progress" help:"Say on stderr which test of how many starts, as llama-bench's --progress." group:"bench"`
 	Roofline    bool     `name:"roofline" help:"For each tg test on the CPU, measure the stream-read bandwidth before and after every repetition and report on stderr the memory-bandwidth roofline (bandwidth / bytes read per token) and the share of it reached." group:"bench"`
 
 	placementFlags `embed:""`
@@ -107,8 +112,10 @@ func (c *benchCmd) Run(e *env) error {
 	}
 	r := benchRunner{cmd: c, f: f, vocab: vocab, info: describeModel(c.Model, f), stderr: e.stderr,
 		rng: rand.New(rand.NewPCG(1, 1))} // a fixed sequence, as llama-bench's unseeded std::rand
-	p := newBenchPrinter(c.Output, e.stdout, configs)
+	gpus, _ := gpuInventory()
+	p := newBenchPrinter(c.Output, e.stdout, configs, c.SimGPU != "" || len(gpus) > 0)
 	p.header()
+	total, done := len(configs)*len(tests), 0
 	for _, cfg := range configs {
 		var quality *serQuality
 		if cfg.ser != nil {
@@ -117,6 +124,10 @@ func (c *benchCmd) Run(e *env) error {
 			}
 		}
 		for _, t := range tests {
+			done++
+			if c.Progress {
+				fmt.Fprintf(e.stderr, "moerun bench: test %d/%d: starting\n", done, total)
+			}
 			res, err := r.run(cfg, t)
 			if err != nil {
 				return err
@@ -158,9 +169,9 @@ func benchTests(prompts, gens, depths []int) []benchTest {
 	return tests
 }
 
-// configs expands the lists of -b, -ub, -ctk, -ctv, -ser and -t in llama-bench's nesting
-// order (threads innermost) and reads each combination's placement rules, so that a bad value is
-// reported before anything runs.
+// configs expands the lists of -ngl, -ncmoe, -b, -ub, -ctk, -ctv, -nkvo, -fa, -mmp, -ser
+// and -t in llama-bench's nesting order (threads innermost) and reads each combination's
+// placement rules, so that a bad value is reported before anything runs.
 func (c *benchCmd) configs() ([]benchConfig, error) {
 	batches, err := rangeValues("-b", c.BatchSize)
 	if err != nil {
@@ -188,28 +199,106 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 			serOptions = append(serOptions, &sers[i])
 		}
 	}
+	nkvo, err := switchList("-nkvo", c.NKVO)
+	if err != nil {
+		return nil, err
+	}
+	mmap, err := switchList("-mmp", c.MMap)
+	if err != nil {
+		return nil, err
+	}
+	// Every combination, in llama-bench's nesting: -ngl outermost, then -ncmoe, -b, -ub,
+	// -ctk, -ctv, -nkvo, -fa, -mmp, then moerun's -ser, and threads innermost.
+	axes := []struct {
+		values []string
+		set    func(f *placementFlags, v string)
+	}{
+		{listValues(c.GPULayers), func(f *placementFlags, v string) { f.GPULayers = v }},
+		{listValues(strings.Join(c.NCPUMoE, ",")), func(f *placementFlags, v string) {
+			if v != "" {
+				f.NCPUMoE = []string{v}
+				f.given("n-cpu-moe")
+			}
+		}},
+		{batches, func(f *placementFlags, v string) { f.BatchSize = v }},
+		{ubatches, func(f *placementFlags, v string) { f.UBatchSize = v }},
+		{listValues(c.CacheTypeK), func(f *placementFlags, v string) { f.CacheTypeK = v }},
+		{listValues(c.CacheTypeV), func(f *placementFlags, v string) { f.CacheTypeV = v }},
+		{nkvo, func(f *placementFlags, v string) {
+			if v != "" {
+				f.KVOffload = v == "0"
+				f.given("kv-offload")
+			}
+		}},
+		{listValues(c.FlashAttn), func(f *placementFlags, v string) { f.FlashAttn = v }},
+		{mmap, func(f *placementFlags, v string) {
+			if v != "" {
+				f.Mmap = v == "1"
+				f.given("mmap")
+			}
+		}},
+	}
+	combos := []placementFlags{c.placementFlags}
+	for _, a := range axes {
+		var next []placementFlags
+		for _, f := range combos {
+			for _, v := range a.values {
+				g := f
+				g.flagOrder = slices.Clone(f.flagOrder)
+				a.set(&g, v)
+				next = append(next, g)
+			}
+		}
+		combos = next
+	}
 	var configs []benchConfig
-	for _, b := range batches {
-		for _, ub := range ubatches {
-			for _, tk := range listValues(c.CacheTypeK) {
-				for _, tv := range listValues(c.CacheTypeV) {
-					flags := c.placementFlags
-					flags.BatchSize, flags.UBatchSize, flags.CacheTypeK, flags.CacheTypeV = b, ub, tk, tv
-					rules, err := flags.rules(os.LookupEnv)
-					if err != nil {
-						return nil, err
-					}
-					rules.Parallel = 1 // one sequence, as llama-bench
-					for _, ser := range serOptions {
-						for _, t := range threads {
-							configs = append(configs, benchConfig{flags: flags, rules: rules, threads: t, ser: ser})
-						}
-					}
-				}
+	for _, flags := range combos {
+		rules, err := flags.rules(os.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		rules.Parallel = 1 // one sequence, as llama-bench
+		for _, ser := range serOptions {
+			for _, t := range threads {
+				configs = append(configs, benchConfig{flags: flags, rules: rules, threads: t, ser: ser})
 			}
 		}
 	}
 	return configs, nil
+}
+
+// nCPUMoE is the --n-cpu-moe of rules (0 without it).
+func nCPUMoE(r placement.Rules) int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Kind == placement.ItemNCPUMoE {
+			n = it.N
+		}
+	}
+	return n
+}
+
+// flashAttnValue is llama-bench's flash_attn field: -1 auto, 0 off, 1 on.
+func flashAttnValue(f placement.FlashAttn) int {
+	switch f {
+	case placement.FlashOn:
+		return 1
+	case placement.FlashOff:
+		return 0
+	}
+	return -1
+}
+
+// switchList checks llama-bench's 0/1 lists (-nkvo, -mmp); none given is one empty value,
+// which leaves the setting as the other flags give it.
+func switchList(flag string, values []string) ([]string, error) {
+	out := listValues(strings.Join(values, ","))
+	for _, v := range out {
+		if v != "0" && v != "1" && (v != "" || len(values) > 0) {
+			return nil, badInput("%s %q: want 0 or 1 (a list such as 0,1 tests both)", flag, v)
+		}
+	}
+	return out, nil
 }
 
 // listValues splits a comma list; an unset flag is one empty value, which rules() ignores.
@@ -355,6 +444,8 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		ModelFilename: r.cmd.Model, ModelType: r.info.desc, ModelSize: r.info.size, ModelNParams: r.info.params,
 		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
 		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
+		NGPULayers: plan.Settings.GPULayers, NCPUMoE: nCPUMoE(rules), NoKVOffload: !rules.KVOffload,
+		FlashAttn: flashAttnValue(rules.FlashAttn), LoadMode: plan.Settings.LoadMode.String(),
 		NPrompt: t.nPrompt, NGen: t.nGen, NDepth: t.nDepth, TestTime: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	}
 	if r.cmd.Warmup {
@@ -481,6 +572,11 @@ type benchResult struct {
 	NThreads      int       `json:"n_threads"`
 	TypeK         string    `json:"type_k"`
 	TypeV         string    `json:"type_v"`
+	NGPULayers    int       `json:"n_gpu_layers"`  // the layers the plan offloads
+	NCPUMoE       int       `json:"n_cpu_moe"`     // -ncmoe, 0 without it
+	NoKVOffload   bool      `json:"no_kv_offload"` // -nkvo
+	FlashAttn     int       `json:"flash_attn"`    // -1 auto, 0 off, 1 on
+	LoadMode      string    `json:"load_mode"`     // mmap, none, …
 	NPrompt       int       `json:"n_prompt"`
 	NGen          int       `json:"n_gen"`
 	NDepth        int       `json:"n_depth"`
@@ -640,15 +736,60 @@ type benchPrinter interface {
 	footer() error
 }
 
-func newBenchPrinter(format string, w io.Writer, configs []benchConfig) benchPrinter {
+func newBenchPrinter(format string, w io.Writer, configs []benchConfig, gpu bool) benchPrinter {
 	switch format {
 	case "json":
 		return &jsonBenchPrinter{w: w}
 	case "jsonl":
 		return &jsonBenchPrinter{w: w, lines: true}
+	case "csv":
+		return &csvBenchPrinter{w: w}
 	}
-	return &markdownBenchPrinter{w: w, columns: markdownColumns(configs)}
+	return &markdownBenchPrinter{w: w, columns: markdownColumns(configs, gpu)}
 }
+
+// csvBenchPrinter writes llama-bench's -o csv: a header of the fields, then one line per
+// test, every value quoted.
+type csvBenchPrinter struct{ w io.Writer }
+
+// csvFields are benchResult's fields that llama-bench's CSV has: the scalar ones, by their
+// JSON names.
+func csvFields() []reflect.StructField {
+	var out []reflect.StructField
+	t := reflect.TypeFor[benchResult]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if k := f.Type.Kind(); k == reflect.Slice || k == reflect.Pointer || strings.Contains(f.Tag.Get("json"), "omitempty") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func (p *csvBenchPrinter) header() {
+	var names []string
+	for _, f := range csvFields() {
+		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	fmt.Fprintln(p.w, strings.Join(names, ","))
+}
+
+func (p *csvBenchPrinter) row(r benchResult) error {
+	v := reflect.ValueOf(r)
+	var cells []string
+	for _, f := range csvFields() {
+		x := v.FieldByIndex(f.Index).Interface()
+		if b, ok := x.(bool); ok {
+			x = boolDigit(b)
+		}
+		cells = append(cells, `"`+strings.ReplaceAll(fmt.Sprint(x), `"`, `""`)+`"`)
+	}
+	_, err := fmt.Fprintln(p.w, strings.Join(cells, ","))
+	return err
+}
+
+func (p *csvBenchPrinter) footer() error { return nil }
 
 // jsonBenchPrinter writes one object per test: an indented JSON array, as llama-bench -o
 // json, or with lines one compact object a line, as -o jsonl.
@@ -705,7 +846,7 @@ type markdownColumn struct {
 // markdownColumns are llama-bench's columns for a CPU backend: model, size, params,
 // backend, threads, then each setting given other than its default or with several values,
 // then test and t/s.
-func markdownColumns(configs []benchConfig) []markdownColumn {
+func markdownColumns(configs []benchConfig, gpu bool) []markdownColumn {
 	cols := []markdownColumn{
 		{"model", -30, func(r *benchResult) string { return r.ModelType }},
 		{"size", 10, func(r *benchResult) string { return formatSize(r.ModelSize) }},
@@ -722,6 +863,13 @@ func markdownColumns(configs []benchConfig) []markdownColumn {
 		}
 		return false
 	}
+	// A GPU's rows show the layers offloaded, as llama-bench's do for a GPU backend.
+	if gpu || varies(func(r placement.Rules) string { return strconv.Itoa(r.GPULayers) }) {
+		cols = append(cols, markdownColumn{"ngl", 3, func(r *benchResult) string { return strconv.Itoa(r.NGPULayers) }})
+	}
+	if varies(func(r placement.Rules) string { return strconv.Itoa(nCPUMoE(r)) }) {
+		cols = append(cols, markdownColumn{"n_cpu_moe", 9, func(r *benchResult) string { return strconv.Itoa(r.NCPUMoE) }})
+	}
 	if varies(func(r placement.Rules) string { return strconv.Itoa(r.Batch) }) {
 		cols = append(cols, markdownColumn{"n_batch", 7, func(r *benchResult) string { return strconv.Itoa(r.NBatch) }})
 	}
@@ -733,6 +881,15 @@ func markdownColumns(configs []benchConfig) []markdownColumn {
 	}
 	if varies(func(r placement.Rules) string { return r.CacheV.Info().Name }) {
 		cols = append(cols, markdownColumn{"type_v", 6, func(r *benchResult) string { return r.TypeV }})
+	}
+	if varies(func(r placement.Rules) string { return strconv.FormatBool(r.KVOffload) }) {
+		cols = append(cols, markdownColumn{"nkvo", 4, func(r *benchResult) string { return boolDigit(r.NoKVOffload) }})
+	}
+	if varies(func(r placement.Rules) string { return r.FlashAttn.String() }) {
+		cols = append(cols, markdownColumn{"fa", 3, func(r *benchResult) string { return strconv.Itoa(r.FlashAttn) }})
+	}
+	if varies(func(r placement.Rules) string { return r.LoadMode.String() }) {
+		cols = append(cols, markdownColumn{"lm", -10, func(r *benchResult) string { return r.LoadMode }})
 	}
 	withSER := len(configs) > 0 && configs[0].ser != nil
 	if withSER {
@@ -750,6 +907,13 @@ func markdownColumns(configs []benchConfig) []markdownColumn {
 		)
 	}
 	return cols
+}
+
+func boolDigit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // formatSize and formatParams are llama-bench's: MiB below 1 GiB, M below a billion.

@@ -255,7 +255,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"-t", "0"}, `-t "0": values start at 1`},
 		{[]string{"-t", "1,x"}, `-t "1,x": want numbers`},
 		{[]string{"-p", "0", "-n", "0"}, "nothing to run"},
-		{[]string{"-o", "csv"}, "--output"},
+		{[]string{"-o", "sql"}, "--output"},
 		{[]string{"-c", "512"}, "-c: bench sizes each test's context"},
 		{[]string{"-ctk", "q9_9"}, "-ctk"},
 		{[]string{"-ub", "4,x"}, `-ub "4,x"`},
@@ -596,5 +596,41 @@ func TestBenchSimGPU(t *testing.T) {
 	code, _, errOut = moerun(t, "bench", "-m", tinyQwen, "--sim-gpu", "0")
 	if code != 2 || !strings.Contains(errOut, "--sim-gpu") {
 		t.Errorf("--sim-gpu 0: exit %d, %s", code, errOut)
+	}
+}
+
+// TestBenchSweeps: llama-bench's lists of placement settings run every combination in its
+// nesting order (-ngl outermost, then -ncmoe, -nkvo, -fa, -mmp), each row saying its
+// settings in llama-bench's fields; -o csv writes the same fields; --progress counts tests.
+func TestBenchSweeps(t *testing.T) {
+	results := benchJSON(t, "-p", "0", "-n", "2", "-r", "1", "--sim-gpu", "64MiB", "-ngl", "0,99", "-ncmoe", "0,2", "-nkvo", "0,1", "-fa", "0,1", "-mmp", "0", "-o", "json")
+	if len(results) != 16 {
+		t.Fatalf("%d results, want 2×2×2×2", len(results))
+	}
+	i := 0
+	for _, ngl := range []float64{0, 5} { // -ngl 99 offloads the 4 blocks and the output
+		for _, nc := range []float64{0, 2} {
+			for _, nkvo := range []bool{false, true} {
+				for _, fa := range []float64{0, 1} {
+					r := results[i]
+					if r["n_gpu_layers"] != ngl || r["n_cpu_moe"] != nc || r["no_kv_offload"] != nkvo || r["flash_attn"] != fa || r["load_mode"] != "none" || r["backends"] != "SIM" {
+						t.Errorf("result %d: ngl %v n_cpu_moe %v nkvo %v fa %v lm %v backends %v; want %v %v %v %v none SIM",
+							i, r["n_gpu_layers"], r["n_cpu_moe"], r["no_kv_offload"], r["flash_attn"], r["load_mode"], r["backends"], ngl, nc, nkvo, fa)
+					}
+					i++
+				}
+			}
+		}
+	}
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-t", "1", "-p", "4", "-n", "2", "-r", "1", "-fa", "0,1", "-o", "csv", "--progress")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "build_commit,") || !strings.Contains(lines[0], ",flash_attn,") || strings.Count(errOut, "moerun bench: test ") != 4 {
+		t.Errorf("csv: exit %d, %d lines:\n%s\n%s", code, len(lines), out, errOut)
+	}
+	for _, bad := range [][]string{{"-nkvo", "2"}, {"-mmp", "yes"}} {
+		code, _, errOut := moerun(t, append([]string{"bench", "-m", tinyQwen, "-p", "0", "-n", "1"}, bad...)...)
+		if code != 2 || !strings.Contains(errOut, "want 0 or 1") {
+			t.Errorf("%v: exit %d: %s", bad, code, errOut)
+		}
 	}
 }

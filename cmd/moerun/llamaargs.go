@@ -327,6 +327,13 @@ func lookupLlamaFlag(name string) (llamaSpelling, bool) {
 	return s, ok
 }
 
+// llamaBenchLists are llama-bench's options that take a list of 0/1 where llama-server's
+// namesakes are switches, and bench's flags for them.
+var llamaBenchLists = map[string]string{
+	"-nkvo": "--nkvo", "--no-kv-offload": "--nkvo",
+	"-mmp": "--mmp", "--mmap": "--mmp",
+}
+
 // llamaPassthrough lists the commands that take a whole llama-server command line and the
 // llama.cpp options each of them uses (by key); every other llama.cpp option given to them
 // is packed into --llama-ignored=… for a note.
@@ -365,6 +372,19 @@ func rewriteLlamaArgs(args []string) []string {
 		name, value, joined := strings.Cut(a, "=")
 		if moerunSwitch(command, args, i) { // hardware.go: moerun's own --predict
 			out = append(out, a)
+			continue
+		}
+		if long, ok := llamaBenchLists[name]; ok && command == "bench" {
+			// llama-bench's 0/1 lists, where llama-server has switches of the same names.
+			switch {
+			case joined:
+				out = append(out, long+"="+value)
+			case i+1 < len(args):
+				out = append(out, long+"="+args[i+1])
+				i++
+			default:
+				out = append(out, long)
+			}
 			continue
 		}
 		sp, ok := lookupLlamaFlag(name)

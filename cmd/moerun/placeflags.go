@@ -1,5 +1,7 @@
 package main
 
+import "slices"
+
 // placementFlags are llama.cpp's placement options (spelled as llama-server spells them, see
 // llamaargs.go) and the dry-run device inventory, shared by every command that places a
 // model: place now, run, serve and bench as they come. Their values are read with
@@ -44,4 +46,10 @@ type placementFlags struct {
 	LlamaIgnored []string `name:"llama-ignored" hidden:"" sep:"none"`
 
 	flagOrder []string // flag names in command-line order, from AfterApply
+}
+
+// given records a flag set in code (bench's lists) as given once, last: rules reads a flag
+// only where the command line gave it.
+func (c *placementFlags) given(name string) {
+	c.flagOrder = append(slices.DeleteFunc(c.flagOrder, func(n string) bool { return n == name }), name)
 }
