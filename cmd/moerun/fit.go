@@ -57,6 +57,29 @@ func (c *fitCmd) Run(e *env) error {
 		return badInput("fit writes llama.cpp's flags: --semantics ik_llama.cpp is not supported")
 	}
 	var notes []string
+	if len(c.LlamaIgnored) > 0 {
+		notes = append(notes, "accepted but ignored (they do not affect placement; -t sets the threads predicted): "+strings.Join(c.LlamaIgnored, ", "))
+	}
+	// A pasted command line brings its own placement; fit chooses it, so those flags are
+	// set aside (and named) rather than refused.
+	var chosen []string
+	for _, it := range rules.Items {
+		chosen = append(chosen, it.Origin())
+	}
+	if rules.GPULayers != placement.NGLAuto {
+		ngl := c.GPULayers
+		if ngl == "" {
+			ngl = "(LLAMA_ARG_N_GPU_LAYERS)"
+		}
+		chosen = append(chosen, "-ngl "+ngl)
+	}
+	if len(rules.TensorSplit) > 0 {
+		chosen = append(chosen, "-ts "+c.TensorSplit)
+	}
+	if len(chosen) > 0 {
+		notes = append(notes, "fit chooses -ngl, -ot, --cpu-moe, --n-cpu-moe and -ts itself; set aside: "+strings.Join(chosen, ", "))
+		rules.Items, rules.GPULayers, rules.TensorSplit = nil, placement.NGLAuto, nil
+	}
 	if rules.CtxSize == 0 {
 		rules.CtxSize = defaultFitCtx
 		notes = append(notes, fmt.Sprintf("context: -c not given, so %d tokens", defaultFitCtx))
@@ -69,7 +92,7 @@ func (c *fitCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	hw, err := c.Hardware.hardware(0)
+	hw, err := c.Hardware.hardware(llamaThreads(c.LlamaIgnored))
 	if err != nil {
 		return err
 	}

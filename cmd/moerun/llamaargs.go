@@ -38,7 +38,8 @@ func (o *llamaOption) key() string { return strings.TrimPrefix(canonical(o.names
 
 // llamaServerOptions is every option llama-server accepts, in llama.cpp's definition order
 // (which is also the order it reads LLAMA_ARG_* environment variables in), without -h and
-// --version, which kong handles; then ik_llama.cpp options that users paste.
+// --version, which kong handles; then ik_llama.cpp options that users paste, and llama-cli's
+// prompt and conversation options, which guides write beside the placement flags.
 var llamaServerOptions = []llamaOption{
 	{[]string{"-cl", "--cache-list"}, nil, 0, ""},
 	{[]string{"--completion-bash"}, nil, 0, ""},
@@ -295,6 +296,14 @@ var llamaServerOptions = []llamaOption{
 	{[]string{"-ser", "--smart-expert-reduction"}, nil, 1, ""},
 	{[]string{"-op", "--offload-policy"}, nil, 1, ""},
 	{[]string{"-no-ooae", "--no-offload-only-active-experts"}, nil, 0, ""},
+	// llama-cli's own, which guides paste with the placement flags
+	{[]string{"-p", "--prompt"}, nil, 1, ""},
+	{[]string{"-f", "--file"}, nil, 1, ""},
+	{[]string{"--prompt-cache"}, nil, 1, ""},
+	{[]string{"-sys", "--system-prompt"}, nil, 1, ""},
+	{[]string{"-cnv", "--conversation"}, []string{"-no-cnv", "--no-conversation"}, 0, ""},
+	{[]string{"-st", "--single-turn"}, nil, 0, ""},
+	{[]string{"-i", "--interactive"}, nil, 0, ""},
 }
 
 // llamaSpelling finds an option by any of its spellings; negated reports a negating one.
@@ -339,6 +348,7 @@ var llamaBenchLists = map[string]string{
 // is packed into --llama-ignored=… for a note.
 var llamaPassthrough = map[string]map[string]bool{
 	"place": placeLlamaOptions,
+	"fit":   placeLlamaOptions,
 	"run":   runLlamaOptions,
 }
 

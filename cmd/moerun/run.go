@@ -55,7 +55,7 @@ func (*runCmd) Help() string {
 // runLlamaOptions are the llama.cpp options run reads (by key, see llamaargs.go); others in
 // a pasted command line are accepted and reported as ignored.
 var runLlamaOptions = map[string]bool{
-	"model": true, "n-predict": true, "threads": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
+	"model": true, "prompt": true, "file": true, "n-predict": true, "threads": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
 }
 
 func init() {
