@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -84,6 +85,31 @@ type job struct {
 	cachePrompt  bool // reuse the slot's cached prefix of the prompt
 }
 
+// jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t == reflect.TypeFor[json.RawMessage]() {
+			return "a JSON value"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value"
+}
+
 // decodeBody reads a JSON request body into v. A body over the limit is 413, anything
 // that is not a JSON object of the right field types is 400 naming the field.
 func decodeBody(r io.Reader, v any) *apiError {
@@ -103,7 +129,7 @@ func decodeBody(r io.Reader, v any) *apiError {
 	if err := dec.Decode(v); err != nil {
 		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
 			field := strings.TrimPrefix(te.Field, "commonFields.") // the embedded struct is not the client's
-			return badRequest(field, "field %q: expected %s, got JSON %s", field, te.Type, te.Value)
+			return badRequest(field, "field %q must be %s, not a JSON %s", field, jsonKind(te.Type), te.Value)
 		}
 		return badRequest("", "the request body is not valid JSON: %v", err)
 	}
@@ -325,6 +351,10 @@ func harmonyMessage(m *tokenizer.Object) {
 	}
 }
 
+// messageRoles are the roles of OpenAI's chat messages (developer is the newer name of
+// system; function the older of tool).
+var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+
 // decodeMessage checks one chat message and flattens content given as an array of text
 // parts into one string, the parts joined by newlines as llama.cpp joins them.
 func decodeMessage(raw json.RawMessage) (*tokenizer.Object, error) {
@@ -339,6 +369,9 @@ func decodeMessage(raw json.RawMessage) (*tokenizer.Object, error) {
 	role, ok := m.Values["role"].(string)
 	if !ok || role == "" {
 		return nil, errors.New(`a message needs a "role" string`)
+	}
+	if !slices.Contains(messageRoles, role) {
+		return nil, fmt.Errorf("role %q: want one of %s", role, strings.Join(messageRoles, ", "))
 	}
 	switch content := m.Values["content"].(type) {
 	case string, nil:

@@ -59,6 +59,8 @@ func TestServeRoutes(t *testing.T) {
 		{"wrong field type", "POST", "/v1/chat/completions", `{"messages":[],"max_tokens":"ten"}`, auth, 400, typeInvalidRequest, "max_tokens"},
 		{"no messages", "POST", "/v1/chat/completions", `{"messages":[]}`, auth, 400, typeInvalidRequest, "messages"},
 		{"message without role", "POST", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, auth, 400, typeInvalidRequest, "messages[0]"},
+		{"unknown role", "POST", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"hi"}]}`, auth, 400, typeInvalidRequest, "messages[0]"},
+		{"messages not an array", "POST", "/v1/chat/completions", `{"messages":"hello"}`, auth, 400, typeInvalidRequest, "messages"},
 		{"image part", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, auth, 400, typeInvalidRequest, "messages[0]"},
 		{"temperature range", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":-1}`, auth, 400, typeInvalidRequest, "temperature"},
 		{"seed range", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"seed":4294967295}`, auth, 400, typeInvalidRequest, "seed"},

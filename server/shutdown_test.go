@@ -265,3 +265,22 @@ func TestPreSlotLimits(t *testing.T) {
 		t.Errorf("the running request: %d", status)
 	}
 }
+
+// TestTypeErrorsInJSONTerms: a field of the wrong type is named with what it must be in
+// JSON's terms, not Go's ("expected []json.RawMessage, got JSON string").
+func TestTypeErrorsInJSONTerms(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for body, want := range map[string]string{
+		`{"messages": "hello"}`:                            `field \"messages\" must be an array, not a JSON string`,
+		`{"messages": [], "max_tokens": "ten"}`:            `field \"max_tokens\" must be an integer, not a JSON string`,
+		`{"messages": [], "temperature": [1]}`:             `field \"temperature\" must be a number, not a JSON array`,
+		`{"messages": [], "stream": 1}`:                    `field \"stream\" must be a boolean, not a JSON number`,
+		`{"messages": [], "stream_options": "yes"}`:        `field \"stream_options\" must be an object, not a JSON string`,
+		`{"messages": [{"role": "wizard", "content": 1}]}`: `role \"wizard\": want one of system, developer, user, assistant, tool, function`,
+	} {
+		status, got := call(t, ts, http.MethodPost, "/v1/chat/completions", body)
+		if status != http.StatusBadRequest || !strings.Contains(string(got), want) {
+			t.Errorf("%s: %d %s, want %s", body, status, got, want)
+		}
+	}
+}
