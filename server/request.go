@@ -57,9 +57,12 @@ type commonFields struct {
 
 type chatRequest struct {
 	commonFields
-	Messages    []json.RawMessage `json:"messages"`
-	Logprobs    bool              `json:"logprobs"`
-	TopLogprobs *int              `json:"top_logprobs"`
+	Messages          []json.RawMessage `json:"messages"`
+	Logprobs          bool              `json:"logprobs"`
+	TopLogprobs       *int              `json:"top_logprobs"`
+	Tools             json.RawMessage   `json:"tools"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
 }
 
 type completionRequest struct {
@@ -83,6 +86,8 @@ type job struct {
 	stream       bool
 	includeUsage bool
 	cachePrompt  bool // reuse the slot's cached prefix of the prompt
+	tools        bool // the request gave tools: tool calls are parsed out of the text
+	thinking     bool // the prompt opened the model's reasoning (it ends with <think>)
 }
 
 // jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
@@ -316,8 +321,14 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		}
 		msgs[i] = m
 	}
+	tools, aerr := decodeTools(req.Tools, req.ToolChoice)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j.tools = tools != nil
 	text, rerr := s.template.Render(tokenizer.ChatInput{
 		Messages:            msgs,
+		Tools:               tools,
 		AddGenerationPrompt: true,
 		BOSToken:            s.vocab.Piece(s.vocab.BOS, true),
 		EOSToken:            s.vocab.Piece(s.vocab.EOS, true),
@@ -325,6 +336,7 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	if rerr != nil { // templates raise_exception on conversations they do not accept
 		return nil, badRequest("messages", "%v", rerr)
 	}
+	j.thinking = strings.HasSuffix(strings.TrimRight(text, "\n"), "<think>")
 	// A template that writes the BOS token itself must not get a second one.
 	addSpecial := s.vocab.BOS < 0 || !strings.HasPrefix(text, s.vocab.Piece(s.vocab.BOS, true))
 	j.prompt = s.vocab.Encode(text, addSpecial, true)
@@ -349,6 +361,48 @@ func harmonyMessage(m *tokenizer.Object) {
 			m.Keys = slices.DeleteFunc(m.Keys, func(k string) bool { return k == "content" })
 		}
 	}
+}
+
+// decodeTools checks a request's tools (OpenAI's function tools) and tool_choice, and
+// returns the tools for the template: nil without tools or with tool_choice "none". A
+// required call (tool_choice "required" or a named function) needs the output constrained
+// to the call syntax, which moerun does not do yet: refused rather than not honoured.
+func decodeTools(raw, choice json.RawMessage) ([]any, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	v, err := tokenizer.DecodeJSON(raw)
+	if err != nil {
+		return nil, badRequest("tools", "tools: %v", err)
+	}
+	tools, ok := v.([]any)
+	if !ok {
+		return nil, badRequest("tools", "tools must be an array of {\"type\": \"function\", \"function\": {\"name\", …}}")
+	}
+	for i, t := range tools {
+		var fn *tokenizer.Object
+		o, ok := t.(*tokenizer.Object)
+		if ok {
+			fn, _ = o.Values["function"].(*tokenizer.Object)
+		}
+		if !ok || o.Values["type"] != "function" || fn == nil {
+			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: want {\"type\": \"function\", \"function\": {…}}", i)
+		}
+		if name, _ := fn.Values["name"].(string); name == "" {
+			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: the function needs a \"name\"", i)
+		}
+	}
+	switch c := strings.TrimSpace(string(choice)); c {
+	case "", "null", `"auto"`:
+	case `"none"`:
+		return nil, nil
+	default:
+		return nil, badRequest("tool_choice", "tool_choice %s: moerun cannot force a call yet (that needs the output constrained to the call syntax); use \"auto\" or \"none\"", c)
+	}
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	return tools, nil
 }
 
 // messageRoles are the roles of OpenAI's chat messages (developer is the newer name of

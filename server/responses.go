@@ -48,13 +48,17 @@ func timingsOf(r result) *timings {
 func ms(s float64) float64 { return 1000 * s }
 
 type chatMessage struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content"`
+	Role             string     `json:"role,omitempty"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	Content          *string    `json:"content,omitempty"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatChoice struct {
@@ -154,12 +158,17 @@ func completionLogprobsOf(v *tokenizer.Vocab, lps []tokenLogprob, offset int) *c
 	return out
 }
 
-// chatFormat shapes chat.completion responses and chat.completion.chunk events.
+// chatFormat shapes chat.completion responses and chat.completion.chunk events. With a
+// parser, the generated text is split into reasoning_content, content and tool_calls, as
+// llama-server splits it.
 type chatFormat struct {
-	s     *Server
-	j     *job
-	base  chatResponse
-	first bool // no chunk has been sent yet: the next carries the role
+	s      *Server
+	j      *job
+	base   chatResponse
+	first  bool        // no chunk has been sent yet: the next carries the role
+	parser *chatParser // nil: the text is all content
+	held   []tokenLogprob
+	calls  int // tool calls sent so far
 }
 
 func (f *chatFormat) logprobs(lps []tokenLogprob) *chatLogprobs {
@@ -169,10 +178,26 @@ func (f *chatFormat) logprobs(lps []tokenLogprob) *chatLogprobs {
 	return chatLogprobsOf(f.s.vocab, lps)
 }
 
+// finishReason is "tool_calls" once the model called a tool.
+func (f *chatFormat) finishReason(res result) *string {
+	if f.calls > 0 && res.finishReason == "stop" {
+		r := "tool_calls"
+		return &r
+	}
+	return &res.finishReason
+}
+
 func (f *chatFormat) whole(res result) any {
+	m := &chatMessage{Role: "assistant", Content: res.text}
+	if f.parser != nil {
+		p := f.parser.add(res.text)
+		rest := f.parser.flush()
+		m.Content, m.ReasoningContent, m.ToolCalls = p.content+rest.content, p.reasoning+rest.reasoning, p.calls
+		f.calls = len(m.ToolCalls)
+	}
 	r := f.base
 	r.Object = "chat.completion"
-	r.Choices = []chatChoice{{Message: &chatMessage{Role: "assistant", Content: res.text}, Logprobs: f.logprobs(res.logprobs), FinishReason: &res.finishReason}}
+	r.Choices = []chatChoice{{Message: m, Logprobs: f.logprobs(res.logprobs), FinishReason: f.finishReason(res)}}
 	r.Usage, r.Timings = usageOf(res), timingsOf(res)
 	return r
 }
@@ -183,21 +208,55 @@ func (f *chatFormat) chunk(c chatChoice) chatResponse {
 	return r
 }
 
+// delta is the chunk for newly generated text, or nil when the parser holds all of it
+// back (its log-probabilities go with the next chunk).
 func (f *chatFormat) delta(text string, lps []tokenLogprob) any {
 	d := &chatDelta{Content: &text}
+	if f.parser != nil {
+		d = f.parsedDelta(f.parser.add(text))
+		if d == nil {
+			f.held = append(f.held, lps...)
+			return nil
+		}
+		lps, f.held = append(f.held, lps...), nil
+	}
 	if f.first {
 		d.Role, f.first = "assistant", false
 	}
 	return f.chunk(chatChoice{Delta: d, Logprobs: f.logprobs(lps)})
 }
 
+// parsedDelta is the delta of one parsed piece, nil for an empty one.
+func (f *chatFormat) parsedDelta(p parsed) *chatDelta {
+	if p.empty() {
+		return nil
+	}
+	d := &chatDelta{ToolCalls: p.calls}
+	if p.content != "" {
+		d.Content = &p.content
+	}
+	if p.reasoning != "" {
+		d.ReasoningContent = &p.reasoning
+	}
+	f.calls += len(p.calls)
+	return d
+}
+
 func (f *chatFormat) finish(res result) any {
 	d := &chatDelta{}
-	if f.first { // nothing was generated: the role still opens the message
-		empty := ""
-		d.Role, d.Content = "assistant", &empty
+	if f.parser != nil {
+		if rest := f.parsedDelta(f.parser.flush()); rest != nil {
+			d = rest
+		}
 	}
-	r := f.chunk(chatChoice{Delta: d, FinishReason: &res.finishReason})
+	if f.first { // nothing was generated: the role still opens the message
+		if d.Content == nil {
+			empty := ""
+			d.Content = &empty
+		}
+		d.Role = "assistant"
+	}
+	r := f.chunk(chatChoice{Delta: d, Logprobs: f.logprobs(f.held), FinishReason: f.finishReason(res)})
 	r.Timings = timingsOf(res)
 	return r
 }

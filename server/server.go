@@ -47,6 +47,13 @@ type Config struct {
 	// by default a slot keeps its KV cache and a request reuses the prefix it shares with
 	// it, unless the request says "cache_prompt": false.
 	NoPromptCache bool
+	// ChatTemplate, when set, replaces the model's chat template (llama-server's
+	// --chat-template-file).
+	ChatTemplate string
+	// ReasoningFormat is llama-server's --reasoning-format: "none" leaves a model's
+	// reasoning in the content; anything else ("auto", the default, "deepseek") returns it
+	// as reasoning_content.
+	ReasoningFormat string
 	// SlotPromptSimilarity is how much of a prompt (0-1) a slot's cached tokens must
 	// share for the request to take that slot rather than the least recently used one
 	// (llama-server's -sps, whose default is 0.1); 0 always takes the least recently used.
@@ -69,7 +76,11 @@ type Server struct {
 	templateErr string              // why template is nil
 	// harmony marks gpt-oss's template, which reads an assistant turn's reasoning from
 	// "thinking" (see harmonyMessage).
-	harmony   bool
+	harmony bool
+	// syntax is how the model writes reasoning and tool calls (chatparse.go); reasoning
+	// says whether reasoning is split from the content (--reasoning-format).
+	syntax    chatSyntax
+	reasoning bool
 	name      string
 	created   int64
 	apiKeys   [][]byte
@@ -112,6 +123,23 @@ type route struct {
 	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
 }
 
+// chatParser is the parser a chat request's output goes through: the family's reasoning
+// tags unless --reasoning-format none, its tool-call syntax when the request gave tools;
+// nil when neither applies (the text is all content, as before).
+func (s *Server) chatParser(j *job) *chatParser {
+	var syn chatSyntax
+	if s.reasoning {
+		syn.thinkOpen, syn.thinkClose = s.syntax.thinkOpen, s.syntax.thinkClose
+	}
+	if j.tools {
+		syn.callOpen, syn.callClose = s.syntax.callOpen, s.syntax.callClose
+	}
+	if syn == (chatSyntax{}) {
+		return nil
+	}
+	return newChatParser(syn, j.thinking)
+}
+
 // useTemplate parses the model's chat template, or records why chat requests cannot be
 // served.
 func (s *Server) useTemplate(tpl string) {
@@ -127,6 +155,9 @@ func (s *Server) useTemplate(tpl string) {
 	s.template = t
 	// gpt-oss's harmony format, recognised by its channel marker as llama.cpp does.
 	s.harmony = strings.Contains(tpl, "<|channel|>")
+	if !s.harmony {
+		s.syntax = syntaxOf(tpl)
+	}
 }
 
 // New allocates the slots' contexts and returns the server.
@@ -148,7 +179,8 @@ func New(c Config) (*Server, error) {
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
 		drained: make(chan struct{}), abort: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
-		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
+		reasoning: c.ReasoningFormat != "none",
+		stats:     c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	if s.sampling == (moe.SamplerParams{}) {
 		s.sampling = moe.DefaultSampler()
@@ -178,7 +210,11 @@ func New(c Config) (*Server, error) {
 		s.accessLog = io.Discard
 	}
 	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
-	s.useTemplate(c.Vocab.ChatTemplate)
+	tpl := c.Vocab.ChatTemplate
+	if c.ChatTemplate != "" {
+		tpl = c.ChatTemplate
+	}
+	s.useTemplate(tpl)
 	opts := c.Context
 	opts.Stats = s.stats
 	for range c.Slots {
@@ -505,7 +541,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, log *requestLog) *
 	if aerr != nil {
 		return aerr
 	}
-	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true})
+	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true,
+		parser: s.chatParser(j)})
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {
@@ -544,7 +581,12 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, log *requestLog
 		}
 		return writeEvent(w, v)
 	}
-	res, aerr := s.run(r.Context(), j, log, func(text string, lps []tokenLogprob) error { return send(f.delta(text, lps)) })
+	res, aerr := s.run(r.Context(), j, log, func(text string, lps []tokenLogprob) error {
+		if c := f.delta(text, lps); c != nil {
+			return send(c)
+		}
+		return nil // held back until the text decides what it is
+	})
 	if aerr != nil || r.Context().Err() != nil {
 		return aerr
 	}

@@ -25,18 +25,20 @@ import (
 // (a pasted llama-server command line means the same; options serve does not use are
 // reported as ignored).
 type serveCmd struct {
-	Model       string  `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
-	Alias       string  `name:"alias" placeholder:"NAME" env:"LLAMA_ARG_ALIAS" help:"-a: the model's id in the API (default: the file name without .gguf)." group:"server"`
-	Host        string  `name:"host" default:"127.0.0.1" env:"LLAMA_ARG_HOST" help:"Address to listen on." group:"server"`
-	Port        int     `name:"port" default:"8080" env:"LLAMA_ARG_PORT" help:"Port to listen on (0: any free port)." group:"server"`
-	APIKey      string  `name:"api-key" placeholder:"KEY,..." env:"LLAMA_API_KEY" help:"Require Authorization: Bearer KEY on every route but /health; several keys separated by commas." group:"server"`
-	APIKeyFile  string  `name:"api-key-file" placeholder:"FILE" type:"path" env:"LLAMA_ARG_API_KEY_FILE" help:"Read API keys from a file, one per line (lines starting with # are comments)." group:"server"`
-	Threads     int     `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
-	QueueSize   int     `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
-	CachePrompt bool    `name:"cache-prompt" negatable:"" default:"true" env:"LLAMA_ARG_CACHE_PROMPT" help:"A slot keeps its KV cache after a request and the next request evaluates only what its prompt does not share with it (default on; a request's \"cache_prompt\": false opts out)." group:"server"`
-	Similarity  float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
-	NPredict    int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
-	Attention   string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
+	Model            string  `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
+	Alias            string  `name:"alias" placeholder:"NAME" env:"LLAMA_ARG_ALIAS" help:"-a: the model's id in the API (default: the file name without .gguf)." group:"server"`
+	Host             string  `name:"host" default:"127.0.0.1" env:"LLAMA_ARG_HOST" help:"Address to listen on." group:"server"`
+	Port             int     `name:"port" default:"8080" env:"LLAMA_ARG_PORT" help:"Port to listen on (0: any free port)." group:"server"`
+	APIKey           string  `name:"api-key" placeholder:"KEY,..." env:"LLAMA_API_KEY" help:"Require Authorization: Bearer KEY on every route but /health; several keys separated by commas." group:"server"`
+	APIKeyFile       string  `name:"api-key-file" placeholder:"FILE" type:"path" env:"LLAMA_ARG_API_KEY_FILE" help:"Read API keys from a file, one per line (lines starting with # are comments)." group:"server"`
+	Threads          int     `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
+	QueueSize        int     `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
+	CachePrompt      bool    `name:"cache-prompt" negatable:"" default:"true" env:"LLAMA_ARG_CACHE_PROMPT" help:"A slot keeps its KV cache after a request and the next request evaluates only what its prompt does not share with it (default on; a request's \"cache_prompt\": false opts out)." group:"server"`
+	ReasoningFormat  string  `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
+	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use this Jinja chat template instead of the model's." group:"server"`
+	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
+	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
+	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
 
 	samplingFlags
 	placementFlags `embed:""`
@@ -78,6 +80,14 @@ func (c *serveCmd) Run(e *env) error {
 	}
 	if c.QueueSize < 0 {
 		return badInput("--queue-size %d is negative", c.QueueSize)
+	}
+	var template string
+	if c.ChatTemplateFile != "" {
+		b, err := os.ReadFile(c.ChatTemplateFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--chat-template-file: %w", err)}
+		}
+		template = string(b)
 	}
 	if c.Similarity < 0 || c.Similarity > 1 || c.Similarity != c.Similarity {
 		return badInput("-sps %g: want a share of the prompt from 0 to 1", c.Similarity)
@@ -131,7 +141,7 @@ func (c *serveCmd) Run(e *env) error {
 	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
 
 	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize,
-		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity})
+		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template})
 	if err != nil {
 		return err
 	}
