@@ -17,29 +17,31 @@ import (
 
 // Options configure a CUDA backend.
 type Options struct {
-	// Host is the pool that computes what the GPU does not (required): for now the
-	// operations between the weights' products, on the backend's values in host memory,
-	// and the products of weights whose type has no CUDA kernel (their bytes stay in host
-	// memory, as llama.cpp's scheduler runs an op its GPU backend does not support on the
-	// CPU).
+	// Host is the host's worker pool, shared with the CPU backend; it is required. The
+	// backend's buffers are host memory and it runs every operation without a weight, and
+	// the weight operations on types with no CUDA kernel (whose bytes stay in host memory,
+	// as llama.cpp's scheduler runs an op its GPU backend does not support on the CPU), on
+	// this pool with the CPU's kernels.
 	Host *tensor.Pool
 }
 
-// Backend is one CUDA device on the device API. Its values (activations, KV cache) are
-// still host memory, and everything but the weights' products runs there with the CPU's
-// kernels (the embedded cpu.Backend, named as this device): the weights live in VRAM and
-// each product copies its input in and its output out. Moving the values into device
-// memory, with kernels for the other operations, is the work of the device-resident issue.
-// It is not safe for concurrent use.
+// Backend is one CUDA device. It is not safe for concurrent use.
+//
+// For now only the weight operations run on the GPU: the embedded CPU backend, made with
+// this device's description, holds the backend's buffers in host memory (Buffer.Host is
+// not nil, so crossings to and from the host are plain copies) and runs the other
+// operations with the CPU's kernels; each weight operation copies its input in, launches a
+// kernel and copies the result back into the host tensor. Weights of types with no CUDA
+// kernel are the CPU backend's, and their operations run there too.
 type Backend struct {
-	*cpu.Backend // the values and the operations between the weights' products
+	*cpu.Backend
 
 	dev     backend.Device
 	ordinal cu.Device
 	ctx     cu.CUContext
 	mod     cu.Module
-	mmv     map[tensor.Type]cu.Function
-	getRows map[tensor.Type]cu.Function
+	// Each type's kernels: the PTX entries mmv_<type> and getrows_<type>.
+	mmv, getrows map[tensor.Type]cu.Function
 
 	// Device buffers of one operation's activations, outputs and expert routing, grown
 	// as needed and reused.
@@ -47,7 +49,7 @@ type Backend struct {
 	routing     routing
 	staging     pinned    // host memory weights are uploaded through
 	roundedX    []float32 // activations rounded for F16 and BF16 weights
-	stackIDs    []int32   // MatMulStack's matrix per row
+	stackIDs    []int32   // MatMulStack's matrix for each row of x
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -71,7 +73,7 @@ type Stats struct {
 // which the driver compiles from PTX for this GPU (once; it caches the result).
 func New(ordinal int, opts Options) (*Backend, error) {
 	if opts.Host == nil {
-		return nil, fmt.Errorf("CUDA%d: no host pool: the operations between the GPU's products run on it", ordinal)
+		return nil, fmt.Errorf("CUDA%d: cuda.Options.Host is nil: the backend needs the host's pool, which runs its operations without a weight", ordinal)
 	}
 	n, err := Count()
 	if err != nil {
@@ -81,7 +83,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
 	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
-		getRows: map[tensor.Type]cu.Function{}}
+		getrows: map[tensor.Type]cu.Function{}}
 	// The context first: describe's own retain then finds it alive instead of creating
 	// and destroying one (a context costs tens to hundreds of milliseconds).
 	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
@@ -100,7 +102,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 			if b.mmv[t], err = b.mod.Function(kernels.MatVec(t)); err != nil {
 				return fmt.Errorf("kernel %s: %w", kernels.MatVec(t), err)
 			}
-			if b.getRows[t], err = b.mod.Function(kernels.GetRows(t)); err != nil {
+			if b.getrows[t], err = b.mod.Function(kernels.GetRows(t)); err != nil {
 				return fmt.Errorf("kernel %s: %w", kernels.GetRows(t), err)
 			}
 		}
@@ -136,7 +138,7 @@ type weight struct {
 	ptr         cu.DevicePtr
 	rowBytes    int64
 	expertBytes int64
-	host        backend.Weight // set when the CPU computes this weight
+	host        backend.Weight // the CPU backend's, when the CPU computes this weight
 	owner       *Backend
 	// round is how ggml rounds the activations before a dot product with this weight:
 	// to F16 or BF16 for weights of those types (vec_dot_f16, and the cuBLAS path of
@@ -204,7 +206,7 @@ func (b *Backend) weightOf(w backend.Weight) (*weight, error) {
 
 // matMul is ggml_mul_mat on the GPU: x is copied in, each CUDA block computes
 // kernels.MatVecBlockY rows for up to kernels.GroupSize tokens, and the outputs are copied
-// back.
+// back. cw is a GPU-resident weight.
 func (b *Backend) matMul(dst []float32, cw *weight, x []float32) error {
 	tokens, err := cw.m.CheckMatMul(len(dst), len(x))
 	if err != nil {
@@ -234,7 +236,7 @@ func (b *Backend) matMul(dst []float32, cw *weight, x []float32) error {
 // mulMatID is ggml_mul_mat_id on the GPU. The (token, slot) pairs are grouped by expert on
 // the host (a counting sort) into groups of at most kernels.GroupSize that share an expert;
 // each group is one CUDA block column, so an expert's weights are read once per group of
-// pairs routed to it. Unused slots (id -1) get zero outputs.
+// pairs routed to it. Unused slots (id -1) get zero outputs. cw is a GPU-resident weight.
 func (b *Backend) mulMatID(dst []float32, cw *weight, x []float32, ids []int32, k int) error {
 	shared, err := cw.m.CheckMulMatID(len(dst), len(x), ids, k)
 	if err != nil {
@@ -282,8 +284,8 @@ func (b *Backend) mulMatID(dst []float32, cw *weight, x []float32, ids []int32, 
 	return nil
 }
 
-// decodeRows decodes rows of a weight on the GPU.
-func (b *Backend) decodeRows(dst []float32, cw *weight, ids []int32) error {
+// getRows decodes rows of a weight on the GPU. cw is a GPU-resident weight.
+func (b *Backend) getRows(dst []float32, cw *weight, ids []int32) error {
 	if err := cw.m.CheckGetRows(len(dst), ids); err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
 	}
@@ -297,7 +299,7 @@ func (b *Backend) decodeRows(dst []float32, cw *weight, ids []int32) error {
 		if err := b.y.reserve(int64(len(dst)) * 4); err != nil {
 			return err
 		}
-		err := b.launch(b.getRows[cw.m.Type()], min(len(ids), 1<<31-1), 1, kernels.GetRowsBlockX, 1,
+		err := b.launch(b.getrows[cw.m.Type()], min(len(ids), 1<<31-1), 1, kernels.GetRowsBlockX, 1,
 			uint64(cw.ptr), uint64(b.route.ptr), uint64(b.y.ptr), uint64(cw.m.Cols()), uint64(len(ids)), uint64(cw.rowBytes))
 		if err != nil {
 			return err
@@ -352,7 +354,8 @@ func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args 
 	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, cu.NoStream, b.argp[:n])
 }
 
-// Close frees the device memory and releases the primary context.
+// Close frees the device memory, closes the CPU backend (the host buffers are the
+// garbage collector's to free; the pool is the caller's) and releases the primary context.
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/cpu"
@@ -68,11 +69,16 @@ func TestDevices(t *testing.T) {
 	}
 	pool := tensor.NewPool(1)
 	defer pool.Close()
-	if _, err := New(len(devs), Options{Host: pool}); err == nil || !strings.Contains(err.Error(), "no such device") {
-		t.Errorf("New(%d) past the last device: %v", len(devs), err)
+	if _, err := New(len(devs), Options{Host: pool}); err == nil {
+		t.Errorf("New(%d) succeeded past the last device", len(devs))
 	}
-	if _, err := New(0, Options{}); err == nil || !strings.Contains(err.Error(), "no host pool") {
-		t.Errorf("New without a host pool: %v", err)
+}
+
+// TestNeedsHost: the host pool is required, with or without a GPU (New checks it first).
+func TestNeedsHost(t *testing.T) {
+	_, err := New(0, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Options.Host") {
+		t.Errorf("New without a host pool: %v, want an error naming Options.Host", err)
 	}
 }
 
@@ -141,6 +147,59 @@ func randomVector(n int, rng *rand.Rand) []float32 {
 	return x
 }
 
+// newTensor allocates a rows×cols tensor of type typ on b holding data (raw elements, as
+// many as the tensor has).
+func newTensor[T float32 | int32](t *testing.T, b backend.Backend, typ tensor.Type, cols, rows int, data []T) backend.Tensor {
+	t.Helper()
+	if len(data) != cols*rows {
+		t.Fatalf("%d values for a %d×%d tensor", len(data), rows, cols)
+	}
+	buf, err := b.Alloc(int64(4 * cols * rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := backend.NewTensor(buf, 0, typ, cols, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Set(x, asBytes(data)); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// f32s is an F32 tensor on b with rows of cols values (len(data)/cols rows).
+func f32s(t *testing.T, b backend.Backend, cols int, data []float32) backend.Tensor {
+	t.Helper()
+	return newTensor(t, b, tensor.F32, cols, len(data)/cols, data)
+}
+
+// i32s is an I32 tensor on b with rows of cols ids (len(ids)/cols rows).
+func i32s(t *testing.T, b backend.Backend, cols int, ids []int32) backend.Tensor {
+	t.Helper()
+	return newTensor(t, b, tensor.I32, cols, len(ids)/cols, ids)
+}
+
+// values reads an F32 tensor of b back.
+func values(t *testing.T, b backend.Backend, x backend.Tensor) []float32 {
+	t.Helper()
+	out := make([]float32, x.Elements())
+	if err := b.Get(asBytes(out), x); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func asBytes[T float32 | int32](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
 // exactMatVec is the float64 reference: the dequantized row (bit-exact with ggml) dotted
 // with the activations as ggml's dot product for the type sees them: rounded to F16 or
 // BF16 for weights of those types, float32 for the rest.
@@ -207,13 +266,14 @@ func TestMatMulConformance(t *testing.T) {
 					t.Run(fmt.Sprintf("%s/%dx%d/t%d", typ, cols, rows, tokens), func(t *testing.T) {
 						p := randomWeight(t, g, c, typ, cols, rows, 1, rng)
 						x := randomVector(cols*tokens, rng)
-						got, want := make([]float32, rows*tokens), make([]float32, rows*tokens)
-						if err := matMul(g, got, p.gpu, x); err != nil {
+						gd, cd := f32s(t, g, rows, make([]float32, rows*tokens)), f32s(t, c, rows, make([]float32, rows*tokens))
+						if err := g.MatMul(gd, p.gpu, f32s(t, g, cols, x)); err != nil {
 							t.Fatal(err)
 						}
-						if err := matMul(c, want, p.cpu, x); err != nil {
+						if err := c.MatMul(cd, p.cpu, f32s(t, c, cols, x)); err != nil {
 							t.Fatal(err)
 						}
+						got, want := values(t, g, gd), values(t, c, cd)
 						exact := make([]float64, rows*tokens)
 						for tk := range tokens {
 							for r := range rows {
@@ -257,16 +317,18 @@ func TestMulMatIDConformance(t *testing.T) {
 						vectors = tokens * k
 					}
 					x := randomVector(cols*vectors, rng)
-					got, want := make([]float32, len(ids)*rows), make([]float32, len(ids)*rows)
-					for i := range got {
-						got[i] = float32(math.NaN()) // unused slots must be overwritten with 0
+					nan := make([]float32, len(ids)*rows)
+					for i := range nan {
+						nan[i] = float32(math.NaN()) // unused slots must be overwritten with 0
 					}
-					if err := mulMatID(g, got, p.gpu, x, ids, k); err != nil {
+					gd, cd := f32s(t, g, rows, nan), f32s(t, c, rows, make([]float32, len(ids)*rows))
+					if err := g.MulMatID(gd, p.gpu, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
 						t.Fatal(err)
 					}
-					if err := mulMatID(c, want, p.cpu, x, ids, k); err != nil {
+					if err := c.MulMatID(cd, p.cpu, f32s(t, c, cols, x), i32s(t, c, k, ids), k); err != nil {
 						t.Fatal(err)
 					}
+					got, want := values(t, g, gd), values(t, c, cd)
 					exact := make([]float64, len(got))
 					for pi, e := range ids {
 						if e < 0 {
@@ -300,19 +362,167 @@ func TestGetRowsConformance(t *testing.T) {
 			cols := shapes(typ)[2]
 			p := randomWeight(t, g, c, typ, cols, 50, 1, rng)
 			ids := []int32{0, 49, 7, 7, 23}
-			got, want := make([]float32, len(ids)*cols), make([]float32, len(ids)*cols)
-			if err := getRows(g, got, p.gpu, ids); err != nil {
+			gd, cd := f32s(t, g, cols, make([]float32, len(ids)*cols)), f32s(t, c, cols, make([]float32, len(ids)*cols))
+			if err := g.GetRows(gd, p.gpu, ids); err != nil {
 				t.Fatal(err)
 			}
-			if err := getRows(c, want, p.cpu, ids); err != nil {
+			if err := c.GetRows(cd, p.cpu, ids); err != nil {
 				t.Fatal(err)
 			}
+			got, want := values(t, g, gd), values(t, c, cd)
 			// Dequantization is a few float32 operations per value; the GPU may fuse
 			// them (FMA) where Go rounds twice, so allow element-wise ops' 1e-7.
 			if e := nmse(widen(got), widen(want)); e > 1e-7 {
 				t.Errorf("NMSE %.3g > 1e-7", e)
 			}
 		})
+	}
+}
+
+// TestMatMulStack: the GPU's MatMulStack is its MulMatID with row i of x on matrix
+// i mod Experts (the same launch, bit for bit), within the matmul tolerance of the CPU's
+// MatMulStack and within the exact tolerance of the float64 reference.
+func TestMatMulStack(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(6, 6))
+	const experts, tokens, rows = 4, 3, 17
+	for _, typ := range kernels.Types() {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := shapes(typ)[1]
+			p := randomWeight(t, g, c, typ, cols, rows, experts, rng)
+			x := randomVector(cols*tokens*experts, rng)
+			ids := make([]int32, tokens*experts)
+			for i := range ids {
+				ids[i] = int32(i % experts)
+			}
+			n := len(ids) * rows
+			stack, viaID, cpuStack := f32s(t, g, rows, make([]float32, n)), f32s(t, g, rows, make([]float32, n)), f32s(t, c, rows, make([]float32, n))
+			if err := g.MatMulStack(stack, p.gpu, f32s(t, g, cols, x)); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.MulMatID(viaID, p.gpu, f32s(t, g, cols, x), i32s(t, g, experts, ids), experts); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.MatMulStack(cpuStack, p.cpu, f32s(t, c, cols, x)); err != nil {
+				t.Fatal(err)
+			}
+			got := values(t, g, stack)
+			if via := values(t, g, viaID); !slices.Equal(got, via) {
+				t.Errorf("MatMulStack %v, MulMatID %v", got[:4], via[:4])
+			}
+			exact := make([]float64, n)
+			for i := range ids {
+				for r := range rows {
+					exact[i*rows+r] = exactMatVec(p.m, i%experts, r, x[i*cols:(i+1)*cols])
+				}
+			}
+			if e := nmse(widen(got), widen(values(t, c, cpuStack))); !(e <= matmulTol) {
+				t.Errorf("NMSE against the CPU backend %.3g > %g", e, matmulTol)
+			}
+			if e := nmse(widen(got), exact); !(e <= exactTol) {
+				t.Errorf("NMSE against the float64 reference %.3g > %g", e, exactTol)
+			}
+			// Rows that are not whole groups of the stack's matrices are an error.
+			if err := g.MatMulStack(f32s(t, g, rows, make([]float32, 5*rows)), p.gpu, f32s(t, g, cols, x[:5*cols])); err == nil {
+				t.Error("MatMulStack of 5 rows over 4 matrices succeeded")
+			}
+		})
+	}
+}
+
+// TestFused: MatMuls and MulMatIDs give what MatMul and MulMatID give for each weight, bit
+// for bit (the GPU runs them one by one).
+func TestFused(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(8, 8))
+	const cols, experts, k, tokens = 256, 5, 2, 3
+	q := randomWeight(t, g, c, tensor.Q4_K, cols, 7, 1, rng)
+	v := randomWeight(t, g, c, tensor.Q8_0, cols, 9, 1, rng)
+	x := f32s(t, g, cols, randomVector(cols*tokens, rng))
+	fused := []backend.Tensor{f32s(t, g, 7, make([]float32, 7*tokens)), f32s(t, g, 9, make([]float32, 9*tokens))}
+	if err := g.MatMuls(fused, []backend.Weight{q.gpu, v.gpu}, x); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []pair{q, v} {
+		one := f32s(t, g, w.gpu.Rows(), make([]float32, w.gpu.Rows()*tokens))
+		if err := g.MatMul(one, w.gpu, x); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(values(t, g, fused[i]), values(t, g, one)) {
+			t.Errorf("MatMuls' output %d differs from MatMul's", i)
+		}
+	}
+	gate := randomWeight(t, g, c, tensor.Q4_K, cols, 6, experts, rng)
+	up := randomWeight(t, g, c, tensor.Q6_K, cols, 6, experts, rng)
+	ids := i32s(t, g, k, []int32{0, 4, 2, -1, 3, 3})
+	fused = []backend.Tensor{f32s(t, g, 6, make([]float32, 6*tokens*k)), f32s(t, g, 6, make([]float32, 6*tokens*k))}
+	if err := g.MulMatIDs(fused, []backend.Weight{gate.gpu, up.gpu}, x, ids, k); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []pair{gate, up} {
+		one := f32s(t, g, 6, make([]float32, 6*tokens*k))
+		if err := g.MulMatID(one, w.gpu, x, ids, k); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(values(t, g, fused[i]), values(t, g, one)) {
+			t.Errorf("MulMatIDs' output %d differs from MulMatID's", i)
+		}
+	}
+	if err := g.MatMuls(fused[:1], []backend.Weight{q.gpu, v.gpu}, x); err == nil {
+		t.Error("MatMuls with one output for two weights succeeded")
+	}
+	if err := g.MulMatIDs(fused, []backend.Weight{gate.gpu}, x, ids, k); err == nil {
+		t.Error("MulMatIDs with two outputs for one stack succeeded")
+	}
+}
+
+// TestHostMemory: the backend's buffers are host memory named after the GPU, the
+// operations without a weight are the CPU's (bit for bit), and Supports says so.
+func TestHostMemory(t *testing.T) {
+	g, c := testBackends(t)
+	buf, err := g.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.Device() != g.Device().Name || buf.Host() == nil || buf.Size() != 64 {
+		t.Errorf("a buffer on %s of %d bytes (host memory %v), want host memory on %s", buf.Device(), buf.Size(), buf.Host() != nil, g.Device().Name)
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	a, b := randomVector(3*40, rng), randomVector(40, rng)
+	gx, cx := f32s(t, g, 40, make([]float32, len(a))), f32s(t, c, 40, make([]float32, len(a)))
+	if err := g.RMSNorm(gx, f32s(t, g, 40, a), f32s(t, g, 40, b), 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RMSNorm(cx, f32s(t, c, 40, a), f32s(t, c, 40, b), 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	got, want := values(t, g, gx), values(t, c, cx)
+	if !slices.Equal(got, want) {
+		t.Errorf("RMSNorm %v, CPU %v", got[:4], want[:4])
+	}
+	// A crossing to the host is a copy between host buffers.
+	var staging []byte
+	host := f32s(t, c, 40, make([]float32, len(a)))
+	if err := backend.Copy(c, host, g, gx, &staging); err != nil {
+		t.Fatal(err)
+	}
+	if crossed := values(t, c, host); !slices.Equal(crossed, got) || staging != nil {
+		t.Errorf("copied to the host: %v, want %v (staging %d bytes)", crossed[:4], got[:4], len(staging))
+	}
+	if err := g.Add(gx, gx, f32s(t, c, 40, b)); err == nil {
+		t.Error("Add of the CPU's tensor succeeded")
+	}
+	for _, op := range backend.AllOps() {
+		for _, typ := range tensor.Types() {
+			want := c.Supports(op, typ)
+			switch op {
+			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
+				want = want || kernels.Supported(typ)
+			}
+			if got := g.Supports(op, typ); got != want {
+				t.Errorf("Supports(%s, %s) = %v, want %v", op, typ, got, want)
+			}
+		}
 	}
 }
 
@@ -330,21 +540,37 @@ func TestHostFallback(t *testing.T) {
 	if typ == 0 {
 		t.Skip("every candidate type has a kernel")
 	}
+	if !g.Supports(backend.OpMatMul, typ) || !g.Supports(backend.OpMatMulStack, typ) {
+		t.Errorf("the host's weight operations on %s are not supported", typ)
+	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	p := randomWeight(t, g, c, typ, 256, 4, 1, rng)
 	x := randomVector(256*2, rng)
-	got, want := make([]float32, 8), make([]float32, 8)
-	if err := matMul(g, got, p.gpu, x); err != nil {
+	gd, cd := f32s(t, g, 4, make([]float32, 8)), f32s(t, c, 4, make([]float32, 8))
+	if err := g.MatMul(gd, p.gpu, f32s(t, g, 256, x)); err != nil {
 		t.Fatal(err)
 	}
-	if err := matMul(c, want, p.cpu, x); err != nil {
+	if err := c.MatMul(cd, p.cpu, f32s(t, c, 256, x)); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, want) {
+	if got, want := values(t, g, gd), values(t, c, cd); !slices.Equal(got, want) {
 		t.Errorf("host fallback %v, CPU %v", got, want)
 	}
-	if s := g.Stats(); s.HostOps != 1 {
-		t.Errorf("HostOps %d, want 1", s.HostOps)
+	// A stack: row i of x on matrix i mod 3.
+	s := randomWeight(t, g, c, typ, 256, 4, 3, rng)
+	xs := randomVector(256*6, rng)
+	gd, cd = f32s(t, g, 4, make([]float32, 24)), f32s(t, c, 4, make([]float32, 24))
+	if err := g.MatMulStack(gd, s.gpu, f32s(t, g, 256, xs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MatMulStack(cd, s.cpu, f32s(t, c, 256, xs)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := values(t, g, gd), values(t, c, cd); !slices.Equal(got, want) {
+		t.Errorf("host fallback's MatMulStack %v, CPU %v", got, want)
+	}
+	if s := g.Stats(); s.HostOps != 2 || s.Ops != 0 {
+		t.Errorf("HostOps %d and Ops %d, want 2 and 0", s.HostOps, s.Ops)
 	}
 }
 
@@ -353,20 +579,34 @@ func TestErrors(t *testing.T) {
 	g, c := testBackends(t)
 	rng := rand.New(rand.NewPCG(4, 4))
 	p := randomWeight(t, g, c, tensor.Q8_0, 64, 3, 1, rng)
-	if err := matMul(g, make([]float32, 3), p.gpu, make([]float32, 63)); err == nil {
+	dst, x := f32s(t, g, 3, make([]float32, 3)), f32s(t, g, 64, make([]float32, 64))
+	if err := g.MatMul(dst, p.gpu, f32s(t, g, 63, make([]float32, 63))); err == nil {
 		t.Error("MatMul of 63 values by 64 columns succeeded")
 	}
-	if err := matMul(g, make([]float32, 3), p.cpu, make([]float32, 64)); err == nil {
+	if err := g.MatMul(dst, p.cpu, x); err == nil {
 		t.Error("MatMul of another backend's weight succeeded")
 	}
-	if err := getRows(g, make([]float32, 64), p.gpu, []int32{3}); err == nil {
+	if err := g.MatMul(dst, p.gpu, f32s(t, c, 64, make([]float32, 64))); err == nil || !strings.Contains(err.Error(), "copy it to") {
+		t.Errorf("MatMul of another backend's tensor: %v", err)
+	}
+	if err := g.MatMul(dst, p.gpu, i32s(t, g, 64, make([]int32, 64))); err == nil {
+		t.Error("MatMul of i32 activations succeeded")
+	}
+	wide := f32s(t, g, 128, make([]float32, 2*128))
+	if err := g.MatMul(f32s(t, g, 3, make([]float32, 6)), p.gpu, wide.Columns(0, 64)); err == nil {
+		t.Error("MatMul of strided activations succeeded")
+	}
+	if err := g.MulMatID(dst, p.gpu, x, f32s(t, g, 1, []float32{0}), 1); err == nil {
+		t.Error("MulMatID with f32 ids succeeded")
+	}
+	if err := g.GetRows(f32s(t, g, 64, make([]float32, 64)), p.gpu, []int32{3}); err == nil {
 		t.Error("GetRows past the last row succeeded")
 	}
 	// Empty batches are no work, not a launch with an empty grid.
-	if err := matMul(g, nil, p.gpu, nil); err != nil {
+	if err := g.MatMul(f32s(t, g, 3, nil), p.gpu, f32s(t, g, 64, nil)); err != nil {
 		t.Errorf("MatMul of no tokens: %v", err)
 	}
-	if err := getRows(g, nil, p.gpu, nil); err != nil {
+	if err := g.GetRows(f32s(t, g, 64, nil), p.gpu, nil); err != nil {
 		t.Errorf("GetRows of no rows: %v", err)
 	}
 }

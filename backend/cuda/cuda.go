@@ -3,8 +3,9 @@
 // Package cuda is the NVIDIA GPU backend, built only with the build tag cuda (it needs the
 // CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Weights live in
 // device memory; the matmul kernels (package kernels, embedded PTX) dequantize them on the
-// fly. Activations arrive in host memory, as the backend.Backend contract says, and are
-// copied in and out around each operation.
+// fly. For now the backend's buffers, and so its activations, are host memory (a CPU
+// backend with the GPU's name holds them and runs every operation without a weight): each
+// weight operation copies its input in and its result out.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build
