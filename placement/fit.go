@@ -111,8 +111,12 @@ func (f *fitter) free(id int) int64 { return f.p.devs[f.p.model[id]].FreeBytes }
 func (f *fitter) margin(id int) int64 { return f.p.margin(id) }
 
 // margin is the free memory llama.cpp's fit keeps on model device id (the host uses the
-// first): -fitt's value for it, its single value for all, or 1 GiB.
+// first): -fitt's value for it, its single value for all, or 1 GiB; none with --fit off,
+// as llama.cpp then keeps none, unless KeepMargin (fit's search plans for --fit's user).
 func (p *planner) margin(id int) int64 {
+	if !p.r.Fit && !p.r.KeepMargin {
+		return 0 // llama.cpp keeps no free memory unless --fit does: a plan that fits runs
+	}
 	t := p.r.FitTarget
 	switch {
 	case id < len(t):

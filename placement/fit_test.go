@@ -182,3 +182,28 @@ func TestVerdictNamesIdleRules(t *testing.T) {
 		t.Errorf("verdict: %s", v)
 	}
 }
+
+// TestFitOffKeepsNoMargin: llama.cpp keeps no free memory unless --fit does, so a command
+// line with --fit off that leaves 512 MiB free fits (it runs), where --fit on would aim to
+// keep 1 GiB free; fit's own search keeps the margin (KeepMargin).
+func TestFitOffKeepsNoMargin(t *testing.T) {
+	m := qwen30B(t, placetest.Q4_K_M)
+	r := DefaultRules()
+	r.Fit, r.GPULayers, r.CtxSize = false, 99, 8192
+	items, err := ParseOverrideTensor("-ot", "exps=CPU")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Items = items
+	probe := place(t, m, r, []backend.Device{backend.GPU(0, 64<<30), backend.CPU(64 << 30)})
+	need := deviceUse(t, probe, "CUDA0").Total
+	devs := []backend.Device{backend.GPU(0, need+512<<20), backend.CPU(64 << 30)}
+	plan := place(t, m, r, devs)
+	if d := deviceUse(t, plan, "CUDA0"); d.Margin != 0 || !strings.HasPrefix(plan.Verdict(), "fits: CUDA0") {
+		t.Errorf("--fit off: margin %d, verdict %s", d.Margin, plan.Verdict())
+	}
+	r.KeepMargin = true
+	if plan := place(t, m, r, devs); deviceUse(t, plan, "CUDA0").Margin != 1<<30 || !strings.Contains(plan.Verdict(), "margin") {
+		t.Errorf("KeepMargin: verdict %s", plan.Verdict())
+	}
+}

@@ -123,7 +123,11 @@ type Rules struct {
 
 	Fit       bool    // --fit on|off
 	FitTarget []int64 // -fitt, bytes; one value applies to every device
-	FitMinCtx int64   // -fitc; math.MaxUint32 when -c 0 asked for the full context
+	// KeepMargin keeps -fitt's free memory on every device with --fit off too. llama.cpp
+	// keeps none without --fit, so plans of command lines do not; fit's search sets it,
+	// since the placements it offers must leave --fit's margin free.
+	KeepMargin bool
+	FitMinCtx  int64 // -fitc; math.MaxUint32 when -c 0 asked for the full context
 }
 
 // The special -ngl values.

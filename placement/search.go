@@ -145,6 +145,7 @@ func Search(m Model, base Rules, devs []backend.Device, hw Hardware, opts Search
 	if len(base.Items) > 0 || base.GPULayers != NGLAuto || len(base.TensorSplit) > 0 {
 		return nil, usagef("fit chooses -ngl, -ot, --cpu-moe, --n-cpu-moe and -ts itself: leave them out")
 	}
+	base.KeepMargin = true // its plans run with --fit off but must leave fit's margin free
 	s := &searcher{m: m, base: base, devs: devs, hw: hw, opts: withSearchDefaults(opts)}
 	if err := s.prepare(); err != nil {
 		return nil, err

@@ -82,7 +82,7 @@ func searchHardware(gpus int) Hardware {
 
 func searchRules(ctx int) Rules {
 	r := DefaultRules()
-	r.CtxSize = ctx
+	r.CtxSize, r.KeepMargin = ctx, true
 	return r
 }
 
