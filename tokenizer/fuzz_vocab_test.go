@@ -36,7 +36,7 @@ const (
 	fuzzEOS                      // write eos_token_id (bits 24-31) and add_eos_token
 	fuzzFIM                      // write fim_pre_token_id (bits 16-23)
 	fuzzPhi3                     // general.name names Phi-3 (whitespace-stripping specials)
-	fuzzBadTypes                 // write keys with the wrong GGUF types
+	fuzzBadTypes                 // write a key of the wrong GGUF type (which: bits 12-13)
 	fuzzShortTypes               // token_type one entry short
 	fuzzNoMerges                 // leave tokenizer.ggml.merges out
 	fuzzSpacePrefix              // add_space_prefix
@@ -126,7 +126,7 @@ func fuzzVocabMetadata(t *testing.T, tokens, merges string, types []byte, pre ui
 			{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.NewValue(int32(-1))},
 			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewValue(uint8(1))},
 			{Key: "tokenizer.chat_template", Value: gguf.NewArray([]string{"x"})},
-		}[opts>>8&3]
+		}[opts>>12&3]
 		if !slices.ContainsFunc(kvs, func(kv gguf.KV) bool { return kv.Key == bad.Key }) {
 			kvs = append(kvs, bad)
 		}
@@ -176,7 +176,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add("a\nb\nab\n<|im_start|>\n<|im_end|>\n\n<|fim_prefix|>", "a b\nab ab\n  \n", []byte{1, 1, 1, 3, 3, 6, 4}, uint8(0), uint32(fuzzTypes|fuzzParseSpecial|fuzzFIM|3<<16), "ab<|im_start|>abab<|im_end|>")
 	f.Add("<unk>\n<s>\n</s>\n<|end|>\n<|call|>\n<|return|>", "", []byte{2, 3, 3, 3, 3, 3}, uint8(3), uint32(fuzzTypes|fuzzPhi3|fuzzParseSpecial), " <s> hi </s> <|end|>")
-	f.Add("x", "x x", []byte{}, uint8(1), uint32(fuzzBadTypes|2<<8), "x")
+	f.Add("x", "x x", []byte{}, uint8(1), uint32(fuzzBadTypes|2<<12), "x")
 	f.Add("", "", []byte{}, uint8(0), uint32(0), "")
 
 	f.Fuzz(func(t *testing.T, tokens, merges string, types []byte, pre uint8, opts uint32, text string) {
