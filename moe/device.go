@@ -172,10 +172,21 @@ func (c *Context) getRows(w weight, ids []int32) value {
 }
 
 // matmul is w·x on w's device.
-func (c *Context) matmul(w weight, x value) value {
-	x = c.to(w.dev, x)
-	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), x.Rows)
-	if c.err == nil {
+func (c *Context) matmul(w weight, x value) value { return c.product(x, value{}, 0, w) }
+
+// product is w·x (ids absent) or w's experts by ids times x, on w's device.
+func (c *Context) product(x, ids value, k int, w weight) value {
+	rows := x.Rows
+	if ids.Valid() {
+		rows = ids.Elements()
+	}
+	x, ids = c.to(w.dev, x), c.to(w.dev, ids)
+	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), rows)
+	switch {
+	case c.err != nil:
+	case ids.Valid():
+		c.fail(w.on.MulMatID(y, w.w, x, ids, k))
+	default:
 		c.fail(w.on.MatMul(y, w.w, x))
 	}
 	return y
@@ -184,40 +195,25 @@ func (c *Context) matmul(w weight, x value) value {
 // project multiplies x by each weight, as one operation where the weights share a device
 // (the input converted once, no wait between them): a layer's q, k and v projections. The
 // results are in a slice the next call reuses.
-func (c *Context) project(x value, ws ...weight) []value {
-	c.outs = c.outs[:0]
-	if !sameDevice(ws) {
-		for _, w := range ws {
-			c.outs = append(c.outs, c.matmul(w, x))
-		}
-		return c.outs
-	}
-	dev := ws[0].dev
-	x = c.to(dev, x)
-	c.fused = c.fused[:0]
-	for _, w := range ws {
-		c.fused = append(c.fused, w.w)
-		c.outs = append(c.outs, c.alloc(dev, tensor.F32, w.w.Rows(), x.Rows))
-	}
-	if c.err == nil {
-		c.fail(ws[0].on.MatMuls(c.outs, c.fused, x))
-	}
-	return c.outs
-}
+func (c *Context) project(x value, ws ...weight) []value { return c.products(x, value{}, 0, ws) }
 
 // mulMatIDs is project for stacks of experts with the same routing (ids, k slots per
 // token): one output row per (token, slot).
 func (c *Context) mulMatIDs(x, ids value, k int, ws ...weight) []value {
+	return c.products(x, ids, k, ws)
+}
+
+// products runs project (ids absent) or mulMatIDs: the weights' products fused on their
+// device where they share one, else one by one on each weight's device.
+func (c *Context) products(x, ids value, k int, ws []weight) []value {
 	c.outs = c.outs[:0]
-	rows := ids.Elements()
+	rows := x.Rows
+	if ids.Valid() {
+		rows = ids.Elements()
+	}
 	if !sameDevice(ws) {
 		for _, w := range ws {
-			x, ids := c.to(w.dev, x), c.to(w.dev, ids)
-			y := c.alloc(w.dev, tensor.F32, w.w.Rows(), rows)
-			if c.err == nil {
-				c.fail(w.on.MulMatID(y, w.w, x, ids, k))
-			}
-			c.outs = append(c.outs, y)
+			c.outs = append(c.outs, c.product(x, ids, k, w))
 		}
 		return c.outs
 	}
@@ -228,8 +224,13 @@ func (c *Context) mulMatIDs(x, ids value, k int, ws ...weight) []value {
 		c.fused = append(c.fused, w.w)
 		c.outs = append(c.outs, c.alloc(dev, tensor.F32, w.w.Rows(), rows))
 	}
-	if c.err == nil {
+	if c.err != nil {
+		return c.outs
+	}
+	if ids.Valid() {
 		c.fail(ws[0].on.MulMatIDs(c.outs, c.fused, x, ids, k))
+	} else {
+		c.fail(ws[0].on.MatMuls(c.outs, c.fused, x))
 	}
 	return c.outs
 }

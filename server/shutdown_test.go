@@ -19,14 +19,7 @@ import (
 // TestShutdown: Shutdown ends a running stream whose grace is over with an error event and
 // [DONE] (never a cut stream), and refuses new requests with 503.
 func TestShutdown(t *testing.T) {
-	c := testConfig()
-	c.Slots, c.Context.Size = 1, 4096
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s)
-	defer ts.Close()
+	s, ts := testServer(t, func(c *Config) { c.Slots, c.Context.Size = 1, 4096 })
 
 	// A long stream (about a second of tokens), stopped in its course: the test takes the
 	// forward pass after the first event.
@@ -72,14 +65,7 @@ func TestShutdown(t *testing.T) {
 // finishes the pass before it stops, and Shutdown returns only then: the model must not be
 // released under a running pass.
 func TestShutdownWaitsForThePass(t *testing.T) {
-	c := testConfig()
-	c.Slots = 1
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s)
-	defer ts.Close()
+	s, ts := testServer(t, func(c *Config) { c.Slots = 1 })
 	done := make(chan int, 1)
 	s.forward.Lock() // the request's prompt waits for the forward pass
 	go func() {
@@ -111,14 +97,7 @@ func TestShutdownWaitsForThePass(t *testing.T) {
 // TestShutdownWaits: with grace enough, Shutdown waits for a running request to finish
 // normally and reports nothing cut off.
 func TestShutdownWaits(t *testing.T) {
-	c := testConfig()
-	c.Slots = 1
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s)
-	defer ts.Close()
+	s, ts := testServer(t, func(c *Config) { c.Slots = 1 })
 	done := make(chan int, 1)
 	s.forward.Lock()
 	go func() {
@@ -145,18 +124,10 @@ func TestShutdownWaits(t *testing.T) {
 // and is cut off within the body timeout otherwise; /health keeps answering meanwhile.
 func TestWithheldBody(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.APIKeys = []string{"sekrit"} })
-	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := withheldBody(ts)
 	if err != nil {
 		t.Fatalf("no answer to a request without a key whose body never comes: %v", err)
 	}
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("status %d, want 401", resp.StatusCode)
 	}
@@ -202,6 +173,38 @@ func TestHealthAfterTheFileChanged(t *testing.T) {
 	}
 }
 
+// withheldBody sends a completion request's headers announcing a body it never sends, and
+// reads the answer, waiting at most 2 s.
+func withheldBody(ts *httptest.Server) (*http.Response, error) {
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// testServer is a server of testConfig changed by edit, and its HTTP server (closed at the
+// end of the test): for the tests that reach into the Server itself.
+func testServer(t *testing.T, edit func(*Config)) (*Server, *httptest.Server) {
+	t.Helper()
+	c := testConfig()
+	edit(&c)
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts
+}
+
 // syncLog is an access log the test reads while the server writes it.
 type syncLog struct {
 	mu sync.Mutex
@@ -224,14 +227,7 @@ func (l *syncLog) String() string {
 // than maxMessages messages is refused; while the slots and the queue are full, a further
 // POST is refused with 503 from its headers, without waiting for a body it withholds.
 func TestPreSlotLimits(t *testing.T) {
-	c := testConfig()
-	c.Slots, c.QueueSize = 1, 0
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s)
-	defer ts.Close()
+	s, ts := testServer(t, func(c *Config) { c.Slots, c.QueueSize = 1, 0 })
 	many := `{"messages": [` + strings.Repeat(`{"role": "user", "content": ""},`, maxMessages) + `{"role": "user", "content": "hi"}]}`
 	if status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", many); status != http.StatusBadRequest || !strings.Contains(string(body), "at most") {
 		t.Errorf("%d messages: %d %s", maxMessages+1, status, body)
@@ -245,18 +241,10 @@ func TestPreSlotLimits(t *testing.T) {
 	for s.metrics.processing.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := withheldBody(ts)
 	if err != nil {
 		t.Fatalf("no answer while the server is full: %v", err)
 	}
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a request while the slot and queue are full: %d, want 503", resp.StatusCode)
 	}

@@ -16,68 +16,75 @@ func (b *Backend) shapeError(op string, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %s", b.dev.Name, op, fmt.Sprintf(format, args...))
 }
 
-// GetRows is tensor.GetRows.
-func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) error {
-	if err := b.allow(backend.OpGetRows); err != nil {
-		return err
+// product checks a weight operation's operands and counts it: the weight's matrix, the
+// output's elements and the input's (none for the zero Tensor: get-rows has no input).
+func (b *Backend) product(op backend.Op, w backend.Weight, dst, x backend.Tensor) (*tensor.Matrix, []float32, []float32, error) {
+	if err := b.allow(op); err != nil {
+		return nil, nil, nil, err
 	}
 	m, err := b.matrix(w)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	d, err := b.f32(dst, "get-rows")
+	d, err := b.f32(dst, op.String())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var xs []float32
+	if x.Valid() {
+		if xs, err = b.f32(x, op.String()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	b.ops++
+	return m, d, xs, nil
+}
+
+// products is product for several weights that read one input.
+func (b *Backend) products(op backend.Op, ws []backend.Weight, dsts []backend.Tensor, x backend.Tensor) ([]*tensor.Matrix, [][]float32, []float32, error) {
+	if err := b.allow(op); err != nil {
+		return nil, nil, nil, err
+	}
+	ms, err := b.matrices(ws)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds, err := b.outputs(dsts, op.String())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	xs, err := b.f32(x, op.String())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b.ops++
+	return ms, ds, xs, nil
+}
+
+// GetRows is tensor.GetRows.
+func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) error {
+	m, d, _, err := b.product(backend.OpGetRows, w, dst, backend.Tensor{})
 	if err != nil {
 		return err
 	}
-	b.ops++
-	if err := tensor.GetRows(d, m, ids); err != nil {
-		return fmt.Errorf("tensor %s: %w", w.Name(), err)
-	}
-	return nil
+	return weightError(w, tensor.GetRows(d, m, ids))
 }
 
 // MatMul is tensor.Pool.MatMul.
 func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor) error {
-	if err := b.allow(backend.OpMatMul); err != nil {
-		return err
-	}
-	m, err := b.matrix(w)
+	m, d, xs, err := b.product(backend.OpMatMul, w, dst, x)
 	if err != nil {
 		return err
 	}
-	d, err := b.f32(dst, "mul-mat")
-	if err != nil {
-		return err
-	}
-	xs, err := b.f32(x, "mul-mat")
-	if err != nil {
-		return err
-	}
-	b.ops++
-	if err := b.pool.MatMul(d, m, xs); err != nil {
-		return fmt.Errorf("tensor %s: %w", w.Name(), err)
-	}
-	return nil
+	return weightError(w, b.pool.MatMul(d, m, xs))
 }
 
 // MatMuls is tensor.Pool.MatMuls.
 func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.Tensor) error {
-	if err := b.allow(backend.OpMatMul); err != nil {
-		return err
-	}
-	ms, err := b.matrices(ws)
+	ms, ds, xs, err := b.products(backend.OpMatMul, ws, dsts, x)
 	if err != nil {
 		return err
 	}
-	ds, err := b.outputs(dsts, "mul-mat")
-	if err != nil {
-		return err
-	}
-	xs, err := b.f32(x, "mul-mat")
-	if err != nil {
-		return err
-	}
-	b.ops++
 	if err := b.pool.MatMuls(ds, ms, xs); err != nil {
 		return fmt.Errorf("tensors %s: %w", names(ws), err)
 	}
@@ -86,76 +93,36 @@ func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.
 
 // MulMatID is tensor.Pool.MulMatID.
 func (b *Backend) MulMatID(dst backend.Tensor, w backend.Weight, x, ids backend.Tensor, k int) error {
-	if err := b.allow(backend.OpMulMatID); err != nil {
-		return err
-	}
-	m, err := b.matrix(w)
+	m, d, xs, err := b.product(backend.OpMulMatID, w, dst, x)
 	if err != nil {
 		return err
 	}
-	d, err := b.f32(dst, "mul-mat-id")
+	is, err := b.i32(ids, "mul-mat-id")
 	if err != nil {
 		return err
 	}
-	xs, is, err := b.routed(x, ids)
-	if err != nil {
-		return err
-	}
-	b.ops++
-	if err := b.pool.MulMatID(d, m, xs, is, k); err != nil {
-		return fmt.Errorf("tensor %s: %w", w.Name(), err)
-	}
-	return nil
+	return weightError(w, b.pool.MulMatID(d, m, xs, is, k))
 }
 
 // MulMatIDs is tensor.Pool.MulMatIDs.
 func (b *Backend) MulMatIDs(dsts []backend.Tensor, ws []backend.Weight, x, ids backend.Tensor, k int) error {
-	if err := b.allow(backend.OpMulMatID); err != nil {
-		return err
-	}
-	ms, err := b.matrices(ws)
+	ms, ds, xs, err := b.products(backend.OpMulMatID, ws, dsts, x)
 	if err != nil {
 		return err
 	}
-	ds, err := b.outputs(dsts, "mul-mat-id")
+	is, err := b.i32(ids, "mul-mat-id")
 	if err != nil {
 		return err
 	}
-	xs, is, err := b.routed(x, ids)
-	if err != nil {
-		return err
-	}
-	b.ops++
 	if err := b.pool.MulMatIDs(ds, ms, xs, is, k); err != nil {
 		return fmt.Errorf("tensors %s: %w", names(ws), err)
 	}
 	return nil
 }
 
-// routed is a MulMatID's input and expert ids.
-func (b *Backend) routed(x, ids backend.Tensor) ([]float32, []int32, error) {
-	xs, err := b.f32(x, "mul-mat-id")
-	if err != nil {
-		return nil, nil, err
-	}
-	is, err := b.i32(ids, "mul-mat-id")
-	return xs, is, err
-}
-
 // MatMulStack is tensor.Pool.MatMulStack with row i of x on matrix i mod Experts.
 func (b *Backend) MatMulStack(dst backend.Tensor, w backend.Weight, x backend.Tensor) error {
-	if err := b.allow(backend.OpMatMulStack); err != nil {
-		return err
-	}
-	m, err := b.matrix(w)
-	if err != nil {
-		return err
-	}
-	d, err := b.f32(dst, "mul-mat-stack")
-	if err != nil {
-		return err
-	}
-	xs, err := b.f32(x, "mul-mat-stack")
+	m, d, xs, err := b.product(backend.OpMatMulStack, w, dst, x)
 	if err != nil {
 		return err
 	}
@@ -163,8 +130,12 @@ func (b *Backend) MatMulStack(dst backend.Tensor, w backend.Weight, x backend.Te
 	if x.Rows%e != 0 {
 		return b.shapeError("mul-mat-stack", "%d rows over %d matrices of %s", x.Rows, e, w.Name())
 	}
-	b.ops++
-	if err := b.pool.MatMulStack(d, m, xs, b.stack(x.Rows, e), e); err != nil {
+	return weightError(w, b.pool.MatMulStack(d, m, xs, b.stack(x.Rows, e), e))
+}
+
+// weightError names the weight in a kernel's error.
+func weightError(w backend.Weight, err error) error {
+	if err != nil {
 		return fmt.Errorf("tensor %s: %w", w.Name(), err)
 	}
 	return nil
@@ -237,7 +208,11 @@ func (b *Backend) L2Norm(x backend.Tensor, eps float32) error {
 
 // broadcast is the elements of dst, a and b for an element-wise operation where b has a's
 // rows or one row (contiguous tensors).
-func (b *Backend) broadcast(op string, dst, x, y backend.Tensor) ([]float32, []float32, []float32, error) {
+func (b *Backend) broadcast(o backend.Op, dst, x, y backend.Tensor) ([]float32, []float32, []float32, error) {
+	if err := b.allow(o); err != nil {
+		return nil, nil, nil, err
+	}
+	op := o.String()
 	if dst.Rows != x.Rows || dst.Cols != x.Cols || y.Cols != x.Cols || y.Rows != x.Rows && y.Rows != 1 {
 		return nil, nil, nil, b.shapeError(op, "%s and %s into %s", x, y, dst)
 	}
@@ -250,39 +225,38 @@ func (b *Backend) broadcast(op string, dst, x, y backend.Tensor) ([]float32, []f
 		return nil, nil, nil, err
 	}
 	ys, err := b.f32(y, op)
+	if err == nil {
+		b.ops++
+	}
 	return d, xs, ys, err
 }
 
 // Add is tensor.Add.
 func (b *Backend) Add(dst, x, y backend.Tensor) error {
-	if err := b.allow(backend.OpAdd); err != nil {
-		return err
-	}
-	d, xs, ys, err := b.broadcast("add", dst, x, y)
+	d, xs, ys, err := b.broadcast(backend.OpAdd, dst, x, y)
 	if err != nil || len(xs) == 0 {
 		return err
 	}
-	b.ops++
 	tensor.Add(d, xs, ys)
 	return nil
 }
 
 // Mul is tensor.Mul.
 func (b *Backend) Mul(dst, x, y backend.Tensor) error {
-	if err := b.allow(backend.OpMul); err != nil {
-		return err
-	}
-	d, xs, ys, err := b.broadcast("mul", dst, x, y)
+	d, xs, ys, err := b.broadcast(backend.OpMul, dst, x, y)
 	if err != nil || len(xs) == 0 {
 		return err
 	}
-	b.ops++
 	tensor.Mul(d, xs, ys)
 	return nil
 }
 
 // same is the elements of dst and x, contiguous tensors of one shape.
-func (b *Backend) same(op string, dst, x backend.Tensor) ([]float32, []float32, error) {
+func (b *Backend) same(o backend.Op, dst, x backend.Tensor) ([]float32, []float32, error) {
+	if err := b.allow(o); err != nil {
+		return nil, nil, err
+	}
+	op := o.String()
 	if dst.Rows != x.Rows || dst.Cols != x.Cols {
 		return nil, nil, b.shapeError(op, "%s into %s", x, dst)
 	}
@@ -291,29 +265,25 @@ func (b *Backend) same(op string, dst, x backend.Tensor) ([]float32, []float32, 
 		return nil, nil, err
 	}
 	xs, err := b.f32(x, op)
+	if err == nil {
+		b.ops++
+	}
 	return d, xs, err
 }
 
 // Scale is tensor.Scale.
 func (b *Backend) Scale(dst, x backend.Tensor, s float32) error {
-	if err := b.allow(backend.OpScale); err != nil {
-		return err
-	}
-	d, xs, err := b.same("scale", dst, x)
+	d, xs, err := b.same(backend.OpScale, dst, x)
 	if err != nil {
 		return err
 	}
-	b.ops++
 	tensor.Scale(d, xs, s)
 	return nil
 }
 
 // ScaleRows is tensor.Scale of each row by its own factor.
 func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
-	if err := b.allow(backend.OpScale); err != nil {
-		return err
-	}
-	d, xs, err := b.same("scale", dst, x)
+	d, xs, err := b.same(backend.OpScale, dst, x)
 	if err != nil {
 		return err
 	}
@@ -324,7 +294,6 @@ func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
 	if len(ss) != x.Rows {
 		return b.shapeError("scale", "%d factors for %d rows", len(ss), x.Rows)
 	}
-	b.ops++
 	for r, f := range ss {
 		tensor.Scale(d[r*x.Cols:][:x.Cols], xs[r*x.Cols:][:x.Cols], f)
 	}
@@ -333,14 +302,10 @@ func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
 
 // Unary is tensor.Sigmoid, Softplus or SiLU.
 func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
-	if err := b.allow(backend.OpUnary); err != nil {
-		return err
-	}
-	d, xs, err := b.same("unary", dst, x)
+	d, xs, err := b.same(backend.OpUnary, dst, x)
 	if err != nil || len(xs) == 0 {
 		return err
 	}
-	b.ops++
 	switch f {
 	case backend.Sigmoid:
 		tensor.Sigmoid(d, xs)
@@ -356,37 +321,30 @@ func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
 
 // SwiGLU is tensor.SwiGLU.
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error {
-	if err := b.allow(backend.OpSwiGLU); err != nil {
-		return err
-	}
-	d, g, u, err := b.glu("swiglu", dst, gate, up)
+	d, g, u, err := b.glu(backend.OpSwiGLU, dst, gate, up)
 	if err != nil || len(g) == 0 {
 		return err
 	}
-	b.ops++
 	tensor.SwiGLU(d, g, u, gate.Cols)
 	return nil
 }
 
 // SwiGLUOAI is tensor.SwiGLUOAI.
 func (b *Backend) SwiGLUOAI(dst, gate, up backend.Tensor, alpha, limit float32) error {
-	if err := b.allow(backend.OpSwiGLU); err != nil {
-		return err
-	}
-	d, g, u, err := b.glu("swiglu", dst, gate, up)
+	d, g, u, err := b.glu(backend.OpSwiGLU, dst, gate, up)
 	if err != nil || len(g) == 0 {
 		return err
 	}
-	b.ops++
 	tensor.SwiGLUOAI(d, g, u, alpha, limit)
 	return nil
 }
 
-func (b *Backend) glu(op string, dst, gate, up backend.Tensor) ([]float32, []float32, []float32, error) {
+func (b *Backend) glu(o backend.Op, dst, gate, up backend.Tensor) ([]float32, []float32, []float32, error) {
 	if up.Rows != gate.Rows || up.Cols != gate.Cols {
-		return nil, nil, nil, b.shapeError(op, "gate %s and up %s", gate, up)
+		return nil, nil, nil, b.shapeError(o.String(), "gate %s and up %s", gate, up)
 	}
-	d, g, err := b.same(op, dst, gate)
+	d, g, err := b.same(o, dst, gate)
+	op := o.String()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -634,10 +592,7 @@ func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
 
 // CausalConv is tensor.CausalConv.Run with the kernel w ([taps][channels]).
 func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
-	if err := b.allow(backend.OpCausalConv); err != nil {
-		return err
-	}
-	d, xs, err := b.same("causal-conv", dst, x)
+	d, xs, err := b.same(backend.OpCausalConv, dst, x)
 	if err != nil {
 		return err
 	}
@@ -653,7 +608,6 @@ func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
 	if err != nil {
 		return err
 	}
-	b.ops++
 	return conv.Run(d, xs, st)
 }
 
