@@ -45,7 +45,7 @@ type runCmd struct {
 
 // Help is the command's detailed help: what to know first, and an example that docs/docs_test.go runs.
 func (*runCmd) Help() string {
-	return "Computes on this machine's CPU (the CUDA backend is not written yet). Takes llama-cli's sampling flags and llama-server's placement flags. Guide: docs/guide.md.\n" +
+	return "Computes on this machine's CPU, with a CUDA build also on its GPUs (only the weights' products run there so far), or on simulated GPUs (--sim-gpu). Takes llama-cli's sampling flags and llama-server's placement flags. Guide: docs/guide.md.\n" +
 		"\n" +
 		"Example (the tiny test model, greedy):\n" +
 		"\n" +
