@@ -1,606 +1,541 @@
-// Package backendtest is the backends' conformance suite, in the spirit of llama.cpp's
-// test-backend-ops: every operation of backend.Ops, with every weight type the tensor
-// package quantizes and with regular and odd shapes (one token, a few, a partial block of
-// rows; strided views where an operation takes them), runs on the backend under test and on
-// a reference CPU backend from the same inputs, and the outputs are compared by normalised
-// mean squared error: 5e-4 for the weights' products and attention, 1e-7 for the rest, as
-// llama.cpp's suite allows. An operation the backend's Supports declines is skipped and
-// logged; a backend that supports none fails, so the suite cannot pass by doing nothing.
-//
-// A backend plugs in with a test of its own package that calls Run with a constructor:
-// backend/sim does (a simulated GPU, which must agree exactly), and the CUDA backend and
-// its CPU emulation are meant to.
 package backendtest
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/tensor"
 )
 
-// Thresholds of the normalised MSE (Σ(a−b)²/Σb²), llama.cpp's for these operations.
+// The bounds on the normalised mean squared error Σ(a−b)²/Σb² of a result a against the
+// reference's b (test-backend-ops's).
 const (
-	ProductNMSE     = 5e-4
-	ElementwiseNMSE = 1e-7
+	// MatMulErr bounds the products: mul-mat, mul-mat-id, mul-mat-stack, attention.
+	MatMulErr = 5e-4
+	// SoftmaxErr bounds the router's weights (a softmax or sigmoid, normalised).
+	SoftmaxErr = 1e-6
+	// ElementErr bounds element-wise and row operations, lookups and conversions.
+	ElementErr = 1e-7
 )
 
-// WeightTypes are the weight types the products are checked with.
-var WeightTypes = []tensor.Type{tensor.F32, tensor.F16, tensor.BF16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_K,
-	tensor.Q5_K, tensor.Q6_K, tensor.Q2_K, tensor.Q3_K, tensor.MXFP4, tensor.IQ4_NL, tensor.IQ4_XS}
+// Options tune Run.
+type Options struct {
+	// Exact requires every result to have the reference's bits, not only to be within the
+	// bounds: for backends that compute with the CPU's kernels (backend/sim, a second CPU
+	// backend). Such a backend should compute on a pool of as many workers as the
+	// reference's, since a decode step's attention over many positions is split by worker.
+	Exact bool
+	// Threads is the number of workers of the reference's pool; 0 means 1, which costs
+	// least where the CPUs are few and gives results that do not depend on the machine.
+	Threads int
+}
 
-// Run checks the backend newBackend makes (on pool, for one test) against the CPU backend.
-func Run(t *testing.T, newBackend func(t *testing.T, pool *tensor.Pool) backend.Backend) {
-	pool := tensor.NewPool(2)
-	t.Cleanup(pool.Close)
-	h := &harness{dut: newBackend(t, pool), ref: cpu.New(cpu.Options{Pool: pool}), rng: rand.New(rand.NewPCG(1, 2))}
-	t.Cleanup(func() { h.ref.Close() })
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			h.t = t
-			c.run(h)
+// Run runs the conformance suite on the backends newBackend makes, as subtests of t named
+// after the operations (backend.Op's String) and, under them, the type and shape of each
+// case; a subtest "api" checks the contract around the operations. newBackend is called
+// once per subtest of t (and a few more times where two instances are needed); Run closes
+// every backend it returns. newBackend may call t.Skip.
+func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend, opts Options) {
+	t.Helper()
+	if opts.Threads <= 0 {
+		opts.Threads = 1
+	}
+	pool := tensor.NewPool(opts.Threads)
+	defer pool.Close()
+	ref := cpu.New(cpu.Options{Pool: pool})
+	defer ref.Close()
+	s := &suite{opts: opts, newBackend: newBackend, ref: ref, refPool: pool}
+	for _, op := range backend.AllOps() {
+		run, ok := opSuites[op]
+		if !ok {
+			t.Errorf("%s: the suite has no cases for this operation", op)
+			continue
+		}
+		t.Run(op.String(), func(t *testing.T) {
+			e := s.env(t, op)
+			defer e.close()
+			run(e)
+			e.report()
 		})
 	}
-	if h.ran == 0 {
-		t.Errorf("%s supports none of the operations", h.dut.Device().Name)
+	t.Run("api", func(t *testing.T) { apiSuite(s, t) })
+	if s.supported == 0 && s.unsupported > 0 {
+		t.Errorf("the backend supports none of the %d (operation, type) pairs the suite tries: it checked nothing", s.unsupported)
 	}
-	t.Logf("%s: %d checks ran, %d skipped as unsupported", h.dut.Device().Name, h.ran, h.skipped)
+	t.Logf("%d (operation, type) pairs supported, %d not", s.supported, s.unsupported)
 }
 
-// harness runs one check on both backends.
-type harness struct {
-	t            *testing.T
-	dut, ref     backend.Backend
-	rng          *rand.Rand
-	ran, skipped int
+// opSuites are the cases of each operation.
+var opSuites = map[backend.Op]func(*env){
+	backend.OpGetRows:        getRowsSuite,
+	backend.OpMatMul:         matMulSuite,
+	backend.OpMulMatID:       mulMatIDSuite,
+	backend.OpMatMulStack:    matMulStackSuite,
+	backend.OpRMSNorm:        rmsNormSuite,
+	backend.OpL2Norm:         l2NormSuite,
+	backend.OpAdd:            addSuite,
+	backend.OpMul:            mulSuite,
+	backend.OpScale:          scaleSuite,
+	backend.OpUnary:          unarySuite,
+	backend.OpSwiGLU:         swiGLUSuite,
+	backend.OpCopy:           copySuite,
+	backend.OpRoPE:           ropeSuite,
+	backend.OpSetRows:        setRowsSuite,
+	backend.OpAttention:      attentionSuite,
+	backend.OpRoute:          routeSuite,
+	backend.OpAddID:          addIDSuite,
+	backend.OpWeightedSum:    weightedSumSuite,
+	backend.OpCausalConv:     causalConvSuite,
+	backend.OpGatedDeltaRule: gatedDeltaRuleSuite,
 }
 
-// supports skips the check unless the backend under test runs op on t.
-func (h *harness) supports(op backend.Op, t tensor.Type) bool {
-	if h.dut.Supports(op, t) {
-		h.ran++
-		return true
+// suite is one Run.
+type suite struct {
+	opts                   Options
+	newBackend             func(*testing.T) backend.Backend
+	ref                    *cpu.Backend // the reference where one instance does (api)
+	refPool                *tensor.Pool // the references' workers
+	supported, unsupported int          // (operation, type) pairs
+}
+
+// side picks the backend under test or the reference.
+type side int
+
+const (
+	testSide side = iota
+	refSide
+)
+
+// env is one operation's subtest: a fresh backend under test and the reference.
+type env struct {
+	s           *suite
+	t           *testing.T
+	op          backend.Op
+	b           [2]backend.Backend
+	unsupported []string
+	noReference []string
+}
+
+func (s *suite) env(t *testing.T, op backend.Op) *env {
+	t.Helper()
+	b := s.newBackend(t)
+	if b == nil {
+		t.Fatal("newBackend returned nil")
 	}
-	h.skipped++
-	h.t.Logf("%s does not run %s on %s: skipped", h.dut.Device().Name, op, t)
-	return false
+	return &env{s: s, t: t, op: op, b: [2]backend.Backend{b, s.ref}}
 }
 
-// pair is one input or output on both backends.
-type pair struct{ dut, ref backend.Tensor }
+func (e *env) close() {
+	if err := e.b[testSide].Close(); err != nil {
+		e.t.Errorf("Close: %v", err)
+	}
+}
 
-// put places rows×cols values of type t (F32 or I32 for activations) on both backends.
-func (h *harness) put(t tensor.Type, cols, rows int, bytes []byte) pair {
-	h.t.Helper()
-	var p pair
-	for _, side := range []struct {
-		b backend.Backend
-		x *backend.Tensor
-	}{{h.dut, &p.dut}, {h.ref, &p.ref}} {
-		rb, err := backend.RowBytes(t, cols)
+// supports reports whether the backend under test runs the operation with type typ (and
+// the reference can check it), recording the answer.
+func (e *env) supports(typ tensor.Type) bool {
+	if !e.b[testSide].Supports(e.op, typ) {
+		e.unsupported = append(e.unsupported, typ.String())
+		e.s.unsupported++
+		return false
+	}
+	if !e.b[refSide].Supports(e.op, typ) {
+		e.noReference = append(e.noReference, typ.String())
+		return false
+	}
+	e.s.supported++
+	return true
+}
+
+func (e *env) report() {
+	if len(e.unsupported) > 0 {
+		e.t.Logf("skipped, not supported by %s: %s", e.b[testSide].Device().Name, strings.Join(e.unsupported, " "))
+	}
+	if len(e.noReference) > 0 {
+		e.t.Logf("skipped, no reference on the CPU: %s", strings.Join(e.noReference, " "))
+	}
+}
+
+// run runs one case as a subtest.
+func (e *env) run(name string, f func(c *tcase)) {
+	e.t.Run(name, func(t *testing.T) {
+		h := fnv.New64a()
+		h.Write([]byte(t.Name()))
+		// A fresh reference for each case: its results do not depend on the calls before
+		// (a cache of the CPU's, say RoPE's angles, that confused two calls would confuse
+		// them on both sides), and what it allocated goes with it.
+		ref := cpu.New(cpu.Options{Pool: e.s.refPool})
+		defer ref.Close()
+		c := &tcase{t: t, b: [2]backend.Backend{e.b[testSide], ref}, rng: rand.New(rand.NewPCG(0x5eed, h.Sum64())),
+			exact: e.s.opts.Exact}
+		f(c)
+	})
+}
+
+// tcase is one case: its buffers on both backends, the outputs to compare.
+type tcase struct {
+	t     *testing.T
+	b     [2]backend.Backend // under test, reference
+	rng   *rand.Rand
+	bufs  []*hostBuf
+	exact bool
+}
+
+// guard is the number of bytes before and after each tensor in its buffer, which the
+// operations must leave alone.
+const guard = 64
+
+// hostBuf is a buffer allocated on both backends with the same initial bytes.
+type hostBuf struct {
+	name  string
+	init  []byte
+	whole [2]backend.Tensor // the whole buffer, as F32, for Set and Get
+	outs  []output
+}
+
+// output is a view whose values are compared.
+type output struct {
+	name   string
+	x      Tensor
+	maxErr float64
+}
+
+// Tensor is a tensor on both backends: the same view of a buffer of each.
+type Tensor struct {
+	name string
+	buf  *hostBuf
+	v    [2]backend.Tensor
+}
+
+func (x Tensor) on(s side) backend.Tensor { return x.v[s] }
+
+func (x Tensor) each(f func(backend.Tensor) backend.Tensor) Tensor {
+	if x.buf != nil {
+		x.v[0], x.v[1] = f(x.v[0]), f(x.v[1])
+	}
+	return x
+}
+
+// Columns, Slice and Rowwise are backend.Tensor's on both sides.
+func (x Tensor) Columns(from, n int) Tensor {
+	return x.each(func(v backend.Tensor) backend.Tensor { return v.Columns(from, n) })
+}
+
+func (x Tensor) Slice(from, to int) Tensor {
+	return x.each(func(v backend.Tensor) backend.Tensor { return v.Slice(from, to) })
+}
+
+func (x Tensor) Rowwise(cols, stride, offset int) Tensor {
+	return x.each(func(v backend.Tensor) backend.Tensor { return v.Rowwise(cols, stride, offset) })
+}
+
+// weight is a weight loaded on both backends.
+type weight [2]backend.Weight
+
+// buffer allocates a buffer holding data between guards on both backends.
+func (c *tcase) buffer(name string, data []byte) *hostBuf {
+	c.t.Helper()
+	size := (guard + len(data) + guard + 3) &^ 3
+	init := make([]byte, size)
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(c.rng.Uint32())
+		}
+	}
+	fill(init[:guard])
+	copy(init[guard:], data)
+	fill(init[guard+len(data):])
+	hb := &hostBuf{name: name, init: init}
+	for s, b := range c.b {
+		mem, err := b.Alloc(int64(size))
 		if err != nil {
-			h.t.Fatal(err)
+			c.t.Fatalf("%s: Alloc(%d): %v", b.Device().Name, size, err)
 		}
-		buf, err := side.b.Alloc(max(rb*int64(rows), 1))
+		if mem.Size() != int64(size) {
+			c.t.Fatalf("%s: Alloc(%d) gave a buffer of %d bytes", b.Device().Name, size, mem.Size())
+		}
+		hb.whole[s] = backend.Tensor{Buf: mem, Type: tensor.F32, Cols: size / 4, Rows: 1, Stride: int64(size)}
+		if err := b.Set(hb.whole[s], init); err != nil {
+			c.t.Fatalf("%s: Set of %s: %v", b.Device().Name, name, err)
+		}
+	}
+	c.bufs = append(c.bufs, hb)
+	return hb
+}
+
+// tensor is a contiguous rows×cols tensor of typ holding data (encoded rows).
+func (c *tcase) tensor(name string, typ tensor.Type, cols, rows int, data []byte) Tensor {
+	c.t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	if int64(len(data)) != rb*int64(rows) {
+		c.t.Fatalf("%s: %d bytes for %d rows of %d %s", name, len(data), rows, cols, typ)
+	}
+	hb := c.buffer(name, data)
+	x := Tensor{name: name, buf: hb}
+	for s := range x.v {
+		v, err := backend.NewTensor(hb.whole[s].Buf, guard, typ, cols, rows)
 		if err != nil {
-			h.t.Fatal(err)
+			c.t.Fatal(err)
 		}
-		if *side.x, err = backend.NewTensor(buf, 0, t, cols, rows); err != nil {
-			h.t.Fatal(err)
+		x.v[s] = v
+	}
+	return x
+}
+
+// values is an F32 input.
+func (c *tcase) values(name string, cols, rows int, vals []float32) Tensor {
+	c.t.Helper()
+	return c.tensor(name, tensor.F32, cols, rows, f32Bytes(vals))
+}
+
+// random is an F32 input of values uniform in [lo, hi).
+func (c *tcase) random(name string, cols, rows int, lo, hi float32) Tensor {
+	c.t.Helper()
+	return c.values(name, cols, rows, c.uniform(cols*rows, lo, hi))
+}
+
+// ids is an I32 input.
+func (c *tcase) ids(name string, cols, rows int, ids []int32) Tensor {
+	c.t.Helper()
+	return c.tensor(name, tensor.I32, cols, rows, i32Bytes(ids))
+}
+
+// output is a tensor whose elements start as NaNs (invalid ids for I32), checked with
+// maxErr after the operation.
+func (c *tcase) output(name string, typ tensor.Type, cols, rows int, maxErr float64) Tensor {
+	c.t.Helper()
+	x := c.blank(name, typ, cols, rows)
+	c.check(x, maxErr)
+	return x
+}
+
+// blank is a tensor whose elements start as NaNs (invalid ids for I32), unchecked: a wider
+// tensor of which a view will be the output.
+func (c *tcase) blank(name string, typ tensor.Type, cols, rows int) Tensor {
+	c.t.Helper()
+	rb, err := typ.RowBytes(int64(cols))
+	if err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	fill := byte(0xFF) // NaN in F32, F16, BF16 and the scales of the block formats
+	if typ == tensor.I32 {
+		fill = 0x7F // an id no operation may leave behind
+	}
+	return c.tensor(name, typ, cols, rows, slices.Repeat([]byte{fill}, int(rb)*rows))
+}
+
+// check makes x (a view of a tensor of the case) an output compared with maxErr.
+func (c *tcase) check(x Tensor, maxErr float64) {
+	x.buf.outs = append(x.buf.outs, output{name: x.name, x: x, maxErr: maxErr})
+}
+
+// weight loads a weight on both backends.
+func (c *tcase) weight(name string, typ tensor.Type, shape []int64, data []byte) weight {
+	c.t.Helper()
+	var w weight
+	for s, b := range c.b {
+		var err error
+		if w[s], err = b.Load(name, typ, shape, data); err != nil {
+			c.t.Fatalf("%s: Load %s %s %v: %v", b.Device().Name, name, typ, shape, err)
 		}
-		if bytes != nil {
-			if err := side.b.Set(*side.x, bytes); err != nil {
-				h.t.Fatal(err)
+	}
+	return w
+}
+
+// run runs the operation on the reference, then on the backend under test, and compares
+// every buffer of the case.
+func (c *tcase) run(f func(b backend.Backend, s side) error) {
+	c.t.Helper()
+	if err := protect(func() error { return f(c.b[refSide], refSide) }); err != nil {
+		c.t.Fatalf("the reference (CPU) fails the case: %v", err)
+	}
+	test := c.b[testSide]
+	if err := protect(func() error { return f(test, testSide) }); err != nil {
+		c.t.Fatalf("%s: %v", test.Device().Name, err)
+	}
+	c.compare()
+}
+
+// protect runs f, turning a panic into an error.
+func protect(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+// compare reads every buffer back from both backends and checks it.
+func (c *tcase) compare() {
+	c.t.Helper()
+	got := make([][2][]byte, len(c.bufs))
+	for i, hb := range c.bufs {
+		for s, b := range c.b {
+			got[i][s] = make([]byte, len(hb.init))
+			if err := b.Get(got[i][s], hb.whole[s]); err != nil {
+				c.t.Fatalf("%s: Get of %s: %v", b.Device().Name, hb.name, err)
 			}
 		}
 	}
-	return p
+	for _, b := range c.b {
+		if err := b.Synchronize(); err != nil {
+			c.t.Fatalf("%s: Synchronize: %v", b.Device().Name, err)
+		}
+	}
+	for i, hb := range c.bufs {
+		written := make([]bool, len(hb.init))
+		for _, o := range hb.outs {
+			v := o.x.v[testSide]
+			rb := v.RowBytes()
+			for r := range int64(v.Rows) {
+				from := v.Off + r*v.Stride
+				for j := range written[from : from+rb] {
+					written[from+int64(j)] = true
+				}
+			}
+		}
+		for s, b := range c.b {
+			who := b.Device().Name
+			if side(s) == refSide {
+				who = "the reference (CPU)"
+			}
+			c.unchanged(who, hb, got[i][s], written)
+		}
+		for _, o := range hb.outs {
+			c.compareOutput(o, got[i][testSide], got[i][refSide])
+		}
+	}
 }
 
-// floats places random values (normal, times scale) on both backends.
-func (h *harness) floats(cols, rows int, scale float64) pair {
-	h.t.Helper()
-	v := make([]float32, cols*rows)
-	for i := range v {
-		v[i] = float32(h.rng.NormFloat64() * scale)
+// unchanged checks that the bytes of hb that are no output's still hold their initial
+// values.
+func (c *tcase) unchanged(who string, hb *hostBuf, data []byte, written []bool) {
+	c.t.Helper()
+	changed, first := 0, -1
+	for j := range data {
+		if !written[j] && data[j] != hb.init[j] {
+			if first < 0 {
+				first = j
+			}
+			changed++
+		}
 	}
-	return h.put(tensor.F32, cols, rows, f32Bytes(v))
-}
-
-// zeros is an output of rows×cols on both backends.
-func (h *harness) zeros(cols, rows int) pair { return h.put(tensor.F32, cols, rows, nil) }
-
-// ids places int32 values on both backends.
-func (h *harness) ids(cols int, v []int32) pair {
-	h.t.Helper()
-	return h.put(tensor.I32, cols, len(v)/cols, i32Bytes(v))
-}
-
-// weight quantizes random values into a weight of type t on both backends; ok is false
-// when the tensor package cannot quantize t.
-func (h *harness) weight(t tensor.Type, cols, rows, experts int) (dut, ref backend.Weight, ok bool) {
-	h.t.Helper()
-	vals := make([]float32, cols*rows*experts)
-	for i := range vals {
-		vals[i] = float32(h.rng.NormFloat64() * (0.5 + float64(i/cols%7)/7)) // row scales vary
-	}
-	shape := []int64{int64(cols), int64(rows), int64(experts)}
-	size, err := t.Bytes(shape)
-	if err != nil {
-		return nil, nil, false
-	}
-	data := make([]byte, size)
-	if err := tensor.Quantize(t, vals, data); err != nil {
-		return nil, nil, false
-	}
-	name := fmt.Sprintf("test.%s.weight", t)
-	if dut, err = h.dut.Load(name, t, shape, data); err != nil {
-		h.t.Fatalf("%s: %v", h.dut.Device().Name, err)
-	}
-	if ref, err = h.ref.Load(name, t, shape, data); err != nil {
-		h.t.Fatal(err)
-	}
-	return dut, ref, true
-}
-
-// check runs an operation on both backends and compares its output, read as rows×cols.
-func (h *harness) check(what string, tol float64, out pair, run func(b backend.Backend, side func(pair) backend.Tensor) error) {
-	h.t.Helper()
-	if err := run(h.dut, func(p pair) backend.Tensor { return p.dut }); err != nil {
-		h.t.Errorf("%s on %s: %v", what, h.dut.Device().Name, err)
+	if changed == 0 {
 		return
 	}
-	if err := run(h.ref, func(p pair) backend.Tensor { return p.ref }); err != nil {
-		h.t.Fatalf("%s on the CPU: %v", what, err)
+	where := fmt.Sprintf("at byte %d of the tensor", first-guard)
+	switch {
+	case first < guard:
+		where = fmt.Sprintf("%d bytes before the tensor", guard-first)
+	case len(hb.outs) == 0:
+		where += " (an input)"
+	default:
+		where += " (between or after its rows)"
 	}
-	got, want := h.read(h.dut, out.dut), h.read(h.ref, out.ref)
-	if e := nmse(got, want); !(e <= tol) {
-		h.t.Errorf("%s: normalised MSE %.3g > %.3g", what, e, tol)
+	c.t.Errorf("%s changed %d bytes of %s that are no output's, the first %s", who, changed, hb.name, where)
+}
+
+// compareOutput compares an output view of both backends' bytes.
+func (c *tcase) compareOutput(o output, test, ref []byte) {
+	c.t.Helper()
+	v := o.x.v[testSide]
+	name := fmt.Sprintf("%s (%s %d×%d)", o.name, v.Type, v.Rows, v.Cols)
+	rb := v.RowBytes()
+	rowOf := func(data []byte, r int) []byte {
+		off := v.Off + int64(r)*v.Stride
+		return data[off : off+rb]
+	}
+	if v.Type == tensor.I32 || c.exact {
+		for r := range v.Rows {
+			if a, b := rowOf(test, r), rowOf(ref, r); !slices.Equal(a, b) {
+				c.t.Errorf("%s: not the reference's bits: row %d, %s", name, r, describe(v, a, b))
+				return
+			}
+		}
+		if v.Type == tensor.I32 {
+			return
+		}
+	}
+	a, b := make([]float32, v.Elements()), make([]float32, v.Elements())
+	for r := range v.Rows {
+		for s, dst := range [][]float32{a, b} {
+			src := [][]byte{test, ref}[s]
+			if err := tensor.Dequantize(v.Type, rowOf(src, r), dst[r*v.Cols:(r+1)*v.Cols]); err != nil {
+				c.t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		switch {
+		case math.IsNaN(y):
+			c.t.Errorf("%s: the reference has a NaN at row %d column %d (the case's inputs are wrong)", name, i/v.Cols, i%v.Cols)
+			return
+		case math.IsNaN(x):
+			c.t.Errorf("%s: NaN at row %d column %d, the reference has %g (unwritten, or computed)", name, i/v.Cols, i%v.Cols, b[i])
+			return
+		case math.IsInf(x, 0) != math.IsInf(y, 0) || math.IsInf(x, 0) && x != y:
+			c.t.Errorf("%s: %g at row %d column %d, the reference has %g", name, a[i], i/v.Cols, i%v.Cols, b[i])
+			return
+		}
+	}
+	if err := nmse(a, b); err > o.maxErr {
+		worst, wi := 0.0, 0
+		for i := range a {
+			if d := math.Abs(float64(a[i]) - float64(b[i])); d > worst {
+				worst, wi = d, i
+			}
+		}
+		c.t.Errorf("%s: NMSE %.3g > %.3g; the largest difference at row %d column %d: %g, the reference has %g",
+			name, err, o.maxErr, wi/v.Cols, wi%v.Cols, a[wi], b[wi])
 	}
 }
 
-// read copies a tensor's F32 elements back, through a contiguous copy on its backend when
-// it is a strided view.
-func (h *harness) read(b backend.Backend, x backend.Tensor) []float32 {
-	h.t.Helper()
-	if !x.Contiguous() {
-		buf, err := b.Alloc(x.RowBytes() * int64(x.Rows))
-		if err != nil {
-			h.t.Fatal(err)
+// describe shows the first differing element of two rows of v (decoded if it can be).
+func describe(v backend.Tensor, a, b []byte) string {
+	if v.Type == tensor.I32 {
+		for i := 0; i+4 <= len(a); i += 4 {
+			x, y := int32(binary.LittleEndian.Uint32(a[i:])), int32(binary.LittleEndian.Uint32(b[i:]))
+			if x != y {
+				return fmt.Sprintf("column %d: %d, the reference has %d", i/4, x, y)
+			}
 		}
-		c, _ := backend.NewTensor(buf, 0, x.Type, x.Cols, x.Rows)
-		if err := b.Copy(c, x); err != nil {
-			h.t.Fatal(err)
+	}
+	x, y := make([]float32, v.Cols), make([]float32, v.Cols)
+	if tensor.Dequantize(v.Type, a, x) != nil || tensor.Dequantize(v.Type, b, y) != nil {
+		return "other bytes"
+	}
+	for i := range x {
+		if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+			return fmt.Sprintf("column %d: %g, the reference has %g", i, x[i], y[i])
 		}
-		x = c
 	}
-	out := make([]float32, x.Elements())
-	if err := b.Get(f32Bytes(out), x); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := b.Synchronize(); err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return "the same values in other bytes"
 }
 
-// nmse is Σ(a−b)²/Σb²; NaN where a has a NaN or an infinity b has not.
+// nmse is Σ(a−b)²/Σb², or Σ(a−b)² where b is all zeros.
 func nmse(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
 	var num, den float64
 	for i := range a {
 		d := float64(a[i]) - float64(b[i])
-		if a[i] == b[i] { // also equal infinities
-			d = 0
-		}
 		num += d * d
 		den += float64(b[i]) * float64(b[i])
 	}
-	if num == 0 {
-		return 0
+	if den == 0 {
+		return num
 	}
-	return num / max(den, 1e-30)
-}
-
-func f32Bytes(v []float32) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-}
-
-func i32Bytes(v []int32) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-}
-
-// testCase is one group of checks.
-type testCase struct {
-	name string
-	run  func(h *harness)
-}
-
-// tokenCounts are the batch sizes products are checked at: one token (ggml's vec-dot path),
-// a few, and a batch that is not a multiple of a tile.
-var tokenCounts = []int{1, 3, 17}
-
-var cases = []testCase{
-	{"get-rows", func(h *harness) {
-		for _, t := range WeightTypes {
-			if !h.supports(backend.OpGetRows, t) {
-				continue
-			}
-			dw, rw, ok := h.weight(t, 256, 12, 1)
-			if !ok {
-				continue
-			}
-			ids := []int32{3, 0, 11, 3}
-			out := h.zeros(256, len(ids))
-			h.check("get-rows "+t.String(), ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.GetRows(s(out), pick(b, h, dw, rw), ids)
-			})
-		}
-	}},
-	{"mul-mat", func(h *harness) {
-		for _, t := range WeightTypes {
-			if !h.supports(backend.OpMatMul, t) {
-				continue
-			}
-			dw, rw, ok := h.weight(t, 256, 24, 1)
-			if !ok {
-				continue
-			}
-			for _, n := range tokenCounts {
-				x, out := h.floats(256, n, 1), h.zeros(24, n)
-				h.check(fmt.Sprintf("mul-mat %s, %d tokens", t, n), ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-					return b.MatMul(s(out), pick(b, h, dw, rw), s(x))
-				})
-				out2 := h.zeros(24, n)
-				h.check(fmt.Sprintf("mul-mats %s, %d tokens", t, n), ProductNMSE, out2, func(b backend.Backend, s func(pair) backend.Tensor) error {
-					return b.MatMuls([]backend.Tensor{s(out2)}, []backend.Weight{pick(b, h, dw, rw)}, s(x))
-				})
-			}
-		}
-	}},
-	{"mul-mat-id", func(h *harness) {
-		const experts, k = 6, 2
-		for _, t := range WeightTypes {
-			if !h.supports(backend.OpMulMatID, t) {
-				continue
-			}
-			dw, rw, ok := h.weight(t, 256, 16, experts)
-			if !ok {
-				continue
-			}
-			for _, n := range tokenCounts {
-				ids := make([]int32, n*k)
-				for i := range ids {
-					ids[i] = int32(h.rng.IntN(experts+1)) - 1 // -1: a slot smart expert reduction dropped
-				}
-				id := h.ids(k, ids)
-				for _, perSlot := range []bool{false, true} {
-					rows := n
-					if perSlot {
-						rows = n * k
-					}
-					x, out := h.floats(256, rows, 1), h.zeros(16, n*k)
-					h.check(fmt.Sprintf("mul-mat-id %s, %d tokens, input per slot %v", t, n, perSlot), ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-						return b.MulMatIDs([]backend.Tensor{s(out)}, []backend.Weight{pick(b, h, dw, rw)}, s(x), s(id), k)
-					})
-				}
-			}
-		}
-	}},
-	{"mul-mat-stack", func(h *harness) {
-		for _, t := range []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0} {
-			if !h.supports(backend.OpMatMulStack, t) {
-				continue
-			}
-			dw, rw, ok := h.weight(t, 64, 32, 4)
-			if !ok {
-				continue
-			}
-			x, out := h.floats(64, 3*4, 1), h.zeros(32, 3*4)
-			h.check("mul-mat-stack "+t.String(), ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.MatMulStack(s(out), pick(b, h, dw, rw), s(x))
-			})
-		}
-	}},
-	{"rms-norm", func(h *harness) {
-		if !h.supports(backend.OpRMSNorm, tensor.F32) {
-			return
-		}
-		x, w := h.floats(96, 5, 3), h.floats(96, 1, 1)
-		out := h.zeros(96, 5)
-		h.check("rms-norm with weights", ElementwiseNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-			return b.RMSNorm(s(out), s(x), s(w), 1e-6)
-		})
-		out2 := h.zeros(96, 5)
-		h.check("rms-norm", ElementwiseNMSE, out2, func(b backend.Backend, s func(pair) backend.Tensor) error {
-			return b.RMSNorm(s(out2), s(x), backend.Tensor{}, 1e-6)
-		})
-		// In place on the first 64 columns of each row, as MLA normalises its latent.
-		y := h.floats(96, 5, 2)
-		view := pair{y.dut.Columns(0, 64), y.ref.Columns(0, 64)}
-		w64 := h.floats(64, 1, 1)
-		h.check("rms-norm of a strided view in place", ElementwiseNMSE, y, func(b backend.Backend, s func(pair) backend.Tensor) error {
-			return b.RMSNorm(s(view), s(view), s(w64), 1e-6)
-		})
-	}},
-	{"l2-norm", func(h *harness) {
-		if !h.supports(backend.OpL2Norm, tensor.F32) {
-			return
-		}
-		x := h.floats(128, 4, 2)
-		view := pair{x.dut.Columns(32, 32), x.ref.Columns(32, 32)}
-		h.check("l2-norm of a strided view", ElementwiseNMSE, x, func(b backend.Backend, s func(pair) backend.Tensor) error {
-			return b.L2Norm(s(view), 1e-6)
-		})
-	}},
-	{"element-wise", func(h *harness) {
-		a, c, row := h.floats(70, 6, 1), h.floats(70, 6, 1), h.floats(70, 1, 1)
-		factors := h.floats(1, 6, 1)
-		type ew struct {
-			name string
-			op   backend.Op
-			run  func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error
-		}
-		for _, e := range []ew{
-			{"add", backend.OpAdd, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Add(out, s(a), s(c))
-			}},
-			{"add a row to every row", backend.OpAdd, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Add(out, s(a), s(row))
-			}},
-			{"mul", backend.OpMul, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Mul(out, s(a), s(c))
-			}},
-			{"mul by a row", backend.OpMul, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Mul(out, s(a), s(row))
-			}},
-			{"scale", backend.OpScale, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Scale(out, s(a), -0.37)
-			}},
-			{"scale rows", backend.OpScale, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.ScaleRows(out, s(a), s(factors))
-			}},
-			{"sigmoid", backend.OpUnary, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Unary(out, s(a), backend.Sigmoid)
-			}},
-			{"softplus", backend.OpUnary, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Unary(out, s(a), backend.Softplus)
-			}},
-			{"silu", backend.OpUnary, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.Unary(out, s(a), backend.SiLU)
-			}},
-			{"swiglu", backend.OpSwiGLU, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.SwiGLU(out, s(a), s(c))
-			}},
-			{"swiglu-oai", backend.OpSwiGLU, func(b backend.Backend, out backend.Tensor, s func(pair) backend.Tensor) error {
-				return b.SwiGLUOAI(out, s(a), s(c), 1.702, 7)
-			}},
-		} {
-			if !h.supports(e.op, tensor.F32) {
-				continue
-			}
-			out := h.zeros(70, 6)
-			h.check(e.name, ElementwiseNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error { return e.run(b, s(out), s) })
-		}
-	}},
-	{"copy", func(h *harness) {
-		if !h.supports(backend.OpCopy, tensor.F32) {
-			return
-		}
-		src := h.floats(96, 4, 1)
-		dst := h.zeros(40, 8)
-		// The odd halves of src's rows into a strided view of dst: both sides strided.
-		from := pair{src.dut.Rowwise(24, 48, 24), src.ref.Rowwise(24, 48, 24)}
-		to := pair{dst.dut.Columns(8, 24), dst.ref.Columns(8, 24)}
-		h.check("copy between strided views", ElementwiseNMSE, dst, func(b backend.Backend, s func(pair) backend.Tensor) error {
-			return b.Copy(s(to), s(from))
-		})
-	}},
-	{"rope", func(h *harness) {
-		if !h.supports(backend.OpRoPE, tensor.F32) {
-			return
-		}
-		pos := []int32{0, 1, 7, 300}
-		for _, r := range []tensor.RoPE{
-			{Mode: tensor.RoPENormal, Dims: 64, Base: 10000, FreqScale: 1, AttnFactor: 1},
-			{Mode: tensor.RoPENeoX, Dims: 64, Base: 1e6, FreqScale: 1, AttnFactor: 1},
-			{Mode: tensor.RoPENeoX, Dims: 32, Offset: 64, Base: 10000, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigCtx: 4096}, // partial, YaRN
-		} {
-			x := h.floats(96, len(pos)*2, 1) // two heads of 96 per token
-			h.check(fmt.Sprintf("rope mode %d, %d dims at %d", r.Mode, r.Dims, r.Offset), ElementwiseNMSE, x, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.RoPE(s(x), 96, &r, pos)
-			})
-		}
-	}},
-	{"attention", func(h *harness) {
-		for _, c := range []struct {
-			name             string
-			cache            tensor.Type
-			heads, kvHeads   int
-			dim, vDim        int
-			tokens, past     int
-			window           int
-			sinks, valuesInK bool
-		}{
-			{"GQA, F16 cache", tensor.F16, 8, 2, 64, 64, 3, 20, 0, false, false},
-			{"one token, Q8_0 cache", tensor.Q8_0, 4, 4, 64, 64, 1, 40, 0, false, false},
-			{"sliding window and sinks", tensor.F16, 4, 2, 64, 64, 5, 30, 8, true, false},
-			{"MLA: values inside the keys", tensor.F16, 4, 1, 96, 64, 2, 10, 0, false, true},
-		} {
-			if !h.supports(backend.OpSetRows, c.cache) || !h.supports(backend.OpAttention, c.cache) {
-				continue
-			}
-			const cells = 256
-			kCols := c.kvHeads * c.dim
-			kc := h.put(c.cache, kCols, cells, nil)
-			vc := kc
-			if !c.valuesInK {
-				vc = h.put(c.cache, c.kvHeads*c.vDim, cells, nil)
-			}
-			n := c.past + c.tokens
-			keys, values := h.floats(kCols, n, 1), h.floats(c.kvHeads*c.vDim, n, 1)
-			// Fill the cache through set-rows, then compare what was stored.
-			stored := func(b backend.Backend, s func(pair) backend.Tensor) error {
-				if err := b.SetRows(s(kc), 0, s(keys)); err != nil {
-					return err
-				}
-				if c.valuesInK {
-					return nil
-				}
-				return b.SetRows(s(vc), 0, s(values))
-			}
-			if err := stored(h.dut, func(p pair) backend.Tensor { return p.dut }); err != nil {
-				h.t.Errorf("%s: set-rows on %s: %v", c.name, h.dut.Device().Name, err)
-				continue
-			}
-			if err := stored(h.ref, func(p pair) backend.Tensor { return p.ref }); err != nil {
-				h.t.Fatal(err)
-			}
-			v := vc
-			if c.valuesInK {
-				v = pair{kc.dut.Columns(0, c.vDim), kc.ref.Columns(0, c.vDim)}
-			}
-			q := h.floats(c.dim, c.tokens*c.heads, 1)
-			var sinks pair
-			if c.sinks {
-				sinks = h.floats(c.heads, 1, 1)
-			}
-			pos := make([]int32, c.tokens)
-			for i := range pos {
-				pos[i] = int32(c.past + i)
-			}
-			out := h.zeros(c.vDim, c.tokens*c.heads)
-			p := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(c.dim))), Window: c.window, Numerics: tensor.AttnPrecise}
-			h.check("attention, "+c.name, ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				var st backend.Tensor
-				if c.sinks {
-					st = s(sinks)
-				}
-				return b.Attention(s(out), s(q), c.heads, pos, s(kc), s(v), st, cells, p)
-			})
-		}
-	}},
-	{"route", func(h *harness) {
-		if !h.supports(backend.OpRoute, tensor.F32) {
-			return
-		}
-		for _, c := range []struct {
-			name string
-			cfg  tensor.RouterConfig
-			bias bool
-		}{
-			{"softmax, renormalised", tensor.RouterConfig{Experts: 16, Used: 4, Gating: tensor.GatingSoftmax, NormWeights: true}, false},
-			{"sigmoid, bias, groups, scale", tensor.RouterConfig{Experts: 32, Used: 8, Gating: tensor.GatingSigmoid, NormWeights: true, Scale: 2.5, Groups: 8, GroupsUsed: 4}, true},
-			{"softmax over the selected", tensor.RouterConfig{Experts: 16, Used: 4, Gating: tensor.GatingSoftmaxWeight}, false},
-			{"smart expert reduction", tensor.RouterConfig{Experts: 16, Used: 6, Gating: tensor.GatingSoftmax, NormWeights: true, SER: tensor.SER{MinExperts: 2, Threshold: 0.6}}, false},
-		} {
-			const n = 5
-			logits := h.floats(c.cfg.Experts, n, 2)
-			var bias pair
-			if c.bias {
-				bias = h.floats(c.cfg.Experts, 1, 0.1)
-			}
-			ids := h.put(tensor.I32, c.cfg.Used, n, nil)
-			weights := h.zeros(c.cfg.Used, n)
-			h.check("route, "+c.name, ElementwiseNMSE, weights, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				var bt backend.Tensor
-				if c.bias {
-					bt = s(bias)
-				}
-				return b.Route(s(ids), s(weights), s(logits), bt, c.cfg)
-			})
-			got, want := h.readIDs(h.dut, ids.dut), h.readIDs(h.ref, ids.ref)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				h.t.Errorf("route, %s: experts %v, the CPU's %v", c.name, got, want)
-			}
-		}
-	}},
-	{"add-id and weighted sum", func(h *harness) {
-		const n, k, cols, experts = 4, 3, 48, 5
-		ids := h.ids(k, []int32{0, 4, -1, 2, 2, 1, 3, -1, 0, 4, 1, 2})
-		if h.supports(backend.OpAddID, tensor.F32) {
-			x, bias := h.floats(cols, n*k, 1), h.floats(cols, experts, 1)
-			h.check("add-id", ElementwiseNMSE, x, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.AddID(s(x), s(bias), s(ids))
-			})
-		}
-		if h.supports(backend.OpWeightedSum, tensor.F32) {
-			y, w, out := h.floats(cols, n*k, 1), h.floats(k, n, 1), h.zeros(cols, n)
-			h.check("weighted sum", ElementwiseNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.WeightedSum(s(out), s(y), s(w), k)
-			})
-		}
-	}},
-	{"gated delta net", func(h *harness) {
-		const taps, dim, kHeads, vHeads, n = 4, 16, 2, 4, 3
-		channels := 2*kHeads*dim + vHeads*dim
-		if h.supports(backend.OpCausalConv, tensor.F32) {
-			x, state, w, out := h.floats(channels, n, 1), h.floats((taps-1)*channels, 1, 1), h.floats(channels, taps, 0.5), h.zeros(channels, n)
-			h.check("causal conv", ElementwiseNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.CausalConv(s(out), s(x), s(state), s(w))
-			})
-		}
-		if h.supports(backend.OpGatedDeltaRule, tensor.F32) {
-			qkv := h.floats(channels, n, 0.3)
-			decay, beta := h.floats(vHeads, n, 0.2), h.floats(vHeads, n, 0.5)
-			states, out := h.floats(vHeads*dim*dim, 1, 0.1), h.zeros(vHeads*dim, n)
-			h.check("gated delta rule", ProductNMSE, out, func(b backend.Backend, s func(pair) backend.Tensor) error {
-				return b.GatedDeltaRule(s(out), s(qkv), s(decay), s(beta), s(states), tensor.DeltaRule{Dim: dim, KHeads: kHeads, VHeads: vHeads, Stride: channels})
-			})
-		}
-	}},
-	{"operands of another backend", func(h *harness) {
-		// An operand of the reference backend given to the backend under test is an
-		// error naming the devices, never a silent copy or a panic.
-		x := h.floats(16, 2, 1)
-		out := h.zeros(16, 2)
-		if h.dut.Device().Name == h.ref.Device().Name {
-			return
-		}
-		h.ran++
-		if err := h.dut.Copy(out.dut, x.ref); err == nil || !strings.Contains(err.Error(), h.ref.Device().Name) {
-			h.t.Errorf("an operand on %s: %v", h.ref.Device().Name, err)
-		}
-		if err := h.dut.Set(out.dut, make([]byte, 3)); err == nil {
-			h.t.Error("Set of 3 bytes into a tensor of 128 accepted")
-		}
-		if err := h.dut.Get(make([]byte, 3), out.dut); err == nil {
-			h.t.Error("Get of a tensor of 128 bytes into 3 accepted")
-		}
-	}},
-}
-
-// pick is the weight of backend b.
-func pick(b backend.Backend, h *harness, dut, ref backend.Weight) backend.Weight {
-	if b == h.dut {
-		return dut
-	}
-	return ref
-}
-
-// readIDs copies an I32 tensor back.
-func (h *harness) readIDs(b backend.Backend, x backend.Tensor) []int32 {
-	h.t.Helper()
-	out := make([]int32, x.Elements())
-	if err := b.Get(i32Bytes(out), x); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := b.Synchronize(); err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return num / den
 }

@@ -227,13 +227,18 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 		return false
 	}
 	switch op {
-	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
+	case backend.OpGetRows:
 		_, err := tensor.TraitsOf(t)
 		return err == nil
+	case backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
+		// Activation-only formats (Q8_1, Q8_K) have no dot product of their own.
+		tr, err := tensor.TraitsOf(t)
+		return err == nil && tr.VecDot != nil
 	case backend.OpSetRows, backend.OpAttention:
 		return t == tensor.F32 || t == tensor.F16 || t == tensor.Q8_0
 	case backend.OpCopy:
-		return true
+		// Rows are copied as bytes, but the runtime only copies activations.
+		return t == tensor.F32
 	}
 	return t == tensor.F32
 }
