@@ -28,8 +28,11 @@ type Hardware struct {
 
 // CPUSpec is the host side of Hardware.
 type CPUSpec struct {
-	Threads int   `json:"threads,omitempty"`   // -t; 0: the cores of the machine moerun runs on
-	RAM     int64 `json:"ram_bytes,omitempty"` // installed memory
+	Threads int `json:"threads,omitempty"` // -t; 0: the cores of the machine moerun runs on
+	// ThreadsSource says where Threads came from ("--cpu-threads", "-t", "profile"), for
+	// the report; not stored in profiles.
+	ThreadsSource string `json:"-"`
+	RAM           int64  `json:"ram_bytes,omitempty"` // installed memory
 	// RAMChannels × RAMSpeed (MT/s) × 8 B is the theoretical bandwidth when RAMBandwidth is 0.
 	RAMChannels  int     `json:"ram_channels,omitempty"`
 	RAMSpeed     float64 `json:"ram_speed_mts,omitempty"`

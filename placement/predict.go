@@ -130,6 +130,7 @@ type Machine struct {
 	CPUBandwidth   float64 // effective, GB/s
 	CPUBandwidthBy string  // "calibrated (matvec)", "--cpu-bw-eff", "0.55 × theoretical 89.6 GB/s …"
 	CPUThreads     int
+	CPUThreadsBy   string // "--cpu-threads", "-t", "profile" or this machine's cores
 	CPUTFLOPS      float64
 	CPUTFLOPSBy    string
 	GPUs           []MachineGPU
@@ -184,9 +185,13 @@ func resolve(hw Hardware, plan *Plan) (*machine, error) {
 			"or give --cpu-bw-eff GB/s (measured), --ram-bw GB/s or --ram-channels N --ram-speed MT/s")
 	}
 	m.cpuBW = m.CPUBandwidth * gbps
-	m.CPUThreads = c.Threads
+	m.CPUThreads, m.CPUThreadsBy = c.Threads, c.ThreadsSource
+	if m.CPUThreadsBy == "" {
+		m.CPUThreadsBy = "given"
+	}
 	if m.CPUThreads <= 0 {
-		m.CPUThreads = runtime.NumCPU()
+		// Said in the report: a prediction for described hardware should get its threads.
+		m.CPUThreads, m.CPUThreadsBy = runtime.NumCPU(), "this machine's cores; --cpu-threads or -t for another"
 	}
 	m.CPUTFLOPS, m.CPUTFLOPSBy = c.TFLOPS, "given"
 	if m.CPUTFLOPS <= 0 {

@@ -70,6 +70,7 @@ type jsonMachine struct {
 	CPUBandwidth   float64          `json:"cpu_bw_gbps"`
 	CPUBandwidthBy string           `json:"cpu_bw_source"`
 	CPUThreads     int              `json:"cpu_threads"`
+	CPUThreadsBy   string           `json:"cpu_threads_source"`
 	CPUTFLOPS      float64          `json:"cpu_tflops"`
 	CPUTFLOPSBy    string           `json:"cpu_tflops_source"`
 	GPUs           []jsonMachineGPU `json:"gpus"`
@@ -120,7 +121,7 @@ func (p *Prediction) toJSON() *jsonPrediction {
 	}
 	m := p.Machine
 	out := &jsonPrediction{Fits: p.Fits, Problems: nonNil(p.Problems), UBatch: p.UBatch, Depth: p.Depth, Notes: nonNil(p.Notes),
-		Machine: jsonMachine{CPUBandwidth: m.CPUBandwidth, CPUBandwidthBy: m.CPUBandwidthBy, CPUThreads: m.CPUThreads,
+		Machine: jsonMachine{CPUBandwidth: m.CPUBandwidth, CPUBandwidthBy: m.CPUBandwidthBy, CPUThreads: m.CPUThreads, CPUThreadsBy: m.CPUThreadsBy,
 			CPUTFLOPS: m.CPUTFLOPS, CPUTFLOPSBy: m.CPUTFLOPSBy, GPUs: []jsonMachineGPU{}, PCIe: m.PCIe, PCIeBy: m.PCIeBy, PCIeGBs: m.PCIeGBs},
 		Constant: jsonConstants{gpuEfficiency, crossingTime, tokenOverhead, gpuComputeEff, offloadBatch},
 	}
@@ -223,7 +224,7 @@ func (p *Prediction) writePrefill(w io.Writer) {
 }
 
 func (m *Machine) writeText(w io.Writer) {
-	fmt.Fprintf(w, "  machine: CPU %.1f GB/s effective (%s), %d threads, %.2f TFLOP/s (%s)\n", m.CPUBandwidth, m.CPUBandwidthBy, m.CPUThreads, m.CPUTFLOPS, m.CPUTFLOPSBy)
+	fmt.Fprintf(w, "  machine: CPU %.1f GB/s effective (%s), %d threads (%s), %.2f TFLOP/s (%s)\n", m.CPUBandwidth, m.CPUBandwidthBy, m.CPUThreads, m.CPUThreadsBy, m.CPUTFLOPS, m.CPUTFLOPSBy)
 	for _, g := range m.GPUs {
 		name, tf := g.Model, "compute unknown"
 		if name == "" {

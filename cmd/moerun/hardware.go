@@ -106,9 +106,11 @@ func (h *hardwareFlags) hardware(threads int) (placement.Hardware, error) {
 	}
 	switch {
 	case h.CPUThreads > 0:
-		hw.CPU.Threads = h.CPUThreads
+		hw.CPU.Threads, hw.CPU.ThreadsSource = h.CPUThreads, "--cpu-threads"
 	case threads > 0:
-		hw.CPU.Threads = threads
+		hw.CPU.Threads, hw.CPU.ThreadsSource = threads, "-t"
+	case hw.CPU.Threads > 0:
+		hw.CPU.ThreadsSource = "profile"
 	}
 	if h.CPUTFLOPS > 0 {
 		hw.CPU.TFLOPS = h.CPUTFLOPS

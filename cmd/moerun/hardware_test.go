@@ -199,3 +199,23 @@ func TestPlacePredictExpertStats(t *testing.T) {
 		t.Errorf("missing stats file: exit %d %s", code, errOut)
 	}
 }
+
+// TestPredictionSaysWhereThreadsCameFrom: a prediction for described hardware names where
+// its thread count came from, and says so when it fell back to this machine's cores.
+func TestPredictionSaysWhereThreadsCameFrom(t *testing.T) {
+	isolate(t)
+	base := []string{"place", "--preset", "qwen3-30b-a3b", "--gpu-model", "rtx4090", "--ram-bw", "80", "--predict"}
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{nil, "threads (this machine's cores; --cpu-threads or -t for another)"},
+		{[]string{"-t", "8"}, "8 threads (-t)"},
+		{[]string{"--cpu-threads", "12"}, "12 threads (--cpu-threads)"},
+	} {
+		code, out, errOut := moerun(t, append(append([]string{}, base...), c.extra...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %q in:\n%s%s", c.extra, code, c.want, out, errOut)
+		}
+	}
+}
