@@ -1,7 +1,8 @@
 # moerun build entry points. Plain `go build ./...` and `go test ./...` work too; this file
 # only names the common invocations.
 GO       ?= go
-FUZZTIME ?= 20s
+FUZZTIME     ?= 20s
+FUZZMINIMIZE ?= 2s
 BIN      ?= bin/moerun
 # Go's SIMD experiment builds the vector kernels of package tensor (tensor/simd_*_amd64.go);
 # without it (plain go build/test, or SIMD=) the scalar kernels run.
@@ -43,13 +44,15 @@ lint:
 	$(GO) vet ./...
 	$(SIMD) $(GO) vet ./tensor/...
 
-# Runs every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m for a long run).
+# Runs every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m for a long run). New
+# inputs are minimised for at most FUZZMINIMIZE (Go's default, 60 s, let a short run spend
+# most of its time shrinking large template inputs instead of fuzzing).
 fuzz:
 	@set -e; for file in $$(grep -l '^func Fuzz' $$(find . -name '*_test.go')); do \
 		pkg=./$$(dirname $$file); \
 		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
 			echo "== $$pkg $$target"; \
-			$(SIMD) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+			$(SIMD) $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg; \
 		done; \
 	done
 
