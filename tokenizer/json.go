@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -34,7 +35,8 @@ func DecodeJSON(data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
+	// Anything after the value but white space is an error, valid JSON or not ("[1] ]").
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("json: unexpected data after the value")
 	}
 	return v, nil

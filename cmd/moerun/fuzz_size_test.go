@@ -14,7 +14,7 @@ var sizeUnits = map[string]int64{
 }
 
 // FuzzParseSize: parseSize reads --gpu, --gpus, --ram and --device-mem sizes. It never
-// panics; an error names the flag and quotes the text; a size is never negative and never
+// panics; an error names the flag and quotes the text; a size is at least one byte and never
 // above 4 EiB, and it is the text's number times its unit (to float64 precision, rounded
 // down), as read exactly from the text. A text that is a decimal number and a known unit
 // whose product lies in range is accepted.
@@ -30,12 +30,12 @@ func FuzzParseSize(f *testing.F) {
 			if msg := err.Error(); !strings.Contains(msg, "--gpu "+strconv.Quote(s)) {
 				t.Fatalf("error %q does not name the flag and quote %q", msg, s)
 			}
-			if ok && want.Cmp(big.NewRat(1<<62, 1)) < 0 && want.Sign() > 0 {
+			if ok && want.Cmp(big.NewRat(1<<62, 1)) < 0 && want.Cmp(big.NewRat(1, 1)) >= 0 {
 				t.Fatalf("%q (%s bytes) rejected: %v", s, want.FloatString(3), err)
 			}
 			return
 		}
-		if n < 0 || n > 1<<62 {
+		if n < 1 || n > 1<<62 {
 			t.Fatalf("%q: %d bytes", s, n)
 		}
 		if !ok {

@@ -312,8 +312,9 @@ func parseSize(flag, s string) (int64, error) {
 		return 0, badInput("%s %q: unknown unit %q (use B, KiB, MiB, GiB, TiB, or K, M, G, T)", flag, s, strings.TrimSpace(t[i:]))
 	}
 	bytes := num * mul
-	if bytes <= 0 || bytes > math.MaxInt64/2 {
-		return 0, badInput("%s %q: the size must be positive and below 4 EiB", flag, s)
+	if bytes < 1 || bytes > math.MaxInt64/2 {
+		// Below one byte the size would round to nothing: a 0-byte device.
+		return 0, badInput("%s %q: the size must be at least one byte and below 4 EiB", flag, s)
 	}
 	return int64(bytes), nil
 }

@@ -259,7 +259,7 @@ func parseSER(s string) (moe.SER, error) {
 	k, t, ok := strings.Cut(s, ",")
 	kmin, err1 := strconv.Atoi(strings.TrimSpace(k))
 	thresh, err2 := strconv.ParseFloat(strings.TrimSpace(t), 32)
-	if !ok || err1 != nil || err2 != nil || kmin < 0 || thresh < 0 || math.IsNaN(thresh) {
+	if !ok || err1 != nil || err2 != nil || kmin < 0 || thresh < 0 || math.IsNaN(thresh) || math.IsInf(thresh, 0) {
 		return moe.SER{}, badInput("-ser %q: want KMIN,THRESHOLD such as 6,0.5 (both ≥ 0)", s)
 	}
 	return moe.SER{MinExperts: kmin, Threshold: float32(thresh)}, nil
