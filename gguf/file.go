@@ -298,31 +298,46 @@ var splitName = regexp.MustCompile(`^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
 
 // SplitPaths lists the file names of a split model from the name of any of its parts.
 func SplitPaths(path string) ([]string, error) {
-	m := splitName.FindStringSubmatch(filepath.Base(path))
-	if m == nil {
-		return nil, fmt.Errorf("%s: split model file names must end in -NNNNN-of-NNNNN.gguf", path)
-	}
-	count, _ := strconv.Atoi(m[3])
-	if count < 1 {
-		return nil, fmt.Errorf("%s: split count 0 in file name", path)
+	part, count, err := splitParts(path)
+	if err != nil {
+		return nil, err
 	}
 	paths := make([]string, count)
 	for i := range paths {
-		paths[i] = filepath.Join(filepath.Dir(path), fmt.Sprintf("%s-%05d-of-%05d.gguf", m[1], i+1, count))
+		paths[i] = part(i)
 	}
 	return paths, nil
 }
 
+// splitParts reads a split model's part count from the name of one of its parts, and
+// returns how to name part i (from 0). Opening names the parts one at a time, so that a
+// name claiming 99,999 parts costs nothing before the second is found missing.
+func splitParts(path string) (func(i int) string, int, error) {
+	m := splitName.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return nil, 0, fmt.Errorf("%s: split model file names must end in -NNNNN-of-NNNNN.gguf", path)
+	}
+	count, _ := strconv.Atoi(m[3])
+	if count < 1 {
+		return nil, 0, fmt.Errorf("%s: split count 0 in file name", path)
+	}
+	dir := filepath.Dir(path)
+	return func(i int) string {
+		return filepath.Join(dir, fmt.Sprintf("%s-%05d-of-%05d.gguf", m[1], i+1, count))
+	}, count, nil
+}
+
 func openSplit(path string, count int, opts Options) (*File, error) {
-	paths, err := SplitPaths(path)
+	partPath, named, err := splitParts(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(paths) != count {
-		return nil, fmt.Errorf("%s: %s says %d parts but the file name says %d", path, splitCountKey, count, len(paths))
+	if named != count {
+		return nil, fmt.Errorf("%s: %s says %d parts but the file name says %d", path, splitCountKey, count, named)
 	}
 	var f *File
-	for i, p := range paths {
+	for i := range count {
+		p := partPath(i)
 		part, h, err := openPart(p, opts)
 		if err != nil {
 			if f != nil {
@@ -352,7 +367,7 @@ func openSplit(path string, count int, opts Options) (*File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", paths[0], err)
+		return nil, fmt.Errorf("%s: %w", partPath(0), err)
 	}
 	return f, nil
 }
