@@ -187,6 +187,22 @@ func (m *machine) load(name string, f *gguf.File, rules placement.Rules) (*moe.M
 	return model, plan, nil
 }
 
+// hostMemoryCure says what frees short bytes of the host's RAM: the CPU's repacked copies
+// of mapped weights where they are enough (--no-repack uses the mapping in place), else a
+// shorter context.
+func hostMemoryCure(plan *placement.Plan, short int64) string {
+	var repacked int64
+	for _, t := range plan.Tensors {
+		if t.Storage == placement.StorageRepacked {
+			repacked += t.Bytes
+		}
+	}
+	if repacked >= short && plan.Settings.Mmap {
+		return fmt.Sprintf("the CPU's repacked copies of the weights take %s: --no-repack uses them in place from the file mapping instead (prompts run slower), or lower -c", humanBytes(repacked))
+	}
+	return "lower -c"
+}
+
 // checkHostMemory refuses a plan whose host side cannot fit in ram bytes (0: unknown, no
 // check): the KV cache, the compute buffers and copied weights are allocated rather than
 // mapped, and an allocation beyond the machine's memory ends a Go process with a fatal
@@ -201,8 +217,8 @@ func (m *machine) checkHostMemory(plan *placement.Plan, ram int64) error {
 		}
 		copied := d.Weights - d.WeightsMapped
 		if need := d.KV + d.Compute + copied; need > ram {
-			return badInput("this machine's %s of RAM cannot hold the host's %s: KV cache %s for a context of %d cells, compute buffers %s, copied weights %s; lower -c",
-				humanBytes(ram), humanBytes(need), humanBytes(d.KV), plan.Context.NCtx, humanBytes(d.Compute), humanBytes(copied))
+			return badInput("this machine's %s of RAM cannot hold the host's %s: KV cache %s for a context of %d cells, compute buffers %s, copied weights %s; %s",
+				humanBytes(ram), humanBytes(need), humanBytes(d.KV), plan.Context.NCtx, humanBytes(d.Compute), humanBytes(copied), hostMemoryCure(plan, need-ram))
 		}
 	}
 	return nil

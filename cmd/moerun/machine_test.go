@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,12 @@ func TestCheckHostMemory(t *testing.T) {
 	err = m.checkHostMemory(plan, need-1)
 	if err == nil || !strings.Contains(err.Error(), "KV cache") || !strings.Contains(err.Error(), "lower -c") {
 		t.Errorf("RAM one byte short: %v, want a refusal naming the KV cache", err)
+	}
+	// The tiny model's Q4_0 experts are repacked on x86 (AVX2 and up): those copies are
+	// the cure named first.
+	repacked := slices.ContainsFunc(plan.Tensors, func(u placement.TensorUse) bool { return u.Storage == placement.StorageRepacked })
+	if repacked != strings.Contains(err.Error(), "--no-repack") {
+		t.Errorf("repacked copies in the plan %v, refusal %v", repacked, err)
 	}
 	if err := m.checkHostMemory(plan, need); err != nil {
 		t.Errorf("RAM just enough: %v", err)
