@@ -150,12 +150,14 @@ func (d *decoder) str(what string) (string, error) {
 // per string: a vocabulary holds a quarter of a million of them. Chunks are append-only,
 // so the strings pointing into them never change.
 func (d *decoder) intern(b []byte) string {
-	const chunk = 256 << 10
-	if len(b) == 0 || len(b) > chunk/16 {
+	const maxChunk = 256 << 10
+	if len(b) == 0 || len(b) > maxChunk/16 {
 		return string(b)
 	}
 	if cap(d.arena)-len(d.arena) < len(b) {
-		d.arena = make([]byte, 0, chunk)
+		// Chunks double from 4 KiB: a small header (a tiny model, a fuzzed input) does not
+		// pay for a vocabulary's worth of memory.
+		d.arena = make([]byte, 0, max(min(max(2*cap(d.arena), 4<<10), maxChunk), len(b)))
 	}
 	start := len(d.arena)
 	d.arena = append(d.arena, b...)
