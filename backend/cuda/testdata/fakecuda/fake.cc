@@ -1,10 +1,9 @@
 // A fake libcuda for running package cuda's tests on a machine without a GPU: one device,
 // "device" memory is host memory, and cuLaunchKernel runs moerun's kernels (matvec.cu) on
-// the CPU with the emulator of kernels/testdata/emulate (warps as fibers). Loads outside
-// live allocations abort.
+// the CPU with the emulator's warps (kernels/testdata/emulate/warp.h: lanes as fibers;
+// glibc's fortified longjmp refuses to jump between their stacks, hence the #undef). Loads
+// outside live allocations abort.
 #undef _FORTIFY_SOURCE
-#include <setjmp.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -19,46 +18,17 @@
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
+#include "warp.h"
+
 namespace {
-constexpr int kLanes = 32;
-constexpr size_t kStack = 256 * 1024;
-ucontext_t starter, laneStarts[kLanes];
-jmp_buf scheduler, lanes[kLanes];
-int current, warpBase;
-bool finished[kLanes];
-float shuffled[kLanes];
-std::string kernel;
-void* const* params;
 std::map<const char*, size_t> allocs;  // live device allocations
 
 void fail(const char* what) {
-    fprintf(stderr, "fake libcuda: %s: %s\n", kernel.c_str(), what);
+    fprintf(stderr, "fake libcuda: %s: %s\n", warp::kernel.c_str(), what);
     fflush(stderr);
     _exit(2);
 }
-void enter(int lane) {
-    current = lane;
-    const unsigned t = warpBase + lane;
-    threadIdx = {t % blockDim.x, t / blockDim.x, 0};
-}
-void next() {
-    const int from = current;
-    if (_setjmp(lanes[from]) == 0) {
-        if (from + 1 == kLanes) _longjmp(scheduler, 1);
-        enter(from + 1);
-        _longjmp(lanes[from + 1], 1);
-    }
-    enter(from);
-}
 }  // namespace
-
-float __shfl_xor_sync(unsigned int, float v, int laneMask) {
-    shuffled[current] = v;
-    next();
-    const float r = shuffled[current ^ laneMask];
-    next();
-    return r;
-}
 
 void checkLoad(const void* p, unsigned long size) {
     const char* c = static_cast<const char*>(p);
@@ -70,53 +40,6 @@ void checkLoad(const void* p, unsigned long size) {
 }
 
 namespace {
-typedef void (*MatVecFn)(const u8*, const float*, float*, const int*, const int*, const int*, i64, i64, i64, i64,
-                         i64, i64, i64);
-typedef void (*GetRowsFn)(const u8*, const int*, float*, i64, i64, i64);
-#define ENTRY(name, T) {"mmv_" #name, (void*)mmv_##name}, {"getrows_" #name, (void*)getrows_##name},
-const std::map<std::string, void*> entries = {MOERUN_TYPES(ENTRY)};
-
-template <class T>
-T arg(int i) {
-    T v;
-    memcpy(&v, params[i], sizeof v);
-    return v;
-}
-
-void runLane() {
-    if (_setjmp(lanes[current]) == 0) swapcontext(&laneStarts[current], &starter);
-    if (kernel.rfind("mmv_", 0) == 0) {
-        ((MatVecFn)entries.at(kernel))(arg<const u8*>(0), arg<const float*>(1), arg<float*>(2), arg<const int*>(3),
-                                       arg<const int*>(4), arg<const int*>(5), arg<i64>(6), arg<i64>(7), arg<i64>(8),
-                                       arg<i64>(9), arg<i64>(10), arg<i64>(11), arg<i64>(12));
-    } else {
-        ((GetRowsFn)entries.at(kernel))(arg<const u8*>(0), arg<const int*>(1), arg<float*>(2), arg<i64>(3),
-                                        arg<i64>(4), arg<i64>(5));
-    }
-    finished[current] = true;
-    for (;;) next();
-}
-
-void runWarp() {
-    static std::vector<char> stacks(kLanes * kStack);
-    for (int l = 0; l < kLanes; l++) {
-        getcontext(&laneStarts[l]);
-        laneStarts[l].uc_stack.ss_sp = &stacks[l * kStack];
-        laneStarts[l].uc_stack.ss_size = kStack;
-        laneStarts[l].uc_link = nullptr;
-        makecontext(&laneStarts[l], runLane, 0);
-        finished[l] = false;
-        enter(l);
-        swapcontext(&starter, &laneStarts[l]);
-    }
-    for (bool done = false; !done;) {
-        enter(0);
-        if (_setjmp(scheduler) == 0) _longjmp(lanes[0], 1);
-        done = true;
-        for (bool f : finished) done = done && f;
-    }
-}
-
 struct Func {
     std::string name;
 };
@@ -175,21 +98,24 @@ int cuMemcpyDtoH_v2(void* dst, DevPtr src, size_t n) {
 int cuModuleLoadData(void** m, const void*) { *m = &dummyModule; return 0; }
 int cuModuleUnload(void*) { return 0; }
 int cuModuleGetFunction(void** f, void*, const char* name) {
-    if (!entries.count(name)) return 500;  // CUDA_ERROR_NOT_FOUND
+    if (!warp::entries.count(name)) return 500;  // CUDA_ERROR_NOT_FOUND
     *f = new Func{name};
     return 0;
 }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** kp, void** extra) {
     if (gx == 0 || gy == 0 || gz != 1 || bz != 1) return 1;  // CUDA_ERROR_INVALID_VALUE
-    kernel = static_cast<Func*>(f)->name;
-    params = kp;
+    warp::kernel = static_cast<Func*>(f)->name;
+    // The kernels' parameters are 8 bytes each (pointers and 64-bit integers).
+    const size_t n = warp::kernel.rfind("mmv_", 0) == 0 ? 13 : 6;
+    warp::args.assign(n, nullptr);
+    for (size_t i = 0; i < n; i++) memcpy(&warp::args[i], kp[i], sizeof(void*));
     gridDim = {gx, gy, 1};
     blockDim = {bx, by, 1};
     for (unsigned y = 0; y < gy; y++)
         for (unsigned x = 0; x < gx; x++) {
             blockIdx = {x, y, 0};
-            for (warpBase = 0; warpBase < int(bx * by); warpBase += kLanes) runWarp();
+            for (int w = 0; w < int(bx * by); w += warp::kLanes) warp::run(w);
         }
     return 0;
 }

@@ -11,14 +11,9 @@
 // rest of the last word), and no store may land in the guard after the output, or the run
 // fails.
 //
-// A warp's 32 lanes are fibers run in turn; a shuffle switches to the next lane twice (once
-// all lanes have written their value, once all have read it), so the lanes of a warp
-// advance together as on the GPU. A fiber starts on its own stack through ucontext and then
-// switches with _setjmp/_longjmp, which unlike swapcontext make no system call. (glibc's
-// fortified longjmp refuses to jump between stacks, hence the #undef.)
+// A warp's 32 lanes are fibers run in turn (warp.h). glibc's fortified longjmp refuses to
+// jump between the fibers' stacks, hence the #undef.
 #undef _FORTIFY_SOURCE
-#include <setjmp.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,58 +26,25 @@
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
+#include "warp.h"
+
 namespace {
 
-constexpr int kLanes = 32;
-constexpr size_t kStack = 256 * 1024;
 constexpr long long kGuard = 64;  // floats after the output that must stay NaN
 
-ucontext_t starter, laneStarts[kLanes];
-jmp_buf scheduler, lanes[kLanes];
-int current, warpBase;
-bool finished[kLanes];
-float shuffled[kLanes];
-
-std::string kernel;
-std::vector<void*> args;
 // The launch's input buffers: start and size rounded up to 4 bytes.
 std::vector<std::pair<const char*, size_t>> buffers;
 
 // fail reports and exits at once: it may run on a lane's stack, where unwinding through
 // exit's handlers is not safe.
 void fail(const char* what) {
-    fprintf(stderr, "%s: %s\n", kernel.c_str(), what);
+    fprintf(stderr, "%s: %s\n", warp::kernel.c_str(), what);
     fflush(stderr);
     _exit(1);
 }
 
-// enter makes lane the running one, with its thread coordinates.
-void enter(int lane) {
-    current = lane;
-    const unsigned t = warpBase + lane;
-    threadIdx = {t % blockDim.x, t / blockDim.x, 0};
-}
-
-// next switches to the following lane, or back to the scheduler after the last.
-void next() {
-    const int from = current;
-    if (_setjmp(lanes[from]) == 0) {
-        if (from + 1 == kLanes) _longjmp(scheduler, 1);
-        enter(from + 1);
-        _longjmp(lanes[from + 1], 1);
-    }
-    enter(from);
-}
-
 }  // namespace
 
-float __shfl_xor_sync(unsigned int, float v, int laneMask) {
-    shuffled[current] = v;
-    next();  // every lane has written
-    const float r = shuffled[current ^ laneMask];
-    next();  // every lane has read
-    return r;
-}
 
 void checkLoad(const void* p, unsigned long size) {
     const char* c = static_cast<const char*>(p);
@@ -93,52 +55,6 @@ void checkLoad(const void* p, unsigned long size) {
 }
 
 namespace {
-
-typedef void (*MatVecFn)(const u8*, const float*, float*, const int*, const int*, const int*, i64, i64, i64, i64,
-                         i64, i64, i64);
-typedef void (*GetRowsFn)(const u8*, const int*, float*, i64, i64, i64);
-
-#define ENTRY(name, T) {"mmv_" #name, (void*)mmv_##name}, {"getrows_" #name, (void*)getrows_##name},
-const std::map<std::string, void*> entries = {MOERUN_TYPES(ENTRY)};
-
-// runLane is a lane's fiber: it records where to resume it and returns to runWarp, which
-// starts all lanes before running any.
-void runLane() {
-    if (_setjmp(lanes[current]) == 0) swapcontext(&laneStarts[current], &starter);
-    void* const* a = args.data();
-    if (kernel.rfind("mmv_", 0) == 0) {
-        ((MatVecFn)entries.at(kernel))((const u8*)a[0], (const float*)a[1], (float*)a[2], (const int*)a[3],
-                                       (const int*)a[4], (const int*)a[5], (i64)a[6], (i64)a[7], (i64)a[8],
-                                       (i64)a[9], (i64)a[10], (i64)a[11], (i64)a[12]);
-    } else {
-        ((GetRowsFn)entries.at(kernel))((const u8*)a[0], (const int*)a[1], (float*)a[2], (i64)a[3], (i64)a[4],
-                                        (i64)a[5]);
-    }
-    finished[current] = true;
-    // Park: a finished lane still takes its turn, so the others' shuffles keep their count
-    // (the kernels retire whole warps, so no lane shuffles after another has finished).
-    for (;;) next();
-}
-
-void runWarp() {
-    static std::vector<char> stacks(kLanes * kStack);
-    for (int l = 0; l < kLanes; l++) {
-        getcontext(&laneStarts[l]);
-        laneStarts[l].uc_stack.ss_sp = &stacks[l * kStack];
-        laneStarts[l].uc_stack.ss_size = kStack;
-        laneStarts[l].uc_link = nullptr;
-        makecontext(&laneStarts[l], runLane, 0);
-        finished[l] = false;
-        enter(l);
-        swapcontext(&starter, &laneStarts[l]);
-    }
-    for (bool done = false; !done;) {
-        enter(0);
-        if (_setjmp(scheduler) == 0) _longjmp(lanes[0], 1);
-        done = true;
-        for (bool f : finished) done = done && f;
-    }
-}
 
 // load reads a file into a new 16-byte aligned buffer.
 void* load(const char* file) {
@@ -164,23 +80,23 @@ int main() {
         if (std::string(word) != "launch" ||
             scanf("%4095s %u %u %u %u %4095s %lld", word, &gx, &gy, &bx, &by, outFile, &outLen) != 7)
             fail("bad script");
-        kernel = word;
+        warp::kernel = word;
         std::vector<float> out(outLen + kGuard, NAN);
-        args.clear();
+        warp::args.clear();
         buffers.clear();
         while (scanf("%4095s", word) == 1 && std::string(word) != "end") {
             const std::string kind = word;
             long long v = 0;
             if (kind == "buf") {
                 if (scanf("%4095s", word) != 1) fail("bad script");
-                args.push_back(load(word));
+                warp::args.push_back(load(word));
             } else if (kind == "i64") {
                 if (scanf("%lld", &v) != 1) fail("bad script");
-                args.push_back((void*)v);
+                warp::args.push_back((void*)v);
             } else if (kind == "null") {
-                args.push_back(nullptr);
+                warp::args.push_back(nullptr);
             } else {
-                args.push_back(out.data());
+                warp::args.push_back(out.data());
             }
         }
         gridDim = {gx, gy, 1};
@@ -188,7 +104,7 @@ int main() {
         for (unsigned y = 0; y < gy; y++) {
             for (unsigned x = 0; x < gx; x++) {
                 blockIdx = {x, y, 0};
-                for (warpBase = 0; warpBase < int(bx * by); warpBase += kLanes) runWarp();
+                for (int w = 0; w < int(bx * by); w += warp::kLanes) warp::run(w);
             }
         }
         for (long long i = outLen; i < outLen + kGuard; i++)

@@ -1,0 +1,109 @@
+// A CUDA warp's 32 lanes as fibers on the CPU, and a launch of moerun's kernels on them:
+// shared by the emulator (emulate.cc, TestEmulated) and the fake libcuda
+// (backend/cuda/testdata/fakecuda). Include it after the kernels (matvec.cu); the includer
+// sets warp::kernel and warp::args (each argument's value: a pointer, or an integer in a
+// pointer's bytes) and calls warp::run for every warp of every block.
+//
+// A shuffle switches to the next lane twice (once all lanes have written their value, once
+// all have read it), so the lanes of a warp advance together as on the GPU. A fiber starts
+// on its own stack through ucontext and then switches with _setjmp/_longjmp, which unlike
+// swapcontext make no system call. (glibc's fortified longjmp refuses to jump between
+// stacks, hence the includer's #undef _FORTIFY_SOURCE.)
+#pragma once
+
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace warp {
+
+constexpr int kLanes = 32;
+constexpr size_t kStack = 256 * 1024;
+
+inline ucontext_t starter, laneStarts[kLanes];
+inline jmp_buf scheduler, lanes[kLanes];
+inline int current, base;  // the running lane; the block's thread index of lane 0
+inline bool finished[kLanes];
+inline float shuffled[kLanes];
+
+inline std::string kernel;
+inline std::vector<void*> args;
+
+// enter makes lane the running one, with its thread coordinates.
+inline void enter(int lane) {
+    current = lane;
+    const unsigned t = base + lane;
+    threadIdx = {t % blockDim.x, t / blockDim.x, 0};
+}
+
+// next switches to the following lane, or back to the scheduler after the last.
+inline void next() {
+    const int from = current;
+    if (_setjmp(lanes[from]) == 0) {
+        if (from + 1 == kLanes) _longjmp(scheduler, 1);
+        enter(from + 1);
+        _longjmp(lanes[from + 1], 1);
+    }
+    enter(from);
+}
+
+typedef void (*MatVecFn)(const u8*, const float*, float*, const int*, const int*, const int*, i64, i64, i64, i64,
+                         i64, i64, i64);
+typedef void (*GetRowsFn)(const u8*, const int*, float*, i64, i64, i64);
+
+#define MOERUN_WARP_ENTRY(name, T) {"mmv_" #name, (void*)mmv_##name}, {"getrows_" #name, (void*)getrows_##name},
+inline const std::map<std::string, void*> entries = {MOERUN_TYPES(MOERUN_WARP_ENTRY)};
+
+// runLane is a lane's fiber: it records where to resume it and returns to run, which starts
+// all lanes before running any.
+inline void runLane() {
+    if (_setjmp(lanes[current]) == 0) swapcontext(&laneStarts[current], &starter);
+    void* const* a = args.data();
+    if (kernel.rfind("mmv_", 0) == 0) {
+        ((MatVecFn)entries.at(kernel))((const u8*)a[0], (const float*)a[1], (float*)a[2], (const int*)a[3],
+                                       (const int*)a[4], (const int*)a[5], (i64)a[6], (i64)a[7], (i64)a[8],
+                                       (i64)a[9], (i64)a[10], (i64)a[11], (i64)a[12]);
+    } else {
+        ((GetRowsFn)entries.at(kernel))((const u8*)a[0], (const int*)a[1], (float*)a[2], (i64)a[3], (i64)a[4],
+                                        (i64)a[5]);
+    }
+    finished[current] = true;
+    // Park: a finished lane still takes its turn, so the others' shuffles keep their count
+    // (the kernels retire whole warps, so no lane shuffles after another has finished).
+    for (;;) next();
+}
+
+// run runs the warp whose lane 0 is the block's thread warpBase to the end.
+inline void run(int warpBase) {
+    static std::vector<char> stacks(kLanes * kStack);
+    base = warpBase;
+    for (int l = 0; l < kLanes; l++) {
+        getcontext(&laneStarts[l]);
+        laneStarts[l].uc_stack.ss_sp = &stacks[l * kStack];
+        laneStarts[l].uc_stack.ss_size = kStack;
+        laneStarts[l].uc_link = nullptr;
+        makecontext(&laneStarts[l], runLane, 0);
+        finished[l] = false;
+        enter(l);
+        swapcontext(&starter, &laneStarts[l]);
+    }
+    for (bool done = false; !done;) {
+        enter(0);
+        if (_setjmp(scheduler) == 0) _longjmp(lanes[0], 1);
+        done = true;
+        for (bool f : finished) done = done && f;
+    }
+}
+
+}  // namespace warp
+
+inline float __shfl_xor_sync(unsigned int, float v, int laneMask) {
+    warp::shuffled[warp::current] = v;
+    warp::next();  // every lane has written
+    const float r = warp::shuffled[warp::current ^ laneMask];
+    warp::next();  // every lane has read
+    return r;
+}
