@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -349,7 +350,7 @@ var llamaBenchLists = map[string]string{
 var llamaPassthrough = map[string]map[string]bool{
 	"place": placeLlamaOptions,
 	"fit":   placeLlamaOptions,
-	"run":   runLlamaOptions,
+	"run":   declaredOptions(runCmd{}),
 }
 
 // ignoredFlag is the hidden flag the packed options travel in.
@@ -437,4 +438,33 @@ func rewriteLlamaArgs(args []string) []string {
 func isLlamaProgram(s string) bool {
 	base := filepath.Base(s)
 	return (strings.HasPrefix(base, "llama-") || strings.HasPrefix(base, "ik_llama")) && !strings.HasSuffix(base, ".gguf")
+}
+
+// declaredOptions is the set of llama.cpp options (by key) that cmd, a kong command
+// struct, declares as flags of its own: a pasted command line's options that the command
+// reads rather than reports as ignored. Deriving it from the struct keeps a flag added to
+// a command from being ignored in pasted lines because a hand-kept list missed it.
+func declaredOptions(cmd any) map[string]bool {
+	names := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if _, embedded := f.Tag.Lookup("embed"); f.Type.Kind() == reflect.Struct && (f.Anonymous || embedded) {
+				walk(f.Type)
+				continue
+			}
+			if name := f.Tag.Get("name"); name != "" {
+				names[name] = true
+			}
+		}
+	}
+	walk(reflect.TypeOf(cmd))
+	uses := map[string]bool{}
+	for i := range llamaServerOptions {
+		if key := llamaServerOptions[i].key(); names[key] {
+			uses[key] = true
+		}
+	}
+	return uses
 }

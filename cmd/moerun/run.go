@@ -52,21 +52,6 @@ func (*runCmd) Help() string {
 		"    moerun run -m testdata/models/tiny-qwen3moe.gguf -p \"Hello\" -n 8 --temp 0"
 }
 
-// runLlamaOptions are the llama.cpp options run reads (by key, see llamaargs.go); others in
-// a pasted command line are accepted and reported as ignored.
-var runLlamaOptions = map[string]bool{
-	"model": true, "prompt": true, "file": true, "n-predict": true, "threads": true, "ignore-eos": true, "smart-expert-reduction": true, "escape": true, "special": true,
-}
-
-func init() {
-	for key := range placeHandlers {
-		runLlamaOptions[key] = true
-	}
-	for _, key := range samplingOptions {
-		runLlamaOptions[key] = true
-	}
-}
-
 func (c *runCmd) Run(e *env) error {
 	if c.GPU != "" || c.GPUs != "" || c.DeviceMem != "" {
 		return badInput("--gpu, --gpus and --device-mem describe devices for a dry run (moerun place); run computes on the devices this machine has")

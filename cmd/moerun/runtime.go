@@ -23,10 +23,6 @@ type samplingFlags struct {
 	FrequencyPenalty float32 `name:"frequency-penalty" default:"0" help:"Frequency penalty (0: off)." group:"sampling"`
 }
 
-// samplingOptions are the llama.cpp option keys samplingFlags reads (see llamaargs.go).
-var samplingOptions = []string{"seed", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "repeat-last-n",
-	"presence-penalty", "frequency-penalty"}
-
 // params reads the flags with llama.cpp's meanings: seed -1 (stored as LLAMA_DEFAULT_SEED,
 // 0xFFFFFFFF) draws a random seed.
 func (s samplingFlags) params() (moe.SamplerParams, error) {

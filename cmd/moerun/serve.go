@@ -51,18 +51,8 @@ func (*serveCmd) Help() string {
 		"    moerun serve -m testdata/models/tiny-qwen3moe.gguf --port 8080"
 }
 
-// serveLlamaOptions are the llama.cpp options serve reads (by key, see llamaargs.go).
-var serveLlamaOptions = map[string]bool{"model": true, "alias": true, "host": true, "port": true, "api-key": true, "api-key-file": true, "threads": true,
-	"n-predict": true}
-
 func init() {
-	for key := range placeHandlers {
-		serveLlamaOptions[key] = true
-	}
-	for _, key := range samplingOptions {
-		serveLlamaOptions[key] = true
-	}
-	llamaPassthrough["serve"] = serveLlamaOptions
+	llamaPassthrough["serve"] = declaredOptions(serveCmd{})
 }
 
 // serveStarted, when set (by tests), is told the address served and how to stop serving.
