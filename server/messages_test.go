@@ -3,6 +3,8 @@ package server
 import (
 	"slices"
 	"testing"
+
+	"github.com/moerun/moerun/tokenizer"
 )
 
 // TestHarmonyMessage: for gpt-oss's template an assistant turn's reasoning_content becomes
@@ -42,9 +44,11 @@ func TestHarmonyDetected(t *testing.T) {
 		{"{{ '<|start|>assistant<|channel|>final<|message|>' }}", true},
 		{"{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}", false},
 	} {
-		s := &Server{}
-		s.useTemplate(c.template)
-		if s.harmony != c.harmony || s.template == nil {
+		s := &Server{vocab: &tokenizer.Vocab{BOS: -1, EOS: -1}}
+		if err := s.useTemplate(c.template); err != nil {
+			t.Fatal(err)
+		}
+		if s.harmony != c.harmony || s.template.Source != c.template {
 			t.Errorf("%q: harmony %v, template %v", c.template, s.harmony, s.template)
 		}
 	}

@@ -301,9 +301,6 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		j.topLogprobs = *req.TopLogprobs
 	}
 	j.logprobs = req.Logprobs
-	if s.template == nil {
-		return nil, badRequest("messages", "%s", s.templateErr)
-	}
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "messages must be a non-empty array")
 	}

@@ -48,7 +48,9 @@ type Config struct {
 	// it, unless the request says "cache_prompt": false.
 	NoPromptCache bool
 	// ChatTemplate, when set, replaces the model's chat template (llama-server's
-	// --chat-template-file).
+	// --chat-template and --chat-template-file; "chatml" names ChatML). It must render a
+	// one-message conversation, or New fails; see tokenizer.ChooseChatTemplate for what
+	// happens when the model's own template does not.
 	ChatTemplate string
 	// ReasoningFormat is llama-server's --reasoning-format: "none" leaves a model's
 	// reasoning in the content; anything else ("auto", the default, "deepseek") returns it
@@ -71,9 +73,8 @@ type Config struct {
 
 // Server serves the API. It is an http.Handler.
 type Server struct {
-	vocab       *tokenizer.Vocab
-	template    *tokenizer.Template // nil: the model has none (or it does not parse)
-	templateErr string              // why template is nil
+	vocab    *tokenizer.Vocab
+	template *tokenizer.ChosenTemplate
 	// harmony marks gpt-oss's template, which reads an assistant turn's reasoning from
 	// "thinking" (see harmonyMessage).
 	harmony bool
@@ -140,24 +141,21 @@ func (s *Server) chatParser(j *job) *chatParser {
 	return newChatParser(syn, j.thinking)
 }
 
-// useTemplate parses the model's chat template, or records why chat requests cannot be
-// served.
-func (s *Server) useTemplate(tpl string) {
-	if tpl == "" {
-		s.templateErr = "the model has no chat template (tokenizer.chat_template); use /v1/completions"
-		return
-	}
-	t, err := tokenizer.ParseTemplate(tpl)
+// useTemplate chooses the chat template (see Config.ChatTemplate) and the syntax its
+// model writes reasoning and tool calls in.
+func (s *Server) useTemplate(explicit string) error {
+	v := s.vocab
+	t, err := tokenizer.ChooseChatTemplate(explicit, v.ChatTemplate, v.Piece(v.BOS, true), v.Piece(v.EOS, true))
 	if err != nil {
-		s.templateErr = fmt.Sprintf("the model's chat template cannot be used (%v); use /v1/completions", err)
-		return
+		return fmt.Errorf("server: %w", err)
 	}
-	s.template = t
+	s.template = &t
 	// gpt-oss's harmony format, recognised by its channel marker as llama.cpp does.
-	s.harmony = strings.Contains(tpl, "<|channel|>")
+	s.harmony = strings.Contains(t.Source, "<|channel|>")
 	if !s.harmony {
-		s.syntax = syntaxOf(tpl)
+		s.syntax = syntaxOf(t.Source)
 	}
+	return nil
 }
 
 // New allocates the slots' contexts and returns the server.
@@ -210,11 +208,9 @@ func New(c Config) (*Server, error) {
 		s.accessLog = io.Discard
 	}
 	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
-	tpl := c.Vocab.ChatTemplate
-	if c.ChatTemplate != "" {
-		tpl = c.ChatTemplate
+	if err := s.useTemplate(c.ChatTemplate); err != nil {
+		return nil, err
 	}
-	s.useTemplate(tpl)
 	opts := c.Context
 	opts.Stats = s.stats
 	for range c.Slots {

@@ -19,6 +19,7 @@ import (
 	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/server"
 	"github.com/moerun/moerun/tensor"
+	"github.com/moerun/moerun/tokenizer"
 )
 
 // serveCmd is `moerun serve`: an OpenAI-compatible HTTP server, started as llama-server is
@@ -35,7 +36,8 @@ type serveCmd struct {
 	QueueSize        int     `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
 	CachePrompt      bool    `name:"cache-prompt" negatable:"" default:"true" env:"LLAMA_ARG_CACHE_PROMPT" help:"A slot keeps its KV cache after a request and the next request evaluates only what its prompt does not share with it (default on; a request's \"cache_prompt\": false opts out)." group:"server"`
 	ReasoningFormat  string  `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
-	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use this Jinja chat template instead of the model's." group:"server"`
+	ChatTemplate     string  `name:"chat-template" placeholder:"JINJA_TEMPLATE" env:"LLAMA_ARG_CHAT_TEMPLATE" help:"Use this Jinja chat template (its text) instead of the model's; chatml names ChatML, which a model without a template gets." group:"server"`
+	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
 	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
 	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
@@ -71,8 +73,11 @@ func (c *serveCmd) Run(e *env) error {
 	if c.QueueSize < 0 {
 		return badInput("--queue-size %d is negative", c.QueueSize)
 	}
-	var template string
+	template := c.ChatTemplate
 	if c.ChatTemplateFile != "" {
+		if template != "" {
+			return badInput("--chat-template and --chat-template-file both give a chat template: keep one")
+		}
 		b, err := os.ReadFile(c.ChatTemplateFile)
 		if err != nil {
 			return usageError{fmt.Errorf("--chat-template-file: %w", err)}
@@ -157,6 +162,15 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 		}
 	}()
 	fmt.Fprintf(e.stderr, "moerun: %s: %d tensors, %.2f MiB; vocabulary of %d tokens\n", f.Metadata.Arch(), len(f.Tensors), float64(tensorBytes(f))/(1<<20), vocab.Len())
+	// The chat template is checked before the weights load: a template that cannot be
+	// used should not cost the user the load.
+	tpl, err := tokenizer.ChooseChatTemplate(cfg.ChatTemplate, vocab.ChatTemplate, vocab.Piece(vocab.BOS, true), vocab.Piece(vocab.EOS, true))
+	if err != nil {
+		return nil, nil, badInput("%v", err)
+	}
+	if tpl.Warning != "" {
+		fmt.Fprintln(e.stderr, "moerun: warning: "+tpl.Warning)
+	}
 	model, plan, err := m.load(c.Model, f, rules)
 	if err != nil {
 		return nil, nil, err

@@ -132,6 +132,9 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "-m", tinyQwen, "-n", "0"}, "-n 0"},
 		{[]string{"serve", "-m", tinyQwen, "--seed", "4294967295"}, "-s 4294967295"},
 		{[]string{"serve", "-m", tinyQwen, "--temp", "0.5", "--min-p", "2"}, "min-p"},
+		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{% if %}"}, "the chat template given"},
+		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
+		{[]string{"serve", "-m", tinyQwen, "--chat-template", "chatml", "--chat-template-file", tinyQwen}, "keep one"},
 	} {
 		code, _, stderr := moerun(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
