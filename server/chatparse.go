@@ -3,34 +3,73 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
 )
 
 // chatSyntax is how a model family writes its reasoning and its tool calls in the text it
-// generates, as llama.cpp's chat parsers read them (common/chat.cpp). moerun knows the
-// Hermes form the Qwen3 and Qwen3.5 families use: reasoning between <think> and </think>,
-// each call a JSON object {"name", "arguments"} between <tool_call> and </tool_call>.
+// generates, as llama.cpp's chat parsers read them (common/chat.cpp and its autoparser).
+// Reasoning sits between two tags (<think>, </think>); each call between two others, its
+// body in the family's form (see parseCallBody): Hermes JSON and Qwen3-Coder's XML (Qwen3,
+// Qwen3.5), GLM-4.5's <arg_key>/<arg_value> pairs (all three between <tool_call> and
+// </tool_call>), or DeepSeek's, whose calls a section marker pair also wraps. gpt-oss's
+// harmony format is not tag-based: see harmonyParser.
 type chatSyntax struct {
 	thinkOpen, thinkClose string // "" when the family writes no reasoning tags
 	callOpen, callClose   string // "" when it has no tool-call syntax moerun knows
+	// sectionOpen and sectionClose wrap a turn's calls (DeepSeek's); they carry nothing
+	// and are dropped.
+	sectionOpen, sectionClose string
+	form                      callForm // how a call's body is written
 }
 
-// hermesSyntax is Qwen3's (and Qwen3.5's, Qwen2.5's, Hermes 2 Pro's).
+// hermesSyntax is Qwen3's (and Qwen3.5's, Qwen2.5's, Hermes 2 Pro's, GLM-4.5's).
 var hermesSyntax = chatSyntax{thinkOpen: "<think>", thinkClose: "</think>", callOpen: "<tool_call>", callClose: "</tool_call>"}
 
+// DeepSeek-V3's and R1's call markers (special tokens of their vocabulary).
+const (
+	deepseekCallsBegin = "<｜tool▁calls▁begin｜>"
+	deepseekCallsEnd   = "<｜tool▁calls▁end｜>"
+	deepseekCallBegin  = "<｜tool▁call▁begin｜>"
+	deepseekCallEnd    = "<｜tool▁call▁end｜>"
+	deepseekSep        = "<｜tool▁sep｜>"
+)
+
 // syntaxOf is the syntax a chat template's model writes, recognised from the template as
-// llama.cpp recognises formats: a template that writes <tool_call> is Hermes; one that
-// writes only <think> has reasoning tags and no known tool calls.
+// llama.cpp recognises formats: the tags the template itself writes.
 func syntaxOf(template string) chatSyntax {
 	var s chatSyntax
 	if strings.Contains(template, "<think>") {
 		s.thinkOpen, s.thinkClose = hermesSyntax.thinkOpen, hermesSyntax.thinkClose
 	}
-	if strings.Contains(template, "<tool_call>") {
+	switch {
+	case strings.Contains(template, deepseekCallBegin):
+		s.callOpen, s.callClose = deepseekCallBegin, deepseekCallEnd
+		s.sectionOpen, s.sectionClose = deepseekCallsBegin, deepseekCallsEnd
+		s.form = deepseekForm
+	case strings.Contains(template, "<tool_call>"):
 		s.callOpen, s.callClose = hermesSyntax.callOpen, hermesSyntax.callClose
+		switch {
+		case strings.Contains(template, "<arg_key>"):
+			s.form = glmForm
+		case strings.Contains(template, "<function="):
+			s.form = xmlForm
+		}
 	}
 	return s
+}
+
+// tags are the syntax's tags, for the tokenizer to write out (see Server.preserved).
+func (s chatSyntax) tags() []string {
+	var tags []string
+	for _, t := range []string{s.thinkOpen, s.thinkClose, s.callOpen, s.callClose, s.sectionOpen, s.sectionClose} {
+		if t != "" {
+			tags = append(tags, t)
+		}
+	}
+	if s.callOpen == deepseekCallBegin {
+		tags = append(tags, deepseekSep)
+	}
+	return tags
 }
 
 // toolCall is one call the model made, as OpenAI's API returns it.
@@ -57,10 +96,11 @@ func (p *parsed) empty() bool { return p.reasoning == "" && p.content == "" && l
 // tool call is handed over whole once its closing tag arrives. Whitespace that follows a
 // closing tag is dropped, as llama.cpp trims the parts.
 type chatParser struct {
-	syn  chatSyntax
-	mode parseMode
-	held string // a suffix that may begin a tag (or whitespace before one)
-	call strings.Builder
+	syn   chatSyntax
+	types argTypes // the request's tools' parameter types, for calls whose values are text
+	mode  parseMode
+	held  string // a suffix that may begin a tag (or whitespace before one)
+	call  strings.Builder
 	// beforeCall is the whitespace that preceded the open call, given back as content if
 	// the call never ends.
 	beforeCall string
@@ -78,8 +118,8 @@ const (
 
 // newChatParser starts a parser; thinking says the prompt already opened the reasoning
 // (a template whose generation prompt ends with <think>).
-func newChatParser(syn chatSyntax, thinking bool) *chatParser {
-	p := &chatParser{syn: syn}
+func newChatParser(syn chatSyntax, thinking bool, types argTypes) *chatParser {
+	p := &chatParser{syn: syn, types: types}
 	if thinking && syn.thinkOpen != "" {
 		p.mode, p.trimNext = inThought, true
 	}
@@ -96,18 +136,19 @@ func (p *chatParser) add(text string) parsed {
 		case inContent:
 			open, at := p.firstOpening(buf)
 			if at < 0 {
-				keep := heldPrefix(buf, p.syn.thinkOpen, p.syn.callOpen)
+				keep := heldPrefix(buf, p.syn.thinkOpen, p.syn.callOpen, p.syn.sectionOpen, p.syn.sectionClose)
 				p.text(&out.content, buf[:len(buf)-keep])
 				p.held, buf = buf[len(buf)-keep:], ""
 				continue
 			}
 			before := strings.TrimRightFunc(buf[:at], isSpace)
 			p.text(&out.content, before)
-			if open == p.syn.thinkOpen {
+			switch open {
+			case p.syn.thinkOpen:
 				p.mode = inThought
-			} else {
+			case p.syn.callOpen:
 				p.mode, p.beforeCall = inCall, buf[len(before):at]
-			}
+			} // a section marker is dropped
 			buf, p.trimNext = buf[at+len(open):], true
 		case inThought:
 			at := strings.Index(buf, p.syn.thinkClose)
@@ -129,9 +170,13 @@ func (p *chatParser) add(text string) parsed {
 				continue
 			}
 			p.call.Reset()
-			p.call.WriteString(call[:at])
-			buf, p.mode, p.trimNext = call[at+len(p.syn.callClose):], inContent, true
-			out.calls = append(out.calls, p.finishCall())
+			buf, p.mode = call[at+len(p.syn.callClose):], inContent
+			if c, ok := p.finishCall(call[:at]); ok {
+				out.calls, p.trimNext = append(out.calls, c), true
+			} else { // not a call after all: the text, as written
+				p.trimNext = false
+				p.text(&out.content, p.beforeCall+p.syn.callOpen+call[:at+len(p.syn.callClose)])
+			}
 		}
 	}
 	return out
@@ -165,64 +210,30 @@ func (p *chatParser) text(dst *string, s string) {
 	*dst += s
 }
 
-// firstOpening finds the earliest opening tag in s.
+// firstOpening finds the earliest opening tag (or section marker) in s.
 func (p *chatParser) firstOpening(s string) (string, int) {
-	tag, at := "", -1
-	for _, t := range []string{p.syn.thinkOpen, p.syn.callOpen} {
-		if t == "" {
-			continue
-		}
-		if i := strings.Index(s, t); i >= 0 && (at < 0 || i < at) {
-			tag, at = t, i
-		}
-	}
+	at, tag := firstOf(s, []string{p.syn.thinkOpen, p.syn.callOpen, p.syn.sectionOpen, p.syn.sectionClose})
 	return tag, at
 }
 
-// finishCall reads the text between the call tags: {"name": …, "arguments": {…}}. Text that
-// is not such an object is still returned as a call, its arguments the text as written, so
-// that the client sees what the model said.
-func (p *chatParser) finishCall() toolCall {
-	raw := strings.TrimSpace(p.call.String())
-	p.call.Reset()
-	c := toolCall{Index: p.calls, ID: callID(), Type: "function"}
+// finishCall reads the text between a call's tags (see parseCallBody); ok is false for
+// text in none of the forms, which is then content, as llama.cpp keeps what it cannot
+// parse.
+func (p *chatParser) finishCall(body string) (c toolCall, ok bool) {
+	name, args, ok := parseCallBody(strings.TrimSpace(body), p.syn.form, p.types)
+	if !ok {
+		return toolCall{}, false
+	}
+	c = toolCall{Index: p.calls, ID: callID(), Type: "function"}
+	c.Function.Name, c.Function.Arguments = name, args
 	p.calls++
-	var body struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := json.Unmarshal([]byte(raw), &body); err != nil || body.Name == "" {
-		c.Function.Arguments = raw
-		return c
-	}
-	c.Function.Name = body.Name
-	c.Function.Arguments = "{}"
-	if len(body.Arguments) > 0 {
-		var text string
-		if json.Unmarshal(body.Arguments, &text) == nil { // arguments given as a JSON string already
-			c.Function.Arguments = text
-		} else {
-			c.Function.Arguments = string(body.Arguments)
-		}
-	}
-	return c
+	return c, true
 }
 
 // heldPrefix is the length of the end of s to hold back: the longest end that begins one
 // of the tags, and the whitespace before it (dropped if a tag follows).
 func heldPrefix(s string, tags ...string) int {
-	keep := 0
-	for _, t := range tags {
-		if t == "" {
-			continue
-		}
-		for n := min(len(t)-1, len(s)); n > keep; n-- {
-			if strings.HasSuffix(s, t[:n]) {
-				keep = n
-				break
-			}
-		}
-	}
+	keep := partialTagLen(s, tags)
 	return len(s) - len(strings.TrimRightFunc(s[:len(s)-keep], isSpace))
 }
 

@@ -10,7 +10,7 @@ import (
 
 // splitAll parses text given in pieces of n bytes and joins what came out.
 func splitAll(syn chatSyntax, thinking bool, text string, n int) parsed {
-	p := newChatParser(syn, thinking)
+	p := newChatParser(syn, thinking, nil)
 	var all parsed
 	add := func(x parsed) {
 		all.reasoning += x.reasoning
@@ -45,7 +45,8 @@ func TestChatParser(t *testing.T) {
 			false, "I need both.", "Checking.", []string{"a({})", `b({"x": 1})`}},
 		{"a call cut off", "Sure. <tool_call>\n{\"name\": \"a\", \"argu", false, "", "Sure. <tool_call>\n{\"name\": \"a\", \"argu", nil},
 		{"a lone angle bracket", "x < y and <thi", false, "", "x < y and <thi", nil},
-		{"not a call object", "<tool_call>oops</tool_call>", false, "", "", []string{"(oops)"}},
+		{"not a call object", "Sure. <tool_call>oops</tool_call> Done.", false, "", "Sure. <tool_call>oops</tool_call> Done.", nil},
+		{"a bad call, then a call", "<tool_call>{\"nam</tool_call><tool_call>{\"name\": \"a\"}</tool_call>", false, "", "<tool_call>{\"nam</tool_call>", []string{"a({})"}},
 	} {
 		for n := 1; n <= len(c.text); n++ {
 			got := splitAll(hermesSyntax, c.thinking, c.text, n)
@@ -116,14 +117,14 @@ func TestChatTools(t *testing.T) {
 	}
 	text := "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
 	res := result{text: text, finishReason: "stop"}
-	f := &chatFormat{s: s, j: &job{tools: true}, first: true, parser: s.chatParser(&job{tools: true})}
+	f := &chatFormat{s: s, j: &job{tools: true}, first: true, parser: s.outputParser(&job{tools: true})}
 	whole := f.whole(res).(chatResponse)
 	m, fr := whole.Choices[0].Message, *whole.Choices[0].FinishReason
 	if m.ReasoningContent != "The user wants the weather." || m.Content != "" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" ||
 		m.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || fr != "tool_calls" {
 		t.Errorf("whole: %+v, finish %s", m, fr)
 	}
-	f = &chatFormat{s: s, j: &job{tools: true}, first: true, parser: s.chatParser(&job{tools: true})}
+	f = &chatFormat{s: s, j: &job{tools: true}, first: true, parser: s.outputParser(&job{tools: true})}
 	var reasoning, content strings.Builder
 	var calls []toolCall
 	collect := func(c any) {
@@ -149,13 +150,13 @@ func TestChatTools(t *testing.T) {
 	}
 	// Without tools, the tool-call syntax stays content; with --reasoning-format none, the
 	// reasoning too.
-	if p := s.chatParser(&job{}); p == nil || p.syn.callOpen != "" {
+	if p, ok := s.outputParser(&job{}).(*chatParser); !ok || p.syn.callOpen != "" {
 		t.Errorf("parser without tools: %+v", p)
 	}
 	c := testConfig()
 	withQwen3(&c)
 	c.ReasoningFormat = "none"
-	if s2, _ := New(c); s2.chatParser(&job{}) != nil {
+	if s2, _ := New(c); s2.outputParser(&job{}) != nil {
 		t.Error("--reasoning-format none still parses reasoning")
 	}
 }

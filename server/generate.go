@@ -227,6 +227,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	genStart := time.Now()
 	defer func() { res.genTime = time.Since(genStart) }()
 	stream := s.vocab.NewStreamDecoder(false)
+	stream.Preserve(j.preserved...)
 	var text strings.Builder
 	sent := 0 // bytes of text already emitted
 	var pending []tokenLogprob

@@ -85,9 +85,11 @@ type job struct {
 	ignoreEOS    bool
 	stream       bool
 	includeUsage bool
-	cachePrompt  bool // reuse the slot's cached prefix of the prompt
-	tools        bool // the request gave tools: tool calls are parsed out of the text
-	thinking     bool // the prompt opened the model's reasoning (it ends with <think>)
+	cachePrompt  bool     // reuse the slot's cached prefix of the prompt
+	tools        bool     // the request gave tools: tool calls are parsed out of the text
+	argTypes     argTypes // the tools' parameter types
+	preserved    []int32  // control tokens to write out, the tags the output parser reads
+	thinking     bool     // the prompt opened the model's reasoning (it ends with <think>)
 }
 
 // jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
@@ -316,13 +318,16 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		if s.harmony {
 			harmonyMessage(m)
 		}
+		if s.objectArgs {
+			parseArguments(m)
+		}
 		msgs[i] = m
 	}
 	tools, aerr := decodeTools(req.Tools, req.ToolChoice)
 	if aerr != nil {
 		return nil, aerr
 	}
-	j.tools = tools != nil
+	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
 	text, rerr := s.template.Render(tokenizer.ChatInput{
 		Messages:            msgs,
 		Tools:               tools,

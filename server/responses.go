@@ -165,8 +165,8 @@ type chatFormat struct {
 	s      *Server
 	j      *job
 	base   chatResponse
-	first  bool        // no chunk has been sent yet: the next carries the role
-	parser *chatParser // nil: the text is all content
+	first  bool         // no chunk has been sent yet: the next carries the role
+	parser outputParser // nil: the text is all content
 	held   []tokenLogprob
 	calls  int // tool calls sent so far
 }

@@ -82,15 +82,18 @@ type Server struct {
 	// says whether reasoning is split from the content (--reasoning-format).
 	syntax    chatSyntax
 	reasoning bool
-	name      string
-	created   int64
-	apiKeys   [][]byte
-	maxBody   int64
-	ubatch    int
-	slotSize  int
-	entropy   func() uint32
-	sampling  moe.SamplerParams
-	maxTokens int
+	// objectArgs says the template needs a call's arguments as an object, not the JSON
+	// text clients send (see needsObjectArguments).
+	objectArgs bool
+	name       string
+	created    int64
+	apiKeys    [][]byte
+	maxBody    int64
+	ubatch     int
+	slotSize   int
+	entropy    func() uint32
+	sampling   moe.SamplerParams
+	maxTokens  int
 
 	slots       int
 	pool        *slotPool
@@ -124,21 +127,49 @@ type route struct {
 	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
 }
 
-// chatParser is the parser a chat request's output goes through: the family's reasoning
-// tags unless --reasoning-format none, its tool-call syntax when the request gave tools;
-// nil when neither applies (the text is all content, as before).
-func (s *Server) chatParser(j *job) *chatParser {
+// outputParser splits a chat request's generated text, as it arrives, into reasoning,
+// content and tool calls.
+type outputParser interface {
+	add(text string) parsed
+	flush() parsed // the end of the text
+}
+
+// outputParser is the parser a chat request's output goes through, nil when none applies
+// (the text is all content, as before): gpt-oss's harmony parser, or the family's reasoning
+// tags unless --reasoning-format none and its tool-call syntax when the request gave tools.
+// It sets j.preserved to the vocabulary's tokens for the tags it reads, which the
+// detokenizer must then write out though they are control tokens (DeepSeek's call markers,
+// harmony's), as llama-server preserves a format's tokens.
+func (s *Server) outputParser(j *job) outputParser {
+	if s.harmony {
+		j.preserved = s.tokensOf(harmonyTags)
+		return newHarmonyParser(s.reasoning)
+	}
 	var syn chatSyntax
 	if s.reasoning {
 		syn.thinkOpen, syn.thinkClose = s.syntax.thinkOpen, s.syntax.thinkClose
 	}
 	if j.tools {
 		syn.callOpen, syn.callClose = s.syntax.callOpen, s.syntax.callClose
+		syn.sectionOpen, syn.sectionClose, syn.form = s.syntax.sectionOpen, s.syntax.sectionClose, s.syntax.form
 	}
 	if syn == (chatSyntax{}) {
 		return nil
 	}
-	return newChatParser(syn, j.thinking)
+	j.preserved = s.tokensOf(syn.tags())
+	return newChatParser(syn, j.thinking, j.argTypes)
+}
+
+// tokensOf is the tokens whose text is one of texts (a text that is not one token is left
+// out: it is written out anyway).
+func (s *Server) tokensOf(texts []string) []int32 {
+	var ids []int32
+	for _, t := range texts {
+		if id, ok := s.vocab.ID(t); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // useTemplate chooses the chat template (see Config.ChatTemplate) and the syntax its
@@ -150,8 +181,9 @@ func (s *Server) useTemplate(explicit string) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.template = &t
+	s.objectArgs = needsObjectArguments(&t)
 	// gpt-oss's harmony format, recognised by its channel marker as llama.cpp does.
-	s.harmony = strings.Contains(t.Source, "<|channel|>")
+	s.harmony = strings.Contains(t.Source, harmonyChannelTag)
 	if !s.harmony {
 		s.syntax = syntaxOf(t.Source)
 	}
@@ -538,7 +570,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, log *requestLog) *
 		return aerr
 	}
 	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true,
-		parser: s.chatParser(j)})
+		parser: s.outputParser(j)})
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {

@@ -175,7 +175,7 @@ func TestServeStreamMatchesNonStream(t *testing.T) {
 	}{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hello"}],"max_tokens":20,"seed":11,"temperature":1.2%s}`, true},
 		{"/v1/completions", `{"prompt":"the cat","max_tokens":24,"seed":3%s}`, false},
-		{"/v1/completions", `{"prompt":"the cat","max_tokens":24,"seed":3,"stop":` + jsonString(stop) + `%s}`, false},
+		{"/v1/completions", `{"prompt":"the cat","max_tokens":24,"seed":3,"stop":` + unicodeEscaped(stop) + `%s}`, false},
 	} {
 		status, b := call(t, ts, "POST", tc.path, fmt.Sprintf(tc.body, ""))
 		if status != 200 {
@@ -199,7 +199,7 @@ func TestServeStreamMatchesNonStream(t *testing.T) {
 		}
 	}
 	// The stop sequence cut the text just before its first occurrence.
-	_, b := call(t, ts, "POST", "/v1/completions", `{"prompt":"the cat","max_tokens":24,"seed":3,"stop":`+jsonString(stop)+`}`)
+	_, b := call(t, ts, "POST", "/v1/completions", `{"prompt":"the cat","max_tokens":24,"seed":3,"stop":`+unicodeEscaped(stop)+`}`)
 	r := decode[completionResponse](t, b)
 	if want := full[:strings.Index(full, stop)]; r.Choices[0].Text != want || *r.Choices[0].FinishReason != "stop" {
 		t.Errorf("with stop %q: %q (%s), want %q (stop)", stop, r.Choices[0].Text, *r.Choices[0].FinishReason, want)
@@ -218,7 +218,8 @@ func midStop(t *testing.T, text string) string {
 	return ""
 }
 
-func jsonString(s string) string {
+// unicodeEscaped is s as a JSON string with every character escaped.
+func unicodeEscaped(s string) string {
 	var b bytes.Buffer
 	b.WriteByte('"')
 	for _, r := range s {

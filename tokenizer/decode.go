@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -145,9 +146,10 @@ func cleanPass(t []byte, rule func(t []byte, i int) (drop, skip bool)) []byte {
 // UTF-8 character: bytes of a character whose end has not been generated yet are held
 // back until it is complete. It is not safe for concurrent use.
 type StreamDecoder struct {
-	v       *Vocab
-	special bool
-	pending []byte
+	v         *Vocab
+	special   bool
+	preserved []int32 // control tokens written out though special is false
+	pending   []byte
 }
 
 // NewStreamDecoder starts a stream; special says whether control tokens are written out.
@@ -155,9 +157,14 @@ func (v *Vocab) NewStreamDecoder(special bool) *StreamDecoder {
 	return &StreamDecoder{v: v, special: special}
 }
 
+// Preserve writes these control tokens out even without special: the tags a chat
+// format's parser reads (llama-server's preserved tokens), such as DeepSeek's tool-call
+// markers, which are control tokens of its vocabulary.
+func (d *StreamDecoder) Preserve(ids ...int32) { d.preserved = append(d.preserved, ids...) }
+
 // Add appends a token and returns the text that is now complete (possibly "").
 func (d *StreamDecoder) Add(id int32) string {
-	d.pending = append(d.pending, d.v.Piece(id, d.special)...)
+	d.pending = append(d.pending, d.v.Piece(id, d.special || slices.Contains(d.preserved, id))...)
 	keep := incompleteTail(d.pending)
 	out := string(d.pending[:len(d.pending)-keep])
 	d.pending = append(d.pending[:0], d.pending[len(d.pending)-keep:]...)
