@@ -63,6 +63,11 @@ type chatRequest struct {
 	Tools             json.RawMessage   `json:"tools"`
 	ToolChoice        json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	// ChatTemplateKwargs are extra template variables (llama-server's), over the server's.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	// ReasoningEffort is OpenAI's: "none" turns thinking off, any other value reaches the
+	// template as reasoning_effort (gpt-oss's reads it).
+	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
 type completionRequest struct {
@@ -86,6 +91,7 @@ type job struct {
 	stream       bool
 	includeUsage bool
 	cachePrompt  bool     // reuse the slot's cached prefix of the prompt
+	promptText   string   // a chat request's rendered conversation
 	tools        bool     // the request gave tools: tool calls are parsed out of the text
 	argTypes     argTypes // the tools' parameter types
 	preserved    []int32  // control tokens to write out, the tags the output parser reads
@@ -328,9 +334,14 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		return nil, aerr
 	}
 	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
+	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)
+	if aerr != nil {
+		return nil, aerr
+	}
 	text, rerr := s.template.Render(tokenizer.ChatInput{
 		Messages:            msgs,
 		Tools:               tools,
+		Vars:                vars,
 		AddGenerationPrompt: true,
 		BOSToken:            s.vocab.Piece(s.vocab.BOS, true),
 		EOSToken:            s.vocab.Piece(s.vocab.EOS, true),
@@ -338,11 +349,67 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	if rerr != nil { // templates raise_exception on conversations they do not accept
 		return nil, badRequest("messages", "%v", rerr)
 	}
+	j.promptText = text
 	j.thinking = strings.HasSuffix(strings.TrimRight(text, "\n"), "<think>")
 	// A template that writes the BOS token itself must not get a second one.
 	addSpecial := s.vocab.BOS < 0 || !strings.HasPrefix(text, s.vocab.Piece(s.vocab.BOS, true))
 	j.prompt = s.vocab.Encode(text, addSpecial, true)
 	return j, s.checkPrompt(j.prompt)
+}
+
+// templateVars are the template variables of a chat request, as llama-server sets them:
+// enable_thinking (true unless turned off), the server's --chat-template-kwargs, the
+// request's chat_template_kwargs over them, and reasoning_effort.
+func (s *Server) templateVars(kwargs json.RawMessage, effort *string) (map[string]any, *apiError) {
+	vars := map[string]any{"enable_thinking": true}
+	layers := []*tokenizer.Object{s.kwargs}
+	if len(kwargs) > 0 && string(kwargs) != "null" {
+		v, err := tokenizer.DecodeJSON(kwargs)
+		if err != nil {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: %v", err)
+		}
+		o, ok := v.(*tokenizer.Object)
+		if !ok {
+			return nil, badRequest("chat_template_kwargs", "chat_template_kwargs must be an object of template variables, not %s", jsonTypeName(v))
+		}
+		layers = append(layers, o)
+	}
+	for _, o := range layers {
+		if o == nil {
+			continue
+		}
+		for _, k := range o.Keys {
+			vars[k] = o.Values[k]
+		}
+	}
+	if _, ok := vars["enable_thinking"].(bool); !ok {
+		return nil, badRequest("chat_template_kwargs", "chat_template_kwargs: enable_thinking must be true or false, not %s", jsonTypeName(vars["enable_thinking"]))
+	}
+	if effort != nil {
+		if *effort == "none" {
+			vars["enable_thinking"] = false
+		} else if *effort != "" {
+			vars["reasoning_effort"] = *effort
+		}
+	}
+	return vars, nil
+}
+
+// jsonTypeName names the type of a DecodeJSON value in JSON's terms.
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case *tokenizer.Object:
+		return "an object"
+	}
+	return "a number"
 }
 
 // harmonyMessage hands an assistant turn's reasoning_content to gpt-oss's template as the

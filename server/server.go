@@ -52,6 +52,9 @@ type Config struct {
 	// one-message conversation, or New fails; see tokenizer.ChooseChatTemplate for what
 	// happens when the model's own template does not.
 	ChatTemplate string
+	// ChatTemplateKwargs are extra template variables for every chat request (llama-server's
+	// --chat-template-kwargs): a JSON object as tokenizer.DecodeJSON returns it, or nil.
+	ChatTemplateKwargs *tokenizer.Object
 	// ReasoningFormat is llama-server's --reasoning-format: "none" leaves a model's
 	// reasoning in the content; anything else ("auto", the default, "deepseek") returns it
 	// as reasoning_content.
@@ -85,6 +88,7 @@ type Server struct {
 	// objectArgs says the template needs a call's arguments as an object, not the JSON
 	// text clients send (see needsObjectArguments).
 	objectArgs bool
+	kwargs     *tokenizer.Object // --chat-template-kwargs
 	name       string
 	created    int64
 	apiKeys    [][]byte
@@ -209,8 +213,8 @@ func New(c Config) (*Server, error) {
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
 		drained: make(chan struct{}), abort: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
-		reasoning: c.ReasoningFormat != "none",
-		stats:     c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
+		reasoning: c.ReasoningFormat != "none", kwargs: c.ChatTemplateKwargs,
+		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	if s.sampling == (moe.SamplerParams{}) {
 		s.sampling = moe.DefaultSampler()
@@ -260,6 +264,7 @@ func New(c Config) (*Server, error) {
 		"/v1/chat/completions": {http.MethodPost, s.chat},
 		"/v1/completions":      {http.MethodPost, s.completions},
 		"/tokenize":            {http.MethodPost, s.tokenize},
+		"/apply-template":      {http.MethodPost, s.applyTemplate},
 		"/detokenize":          {http.MethodPost, s.detokenize},
 		"/metrics":             {http.MethodGet, s.serveMetrics},
 	}
@@ -571,6 +576,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, log *requestLog) *
 	}
 	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true,
 		parser: s.outputParser(j)})
+}
+
+// applyTemplate is llama-server's POST /apply-template: a chat request's messages (with its
+// tools and template variables) rendered by the chat template, {"prompt": text}, without
+// generating.
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
+	j, aerr := s.decodeChat(r.Body)
+	if aerr != nil {
+		return aerr
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"prompt": j.promptText})
+	return nil
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {

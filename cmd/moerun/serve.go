@@ -38,6 +38,7 @@ type serveCmd struct {
 	ReasoningFormat  string  `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
 	ChatTemplate     string  `name:"chat-template" placeholder:"JINJA_TEMPLATE" env:"LLAMA_ARG_CHAT_TEMPLATE" help:"Use this Jinja chat template (its text) instead of the model's; chatml names ChatML, which a model without a template gets." group:"server"`
 	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
+	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
 	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
 	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
@@ -83,6 +84,15 @@ func (c *serveCmd) Run(e *env) error {
 			return usageError{fmt.Errorf("--chat-template-file: %w", err)}
 		}
 		template = string(b)
+	}
+	var kwargs *tokenizer.Object
+	if c.TemplateKwargs != "" {
+		v, err := tokenizer.DecodeJSON([]byte(c.TemplateKwargs))
+		o, ok := v.(*tokenizer.Object)
+		if err != nil || !ok {
+			return badInput("--chat-template-kwargs %q: want a JSON object of template variables, such as '{\"enable_thinking\": false}'", c.TemplateKwargs)
+		}
+		kwargs = o
 	}
 	if c.Similarity < 0 || c.Similarity > 1 || c.Similarity != c.Similarity {
 		return badInput("-sps %g: want a share of the prompt from 0 to 1", c.Similarity)
@@ -136,7 +146,7 @@ func (c *serveCmd) Run(e *env) error {
 	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
 
 	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize,
-		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template})
+		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs})
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{% if %}"}, "the chat template given"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "chatml", "--chat-template-file", tinyQwen}, "keep one"},
+		{[]string{"serve", "-m", tinyQwen, "--chat-template-kwargs", "[true]"}, "--chat-template-kwargs"},
 	} {
 		code, _, stderr := moerun(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
