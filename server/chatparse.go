@@ -89,6 +89,13 @@ type parsed struct {
 	calls              []toolCall
 }
 
+// append adds the parts of q, which followed p in the text.
+func (p *parsed) append(q parsed) {
+	p.reasoning += q.reasoning
+	p.content += q.content
+	p.calls = append(p.calls, q.calls...)
+}
+
 func (p *parsed) empty() bool { return p.reasoning == "" && p.content == "" && len(p.calls) == 0 }
 
 // chatParser splits generated text, as it arrives, into reasoning, content and tool calls.

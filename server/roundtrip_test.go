@@ -128,12 +128,6 @@ func TestToolCallRoundTrip(t *testing.T) {
 	}
 }
 
-func (p *parsed) append(q parsed) {
-	p.reasoning += q.reasoning
-	p.content += q.content
-	p.calls = append(p.calls, q.calls...)
-}
-
 // compareParsed says how got differs from want ("" when it does not): the same text, and
 // the same calls with equal arguments (as JSON values) and fresh ids.
 func compareParsed(got, want parsed) string {

@@ -129,6 +129,8 @@ type Server struct {
 type route struct {
 	method string
 	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
+	// anthropic routes answer errors in Anthropic's shape, and stream named events.
+	anthropic bool
 }
 
 // outputParser splits a chat request's generated text, as it arrives, into reasoning,
@@ -258,15 +260,18 @@ func New(c Config) (*Server, error) {
 		s.pool.put(&slot{ctx: ctx})
 	}
 	s.routes = map[string]route{
-		"/health":              {http.MethodGet, s.health},
-		"/v1/health":           {http.MethodGet, s.health},
-		"/v1/models":           {http.MethodGet, s.models},
-		"/v1/chat/completions": {http.MethodPost, s.chat},
-		"/v1/completions":      {http.MethodPost, s.completions},
-		"/tokenize":            {http.MethodPost, s.tokenize},
-		"/apply-template":      {http.MethodPost, s.applyTemplate},
-		"/detokenize":          {http.MethodPost, s.detokenize},
-		"/metrics":             {http.MethodGet, s.serveMetrics},
+		"/health":              {method: http.MethodGet, handle: s.health},
+		"/v1/health":           {method: http.MethodGet, handle: s.health},
+		"/v1/models":           {method: http.MethodGet, handle: s.models},
+		"/v1/chat/completions": {method: http.MethodPost, handle: s.chat},
+		"/v1/completions":      {method: http.MethodPost, handle: s.completions},
+		"/tokenize":            {method: http.MethodPost, handle: s.tokenize},
+		"/apply-template":      {method: http.MethodPost, handle: s.applyTemplate},
+		"/detokenize":          {method: http.MethodPost, handle: s.detokenize},
+		"/metrics":             {method: http.MethodGet, handle: s.serveMetrics},
+		// Anthropic's Messages API.
+		"/v1/messages":              {method: http.MethodPost, handle: s.messages, anthropic: true},
+		"/v1/messages/count_tokens": {method: http.MethodPost, handle: s.countTokens, anthropic: true},
 	}
 	// llama-server's spellings without the version prefix.
 	for _, p := range []string{"/models", "/chat/completions", "/completions"} {
@@ -366,13 +371,17 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		// Answered from the headers: do not read (or wait for) the body.
 		w.Header().Set("Connection", "close")
 	}
-	if aerr != nil {
-		if w.status == 0 {
-			writeError(w, aerr)
-		} else { // the stream is under way: say so in it, and end it
-			writeEvent(w, aerr.body())
-			endStream(w)
-		}
+	switch {
+	case aerr == nil:
+	case rt.anthropic && w.status == 0:
+		writeJSON(w, aerr.Status, anthropicError(aerr))
+	case rt.anthropic: // the stream is under way: say so in it
+		writeEvent(w, sseEvent{"error", anthropicError(aerr)})
+	case w.status == 0:
+		writeError(w, aerr)
+	default: // the stream is under way: say so in it, and end it
+		writeEvent(w, aerr.body())
+		endStream(w)
 	}
 	s.logRequest(r, path, w.status, time.Since(start), log)
 }
@@ -636,6 +645,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, log *requestLog
 		return aerr
 	}
 	send(f.finish(res))
+	if _, named := f.(*anthropicFormat); named {
+		return nil // Anthropic's streams end with message_stop, not [DONE]
+	}
 	if j.includeUsage {
 		send(f.usage(res))
 	}
@@ -651,14 +663,31 @@ func startStream(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// writeEvent sends one server-sent event with a JSON payload and flushes it.
+// writeEvent sends server-sent events with JSON payloads and flushes them: v is one
+// payload, a named event, or several named events.
 func writeEvent(w http.ResponseWriter, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	var events []sseEvent
+	switch e := v.(type) {
+	case sseEvent:
+		events = []sseEvent{e}
+	case []sseEvent:
+		events = e
+	default:
+		events = []sseEvent{{data: v}}
 	}
-	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-		return err
+	for _, e := range events {
+		b, err := json.Marshal(e.data)
+		if err != nil {
+			return err
+		}
+		if e.name != "" {
+			if _, err := fmt.Fprintf(w, "event: %s\n", e.name); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
 	}
 	return http.NewResponseController(w).Flush()
 }

@@ -1,4 +1,5 @@
-// Package e2e drives `moerun serve` with the official openai npm client (client.mjs).
+// Package e2e drives `moerun serve` with the official openai and @anthropic-ai/sdk npm
+// clients (client.mjs, anthropic.mjs).
 // It needs Node.js and npm: without them the test is skipped, except under CI=true, where
 // it fails.
 package e2e
@@ -38,10 +39,12 @@ func unavailable(t *testing.T, format string, args ...any) {
 
 func TestServeOpenAIClient(t *testing.T) {
 	node, npm := need(t, "node"), need(t, "npm")
-	if _, err := os.Stat("node_modules/openai/package.json"); err != nil {
+	_, errOpenAI := os.Stat("node_modules/openai/package.json")
+	_, errAnthropic := os.Stat("node_modules/@anthropic-ai/sdk/package.json")
+	if errOpenAI != nil || errAnthropic != nil {
 		out, err := exec.Command(npm, "ci", "--no-audit", "--no-fund").CombinedOutput()
 		if err != nil {
-			unavailable(t, "npm ci (installs the pinned openai client): %v\n%s", err, out)
+			unavailable(t, "npm ci (installs the pinned openai and @anthropic-ai/sdk clients): %v\n%s", err, out)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -94,6 +97,12 @@ func TestServeOpenAIClient(t *testing.T) {
 	out, err := client.CombinedOutput()
 	if err != nil {
 		t.Fatalf("client.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	anthropic := exec.CommandContext(ctx, node, "anthropic.mjs")
+	anthropic.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=e2e-key")
+	if out, err = anthropic.CombinedOutput(); err != nil {
+		t.Fatalf("anthropic.mjs: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
 	runExample(ctx, t, node, base)
