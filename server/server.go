@@ -260,15 +260,17 @@ func New(c Config) (*Server, error) {
 		s.pool.put(&slot{ctx: ctx})
 	}
 	s.routes = map[string]route{
-		"/health":              {method: http.MethodGet, handle: s.health},
-		"/v1/health":           {method: http.MethodGet, handle: s.health},
-		"/v1/models":           {method: http.MethodGet, handle: s.models},
-		"/v1/chat/completions": {method: http.MethodPost, handle: s.chat},
-		"/v1/completions":      {method: http.MethodPost, handle: s.completions},
-		"/tokenize":            {method: http.MethodPost, handle: s.tokenize},
-		"/apply-template":      {method: http.MethodPost, handle: s.applyTemplate},
-		"/detokenize":          {method: http.MethodPost, handle: s.detokenize},
-		"/metrics":             {method: http.MethodGet, handle: s.serveMetrics},
+		"/health":                    {method: http.MethodGet, handle: s.health},
+		"/v1/health":                 {method: http.MethodGet, handle: s.health},
+		"/v1/models":                 {method: http.MethodGet, handle: s.models},
+		"/v1/chat/completions":       {method: http.MethodPost, handle: s.chat},
+		"/v1/completions":            {method: http.MethodPost, handle: s.completions},
+		"/tokenize":                  {method: http.MethodPost, handle: s.tokenize},
+		"/apply-template":            {method: http.MethodPost, handle: s.applyTemplate},
+		"/detokenize":                {method: http.MethodPost, handle: s.detokenize},
+		"/metrics":                   {method: http.MethodGet, handle: s.serveMetrics},
+		"/v1/responses":              {method: http.MethodPost, handle: s.responses},
+		"/v1/responses/input_tokens": {method: http.MethodPost, handle: s.inputTokens},
 		// Anthropic's Messages API.
 		"/v1/messages":              {method: http.MethodPost, handle: s.messages, anthropic: true},
 		"/v1/messages/count_tokens": {method: http.MethodPost, handle: s.countTokens, anthropic: true},
@@ -644,9 +646,10 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, log *requestLog
 	if aerr != nil || r.Context().Err() != nil {
 		return aerr
 	}
-	send(f.finish(res))
-	if _, named := f.(*anthropicFormat); named {
-		return nil // Anthropic's streams end with message_stop, not [DONE]
+	last := f.finish(res)
+	send(last)
+	if _, named := last.([]sseEvent); named {
+		return nil // streams of named events end with their own last event, not [DONE]
 	}
 	if j.includeUsage {
 		send(f.usage(res))

@@ -51,6 +51,38 @@ for await (const chunk of await client.completions.create({ ...completion, strea
 }
 assert.equal(compStreamed, comp.choices[0].text, 'streamed completion differs from the non-streamed one');
 
+// The Responses API, whole and streamed through the client's accumulator (greedy, so the
+// same text), with instructions, a function tool and a function call and its output in
+// the input; /v1/responses/input_tokens counts the prompt.
+const respReq = {
+  model, instructions: 'You are terse.', max_output_tokens: 12, temperature: 0,
+  tools: [{ type: 'function', name: 'bash', description: 'Run a command.', parameters: { type: 'object', properties: { command: { type: 'string' } } } }],
+  input: [
+    { role: 'user', content: 'List the files.' },
+    { type: 'function_call', call_id: 'call_1', name: 'bash', arguments: '{"command":"ls"}' },
+    { type: 'function_call_output', call_id: 'call_1', output: 'a.go' },
+  ],
+};
+const resp = await client.responses.create(respReq);
+assert.equal(resp.object, 'response');
+assert.ok(['completed', 'incomplete'].includes(resp.status), resp.status);
+assert.equal(resp.usage.output_tokens, 12);
+const respStream = client.responses.stream(respReq);
+let respDeltas = '';
+respStream.on('response.output_text.delta', (e) => { respDeltas += e.delta; });
+let respLast = null; // the last event's response (the client keeps only a completed one)
+respStream.on('response.completed', (e) => { respLast = e.response; });
+respStream.on('response.incomplete', (e) => { respLast = e.response; });
+const respFinal = await respStream.finalResponse();
+const textOf = (r) => r.output.filter((i) => i.type === 'message').flatMap((i) => i.content)
+  .filter((c) => c.type === 'output_text').map((c) => c.text).join('');
+assert.equal(textOf(respFinal), resp.output_text, 'streamed response text differs from the non-streamed one');
+assert.equal(respDeltas, resp.output_text);
+assert.equal(respLast.status, resp.status);
+assert.equal(respLast.usage.output_tokens, resp.usage.output_tokens);
+const counted = await client.post('/responses/input_tokens', { body: respReq });
+assert.equal(counted.input_tokens, resp.usage.input_tokens);
+
 // Errors arrive as the client's typed errors with the server's message.
 const tooLong = 'hello '.repeat(5000);
 await assert.rejects(client.completions.create({ model, prompt: tooLong, max_tokens: 4 }), (err) => {
@@ -69,4 +101,4 @@ await assert.rejects(client.chat.completions.create({ ...chat, temperature: -1 }
   return true;
 });
 
-console.log(JSON.stringify({ ok: true, model, chat: text, completion: comp.choices[0].text }));
+console.log(JSON.stringify({ ok: true, model, chat: text, completion: comp.choices[0].text, response: resp.output_text, response_status: resp.status }));
