@@ -269,6 +269,7 @@ func New(c Config) (*Server, error) {
 		"/apply-template":            {method: http.MethodPost, handle: s.applyTemplate},
 		"/detokenize":                {method: http.MethodPost, handle: s.detokenize},
 		"/metrics":                   {method: http.MethodGet, handle: s.serveMetrics},
+		"/props":                     {method: http.MethodGet, handle: s.props},
 		"/v1/responses":              {method: http.MethodPost, handle: s.responses},
 		"/v1/responses/input_tokens": {method: http.MethodPost, handle: s.inputTokens},
 		// Anthropic's Messages API.
@@ -454,6 +455,31 @@ func (s *Server) models(w http.ResponseWriter, _ *http.Request, _ *requestLog) *
 		ID: s.name, Object: "model", Created: s.created, OwnedBy: "moerun",
 		Meta: map[string]any{"n_vocab": s.vocab.Len(), "n_ctx_slot": s.slotSize, "n_slots": s.slots},
 	}}})
+	return nil
+}
+
+// props is llama-server's GET /props, which web UIs and clients read to learn the server's
+// defaults and the chat template: the default generation settings, the slots, the model's
+// name, its chat template and special tokens.
+func (s *Server) props(w http.ResponseWriter, _ *http.Request, _ *requestLog) *apiError {
+	p := s.sampling
+	seed := int64(p.Seed)
+	if p.Seed == moe.RandomSeed {
+		seed = -1
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default_generation_settings": map[string]any{"n_ctx": s.slotSize, "params": map[string]any{
+			"n_predict": s.maxTokens, "temperature": p.Temperature, "top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP,
+			"repeat_penalty": p.RepeatPenalty, "repeat_last_n": p.PenaltyLastN, "presence_penalty": p.PresencePenalty,
+			"frequency_penalty": p.FrequencyPenalty, "seed": seed}},
+		"total_slots":   s.slots,
+		"model_alias":   s.name,
+		"modalities":    map[string]bool{"vision": false, "audio": false},
+		"chat_template": s.template.Source,
+		"bos_token":     s.vocab.Piece(s.vocab.BOS, true),
+		"eos_token":     s.vocab.Piece(s.vocab.EOS, true),
+		"build_info":    "moerun",
+	})
 	return nil
 }
 

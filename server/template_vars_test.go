@@ -55,3 +55,28 @@ func TestTemplateVars(t *testing.T) {
 		}
 	}
 }
+
+// /props tells clients the server's defaults and the chat template in use, as llama-server
+// does: here the ChatML a template-less choice falls back to is what it reports.
+func TestProps(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.ChatTemplate = "chatml"; c.MaxTokens = 77 })
+	status, b := call(t, ts, "GET", "/props", "")
+	var p struct {
+		Settings struct {
+			NCtx   int `json:"n_ctx"`
+			Params struct {
+				NPredict    int     `json:"n_predict"`
+				Temperature float64 `json:"temperature"`
+				Seed        int64   `json:"seed"`
+			} `json:"params"`
+		} `json:"default_generation_settings"`
+		TotalSlots   int    `json:"total_slots"`
+		Alias        string `json:"model_alias"`
+		ChatTemplate string `json:"chat_template"`
+	}
+	if status != 200 || json.Unmarshal(b, &p) != nil || p.Settings.NCtx != 256 || p.Settings.Params.NPredict != 77 ||
+		p.Settings.Params.Temperature != 0.8 || p.Settings.Params.Seed != -1 || p.TotalSlots != 2 || p.Alias != "tiny" ||
+		!strings.Contains(p.ChatTemplate, "<|im_start|>") {
+		t.Errorf("/props: %d %s", status, b)
+	}
+}
