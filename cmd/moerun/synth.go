@@ -136,17 +136,27 @@ func writeRandom(path string, m *synth.Model, seed uint64, stderr io.Writer) (la
 			os.Remove(path)
 		}
 	}()
-	last := time.Now()
+	start := time.Now()
+	last := start
 	err = m.WriteRandom(f, synth.RandomOptions{Seed: seed, Progress: func(done, total int64) {
-		if time.Since(last) >= 2*time.Second {
+		if time.Since(last) >= 2*time.Second && done > 0 {
 			last = time.Now()
-			fmt.Fprintf(stderr, "synth: %s of %s written (%.0f%%)\n", humanBytes(done), humanBytes(total), 100*float64(done)/float64(total))
+			fmt.Fprintf(stderr, "synth: %s\n", progressLine(done, total, last.Sub(start)))
 		}
 	}})
 	if err != nil {
 		return nil, err
 	}
 	return m.Layout()
+}
+
+// progressLine says how much of a file is written, at what rate, and how long the rest
+// takes at that rate.
+func progressLine(done, total int64, elapsed time.Duration) string {
+	rate := float64(done) / elapsed.Seconds()
+	left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
+	return fmt.Sprintf("%s of %s written (%.0f%%), %s/s, %s left", humanBytes(done), humanBytes(total), 100*float64(done)/float64(total),
+		humanBytes(int64(rate)), left)
 }
 
 // presetListing is one preset in --list --json.

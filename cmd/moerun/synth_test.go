@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/gguf/synth"
@@ -92,6 +93,27 @@ func TestSynthRandomIsDeterministic(t *testing.T) {
 	}
 }
 
+// A random model written with the built-in vocabulary (no --vocab) speaks visible text:
+// every row of its embedding is a token with text (the vocabulary used to be padded with
+// unused tokens, which decode to nothing, so run printed a blank line).
+func TestSynthRandomSpeaks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.gguf")
+	if code, out, errOut := moerun(t, "synth", "qwen3-30b-a3b:q8_0", "--random", "--layers", "1", "--n-embd", "128", "--heads", "2",
+		"--heads-kv", "1", "--head-dim", "64", "--experts", "4", "--experts-used", "2", "--expert-ff", "64", "-o", path); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	code, out, errOut := moerun(t, "run", "-m", path, "-p", "Hello", "-n", "16", "--seed", "5", "-t", "1")
+	letters := 0
+	for _, r := range out {
+		if r >= 'a' && r <= 'z' {
+			letters++
+		}
+	}
+	if code != 0 || letters < 16 {
+		t.Errorf("exit %d, %d letters in 16 tokens: %q %s", code, letters, out, errOut)
+	}
+}
+
 func TestSynthVocabFromFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q30.gguf")
 	code, out, errOut := moerun(t, "synth", "qwen3-30b-a3b", "--vocab", "../../testdata/vocab/ggml-vocab-qwen3.gguf", "-o", path)
@@ -135,5 +157,12 @@ func TestSynthErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("a failed synth left %s behind", out)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := progressLine(300<<20, 1200<<20, 3*time.Second)
+	if want := "300.00 MiB of 1.17 GiB written (25%), 100.00 MiB/s, 9s left"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }

@@ -189,6 +189,42 @@ var vocabFamilies = map[string]vocabFamily{
 const chatMLTemplate = "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' -}}" +
 	"{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
 
+// fillerTokens makes n tokens, each a merge of an earlier token with a letter or a space
+// ("Ġ"): first two symbols, then three, and so on, in a fixed order. A random model samples
+// every row of its embedding about equally, so a vocabulary padded with unused tokens
+// (which decode to nothing) would make it print nothing; with these it prints words of
+// letters, and the tokenizer's merge list has the size of a real one.
+func fillerTokens(existing []string, n int) (toks, merges []string) {
+	have := make(map[string]bool, len(existing)+n)
+	for _, t := range existing {
+		have[t] = true
+	}
+	var symbols []string
+	for _, c := range "abcdefghijklmnopqrstuvwxyzĠ" {
+		symbols = append(symbols, string(c))
+	}
+	frontier := symbols
+	for len(toks) < n {
+		var next []string
+		for _, l := range frontier {
+			for _, r := range symbols {
+				t := l + r
+				next = append(next, t)
+				if have[t] {
+					continue // a merge that exists already (builtinMerges)
+				}
+				have[t] = true
+				toks, merges = append(toks, t), append(merges, l+" "+r)
+				if len(toks) == n {
+					return toks, merges
+				}
+			}
+		}
+		frontier = next
+	}
+	return toks, merges
+}
+
 // builtinMerges are a few common English merges, each joining two existing tokens ("Ġ" is
 // the byte-level encoding of a space), enough for the tokenizer to merge something.
 var builtinMerges = []string{
@@ -217,14 +253,16 @@ func byteTokens() []string {
 	return toks
 }
 
-// builtinTokenizer is a tiny byte-level BPE vocabulary for a model family: the 256 byte
-// tokens, builtinMerges, the family's special tokens (CONTROL), padded to size.
+// builtinTokenizer is a byte-level BPE vocabulary for a model family: the 256 byte
+// tokens, builtinMerges, the family's special tokens (CONTROL), then filler tokens up to
+// size (see fillerTokens), so that every row of the embedding is a token with visible text.
 func builtinTokenizer(family string, size int) (*Tokenizer, error) {
 	f, ok := vocabFamilies[family]
 	if !ok {
 		return nil, fmt.Errorf("no built-in vocabulary for %q", family)
 	}
 	toks := byteTokens()
+	merges := slices.Clone(builtinMerges)
 	for _, m := range builtinMerges {
 		toks = append(toks, strings.Replace(m, " ", "", 1))
 	}
@@ -237,24 +275,22 @@ func builtinTokenizer(family string, size int) (*Tokenizer, error) {
 		return nil, fmt.Errorf("the built-in %s vocabulary has %d tokens but the model's embedding has only %d rows; raise the vocabulary size to at least %d",
 			family, len(toks), size, len(toks))
 	}
+	specials := [2]int{len(toks) - len(f.specials), len(toks)}
+	filler, fillerMerges := fillerTokens(toks, size-len(toks))
+	toks, merges = append(toks, filler...), append(merges, fillerMerges...)
 	types := make([]int32, size)
 	for i := range types {
-		switch {
-		case i >= len(toks):
-			types[i] = tokenUnused
-		case i >= len(toks)-len(f.specials):
+		types[i] = tokenNormal
+		if i >= specials[0] && i < specials[1] {
 			types[i] = tokenControl
-		default:
-			types[i] = tokenNormal
 		}
 	}
-	toks = padTokens(toks, size)
 	md := []gguf.KV{
 		{Key: "tokenizer.ggml.model", Value: gguf.NewValue("gpt2")},
 		{Key: "tokenizer.ggml.pre", Value: gguf.NewValue(f.pre)},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.NewArray(toks)},
 		{Key: "tokenizer.ggml.token_type", Value: gguf.NewArray(types)},
-		{Key: "tokenizer.ggml.merges", Value: gguf.NewArray(builtinMerges)},
+		{Key: "tokenizer.ggml.merges", Value: gguf.NewArray(merges)},
 	}
 	for _, sp := range []struct{ key, text string }{{"bos", f.bos}, {"eos", f.eos}, {"padding", f.pad}} {
 		if sp.text != "" {
