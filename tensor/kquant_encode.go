@@ -130,15 +130,16 @@ func encodeQ3_K(src []float32, dst []byte) {
 	}
 }
 
-// fitK4Groups fits the 8 groups of 32 of a Q4_K/Q5_K super-block (affine, squared error
-// weighted by rms + |x|) and stores the 6-bit scales and mins, d and dmin. It returns the
-// levels of the fit in L.
-func fitK4Groups(x []float32, b []byte, L *[qkK]uint8, nmax int, rmin float32, nstep int) {
+// k4Fit fits the 8 groups of 32 of a Q4_K/Q5_K super-block (affine, squared error
+// weighted by rms + |x|; make_qkx2_quants with nmax, rmin, rdelta 0.1 and nstep): each
+// group's scale and min, and the levels of the fit in L.
+type k4Fit func(x []float32, L *[qkK]uint8, nmax int, rmin float32, nstep int) (scales, mins [8]float32)
+
+// fitK4Groups is the scalar k4Fit, one group after the other.
+func fitK4Groups(x []float32, L *[qkK]uint8, nmax int, rmin float32, nstep int) (scales, mins [8]float32) {
 	var (
-		laux           [32]uint8
-		weights        [32]float32
-		scales, mins   [8]float32
-		maxScale, maxM float32
+		laux    [32]uint8
+		weights [32]float32
 	)
 	for j := range 8 {
 		xg := x[32*j : 32*j+32]
@@ -151,6 +152,15 @@ func fitK4Groups(x []float32, b []byte, L *[qkK]uint8, nmax int, rmin float32, n
 			weights[l] = avX + abs32(v)
 		}
 		scales[j], mins[j] = fitAffine(nmax, xg, weights[:], L[32*j:32*j+32], laux[:], rmin, 0.1, nstep, false)
+	}
+	return scales, mins
+}
+
+// storeK4Scales stores the groups' scales and mins as 6-bit values relative to the
+// largest of each, which become d and dmin.
+func storeK4Scales(b []byte, scales, mins [8]float32) {
+	var maxScale, maxM float32
+	for j := range 8 {
 		maxScale = max32(maxScale, scales[j])
 		maxM = max32(maxM, mins[j])
 	}
@@ -195,11 +205,17 @@ func requantK4(x []float32, b []byte, L *[qkK]uint8, nmax int) {
 }
 
 // encodeQ4_K: groups of 32 with l ∈ 0..15.
-func encodeQ4_K(src []float32, dst []byte) {
+func encodeQ4_K(src []float32, dst []byte) { encodeQ4KWith(fitK4Groups, src, dst) }
+
+// encodeQ5_K: groups of 32 with l ∈ 0..31; the 5th bits go to qh (bit e/32 of byte e%32).
+func encodeQ5_K(src []float32, dst []byte) { encodeQ5KWith(fitK4Groups, src, dst) }
+
+func encodeQ4KWith(fit k4Fit, src []float32, dst []byte) {
 	var L [qkK]uint8
 	for i := range len(src) / qkK {
 		x, b := src[i*qkK:][:qkK], dst[i*144:][:144]
-		fitK4Groups(x, b, &L, 15, -1, 20)
+		scales, mins := fit(x, &L, 15, -1, 20)
+		storeK4Scales(b, scales, mins)
 		requantK4(x, b, &L, 15)
 		qs := b[16:144]
 		for c := range 4 {
@@ -210,12 +226,12 @@ func encodeQ4_K(src []float32, dst []byte) {
 	}
 }
 
-// encodeQ5_K: groups of 32 with l ∈ 0..31; the 5th bits go to qh (bit e/32 of byte e%32).
-func encodeQ5_K(src []float32, dst []byte) {
+func encodeQ5KWith(fit k4Fit, src []float32, dst []byte) {
 	var L [qkK]uint8
 	for i := range len(src) / qkK {
 		x, b := src[i*qkK:][:qkK], dst[i*176:][:176]
-		fitK4Groups(x, b, &L, 31, -0.5, 15)
+		scales, mins := fit(x, &L, 31, -0.5, 15)
+		storeK4Scales(b, scales, mins)
 		requantK4(x, b, &L, 31)
 		qh, qs := b[16:48], b[48:176]
 		clear(qh)
@@ -232,11 +248,20 @@ func encodeQ5_K(src []float32, dst []byte) {
 
 // encodeQ6_K: groups of 16 fit symmetrically with l ∈ -32..31 (x²-weighted search);
 // signed 8-bit scales relative to the group scale of largest magnitude (mapped to -128).
-func encodeQ6_K(src []float32, dst []byte) {
+func encodeQ6_K(src []float32, dst []byte) { encodeQ6KWith(fitQ6Groups, src, dst) }
+
+// q6Fit fits the 16 groups of 16 of a Q6_K super-block (fitSymmetric with nmax 32): each
+// group's scale, and its levels + 32 in L.
+type q6Fit func(x []float32, L *[qkK]int8) [16]float32
+
+// fitQ6Groups is the scalar q6Fit.
+func fitQ6Groups(x []float32, L *[qkK]int8) [16]float32 { return fitGroups16(x, L, 32, fitSymmetric) }
+
+func encodeQ6KWith(fit q6Fit, src []float32, dst []byte) {
 	var L [qkK]int8
 	for i := range len(src) / qkK {
 		x, b := src[i*qkK:][:qkK], dst[i*210:][:210]
-		scales := fitGroups16(x, &L, 32, fitSymmetric)
+		scales := fit(x, &L)
 		maxAbs, maxScale := absMax(scales[:])
 		if maxAbs < groupMaxEps {
 			clear(b)

@@ -77,6 +77,9 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	k.dotFloat64, k.addScaled, k.madFloat = dotFloat64AVX2, addScaledAVX2, madFloatAVX2
 	k.madHalf, k.scaleHalf = madHalfF16C, scaleHalfF16C
 	k.traits[F16].ToFloat, k.traits[F16].FromFloat, k.widenHalf = decodeF16F16C, encodeF16F16C, decodeF16F16C
+	k.traits[Q4_K].FromFloat = func(src []float32, dst []byte) { encodeQ4KWith(fitK4GroupsAVX2, src, dst) }
+	k.traits[Q5_K].FromFloat = func(src []float32, dst []byte) { encodeQ5KWith(fitK4GroupsAVX2, src, dst) }
+	k.traits[Q6_K].FromFloat = func(src []float32, dst []byte) { encodeQ6KWith(fitQ6GroupsAVX2, src, dst) }
 	k.readStream = readStreamWith(readStreamAVX2)
 	k.vecReduced, k.tinyDot = vecReducedAVX2, tinyDotAVX2
 	k.vsiluRun = vsiluAVX2
