@@ -53,12 +53,12 @@ type layer struct {
 type attention interface {
 	// cacheShape is what one position of the layer's KV cache holds.
 	cacheShape() cacheShape
-	forward(c *Context, il int, in value) value
+	forward(c *pass, il int, in value) value
 }
 
 // feedForward computes a block's feed-forward output for the tokens of in.
 type feedForward interface {
-	forward(c *Context, il int, in value) value
+	forward(c *pass, il int, in value) value
 }
 
 // weight is a tensor and the backend that holds it: every operation on the weight is asked
