@@ -173,7 +173,7 @@ func TestGenerateGreedy(t *testing.T) {
 		m := openModel(t, gm.path, 2)
 		p := loadGolden(t, gm.golden).Prompts[1]
 		var got []int32
-		st, err := m.context(t, DefaultContextOptions()).Generate(p.Tokens, GenerateOptions{MaxTokens: len(p.Greedy), Token: func(id int32) error {
+		st, err := m.context(t, DefaultContextOptions()).Generate(p.Tokens, GenerateOptions{MaxTokens: len(p.Greedy), Token: func(id int32, _ []float32) error {
 			got = append(got, id)
 			return nil
 		}})
