@@ -79,6 +79,7 @@ type Engine struct {
 	waiting []*Generation // submitted, not yet in a step
 	running bool          // the goroutine stepping the scheduler is running
 	s       scheduler     // owned by that goroutine
+	stepMu  sync.Mutex    // held during each step; see Pause
 }
 
 // NewEngine makes an engine for contexts of m whose batches hold at most ubatch tokens
@@ -113,6 +114,7 @@ func (e *Engine) Submit(ctx context.Context, c *Context, prompt []int32, o Gener
 // run steps while there are sequences, taking in those submitted since the last step.
 func (e *Engine) run() {
 	for {
+		e.stepMu.Lock()
 		e.mu.Lock()
 		e.s.active = append(e.s.active, e.waiting...)
 		clear(e.waiting)
@@ -120,11 +122,20 @@ func (e *Engine) run() {
 		if len(e.s.active) == 0 {
 			e.running = false
 			e.mu.Unlock()
+			e.stepMu.Unlock()
 			return
 		}
 		e.mu.Unlock()
 		e.s.step()
+		e.stepMu.Unlock()
 	}
+}
+
+// Pause waits until the engine is between steps and keeps it there until resume is
+// called: while paused no forward pass runs, no generation joins, advances or ends.
+func (e *Engine) Pause() (resume func()) {
+	e.stepMu.Lock()
+	return e.stepMu.Unlock
 }
 
 // Batches is how many forward passes the engine has run and how many tokens they held,
