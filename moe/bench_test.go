@@ -70,6 +70,43 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkBatchDecode is BenchmarkDecode for 4 sequences decoded together, one token each
+// per batch (moerun serve -np 4 with four streams), reporting their tokens per second
+// together.
+func BenchmarkBatchDecode(b *testing.B) {
+	const seqs = 4
+	for _, path := range benchModels() {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/t%d", baseName(path), threads), func(b *testing.B) {
+				m := openModel(b, path, threads)
+				batch := m.NewBatch()
+				defer batch.Close()
+				prompt := benchTokens(16, m.Config.Vocab)
+				next := []int32{1}
+				var step []BatchSeq
+				for range seqs {
+					step = append(step, BatchSeq{Context: m.context(b, DefaultContextOptions()), Tokens: next, Logits: true})
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					for _, s := range step {
+						if c := s.Context; c.Len() == 0 || c.Len()+1 > 256 {
+							c.Reset()
+							if _, err := c.Eval(prompt, false); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					if err := batch.Eval(step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(seqs*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}
+
 func benchTokens(n, vocab int) []int32 {
 	t := make([]int32, n)
 	for i := range t {
