@@ -72,7 +72,9 @@ func BenchmarkDecode(b *testing.B) {
 
 // BenchmarkBatchDecode is BenchmarkDecode for 4 sequences decoded together, one token each
 // per batch (moerun serve -np 4 with four streams), reporting their tokens per second
-// together.
+// together. The sequences are fed different tokens, so that they are routed to different
+// experts as different texts are (the same tokens would share their experts and flatter
+// the batch).
 func BenchmarkBatchDecode(b *testing.B) {
 	const seqs = 4
 	for _, path := range benchModels() {
@@ -81,21 +83,22 @@ func BenchmarkBatchDecode(b *testing.B) {
 				m := openModel(b, path, threads)
 				batch := m.NewBatch()
 				defer batch.Close()
-				prompt := benchTokens(16, m.Config.Vocab)
-				next := []int32{1}
-				var step []BatchSeq
-				for range seqs {
-					step = append(step, BatchSeq{Context: m.context(b, DefaultContextOptions()), Tokens: next, Logits: true})
+				vocab := m.Config.Vocab
+				step := make([]BatchSeq, seqs)
+				next := make([]int32, seqs)
+				for i := range step {
+					step[i] = BatchSeq{Context: m.context(b, DefaultContextOptions()), Tokens: next[i : i+1], Logits: true}
 				}
 				b.ResetTimer()
 				for b.Loop() {
-					for _, s := range step {
+					for i, s := range step {
 						if c := s.Context; c.Len() == 0 || c.Len()+1 > 256 {
 							c.Reset()
-							if _, err := c.Eval(prompt, false); err != nil {
+							if _, err := c.Eval(benchTokens(16+i, vocab)[i:], false); err != nil {
 								b.Fatal(err)
 							}
 						}
+						next[i] = int32((s.Context.Len()*7919 + i*104729 + 13) % vocab)
 					}
 					if err := batch.Eval(step); err != nil {
 						b.Fatal(err)

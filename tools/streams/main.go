@@ -34,6 +34,7 @@ type completion struct {
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Timings struct {
+		PromptN            int     `json:"prompt_n"`
 		PredictedPerSecond float64 `json:"predicted_per_second"`
 	} `json:"timings"`
 }
@@ -65,14 +66,16 @@ func run(url string, n, tokens int) error {
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	total := 0
+	total, decoding := 0, 0.0
 	for i, r := range results {
 		if errs[i] != nil {
 			return errs[i]
 		}
 		total += r.Usage.CompletionTokens
-		fmt.Printf("stream %d: %d tokens, %.2f t/s decoding (server's timing)\n", i, r.Usage.CompletionTokens, r.Timings.PredictedPerSecond)
+		decoding += r.Timings.PredictedPerSecond
+		fmt.Printf("stream %d: %d prompt tokens, %d generated, %.2f t/s decoding (server's timing)\n", i, r.Timings.PromptN, r.Usage.CompletionTokens, r.Timings.PredictedPerSecond)
 	}
-	fmt.Printf("%d streams: %d tokens in %.2f s: %.2f t/s aggregate\n", n, total, wall.Seconds(), float64(total)/wall.Seconds())
+	fmt.Printf("%d streams: %d tokens in %.2f s: %.2f t/s aggregate (wall clock, prompts included), %.2f t/s decoding together\n",
+		n, total, wall.Seconds(), float64(total)/wall.Seconds(), decoding)
 	return nil
 }
