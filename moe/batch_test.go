@@ -64,7 +64,7 @@ func TestBatchMatchesAlone(t *testing.T) {
 					}
 				}
 				b.check(t, "batched against alone")
-				checkTies(t, ties, nearTie)
+				checkTiesWith(t, ties, nearTie, "the lone run")
 			})
 		}
 	}
