@@ -146,6 +146,9 @@ type segment struct {
 	outputs     int
 }
 
+// of is x's rows of the segment (x one row per token of the pass).
+func (s segment) of(x value) value { return x.Slice(s.first, s.first+s.rows) }
+
 func newPass(m *Model) pass { return pass{m: m, mem: make([]deviceMemory, len(m.backends))} }
 
 // forwardOne is a pass over tokens of c alone, of which the last outputs want logits.
@@ -323,13 +326,13 @@ func (c *pass) store(il int, k, v value) {
 		if c.err != nil {
 			return
 		}
-		c.fail(b.SetRows(kv.k, sg.c.n, k.Reshape(kv.k.Cols).Slice(sg.first, sg.first+sg.rows)))
+		c.fail(b.SetRows(kv.k, sg.c.n, sg.of(k.Reshape(kv.k.Cols))))
 		if kv.shape.vInK {
 			continue
 		}
 		v = c.to(dev, v)
 		if c.err == nil {
-			c.fail(b.SetRows(kv.v, sg.c.n, v.Reshape(kv.v.Cols).Slice(sg.first, sg.first+sg.rows)))
+			c.fail(b.SetRows(kv.v, sg.c.n, sg.of(v.Reshape(kv.v.Cols))))
 		}
 	}
 }

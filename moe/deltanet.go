@@ -97,7 +97,7 @@ func (d *deltaNet) forward(c *pass, il int, in value) value {
 			break
 		}
 		convState, _ := d.states(s.c.caches[il])
-		c.fail(b.CausalConv(qkv.Slice(s.first, s.first+s.rows), mixed.Slice(s.first, s.first+s.rows), convState, conv))
+		c.fail(b.CausalConv(s.of(qkv), s.of(mixed), convState, conv))
 	}
 	c.unary(qkv, backend.SiLU)
 	// Queries and keys are L2-normalised head by head.
@@ -110,8 +110,7 @@ func (d *deltaNet) forward(c *pass, il int, in value) value {
 			break
 		}
 		_, heads := d.states(s.c.caches[il])
-		rows := func(x value) value { return x.Slice(s.first, s.first+s.rows) }
-		c.fail(b.GatedDeltaRule(rows(o), rows(qkv), rows(decay), rows(beta), heads,
+		c.fail(b.GatedDeltaRule(s.of(o), s.of(qkv), s.of(decay), s.of(beta), heads,
 			tensor.DeltaRule{Dim: cfg.HeadDim, KHeads: cfg.KHeads, VHeads: cfg.VHeads, Stride: cfg.convDim()}))
 	}
 	o = c.rmsNorm(o.Reshape(cfg.HeadDim), d.norm, d.eps).Reshape(cfg.Inner)

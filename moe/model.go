@@ -49,7 +49,7 @@ type layer struct {
 }
 
 // attention computes a block's attention output (after the output projection) for the
-// tokens of a batch, through the context's KV cache.
+// tokens of a pass, each through its own sequence's KV cache (or recurrent state).
 type attention interface {
 	// cacheShape is what one position of the layer's KV cache holds.
 	cacheShape() cacheShape
