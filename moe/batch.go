@@ -13,8 +13,9 @@ import (
 // matrix product, the experts (grouped across all the batch's tokens, so that an expert's
 // weights are read once per pass), the norms and the output head run over the whole batch,
 // while attention, the KV cache writes and the recurrent layers run per sequence, on its
-// rows and its own cache. On a memory-bound model a batch of one decode token from each of
-// n sequences costs little more than one sequence's step.
+// rows and its own cache. A batch of one decode token from each of n sequences reads the
+// weights they share (attention, dense layers, the output head) once, and of the experts
+// only those its tokens are routed to: much less than n steps on a memory-bound model.
 //
 // A Batch keeps the pass's working memory, reused from one Eval to the next so that a
 // steady state allocates nothing. It is not safe for concurrent use, and no context may be

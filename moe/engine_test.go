@@ -123,3 +123,19 @@ func TestEngineStops(t *testing.T) {
 		t.Error("an empty prompt was accepted")
 	}
 }
+
+// TestEngineStepAllocatesNothing: a step of the engine's scheduler in the steady state -
+// three sequences decoding, greedy - allocates no memory.
+func TestEngineStepAllocatesNothing(t *testing.T) {
+	m := openModel(t, qwenModel, 2)
+	s := scheduler{batch: m.NewBatch(), ubatch: 512}
+	defer s.batch.Close()
+	for i := range 3 {
+		s.add(context.Background(), m.context(t, DefaultContextOptions()), benchTokens(4+i, m.Config.Vocab), GenerateOptions{MaxTokens: -1})
+	}
+	s.step() // the prompts
+	s.step()
+	if n := testing.AllocsPerRun(20, s.step); n != 0 || len(s.active) != 3 {
+		t.Errorf("%v allocations per step of %d sequences", n, len(s.active))
+	}
+}
