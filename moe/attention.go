@@ -31,7 +31,7 @@ func (a *gqa) cacheShape() cacheShape {
 	return cacheShape{heads: a.kvHeads, kDim: a.dim, vDim: a.dim}
 }
 
-func (a *gqa) forward(c *Context, il int, in value) value {
+func (a *gqa) forward(c *pass, il int, in value) value {
 	p := c.project(in, a.q, a.k, a.v)
 	q, k, v := p[0], p[1], p[2]
 	c.addParam(q, a.qBias)
@@ -51,7 +51,7 @@ func (a *gqa) forward(c *Context, il int, in value) value {
 // normHeads RMS-normalises each head of x (rows of heads·dim) with norm, when the model
 // has one (Qwen3's attn_q_norm and attn_k_norm), and returns x viewed as one row per
 // token again.
-func (a *gqa) normHeads(c *Context, x value, norm param) value {
+func (a *gqa) normHeads(c *pass, x value, norm param) value {
 	if !norm.valid() {
 		return x
 	}

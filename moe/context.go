@@ -38,9 +38,10 @@ func DefaultContextOptions() ContextOptions {
 // ErrContextFull is returned (wrapped) when tokens would not fit in the context.
 var ErrContextFull = errors.New("context full")
 
-// Context is one sequence's state: its KV cache, the position reached, and the working
-// memory of the forward pass on each device, reused from one call to the next so that
-// decoding a token allocates nothing. It is not safe for concurrent use.
+// Context is one sequence's state: its KV cache (or recurrent state) and the position
+// reached. Its own forward passes (Eval) keep their working memory in the context, reused
+// from one call to the next so that decoding a token allocates nothing; a Batch evaluates
+// several contexts in one pass. It is not safe for concurrent use.
 type Context struct {
 	m        *Model
 	size     int
@@ -51,18 +52,8 @@ type Context struct {
 	stats    *ExpertStats
 	numerics tensor.AttnNumerics
 
-	pos       []int32   // positions of the tokens being evaluated
-	logits    []float32 // logits of the last forward pass
+	own       Batch     // the passes of Eval and Generate
 	allLogits []float32 // every token's logits across ubatches (Eval with all)
-	mem       []deviceMemory
-	err       error // the first error of the forward pass (see device.go)
-	staging   []byte
-
-	// Reused by project and mulMatIDs, and by routing statistics.
-	fused      []backend.Weight
-	outs       []value
-	statIDs    []int32
-	statWeight []float32
 }
 
 // NewContext allocates a context: the KV cache for every layer at once, and the router.
@@ -87,7 +78,7 @@ func (m *Model) NewContext(o ContextOptions) (*Context, error) {
 		return nil, err
 	}
 	c := &Context{m: m, size: size, ubatch: min(o.UBatch, size), router: rc, stats: o.Stats, numerics: o.Attention,
-		caches: make([]*kvCache, len(m.layers)), mem: make([]deviceMemory, len(m.backends))}
+		caches: make([]*kvCache, len(m.layers)), own: Batch{p: newPass(m)}}
 	for il, l := range m.layers {
 		dev := m.kvDev[il]
 		if err := checkCacheOps(m.backends[dev], l.attn.cacheShape(), o); err != nil {
@@ -203,10 +194,7 @@ func (c *Context) Close() error {
 			errs = append(errs, kv.free())
 		}
 	}
-	for i := range c.mem {
-		b := c.m.backends[i]
-		errs = append(errs, c.mem[i].pass.free(b), c.mem[i].layer.free(b))
-	}
+	errs = append(errs, c.own.Close())
 	c.caches = nil
 	return errors.Join(errs...)
 }
@@ -218,15 +206,10 @@ func (c *Context) Eval(tokens []int32, all bool) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, errors.New("no tokens to evaluate")
 	}
-	if c.n+len(tokens) > c.size {
-		return nil, fmt.Errorf("%w: %d positions used, %d more do not fit in %d (raise -c)", ErrContextFull, c.n, len(tokens), c.size)
+	if err := c.checkTokens(tokens); err != nil {
+		return nil, err
 	}
 	vocab := c.m.Config.Vocab
-	for i, t := range tokens {
-		if t < 0 || int(t) >= vocab {
-			return nil, fmt.Errorf("token %d (at %d) is outside the vocabulary of %d", t, i, vocab)
-		}
-	}
 	if all {
 		c.allLogits = grow(c.allLogits, len(tokens)*vocab)
 	}
@@ -240,7 +223,7 @@ func (c *Context) Eval(tokens []int32, all bool) ([]float32, error) {
 		case end == len(tokens):
 			outputs = 1
 		}
-		out, err := c.forward(tokens[start:end], outputs)
+		out, err := c.own.p.forwardOne(c, tokens[start:end], outputs)
 		if err != nil {
 			return nil, err
 		}
@@ -254,127 +237,6 @@ func (c *Context) Eval(tokens []int32, all bool) ([]float32, error) {
 		return c.allLogits, nil
 	}
 	return logits, nil
-}
-
-// forward runs one ubatch at positions c.n.. and returns the logits of its last outputs
-// tokens. As in llama.cpp, the last layer computes its feed-forward network only for the
-// tokens whose logits are wanted, after attention has stored every token's keys and values.
-// The residual stream stays on the device of the layer's norms, and moves only where the
-// next one is elsewhere.
-func (c *Context) forward(tokens []int32, outputs int) ([]float32, error) {
-	m := c.m
-	eps := m.Config.Eps
-	n := len(tokens)
-	c.pos = grow(c.pos, n)
-	for i := range c.pos {
-		c.pos[i] = int32(c.n + i)
-	}
-	c.err = nil
-	for i := range c.mem {
-		c.mem[i].pass.reset(m.backends[i])
-	}
-	x := c.getRows(m.embd, tokens)
-	for il := range m.layers {
-		l := &m.layers[il]
-		for i := range c.mem {
-			c.mem[i].layer.reset(m.backends[i])
-		}
-		x = c.follow(x, l.attnNorm)
-		y := l.attn.forward(c, il, c.rmsNorm(x, l.attnNorm, eps))
-		if c.err != nil {
-			return nil, fmt.Errorf("layer %d attention: %w", il, c.err)
-		}
-		if il == len(m.layers)-1 && outputs < n {
-			if outputs == 0 {
-				return nil, nil // the cache is filled; nothing else is wanted
-			}
-			x, y = x.Slice(n-outputs, n), y.Slice(n-outputs, n)
-			n = outputs
-		}
-		c.add(x, x, y)
-		x = c.follow(x, l.ffnNorm)
-		y = l.ffn.forward(c, il, c.rmsNorm(x, l.ffnNorm, eps))
-		c.add(x, x, y)
-		if c.err != nil {
-			return nil, fmt.Errorf("layer %d feed-forward: %w", il, c.err)
-		}
-	}
-	logits := c.matmul(m.output, c.rmsNorm(x, m.outputNorm, eps))
-	c.logits = grow(c.logits, n*m.Config.Vocab)
-	c.read(c.logits, logits)
-	if c.err != nil {
-		return nil, fmt.Errorf("output: %w", c.err)
-	}
-	return c.logits, nil
-}
-
-// follow returns the residual stream x on the device of the norm that reads it next: x
-// itself, or a copy that lives through the pass.
-func (c *Context) follow(x value, norm param) value {
-	if c.err != nil || x.Device() == c.m.names[norm.dev] {
-		return x
-	}
-	y := c.copyTo(&c.mem[norm.dev].pass, norm.dev, x)
-	c.arrive(x, y)
-	return y
-}
-
-// attend runs attention for the tokens being evaluated over layer il's cache: q holds
-// [tokens·heads][K dim]; the result is [tokens·heads][V dim], on the cache's device. Like
-// llama.cpp it attends over the cache padded to 256 positions (the padding is masked),
-// which fixes how ggml splits a long context across threads.
-//
-// For batches of 64 tokens or more ggml switches to its tiled kernel (F16 or F32 caches),
-// which keeps queries, scores and the accumulator in float32; tensor's AttnGGML runs it
-// with ggml's order and bits, vectorized. With a quantized cache ggml keeps its per-row
-// kernel, which tensor runs in scalar code much slower, so such batches use AttnPrecise
-// (float32 with float64 dot products); the agreement with llama.cpp's outputs does not
-// change measurably.
-//
-// p carries the layer's own parameters (scale, window); attend sets p.Numerics. sinks, when
-// valid, holds a logit per head (gpt-oss).
-func (c *Context) attend(il int, q value, heads, vDim int, sinks param, p tensor.AttnParams) value {
-	kv := c.caches[il]
-	dev := kv.dev
-	end := c.n + len(c.pos)
-	kvLen := min(c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
-	p.Numerics = c.numerics
-	if p.Numerics == tensor.AttnGGML && len(c.pos) >= tensor.AttnTileTokens &&
-		!tensor.TiledAttention(len(c.pos), tensor.KV{Type: kv.k.Type, Dim: q.Cols}, tensor.KV{Type: kv.v.Type, Dim: vDim}) {
-		p.Numerics = tensor.AttnPrecise
-	}
-	q, s := c.to(dev, q), c.to(dev, sinks.t)
-	o := c.alloc(dev, tensor.F32, vDim, q.Rows)
-	if c.err == nil {
-		c.fail(c.backendOf(dev).Attention(o, q, heads, c.pos, kv.k, kv.v, s, kvLen, p))
-	}
-	return o
-}
-
-// toCache moves the values xs point to onto the device of layer il's cache, with one wait:
-// the query, keys and values of a layer whose cache the plan keeps elsewhere (-nkvo).
-func (c *Context) toCache(il int, xs ...*value) {
-	c.toAll(c.caches[il].dev, xs...)
-}
-
-// store writes the keys and values of the tokens being evaluated into layer il's cache
-// (k: [tokens][heads·K dim], v likewise; v is ignored where the values live in the keys),
-// converted to the cache types as ggml_set_rows converts them.
-func (c *Context) store(il int, k, v value) {
-	kv := c.caches[il]
-	dev := kv.dev
-	b := c.backendOf(dev)
-	k = c.to(dev, k)
-	if c.err == nil {
-		c.fail(b.SetRows(kv.k, c.n, k.Reshape(kv.k.Cols)))
-	}
-	if kv.shape.vInK {
-		return
-	}
-	v = c.to(dev, v)
-	if c.err == nil {
-		c.fail(b.SetRows(kv.v, c.n, v.Reshape(kv.v.Cols)))
-	}
 }
 
 // arena hands out a device's working memory from a buffer that grows to the largest
@@ -439,4 +301,19 @@ func grow[T any](b []T, n int) []T {
 		return make([]T, n)
 	}
 	return b[:n]
+}
+
+// checkTokens makes sure tokens fit in the context after the positions it holds and are
+// in the vocabulary.
+func (c *Context) checkTokens(tokens []int32) error {
+	if c.n+len(tokens) > c.size {
+		return fmt.Errorf("%w: %d positions used, %d more do not fit in %d (raise -c)", ErrContextFull, c.n, len(tokens), c.size)
+	}
+	vocab := c.m.Config.Vocab
+	for i, t := range tokens {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("token %d (at %d) is outside the vocabulary of %d", t, i, vocab)
+		}
+	}
+	return nil
 }

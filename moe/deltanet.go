@@ -76,7 +76,7 @@ type deltaNet struct {
 
 func (d *deltaNet) cacheShape() cacheShape { return cacheShape{state: d.cfg.stateSize()} }
 
-func (d *deltaNet) forward(c *Context, il int, in value) value {
+func (d *deltaNet) forward(c *pass, il int, in value) value {
 	cfg := d.cfg
 	n := in.Rows
 	p := c.project(in, d.qkv, d.gate, d.beta, d.alpha)
@@ -85,18 +85,19 @@ func (d *deltaNet) forward(c *Context, il int, in value) value {
 	c.add(decay, decay, d.dtBias.t)
 	c.unary(decay, backend.Softplus)
 	c.mul(decay, decay, d.a.t)
-	// The state lives with the layer's cache: the convolution's inputs, then each value
-	// head's matrix.
-	kv := c.caches[il]
-	dev := kv.dev
-	state := kv.state.Reshape(1)
-	convState := state.Slice(0, cfg.convState()).Reshape(cfg.convState())
-	heads := state.Slice(cfg.convState(), cfg.stateSize()).Reshape(cfg.stateSize() - cfg.convState())
+	// Each sequence's state lives with the layer's cache: the convolution's inputs, then
+	// each value head's matrix. The recurrence runs sequence by sequence, on its rows.
+	dev := c.m.kvDev[il]
+	b := c.backendOf(dev)
 	c.toAll(dev, &mixed, &z, &beta, &decay)
 	qkv := c.alloc(dev, tensor.F32, mixed.Cols, n)
 	conv := c.to(dev, d.conv.t)
-	if c.err == nil {
-		c.fail(c.backendOf(dev).CausalConv(qkv, mixed, convState, conv))
+	for _, s := range c.segs {
+		if c.err != nil {
+			break
+		}
+		convState, _ := d.states(s.c.caches[il])
+		c.fail(b.CausalConv(s.of(qkv), s.of(mixed), convState, conv))
 	}
 	c.unary(qkv, backend.SiLU)
 	// Queries and keys are L2-normalised head by head.
@@ -104,12 +105,26 @@ func (d *deltaNet) forward(c *Context, il int, in value) value {
 		c.l2Norm(qkv.Columns(h*cfg.HeadDim, cfg.HeadDim), d.eps)
 	}
 	o := c.alloc(dev, tensor.F32, cfg.Inner, n)
-	if c.err == nil {
-		c.fail(c.backendOf(dev).GatedDeltaRule(o, qkv, decay, beta, heads,
+	for _, s := range c.segs {
+		if c.err != nil {
+			break
+		}
+		_, heads := d.states(s.c.caches[il])
+		c.fail(b.GatedDeltaRule(s.of(o), s.of(qkv), s.of(decay), s.of(beta), heads,
 			tensor.DeltaRule{Dim: cfg.HeadDim, KHeads: cfg.KHeads, VHeads: cfg.VHeads, Stride: cfg.convDim()}))
 	}
 	o = c.rmsNorm(o.Reshape(cfg.HeadDim), d.norm, d.eps).Reshape(cfg.Inner)
 	c.unary(z, backend.SiLU)
 	c.mul(o, o, z)
 	return c.matmul(d.out, o)
+}
+
+// states are the parts of a sequence's state in layer cache kv: the convolution's last
+// inputs and the value heads' matrices.
+func (d *deltaNet) states(kv *kvCache) (conv, heads value) {
+	cfg := d.cfg
+	state := kv.state.Reshape(1)
+	conv = state.Slice(0, cfg.convState()).Reshape(cfg.convState())
+	heads = state.Slice(cfg.convState(), cfg.stateSize()).Reshape(cfg.stateSize() - cfg.convState())
+	return conv, heads
 }

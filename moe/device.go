@@ -33,24 +33,24 @@ type param struct {
 
 func (p param) valid() bool { return p.t.Valid() }
 
-// devices are a Context's per-device working memory.
+// deviceMemory is a pass's working memory on one device.
 type deviceMemory struct {
 	pass  arena // values that live through one forward pass (the residual stream, logits)
 	layer arena // values of one layer
 }
 
 // fail records err as the pass's error unless one is recorded already.
-func (c *Context) fail(err error) {
+func (c *pass) fail(err error) {
 	if err != nil && c.err == nil {
 		c.err = err
 	}
 }
 
 // backendOf is the backend of device index dev.
-func (c *Context) backendOf(dev int) backend.Backend { return c.m.backends[dev] }
+func (c *pass) backendOf(dev int) backend.Backend { return c.m.backends[dev] }
 
 // devOf is the index of the device holding x.
-func (c *Context) devOf(x value) int {
+func (c *pass) devOf(x value) int {
 	name := x.Device()
 	for i, b := range c.m.names {
 		if b == name {
@@ -62,16 +62,16 @@ func (c *Context) devOf(x value) int {
 }
 
 // alloc is a new F32 (or I32) value of rows×cols on dev, for the current layer.
-func (c *Context) alloc(dev int, t tensor.Type, cols, rows int) value {
+func (c *pass) alloc(dev int, t tensor.Type, cols, rows int) value {
 	return c.take(&c.mem[dev].layer, dev, t, cols, rows)
 }
 
 // allocPass is alloc for a value that lives through the forward pass.
-func (c *Context) allocPass(dev int, cols, rows int) value {
+func (c *pass) allocPass(dev int, cols, rows int) value {
 	return c.take(&c.mem[dev].pass, dev, tensor.F32, cols, rows)
 }
 
-func (c *Context) take(a *arena, dev int, t tensor.Type, cols, rows int) value {
+func (c *pass) take(a *arena, dev int, t tensor.Type, cols, rows int) value {
 	if c.err != nil {
 		return value{}
 	}
@@ -81,7 +81,7 @@ func (c *Context) take(a *arena, dev int, t tensor.Type, cols, rows int) value {
 }
 
 // to returns x on dev: x itself, or a copy made there (a crossing).
-func (c *Context) to(dev int, x value) value {
+func (c *pass) to(dev int, x value) value {
 	if c.err != nil || !x.Valid() || x.Device() == c.m.names[dev] {
 		return x
 	}
@@ -92,7 +92,7 @@ func (c *Context) to(dev int, x value) value {
 
 // toAll moves the values xs point to onto dev, as to does, with one wait for the device
 // they come from (a crossing of several values costs one synchronisation).
-func (c *Context) toAll(dev int, xs ...*value) {
+func (c *pass) toAll(dev int, xs ...*value) {
 	var from, to value
 	for _, x := range xs {
 		if c.err != nil || !x.Valid() || x.Device() == c.m.names[dev] {
@@ -110,7 +110,7 @@ func (c *Context) toAll(dev int, xs ...*value) {
 // arrive waits, after a copy of x out of a device into host memory (y), until it has
 // arrived; a copy into a device is ordered with that device's operations and needs no
 // wait.
-func (c *Context) arrive(x, y value) {
+func (c *pass) arrive(x, y value) {
 	if c.err == nil && x.Buf.Host() == nil && y.Valid() && y.Buf.Host() != nil {
 		c.fail(c.backendOf(c.devOf(x)).Synchronize())
 	}
@@ -118,7 +118,7 @@ func (c *Context) arrive(x, y value) {
 
 // copyTo copies x into a new value of arena a on dev. A copy out of a device into host
 // memory has arrived only after the caller's arrive.
-func (c *Context) copyTo(a *arena, dev int, x value) value {
+func (c *pass) copyTo(a *arena, dev int, x value) value {
 	y := c.take(a, dev, x.Type, x.Cols, x.Rows)
 	if c.err == nil && !x.Contiguous() {
 		// Only contiguous tensors cross: make x so on its own device first, which every
@@ -139,7 +139,7 @@ func (c *Context) copyTo(a *arena, dev int, x value) value {
 }
 
 // read copies x (F32) to the host into dst, waiting for it.
-func (c *Context) read(dst []float32, x value) {
+func (c *pass) read(dst []float32, x value) {
 	if c.err != nil {
 		return
 	}
@@ -153,7 +153,7 @@ func (c *Context) read(dst []float32, x value) {
 }
 
 // readIDs copies an I32 value to the host into dst, waiting for it.
-func (c *Context) readIDs(dst []int32, x value) {
+func (c *pass) readIDs(dst []int32, x value) {
 	if c.err != nil {
 		return
 	}
@@ -163,7 +163,7 @@ func (c *Context) readIDs(dst []int32, x value) {
 }
 
 // getRows looks rows ids of w up (the embedding) into a value of the pass.
-func (c *Context) getRows(w weight, ids []int32) value {
+func (c *pass) getRows(w weight, ids []int32) value {
 	x := c.allocPass(w.dev, w.w.Cols(), len(ids))
 	if c.err == nil {
 		c.fail(w.on.GetRows(x, w.w, ids))
@@ -172,10 +172,10 @@ func (c *Context) getRows(w weight, ids []int32) value {
 }
 
 // matmul is w·x on w's device.
-func (c *Context) matmul(w weight, x value) value { return c.product(x, value{}, 0, w) }
+func (c *pass) matmul(w weight, x value) value { return c.product(x, value{}, 0, w) }
 
 // product is w·x (ids absent) or w's experts by ids times x, on w's device.
-func (c *Context) product(x, ids value, k int, w weight) value {
+func (c *pass) product(x, ids value, k int, w weight) value {
 	rows := x.Rows
 	if ids.Valid() {
 		rows = ids.Elements()
@@ -195,17 +195,17 @@ func (c *Context) product(x, ids value, k int, w weight) value {
 // project multiplies x by each weight, as one operation where the weights share a device
 // (the input converted once, no wait between them): a layer's q, k and v projections. The
 // results are in a slice the next call reuses.
-func (c *Context) project(x value, ws ...weight) []value { return c.products(x, value{}, 0, ws) }
+func (c *pass) project(x value, ws ...weight) []value { return c.products(x, value{}, 0, ws) }
 
 // mulMatIDs is project for stacks of experts with the same routing (ids, k slots per
 // token): one output row per (token, slot).
-func (c *Context) mulMatIDs(x, ids value, k int, ws ...weight) []value {
+func (c *pass) mulMatIDs(x, ids value, k int, ws ...weight) []value {
 	return c.products(x, ids, k, ws)
 }
 
 // products runs project (ids absent) or mulMatIDs: the weights' products fused on their
 // device where they share one, else one by one on each weight's device.
-func (c *Context) products(x, ids value, k int, ws []weight) []value {
+func (c *pass) products(x, ids value, k int, ws []weight) []value {
 	c.outs = c.outs[:0]
 	rows := x.Rows
 	if ids.Valid() {
@@ -246,7 +246,7 @@ func sameDevice(ws []weight) bool {
 
 // matMulStack is ggml_mul_mat of a stack of matrices: row i of x by matrix i mod the
 // stack's size.
-func (c *Context) matMulStack(w weight, x value) value {
+func (c *pass) matMulStack(w weight, x value) value {
 	x = c.to(w.dev, x)
 	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), x.Rows)
 	if c.err == nil {
@@ -259,7 +259,7 @@ func (c *Context) matMulStack(w weight, x value) value {
 // supports op, else the first device that does (the host, which runs everything), as
 // ggml's scheduler runs an op its GPU backend lacks on the CPU. Weight operations do not
 // come here: a device that holds a weight runs its products (Load checks it).
-func (c *Context) on(dev int, op backend.Op, t tensor.Type) int {
+func (c *pass) on(dev int, op backend.Op, t tensor.Type) int {
 	if c.m.backends[dev].Supports(op, t) {
 		return dev
 	}
@@ -274,7 +274,7 @@ func (c *Context) on(dev int, op backend.Op, t tensor.Type) int {
 
 // target is where an operation that writes x in place runs: x's device when it runs op,
 // else a copy of x on a device that does; done then copies the result back into x.
-func (c *Context) target(x value, op backend.Op) (int, value) {
+func (c *pass) target(x value, op backend.Op) (int, value) {
 	dev := c.devOf(x)
 	if run := c.on(dev, op, tensor.F32); run != dev {
 		return run, c.to(run, x)
@@ -283,7 +283,7 @@ func (c *Context) target(x value, op backend.Op) (int, value) {
 }
 
 // done copies y, the result target's copy of x holds, back into x (nothing when y is x).
-func (c *Context) done(x, y value) {
+func (c *pass) done(x, y value) {
 	if c.err != nil || y == x {
 		return
 	}
@@ -298,7 +298,7 @@ func (c *Context) done(x, y value) {
 
 // operand is a, an input of an operation whose destination dst runs as d on dev: d itself
 // where a is dst (an operation in place), else a on dev.
-func (c *Context) operand(dev int, a, dst, d value) value {
+func (c *pass) operand(dev int, a, dst, d value) value {
 	if a == dst {
 		return d
 	}
@@ -306,7 +306,7 @@ func (c *Context) operand(dev int, a, dst, d value) value {
 }
 
 // rmsNorm is a new value: x's rows RMS-normalised and multiplied by w, on w's device.
-func (c *Context) rmsNorm(x value, w param, eps float32) value {
+func (c *pass) rmsNorm(x value, w param, eps float32) value {
 	dev := c.on(w.dev, backend.OpRMSNorm, tensor.F32)
 	x = c.to(dev, x)
 	y := c.alloc(dev, tensor.F32, x.Cols, x.Rows)
@@ -315,7 +315,7 @@ func (c *Context) rmsNorm(x value, w param, eps float32) value {
 }
 
 // rmsNormTo is rmsNorm into dst (which may be x, and strided) on dst's device.
-func (c *Context) rmsNormTo(dst, x value, w param, eps float32) {
+func (c *pass) rmsNormTo(dst, x value, w param, eps float32) {
 	dev, d := c.target(dst, backend.OpRMSNorm)
 	x, wt := c.operand(dev, x, dst, d), c.to(dev, w.t)
 	if c.err == nil {
@@ -325,7 +325,7 @@ func (c *Context) rmsNormTo(dst, x value, w param, eps float32) {
 }
 
 // l2Norm normalises x's rows in place.
-func (c *Context) l2Norm(x value, eps float32) {
+func (c *pass) l2Norm(x value, eps float32) {
 	dev, d := c.target(x, backend.OpL2Norm)
 	if c.err == nil {
 		c.fail(c.backendOf(dev).L2Norm(d, eps))
@@ -334,7 +334,7 @@ func (c *Context) l2Norm(x value, eps float32) {
 }
 
 // add sets dst = a + b (b: as many rows or one), on dst's device.
-func (c *Context) add(dst, a, b value) {
+func (c *pass) add(dst, a, b value) {
 	dev, d := c.target(dst, backend.OpAdd)
 	a, b = c.operand(dev, a, dst, d), c.operand(dev, b, dst, d)
 	if c.err == nil {
@@ -344,14 +344,14 @@ func (c *Context) add(dst, a, b value) {
 }
 
 // addParam adds a bias to x in place, when there is one.
-func (c *Context) addParam(x value, bias param) {
+func (c *pass) addParam(x value, bias param) {
 	if bias.valid() {
 		c.add(x, x, bias.t)
 	}
 }
 
 // mul sets dst = a ⊙ b (b: as many rows or one), on dst's device.
-func (c *Context) mul(dst, a, b value) {
+func (c *pass) mul(dst, a, b value) {
 	dev, d := c.target(dst, backend.OpMul)
 	a, b = c.operand(dev, a, dst, d), c.operand(dev, b, dst, d)
 	if c.err == nil {
@@ -361,7 +361,7 @@ func (c *Context) mul(dst, a, b value) {
 }
 
 // scaleRows multiplies row t of x by s[t] in place.
-func (c *Context) scaleRows(x, s value) {
+func (c *pass) scaleRows(x, s value) {
 	dev, d := c.target(x, backend.OpScale)
 	s = c.to(dev, s)
 	if c.err == nil {
@@ -371,7 +371,7 @@ func (c *Context) scaleRows(x, s value) {
 }
 
 // unary applies f to x in place.
-func (c *Context) unary(x value, f backend.Unary) {
+func (c *pass) unary(x value, f backend.Unary) {
 	dev, d := c.target(x, backend.OpUnary)
 	if c.err == nil {
 		c.fail(c.backendOf(dev).Unary(d, d, f))
@@ -380,7 +380,7 @@ func (c *Context) unary(x value, f backend.Unary) {
 }
 
 // swiGLU sets gate = silu(gate) ⊙ up (or gpt-oss's clamped form).
-func (c *Context) swiGLU(gate, up value, clamped bool) {
+func (c *pass) swiGLU(gate, up value, clamped bool) {
 	dev, g := c.target(gate, backend.OpSwiGLU)
 	up = c.to(dev, up)
 	if c.err == nil {
@@ -394,7 +394,7 @@ func (c *Context) swiGLU(gate, up value, clamped bool) {
 }
 
 // copyValue copies src into dst (either may be strided) on dst's device.
-func (c *Context) copyValue(dst, src value) {
+func (c *pass) copyValue(dst, src value) {
 	dev, d := c.target(dst, backend.OpCopy)
 	src = c.to(dev, src)
 	if c.err == nil {
@@ -404,7 +404,7 @@ func (c *Context) copyValue(dst, src value) {
 }
 
 // contiguous is a contiguous copy of a strided view, on its device.
-func (c *Context) contiguous(x value) value {
+func (c *pass) contiguous(x value) value {
 	y := c.alloc(c.devOf(x), x.Type, x.Cols, x.Rows)
 	c.copyValue(y, x)
 	return y
@@ -412,7 +412,7 @@ func (c *Context) contiguous(x value) value {
 
 // rope rotates x (rows of rowLen values, the heads of each token being evaluated) in place
 // at the tokens' positions.
-func (c *Context) rope(r *tensor.RoPE, x value, rowLen int) {
+func (c *pass) rope(r *tensor.RoPE, x value, rowLen int) {
 	dev, d := c.target(x, backend.OpRoPE)
 	if c.err == nil {
 		c.fail(c.backendOf(dev).RoPE(d, rowLen, r, c.pos))

@@ -15,7 +15,7 @@ type denseFFN struct {
 	width          int
 }
 
-func (f *denseFFN) forward(c *Context, _ int, in value) value {
+func (f *denseFFN) forward(c *pass, _ int, in value) value {
 	p := c.project(in, f.gate, f.up)
 	g, u := p[0], p[1]
 	c.swiGLU(g, u, false)
@@ -54,7 +54,7 @@ const (
 	oaiLimit = 7.0
 )
 
-func (f *moeFFN) forward(c *Context, il int, in value) value {
+func (f *moeFFN) forward(c *pass, il int, in value) value {
 	cfg := c.router
 	n, k := in.Rows, cfg.Used
 	logits := c.matmul(f.router, in)
@@ -104,7 +104,7 @@ func (f *moeFFN) forward(c *Context, il int, in value) value {
 // routing allocates on dev the expert ids and weights of n tokens (k slots each) and x,
 // the experts' input. Where the experts are on dev, x is in itself; on another device exp,
 // the three are views of one block, in's rows copied into it, that crosses to exp whole.
-func (c *Context) routing(dev, exp int, in value, n, k int) (block, x, ids, weights value) {
+func (c *pass) routing(dev, exp int, in value, n, k int) (block, x, ids, weights value) {
 	if dev == exp {
 		return value{}, in, c.alloc(dev, tensor.I32, k, n), c.alloc(dev, tensor.F32, k, n)
 	}
@@ -125,24 +125,33 @@ func rebase(view, block, moved value) value {
 	return view
 }
 
-// record adds a layer's routing to the context's statistics, when it keeps them.
-func (c *Context) record(il int, ids, weights value) {
-	if c.stats == nil || c.err != nil {
+// record adds a layer's routing to the statistics of the sequences that keep them, each
+// segment's rows to its context's recorder.
+func (c *pass) record(il int, ids, weights value) {
+	if c.err != nil {
 		return
 	}
-	c.statIDs, c.statWeight = grow(c.statIDs, ids.Elements()), grow(c.statWeight, weights.Elements())
-	c.readIDs(c.statIDs, ids)
-	c.read(c.statWeight, weights)
-	k := ids.Cols
-	for t := range ids.Rows {
-		c.stats.Record(il, c.statIDs[t*k:(t+1)*k], c.statWeight[t*k:(t+1)*k])
+	k, read := ids.Cols, false
+	for _, s := range c.segs {
+		if s.c.stats == nil || s.rows == 0 {
+			continue
+		}
+		if !read {
+			c.statIDs, c.statWeight = grow(c.statIDs, ids.Elements()), grow(c.statWeight, weights.Elements())
+			c.readIDs(c.statIDs, ids)
+			c.read(c.statWeight, weights)
+			read = true
+		}
+		for t := s.first; t < s.first+s.rows; t++ {
+			s.c.stats.Record(il, c.statIDs[t*k:(t+1)*k], c.statWeight[t*k:(t+1)*k])
+		}
 	}
 }
 
 // addExpertBias adds to each slot's row of x the bias row of the expert the slot selected,
 // as ggml_add_id does; slots dropped by smart expert reduction (id -1) keep their zero
 // output. An absent bias adds nothing.
-func (c *Context) addExpertBias(x value, bias param, ids value) {
+func (c *pass) addExpertBias(x value, bias param, ids value) {
 	if !bias.valid() {
 		return
 	}

@@ -1,31 +1,41 @@
 package moe
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// GenerateOptions steer Generate.
+// GenerateOptions steer a generation.
 type GenerateOptions struct {
 	// MaxTokens is how many tokens to generate (-n); a negative value means until an
 	// end-of-generation token or until the context is full.
 	MaxTokens int
 	// Sampler picks each token; nil means greedy (the largest logit, the lowest id on
-	// ties). Generate feeds it the prompt and every token for its penalties.
+	// ties). The generation feeds it the prompt and every token for its penalties.
 	Sampler *Sampler
 	// IsEOG reports end-of-generation tokens, which stop generation without being
 	// emitted; nil means none do (llama.cpp's --ignore-eos).
 	IsEOG func(id int32) bool
 	// PromptLogits, if set, receives the logits after the prompt (valid during the call).
 	PromptLogits func(logits []float32) error
-	// Token receives each generated token as soon as it is sampled.
-	Token func(id int32) error
+	// Token receives each generated token as soon as it is sampled, with the logits it
+	// was sampled from (valid during the call). Returning StopGeneration ends the
+	// generation without an error (a stop sequence); another error ends it with that
+	// error.
+	Token func(id int32, logits []float32) error
 }
+
+// StopGeneration is returned by a Token callback to end its generation normally.
+var StopGeneration = errors.New("stop generation")
 
 // GenerateStats are the counts and times of a generation, for the speeds llama.cpp prints.
 type GenerateStats struct {
 	PromptTokens int
-	PromptTime   time.Duration // evaluating the prompt
+	PromptTime   time.Duration // from the start to the prompt's logits
 	Generated    int           // tokens emitted
 	DecodeSteps  int           // single-token evaluations (Generated minus the last)
 	DecodeTime   time.Duration // those evaluations and the sampling between them
@@ -44,55 +54,298 @@ func speed(n int, d time.Duration) float64 {
 
 // Generate evaluates the prompt at the context's next positions and then generates tokens
 // one at a time, each sampled from the logits of the one before, until MaxTokens, an
-// end-of-generation token, an error from a callback, or a full context (an error wrapping
-// ErrContextFull, returned with the statistics so far).
-func (c *Context) Generate(prompt []int32, o GenerateOptions) (st GenerateStats, err error) {
-	st.PromptTokens = len(prompt)
-	start := time.Now()
-	logits, err := c.Eval(prompt, false)
-	if err != nil {
-		return st, err
+// end-of-generation token, StopGeneration or another error from a callback, or a full
+// context (an error wrapping ErrContextFull, returned with the statistics so far). It is
+// the engine's loop with this one sequence, run in the caller's goroutine.
+func (c *Context) Generate(prompt []int32, o GenerateOptions) (GenerateStats, error) {
+	s := scheduler{batch: &c.own, ubatch: c.ubatch}
+	g := s.add(context.Background(), c, prompt, o)
+	for len(s.active) > 0 {
+		s.step()
 	}
-	st.PromptTime = time.Since(start)
+	return g.Wait()
+}
+
+// Engine generates for several sequences at once, as llama-server's continuous batching
+// does: each step is one forward pass over a batch of one decode token of every sequence
+// that is generating and, up to the ubatch, prompt tokens of those still evaluating their
+// prompts; then each sequence samples its next token with its own sampler and stop
+// conditions. A sequence joins at the next step after Submit and leaves at the step it
+// ends. The engine's goroutine runs while there is a sequence; the callbacks of
+// GenerateOptions run on it, between forward passes, so they must be quick (a slow one
+// delays every sequence) and must not call the engine.
+type Engine struct {
+	mu      sync.Mutex
+	waiting []*Generation // submitted, not yet in a step
+	running bool          // the goroutine stepping the scheduler is running
+	s       scheduler     // owned by that goroutine
+	stepMu  sync.Mutex    // held during each step; see Pause
+}
+
+// NewEngine makes an engine for contexts of m whose batches hold at most ubatch tokens
+// (-ub); at least one decode token per sequence must fit.
+func NewEngine(m *Model, ubatch int) (*Engine, error) {
+	if ubatch <= 0 {
+		return nil, fmt.Errorf("ubatch size %d: give a positive size", ubatch)
+	}
+	return &Engine{s: scheduler{batch: m.NewBatch(), ubatch: ubatch}}, nil
+}
+
+// Submit starts generating for c from prompt, as Generate does: the prompt is evaluated
+// at c's next positions. The generation ends as Generate's does, or when ctx ends (with
+// context.Cause(ctx)). c must not be used elsewhere until the generation is done; after
+// an error in a forward pass c is reset (a failed pass may leave a recurrent state
+// half-updated).
+func (e *Engine) Submit(ctx context.Context, c *Context, prompt []int32, o GenerateOptions) *Generation {
+	g := newGeneration(ctx, c, prompt, o)
+	if g.err != nil {
+		return g
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waiting = append(e.waiting, g)
+	if !e.running {
+		e.running = true
+		go e.run()
+	}
+	return g
+}
+
+// run steps while there are sequences, taking in those submitted since the last step.
+func (e *Engine) run() {
+	for {
+		e.stepMu.Lock()
+		e.mu.Lock()
+		e.s.active = append(e.s.active, e.waiting...)
+		clear(e.waiting)
+		e.waiting = e.waiting[:0]
+		if len(e.s.active) == 0 {
+			e.running = false
+			e.mu.Unlock()
+			e.stepMu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		e.s.step()
+		e.stepMu.Unlock()
+	}
+}
+
+// Pause waits until the engine is between steps and keeps it there until resume is
+// called: while paused no forward pass runs, no generation joins, advances or ends.
+func (e *Engine) Pause() (resume func()) {
+	e.stepMu.Lock()
+	return e.stepMu.Unlock
+}
+
+// Batches is how many forward passes the engine has run and how many tokens they held,
+// from which the mean batch size follows.
+func (e *Engine) Batches() (passes, tokens uint64) {
+	return e.s.passes.Load(), e.s.tokens.Load()
+}
+
+// Close releases the engine's working memory. No generation may be running.
+func (e *Engine) Close() error { return e.s.batch.Close() }
+
+// Generation is one sequence of an engine.
+type Generation struct {
+	ctx     context.Context
+	c       *Context
+	prompt  []int32
+	pending []int32 // prompt tokens not evaluated yet
+	next    [1]int32
+	o       GenerateOptions
+	st      GenerateStats
+	start   time.Time // of the prompt, then of the decoding
+	started bool      // the decoding started
+	err     error
+	done    chan struct{}
+}
+
+func newGeneration(ctx context.Context, c *Context, prompt []int32, o GenerateOptions) *Generation {
+	g := &Generation{ctx: ctx, c: c, prompt: prompt, pending: prompt, o: o, done: make(chan struct{}), start: time.Now()}
+	g.st.PromptTokens = len(prompt)
+	switch {
+	case len(prompt) == 0:
+		g.finish(errors.New("no tokens to evaluate"))
+	default:
+		if err := c.checkTokens(prompt); err != nil {
+			g.finish(err)
+		}
+	}
+	return g
+}
+
+// Done is closed when the generation has ended.
+func (g *Generation) Done() <-chan struct{} { return g.done }
+
+// Wait waits for the generation to end and returns its statistics and why it ended: nil
+// for MaxTokens, an end-of-generation token or StopGeneration.
+func (g *Generation) Wait() (GenerateStats, error) {
+	<-g.done
+	return g.st, g.err
+}
+
+// decoding reports whether the prompt has been evaluated: the next input is g.next.
+func (g *Generation) decoding() bool { return len(g.pending) == 0 }
+
+func (g *Generation) finish(err error) {
+	if g.started {
+		g.st.DecodeTime = time.Since(g.start)
+	}
+	if errors.Is(err, StopGeneration) {
+		err = nil
+	}
+	g.err = err
+	close(g.done)
+}
+
+// promptDone is the end of g's prompt, whose logits are these: the sampler takes in the
+// prompt and the decoding starts. It reports whether g goes on.
+func (g *Generation) promptDone(logits []float32) bool {
+	g.st.PromptTime = time.Since(g.start)
+	if g.o.Sampler != nil {
+		for _, t := range g.prompt {
+			g.o.Sampler.Accept(t)
+		}
+	}
+	if g.o.PromptLogits != nil {
+		if err := g.o.PromptLogits(logits); err != nil {
+			g.finish(err)
+			return false
+		}
+	}
+	g.start, g.started = time.Now(), true
+	return true
+}
+
+// sample picks the token after logits and emits it; it reports whether g goes on, with
+// that token to evaluate next.
+func (g *Generation) sample(logits []float32) bool {
+	o := &g.o
+	if o.MaxTokens >= 0 && g.st.Generated >= o.MaxTokens {
+		g.finish(nil)
+		return false
+	}
+	id := Greedy(logits)
 	if o.Sampler != nil {
-		for _, t := range prompt {
-			o.Sampler.Accept(t)
+		id = o.Sampler.Sample(logits)
+		o.Sampler.Accept(id)
+	}
+	if o.IsEOG != nil && o.IsEOG(id) {
+		g.finish(nil)
+		return false
+	}
+	g.st.Generated++
+	if o.Token != nil {
+		if err := o.Token(id, logits); err != nil {
+			g.finish(err)
+			return false
 		}
 	}
-	if o.PromptLogits != nil {
-		if err := o.PromptLogits(logits); err != nil {
-			return st, err
+	switch {
+	case g.st.Generated == o.MaxTokens:
+		g.finish(nil) // the last token needs no evaluation
+		return false
+	case g.c.Len() == g.c.Size():
+		g.finish(fmt.Errorf("%w after %d generated tokens (%d positions; raise -c)", ErrContextFull, g.st.Generated, g.c.Size()))
+		return false
+	}
+	g.next[0] = id
+	return true
+}
+
+// scheduler builds each step's batch from the active generations and runs it.
+type scheduler struct {
+	batch  *Batch
+	ubatch int
+	active []*Generation
+
+	seqs    []BatchSeq    // this step's batch
+	inBatch []*Generation // whose sequence each of seqs is
+	passes  atomic.Uint64
+	tokens  atomic.Uint64
+}
+
+// add makes a generation active (Generate's own, without the engine).
+func (s *scheduler) add(ctx context.Context, c *Context, prompt []int32, o GenerateOptions) *Generation {
+	g := newGeneration(ctx, c, prompt, o)
+	if g.err == nil {
+		s.active = append(s.active, g)
+	}
+	return g
+}
+
+// step ends the generations whose context ended, runs one forward pass over the others'
+// next tokens and samples, and keeps the generations that go on. Prompt pieces come first
+// in the batch, decode tokens after them, so that the rows whose logits are wanted are
+// mostly one run at the end.
+func (s *scheduler) step() {
+	s.seqs, s.inBatch = s.seqs[:0], s.inBatch[:0]
+	decoders := 0
+	for _, g := range s.active {
+		if g.ctx.Err() != nil {
+			g.finish(context.Cause(g.ctx))
+		} else if g.decoding() {
+			decoders++
 		}
 	}
-	start = time.Now()
-	defer func() { st.DecodeTime = time.Since(start) }()
-	var next [1]int32 // the token to evaluate, without allocating a slice per step
-	for o.MaxTokens < 0 || st.Generated < o.MaxTokens {
-		id := Greedy(logits)
-		if o.Sampler != nil {
-			id = o.Sampler.Sample(logits)
-			o.Sampler.Accept(id)
+	budget := s.ubatch - min(decoders, s.ubatch)
+	for _, g := range s.active {
+		if g.ctx.Err() == nil && !g.decoding() && budget > 0 {
+			n := min(budget, len(g.pending))
+			s.seqs = append(s.seqs, BatchSeq{Context: g.c, Tokens: g.pending[:n], Logits: n == len(g.pending)})
+			s.inBatch = append(s.inBatch, g)
+			budget -= n
 		}
-		if o.IsEOG != nil && o.IsEOG(id) {
-			break
+	}
+	decoders = min(decoders, s.ubatch)
+	for _, g := range s.active {
+		if g.ctx.Err() == nil && g.decoding() && decoders > 0 {
+			s.seqs = append(s.seqs, BatchSeq{Context: g.c, Tokens: g.next[:], Logits: true})
+			s.inBatch = append(s.inBatch, g)
+			decoders--
 		}
-		st.Generated++
-		if o.Token != nil {
-			if err := o.Token(id); err != nil {
-				return st, err
+	}
+	if len(s.seqs) > 0 {
+		s.run()
+	}
+	kept := s.active[:0]
+	for _, g := range s.active {
+		select {
+		case <-g.done:
+		default:
+			kept = append(kept, g)
+		}
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+}
+
+// run evaluates the step's batch and samples each sequence that has logits.
+func (s *scheduler) run() {
+	tokens := 0
+	for _, q := range s.seqs {
+		tokens += len(q.Tokens)
+	}
+	s.passes.Add(1)
+	s.tokens.Add(uint64(tokens))
+	if err := s.batch.Eval(s.seqs); err != nil {
+		for _, g := range s.inBatch {
+			g.c.Reset()
+			g.finish(err)
+		}
+		return
+	}
+	for k, g := range s.inBatch {
+		if !g.decoding() {
+			g.pending = g.pending[len(s.seqs[k].Tokens):]
+			if !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
+				continue
 			}
+		} else {
+			g.st.DecodeSteps++
 		}
-		if st.Generated == o.MaxTokens {
-			break // the last token needs no evaluation
-		}
-		if c.Len() == c.Size() {
-			return st, fmt.Errorf("%w after %d generated tokens (%d positions; raise -c)", ErrContextFull, st.Generated, c.Size())
-		}
-		next[0] = id
-		if logits, err = c.Eval(next[:], false); err != nil {
-			return st, err
-		}
-		st.DecodeSteps++
+		g.sample(s.batch.Logits(k))
 	}
-	return st, nil
 }

@@ -42,7 +42,7 @@ func (a *mla) cacheShape() cacheShape {
 	return cacheShape{heads: a.heads, kDim: a.nope + a.rot, vDim: a.vHead}
 }
 
-func (a *mla) forward(c *Context, il int, in value) value {
+func (a *mla) forward(c *pass, il int, in value) value {
 	qHead, kvRow := a.nope+a.rot, a.kvLoRA+a.rot
 	var q value // [tokens][heads·qHead]
 	if a.qLoRA > 0 {
@@ -62,7 +62,7 @@ func (a *mla) forward(c *Context, il int, in value) value {
 }
 
 // absorbedAttention attends with the compressed cache (see mla).
-func (a *mla) absorbedAttention(c *Context, il int, q, kvpe value) value {
+func (a *mla) absorbedAttention(c *pass, il int, q, kvpe value) value {
 	kvRow := a.kvLoRA + a.rot
 	// Head h of each token uses matrix h of attn_k_b and attn_v_b.
 	absorbed := c.matMulStack(a.kB, c.contiguous(q.Columns(0, a.nope)))
@@ -79,7 +79,7 @@ func (a *mla) absorbedAttention(c *Context, il int, q, kvpe value) value {
 // legacyAttention decompresses per-head keys and values with attn_kv_b (rows of each head:
 // nope key dims, then vHead value dims) and runs multi-head attention; every head's key
 // gets the same rotated k_pe.
-func (a *mla) legacyAttention(c *Context, il int, q, kvpe value) value {
+func (a *mla) legacyAttention(c *pass, il int, q, kvpe value) value {
 	qHead, kvHead := a.nope+a.rot, a.nope+a.vHead
 	kv := c.matmul(a.kvB, c.contiguous(kvpe.Columns(0, a.kvLoRA))).Reshape(kvHead) // per head [k_nope | v]
 	keys := c.alloc(c.devOf(kv), tensor.F32, qHead, kv.Rows)                       // per head [k_nope | k_pe]

@@ -49,16 +49,16 @@ type layer struct {
 }
 
 // attention computes a block's attention output (after the output projection) for the
-// tokens of a batch, through the context's KV cache.
+// tokens of a pass, each through its own sequence's KV cache (or recurrent state).
 type attention interface {
 	// cacheShape is what one position of the layer's KV cache holds.
 	cacheShape() cacheShape
-	forward(c *Context, il int, in value) value
+	forward(c *pass, il int, in value) value
 }
 
 // feedForward computes a block's feed-forward output for the tokens of in.
 type feedForward interface {
-	forward(c *Context, il int, in value) value
+	forward(c *pass, il int, in value) value
 }
 
 // weight is a tensor and the backend that holds it: every operation on the weight is asked

@@ -105,7 +105,7 @@ func checkTextIMRoPE(r *metaReader, rot int) error {
 // projection. It keeps gqa's weights and KV cache, with q twice as wide.
 type gatedAttention struct{ gqa }
 
-func (a *gatedAttention) forward(c *Context, il int, in value) value {
+func (a *gatedAttention) forward(c *pass, il int, in value) value {
 	p := c.project(in, a.q, a.k, a.v)
 	qg, k, v := p[0], p[1], p[2]
 	// Each head's query comes with its output gate: [q (dim) | gate (dim)] per head.

@@ -174,7 +174,7 @@ func TestExpertStatsRecorded(t *testing.T) {
 }
 
 // TestDecodeAllocatesNothing: a decode step in the steady state (with routing statistics
-// on) allocates no memory.
+// on) allocates no memory, alone or in a batch of several sequences.
 func TestDecodeAllocatesNothing(t *testing.T) {
 	for _, path := range []string{qwenModel, deepseekModel, archModel("qwen2moe"), archModel("glm4moe")} {
 		m := openModel(t, path, 2)
@@ -193,6 +193,22 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 		step()
 		if n := testing.AllocsPerRun(20, step); n != 0 {
 			t.Errorf("%s: %v allocations per decode step", baseName(path), n)
+		}
+		// A batched step of three sequences, c's and two more, one token each.
+		b := m.NewBatch()
+		defer b.Close()
+		seqs := []BatchSeq{{Context: c, Tokens: next, Logits: true}}
+		for range 2 {
+			seqs = append(seqs, BatchSeq{Context: m.context(t, o), Tokens: next, Logits: true})
+		}
+		batched := func() {
+			if err := b.Eval(seqs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batched()
+		if n := testing.AllocsPerRun(20, batched); n != 0 {
+			t.Errorf("%s: %v allocations per batched decode step", baseName(path), n)
 		}
 	}
 }

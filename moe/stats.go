@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // ExpertStats records, per MoE layer and expert, how often the router selected the expert
 // and the total weight it got: the input the placement predictor uses to estimate how many
 // experts a token really touches. Record is called from the forward pass; the recorder is
-// not safe for concurrent use.
+// safe for concurrent use, so that a server can read it while its engine runs.
 type ExpertStats struct {
+	mu     sync.Mutex
 	layers []*layerStats // nil for layers without routed experts
 }
 
@@ -36,6 +38,8 @@ func NewExpertStats(nLayers, nExperts int, isMoE func(layer int) bool) *ExpertSt
 // Record adds one token's routing decision at a layer (ids and weights as Router.Route
 // returns them; id -1 marks a slot SER dropped).
 func (s *ExpertStats) Record(layer int, ids []int32, weights []float32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	ls := s.layers[layer]
 	ls.tokens++
 	for j, e := range ids {
@@ -72,6 +76,8 @@ type ExpertStatJSON struct {
 
 // Snapshot returns the statistics as their JSON document.
 func (s *ExpertStats) Snapshot(model string) ExpertStatsJSON {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	doc := ExpertStatsJSON{Schema: "moerun.expert-stats/v1", Model: model, Layers: []LayerStatsJSON{}}
 	for l, ls := range s.layers {
 		if ls == nil {

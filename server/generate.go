@@ -113,7 +113,7 @@ func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 		return s.pool.take(prompt), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-s.abort:
+	case <-s.abort.Done():
 		return nil, errShuttingDown
 	}
 }
@@ -136,25 +136,6 @@ func (sl *slot) reuse(prompt []int32, cache bool) int {
 	}
 	sl.tokens = sl.tokens[:n]
 	return n
-}
-
-// eval runs one forward pass. Forward passes of all slots are serialized: the model's
-// backends and the routing statistics the slots share are not safe for concurrent use,
-// and on the CPU one pass already uses every thread of the pool. Slots interleave token by
-// token (and ubatch by ubatch while evaluating prompts).
-// The slot's cached tokens follow: after a failure its context is reset, as the layers a
-// failed pass reached may hold part of it.
-func (s *Server) eval(sl *slot, tokens []int32) ([]float32, error) {
-	s.forward.Lock()
-	defer s.forward.Unlock()
-	logits, err := sl.ctx.Eval(tokens, false)
-	if err != nil {
-		sl.ctx.Reset()
-		sl.tokens = sl.tokens[:0]
-		return nil, err
-	}
-	sl.tokens = append(sl.tokens, tokens...)
-	return logits, nil
 }
 
 // tokenLogprob is one generated token's log-probability and the most likely alternatives,
@@ -188,20 +169,12 @@ type result struct {
 // remove it), with the log-probabilities of the tokens that produced it.
 type emitFunc func(text string, logprobs []tokenLogprob) error
 
-// stopped is why a generation must stop now: its client left (ctx's error) or Shutdown
-// ends it (errShuttingDown); nil to go on.
-func (s *Server) stopped(ctx context.Context) error {
-	select {
-	case <-s.abort:
-		return errShuttingDown
-	default:
-	}
-	return ctx.Err()
-}
-
-// generate runs a job on a slot: evaluates the prompt and samples until max_tokens, an
-// end-of-generation token, a stop sequence or a full slot. It stops as soon as ctx ends or
-// Shutdown ends it, checked between tokens and between prompt ubatches.
+// generate runs a job on a slot through the engine: its prompt (past the prefix the slot
+// already holds) is evaluated and its tokens decoded in the engine's shared batches, until
+// max_tokens, an end-of-generation token, a stop sequence or a full slot. It ends as soon
+// as ctx ends or Shutdown ends it, at the engine's next step. The text is cut and checked
+// for stop sequences on the engine's goroutine, as each token comes; emit sends it to the
+// client from this one, so that a slow client delays nobody else.
 func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) (res result, err error) {
 	res = result{promptTokens: len(j.prompt), finishReason: "length"}
 	sampler, err := moe.NewSampler(j.sampler, s.entropy)
@@ -209,39 +182,27 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 		return res, err
 	}
 	res.cachedTokens = sl.reuse(j.prompt, j.cachePrompt)
-	start := time.Now()
-	var logits []float32
-	for chunk := range slices.Chunk(j.prompt[res.cachedTokens:], s.ubatch) {
-		if err := s.stopped(ctx); err != nil {
-			return res, err
-		}
-		if logits, err = s.eval(sl, chunk); err != nil {
-			return res, err
-		}
+	for _, t := range j.prompt[:res.cachedTokens] {
+		sampler.Accept(t) // the engine feeds it the rest of the prompt
 	}
-	res.promptTime = time.Since(start)
-	for _, t := range j.prompt {
-		sampler.Accept(t)
-	}
+	gctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.abort, func() { cancel(errShuttingDown) })()
 
-	genStart := time.Now()
-	defer func() { res.genTime = time.Since(genStart) }()
+	start := time.Now()
 	stream := s.vocab.NewStreamDecoder(false)
 	stream.Preserve(j.preserved...)
-	var text strings.Builder
-	sent := 0 // bytes of text already emitted
-	var pending []tokenLogprob
-	stopped := false
-	for j.maxTokens < 0 || res.completionTokens < j.maxTokens {
-		if err := s.stopped(ctx); err != nil {
-			return res, err
-		}
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		if !j.ignoreEOS && s.vocab.IsEOG(id) {
-			res.finishReason = "stop"
-			break
-		}
+	var (
+		text      strings.Builder
+		sent      int // bytes of text already handed to out
+		pending   []tokenLogprob
+		stopped   bool
+		generated []int32
+		out       outbox
+	)
+	out.ready = make(chan struct{}, 1)
+	o := moe.GenerateOptions{MaxTokens: j.maxTokens, Sampler: sampler, Token: func(id int32, logits []float32) error {
+		generated = append(generated, id)
 		res.completionTokens++
 		if res.completionTokens == 1 {
 			res.firstToken = time.Since(start)
@@ -255,20 +216,47 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 		text.WriteString(stream.Add(id))
 		if cut := findStop(text.String(), j.stops, searchFrom); cut >= 0 {
 			res.text, res.finishReason, stopped = text.String()[:cut], "stop", true
-			break
+			return moe.StopGeneration
 		}
 		if safe := text.Len() - partialStop(text.String(), j.stops); safe > sent {
-			if err := emit(text.String()[sent:safe], pending); err != nil {
-				return res, err
-			}
+			out.put(text.String()[sent:safe], pending)
 			sent, pending = safe, nil
 		}
-		if res.completionTokens == j.maxTokens || sl.ctx.Len() == sl.ctx.Size() {
-			break // "length": the last token needs no evaluation
+		return nil
+	}}
+	if !j.ignoreEOS {
+		o.IsEOG = s.vocab.IsEOG
+	}
+	gen := s.engine.Submit(gctx, sl.ctx, j.prompt[res.cachedTokens:], o)
+	var emitErr error // the client could not be written to: it left
+	for done := false; !done; {
+		select {
+		case <-out.ready:
+		case <-gen.Done():
+			done = true
 		}
-		if logits, err = s.eval(sl, []int32{id}); err != nil {
-			return res, err
+		for _, p := range out.take() {
+			if emitErr == nil {
+				if emitErr = emit(p.text, p.logprobs); emitErr != nil {
+					cancel(emitErr)
+				}
+			}
 		}
+	}
+	st, err := gen.Wait()
+	// The slot holds what was evaluated: the prompt, then the generated tokens but the
+	// last (nothing after a failed pass, which resets the context).
+	sl.tokens = append(append(sl.tokens, j.prompt[res.cachedTokens:]...), generated...)[:sl.ctx.Len()]
+	res.promptTime, res.genTime = st.PromptTime, st.DecodeTime
+	switch {
+	case emitErr != nil:
+		return res, emitErr
+	case errors.Is(err, moe.ErrContextFull) && res.completionTokens > 0:
+		// "length": the slot is full
+	case err != nil:
+		return res, err
+	case !stopped && res.completionTokens != j.maxTokens:
+		res.finishReason = "stop" // an end-of-generation token
 	}
 	if !stopped {
 		text.WriteString(stream.Flush())
@@ -280,6 +268,38 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 		}
 	}
 	return res, nil
+}
+
+// outbox carries text from the engine's goroutine, where tokens are cut into text, to the
+// request's, which sends it: put never waits, and ready (capacity one) says there is some.
+type outbox struct {
+	mu     sync.Mutex
+	pieces []piece
+	ready  chan struct{}
+}
+
+type piece struct {
+	text     string
+	logprobs []tokenLogprob
+}
+
+func (o *outbox) put(text string, lps []tokenLogprob) {
+	o.mu.Lock()
+	o.pieces = append(o.pieces, piece{text, lps})
+	o.mu.Unlock()
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns the pieces put so far.
+func (o *outbox) take() []piece {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.pieces
+	o.pieces = nil
+	return p
 }
 
 func maxStopLen(stops []string) int {

@@ -74,6 +74,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 	}
 	m.mu.Unlock()
 
+	passes, batched := s.engine.Batches()
 	promptSeconds := time.Duration(m.promptNanos.Load()).Seconds()
 	genSeconds := time.Duration(m.generationNanos.Load()).Seconds()
 	for _, c := range []struct {
@@ -90,6 +91,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 		{"time_to_first_token_seconds_average", "gauge", "Average time from a request's slot start to its first token.", rate(time.Duration(m.ttftNanos.Load()).Seconds(), float64(m.ttftCount.Load()))},
 		{"requests_processing", "gauge", "Requests holding a slot.", float64(m.processing.Load())},
 		{"requests_queued", "gauge", "Requests waiting for a slot.", float64(s.queued.Load())},
+		{"batches_total", "counter", "Forward passes run, each over the tokens of every active slot (continuous batching).", float64(passes)},
+		{"batch_tokens_total", "counter", "Tokens those forward passes held: divided by batches_total, the mean batch size.", float64(batched)},
 		{"slots", "gauge", "Slots (-np).", float64(s.slots)},
 		{"queue_capacity", "gauge", "Requests that may wait for a slot before new ones are refused.", float64(s.queueSize)},
 		{"slot_context_tokens", "gauge", "Context size of each slot.", float64(s.slotSize)},
@@ -98,9 +101,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 		fmt.Fprintf(&b, "moerun_%s %g\n", c.name, c.value)
 	}
 
-	s.forward.Lock() // the recorder is written by forward passes
 	doc := s.stats.Snapshot(s.name)
-	s.forward.Unlock()
 	metric("expert_layer_tokens_total", "counter", "Tokens routed through each MoE layer.")
 	for _, l := range doc.Layers {
 		fmt.Fprintf(&b, "moerun_expert_layer_tokens_total{layer=\"%d\"} %d\n", l.Layer, l.Tokens)

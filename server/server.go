@@ -106,19 +106,20 @@ type Server struct {
 	promptCache bool
 	queued      atomic.Int64
 
-	forward sync.Mutex // serializes forward passes; see eval
-	stats   *moe.ExpertStats
+	// engine runs the slots' generations, all of them in each forward pass.
+	engine *moe.Engine
+	stats  *moe.ExpertStats
 
 	// Shutdown's state: generations running (holding or waiting for a slot), whether
 	// Shutdown began, drained (closed when it began and none runs) and abort (closed when
 	// the running ones must end).
-	genMu     sync.Mutex
-	broken    error // why the model can no longer serve (its file changed), nil while it can
-	running   int
-	closing   bool
-	drained   chan struct{}
-	abort     chan struct{}
-	abortOnce sync.Once
+	genMu    sync.Mutex
+	broken   error // why the model can no longer serve (its file changed), nil while it can
+	running  int
+	closing  bool
+	drained  chan struct{}
+	abort    context.Context // cancelled when the running ones must end
+	abortNow context.CancelFunc
 
 	logMu     sync.Mutex
 	accessLog io.Writer
@@ -214,10 +215,11 @@ func New(c Config) (*Server, error) {
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
-		drained: make(chan struct{}), abort: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
+		drained: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
 		reasoning: c.ReasoningFormat != "none", kwargs: c.ChatTemplateKwargs,
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
+	s.abort, s.abortNow = context.WithCancel(context.Background())
 	if s.sampling == (moe.SamplerParams{}) {
 		s.sampling = moe.DefaultSampler()
 	}
@@ -244,6 +246,13 @@ func New(c Config) (*Server, error) {
 	}
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
+	}
+	if c.Slots > s.ubatch {
+		return nil, fmt.Errorf("server: %d slots do not fit a batch of %d tokens (-ub): give at most %d slots or a larger batch", c.Slots, s.ubatch, s.ubatch)
+	}
+	var err error
+	if s.engine, err = moe.NewEngine(c.Model, s.ubatch); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
 	if err := s.useTemplate(c.ChatTemplate); err != nil {
@@ -502,7 +511,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	s.abortOnce.Do(func() { close(s.abort) })
+	s.abortNow()
 	<-s.drained
 	return ctx.Err()
 }

@@ -251,7 +251,7 @@ func TestServeMatchesGenerate(t *testing.T) {
 	}
 	var ids []int32
 	_, err = ctx.Generate(vocab.Encode("the cat", true, true), moe.GenerateOptions{MaxTokens: 16, Sampler: sampler, IsEOG: vocab.IsEOG,
-		Token: func(id int32) error { ids = append(ids, id); return nil }})
+		Token: func(id int32, _ []float32) error { ids = append(ids, id); return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestShutdown(t *testing.T) {
 func TestShutdownWaitsForThePass(t *testing.T) {
 	s, ts := testServer(t, func(c *Config) { c.Slots = 1 })
 	done := make(chan int, 1)
-	s.forward.Lock() // the request's prompt waits for the forward pass
+	resume := s.engine.Pause() // the request's prompt waits for the forward pass
 	go func() {
 		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 8, "temperature": 0}`)
 		done <- status
@@ -81,13 +81,13 @@ func TestShutdownWaitsForThePass(t *testing.T) {
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
 	go func() { shut <- s.Shutdown(expired) }()
-	<-s.abort
+	<-s.abort.Done()
 	select {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned (%v) while a generation waited in a forward pass", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	s.forward.Unlock()
+	resume()
 	if err := <-shut; err == nil {
 		t.Error("Shutdown ended a generation but returned no error")
 	}
@@ -101,7 +101,7 @@ func TestShutdownWaitsForThePass(t *testing.T) {
 func TestShutdownWaits(t *testing.T) {
 	s, ts := testServer(t, func(c *Config) { c.Slots = 1 })
 	done := make(chan int, 1)
-	s.forward.Lock()
+	resume := s.engine.Pause()
 	go func() {
 		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 8, "temperature": 0}`)
 		done <- status
@@ -112,7 +112,7 @@ func TestShutdownWaits(t *testing.T) {
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
 	time.Sleep(20 * time.Millisecond)
-	s.forward.Unlock()
+	resume()
 	if err := <-shut; err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
@@ -234,7 +234,7 @@ func TestPreSlotLimits(t *testing.T) {
 	if status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", many); status != http.StatusBadRequest || !strings.Contains(string(body), "at most") {
 		t.Errorf("%d messages: %d %s", maxMessages+1, status, body)
 	}
-	s.forward.Lock()
+	resume := s.engine.Pause()
 	done := make(chan int, 1)
 	go func() {
 		status, _ := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 2}`)
@@ -250,7 +250,7 @@ func TestPreSlotLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a request while the slot and queue are full: %d, want 503", resp.StatusCode)
 	}
-	s.forward.Unlock()
+	resume()
 	if status := <-done; status != http.StatusOK {
 		t.Errorf("the running request: %d", status)
 	}

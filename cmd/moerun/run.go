@@ -160,7 +160,7 @@ func (c *runCmd) generate(e *env, ctx *moe.Context, vocab *tokenizer.Vocab, samp
 	defer out.Flush()
 	stream := vocab.NewStreamDecoder(c.Special)
 	var ids []int32
-	gen := moe.GenerateOptions{MaxTokens: c.NPredict, Sampler: sampler, Token: func(id int32) error {
+	gen := moe.GenerateOptions{MaxTokens: c.NPredict, Sampler: sampler, Token: func(id int32, _ []float32) error {
 		if c.PrintIDs {
 			ids = append(ids, id)
 			return nil

@@ -74,7 +74,7 @@ func generate(w io.Writer, path, prompt string, n int) error {
 		MaxTokens: n,
 		Sampler:   nil, // greedy; moe.NewSampler gives llama.cpp's sampler chain
 		IsEOG:     vocab.IsEOG,
-		Token: func(id int32) error {
+		Token: func(id int32, _ []float32) error {
 			_, err := fmt.Fprintf(w, "%d %q\n", id, stream.Add(id))
 			return err
 		},
