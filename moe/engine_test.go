@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -137,5 +138,35 @@ func TestEngineStepAllocatesNothing(t *testing.T) {
 	s.step()
 	if n := testing.AllocsPerRun(20, s.step); n != 0 || len(s.active) != 3 {
 		t.Errorf("%v allocations per step of %d sequences", n, len(s.active))
+	}
+}
+
+// A panic in a generation's callback, or in a forward pass (here: a context whose caches
+// were released), ends the generations concerned with an error and leaves the engine
+// serving: passes and callbacks run on the engine's goroutine, where an unrecovered panic
+// would end the process.
+func TestEngineSurvivesPanics(t *testing.T) {
+	m := openModel(t, qwenModel, 2)
+	e, err := NewEngine(m.Model, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	prompt := []int32{1, 2, 3}
+	panicky := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), prompt, GenerateOptions{MaxTokens: 4,
+		Token: func(int32, []float32) error { panic("a bug in the caller") }})
+	if _, err := panicky.Wait(); err == nil || !strings.Contains(err.Error(), "a bug in the caller") {
+		t.Errorf("a panicking callback: %v", err)
+	}
+	closed := m.context(t, DefaultContextOptions())
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(context.Background(), closed, prompt, GenerateOptions{MaxTokens: 4}).Wait(); err == nil {
+		t.Error("a pass over a released context succeeded")
+	}
+	st, err := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), prompt, GenerateOptions{MaxTokens: 4}).Wait()
+	if err != nil || st.Generated != 4 {
+		t.Errorf("after the panics: %d tokens, %v", st.Generated, err)
 	}
 }

@@ -190,6 +190,11 @@ func (g *Generation) Wait() (GenerateStats, error) {
 func (g *Generation) decoding() bool { return len(g.pending) == 0 }
 
 func (g *Generation) finish(err error) {
+	select {
+	case <-g.done:
+		return // ended already (a callback panicked after ending it)
+	default:
+	}
 	if g.started {
 		g.st.DecodeTime = time.Since(g.start)
 	}
@@ -330,7 +335,7 @@ func (s *scheduler) run() {
 	}
 	s.passes.Add(1)
 	s.tokens.Add(uint64(tokens))
-	if err := s.batch.Eval(s.seqs); err != nil {
+	if err := s.eval(); err != nil {
 		for _, g := range s.inBatch {
 			g.c.Reset()
 			g.finish(err)
@@ -338,14 +343,39 @@ func (s *scheduler) run() {
 		return
 	}
 	for k, g := range s.inBatch {
-		if !g.decoding() {
-			g.pending = g.pending[len(s.seqs[k].Tokens):]
-			if !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
-				continue
-			}
-		} else {
-			g.st.DecodeSteps++
-		}
-		g.sample(s.batch.Logits(k))
+		s.advance(k, g)
 	}
+}
+
+// advance takes the logits of g, the kth sequence of the batch: the end of its prompt, or
+// the next token to sample. A panic here (in a callback of g's) ends g with an error
+// rather than the process.
+func (s *scheduler) advance(k int, g *Generation) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.finish(fmt.Errorf("generation: internal error: %v", r))
+		}
+	}()
+	if !g.decoding() {
+		g.pending = g.pending[len(s.seqs[k].Tokens):]
+		if !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
+			return
+		}
+	} else {
+		g.st.DecodeSteps++
+	}
+	g.sample(s.batch.Logits(k))
+}
+
+// eval runs the step's batch. A panic in the pass (a kernel's bug, or a mapping that went
+// away under it) becomes the error of this batch's generations: passes run on the engine's
+// goroutine, where nothing else would recover it, and one bad pass must not end a server
+// that has other work.
+func (s *scheduler) eval() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("forward pass: internal error: %v", r)
+		}
+	}()
+	return s.batch.Eval(s.seqs)
 }
