@@ -227,7 +227,7 @@ func needsObjectArguments(t *tokenizer.ChosenTemplate) bool {
 		fn := &tokenizer.Object{Keys: []string{"name", "arguments"}, Values: map[string]any{"name": "probe_tool", "arguments": args}}
 		call := &tokenizer.Object{Keys: []string{"id", "type", "function"}, Values: map[string]any{"id": "call_probe", "type": "function", "function": fn}}
 		user := &tokenizer.Object{Keys: []string{"role", "content"}, Values: map[string]any{"role": "user", "content": "Hi"}}
-		turn := &tokenizer.Object{Keys: []string{"role", "content", "tool_calls"}, Values: map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}}
+		turn := &tokenizer.Object{Keys: []string{"role", "content", "tool_calls"}, Values: map[string]any{"role": "assistant", "content": "", "tool_calls": []any{call}}}
 		out, err := t.Render(tokenizer.ChatInput{Messages: []any{user, turn}})
 		return out, err == nil
 	}

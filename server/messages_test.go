@@ -21,6 +21,7 @@ func TestHarmonyMessage(t *testing.T) {
 		{"reasoning and tool calls", `{"role":"assistant","content":"c","reasoning_content":"r","tool_calls":[{"id":"1"}]}`,
 			[]string{"role", "reasoning_content", "tool_calls", "thinking"}, "r"},
 		{"tool calls without reasoning", `{"role":"assistant","content":"c","tool_calls":[{"id":"1"}]}`, []string{"role", "content", "tool_calls"}, nil},
+		{"a null content beside tool calls", `{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]}`, []string{"role", "tool_calls"}, nil},
 		{"existing thinking replaced", `{"role":"assistant","thinking":"old","reasoning_content":"r"}`, []string{"role", "thinking", "reasoning_content"}, "r"},
 	} {
 		m, err := decodeMessage([]byte(c.in))

@@ -414,8 +414,13 @@ func jsonTypeName(v any) string {
 
 // harmonyMessage hands an assistant turn's reasoning_content to gpt-oss's template as the
 // "thinking" it reads, and drops the content of a turn that has both reasoning and tool
-// calls, as llama.cpp's chat code prepares messages for this format.
+// calls, as llama.cpp's chat code prepares messages for this format. A null content (what
+// OpenAI clients send beside tool calls) is dropped too: the template tests it with `in`,
+// which a null cannot take (llama.cpp patches that test out of the template).
 func harmonyMessage(m *tokenizer.Object) {
+	if content, has := m.Values["content"]; has && content == nil {
+		dropKey(m, "content")
+	}
 	reasoning, ok := m.Values["reasoning_content"].(string)
 	if !ok {
 		return
@@ -425,11 +430,14 @@ func harmonyMessage(m *tokenizer.Object) {
 	}
 	m.Values["thinking"] = reasoning
 	if calls, ok := m.Values["tool_calls"].([]any); ok && len(calls) > 0 {
-		if _, has := m.Values["content"]; has {
-			delete(m.Values, "content")
-			m.Keys = slices.DeleteFunc(m.Keys, func(k string) bool { return k == "content" })
-		}
+		dropKey(m, "content")
 	}
+}
+
+// dropKey removes key from m, if it is there.
+func dropKey(m *tokenizer.Object, key string) {
+	delete(m.Values, key)
+	m.Keys = slices.DeleteFunc(m.Keys, func(k string) bool { return k == key })
 }
 
 // decodeTools checks a request's tools (OpenAI's function tools) and tool_choice, and
