@@ -85,12 +85,7 @@ func firstDifference(a, b []int32) int {
 // error, with its own error otherwise, and with its context's cause once that is
 // cancelled; the engine's other generations go on.
 func TestEngineStops(t *testing.T) {
-	m := openModel(t, qwenModel, 2)
-	e, err := NewEngine(m.Model, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	m, e := qwenEngine(t)
 	prompt := []int32{1, 2, 3}
 	left := errors.New("the client left")
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -146,12 +141,7 @@ func TestEngineStepAllocatesNothing(t *testing.T) {
 // serving: passes and callbacks run on the engine's goroutine, where an unrecovered panic
 // would end the process.
 func TestEngineSurvivesPanics(t *testing.T) {
-	m := openModel(t, qwenModel, 2)
-	e, err := NewEngine(m.Model, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	m, e := qwenEngine(t)
 	prompt := []int32{1, 2, 3}
 	panicky := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), prompt, GenerateOptions{MaxTokens: 4,
 		Token: func(int32, []float32) error { panic("a bug in the caller") }})
@@ -169,4 +159,16 @@ func TestEngineSurvivesPanics(t *testing.T) {
 	if err != nil || st.Generated != 4 {
 		t.Errorf("after the panics: %d tokens, %v", st.Generated, err)
 	}
+}
+
+// qwenEngine is an engine over tiny-qwen3moe on two threads, closed when the test ends.
+func qwenEngine(t *testing.T) (*testModel, *Engine) {
+	t.Helper()
+	m := openModel(t, qwenModel, 2)
+	e, err := NewEngine(m.Model, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return m, e
 }

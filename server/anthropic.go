@@ -242,10 +242,15 @@ func anthropicMessage(raw json.RawMessage, field string) ([]any, *apiError) {
 	return append(out, msg), nil
 }
 
-// decodeAnthropic reads a Messages request into the chat job it means.
-func (s *Server) decodeAnthropic(r *http.Request) (*job, *apiError) {
-	var req anthropicRequest
-	if err := decodeBody(r.Body, &req); err != nil {
+// chatMeaning is a request of another API (Anthropic's Messages, OpenAI's Responses) that
+// means a chat request.
+type chatMeaning interface {
+	toChat() (map[string]any, *apiError)
+}
+
+// decodeAs reads a request of another API into req and returns the chat job it means.
+func (s *Server) decodeAs(r *http.Request, req chatMeaning) (*job, *apiError) {
+	if err := decodeBody(r.Body, req); err != nil {
 		return nil, err
 	}
 	chat, aerr := req.toChat()
@@ -261,16 +266,16 @@ func (s *Server) decodeAnthropic(r *http.Request) (*job, *apiError) {
 
 // messages is POST /v1/messages.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {
-	j, aerr := s.decodeAnthropic(r)
+	j, aerr := s.decodeAs(r, &anthropicRequest{})
 	if aerr != nil {
 		return aerr
 	}
-	return s.respond(w, r, log, j, &anthropicFormat{s: s, j: j, id: newID("msg_"), parser: s.outputParser(j)})
+	return s.respond(w, r, log, j, &anthropicFormat{s: s, j: j, id: newID("msg_"), textParser: textParser{s.outputParser(j)}})
 }
 
 // countTokens is POST /v1/messages/count_tokens: the prompt's length, without generating.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
-	j, aerr := s.decodeAnthropic(r)
+	j, aerr := s.decodeAs(r, &anthropicRequest{})
 	if aerr != nil {
 		return aerr
 	}
@@ -289,15 +294,51 @@ type sseEvent struct {
 	data any
 }
 
+// textParser splits a format's generated text with the request's output parser (without
+// one, the text is all content).
+type textParser struct {
+	parser outputParser
+}
+
+func (t textParser) piece(text string) parsed {
+	if t.parser == nil {
+		return parsed{content: text}
+	}
+	return t.parser.add(text)
+}
+
+// end is what the parser held back at the end of the text.
+func (t textParser) end() parsed {
+	if t.parser == nil {
+		return parsed{}
+	}
+	return t.parser.flush()
+}
+
+// all splits a whole text.
+func (t textParser) all(text string) parsed {
+	p := t.piece(text)
+	p.append(t.end())
+	return p
+}
+
+// anyEvents is a stream's chunk of events, nil when there are none yet.
+func anyEvents(ev []sseEvent) any {
+	if len(ev) == 0 {
+		return nil
+	}
+	return ev
+}
+
 // anthropicFormat shapes a generation as Messages responses and stream events.
 type anthropicFormat struct {
+	textParser
 	s       *Server
 	j       *job
 	id      string
-	parser  outputParser // nil: the text is all content
-	started bool         // message_start was sent
-	blocks  int          // content blocks started so far
-	open    string       // the type of the block being streamed ("" when none)
+	started bool   // message_start was sent
+	blocks  int    // content blocks started so far
+	open    string // the type of the block being streamed ("" when none)
 	calls   int
 }
 
@@ -342,11 +383,7 @@ func (f *anthropicFormat) usageOf(res result) map[string]int {
 }
 
 func (f *anthropicFormat) whole(res result) any {
-	p := parsed{content: res.text}
-	if f.parser != nil {
-		p = f.parser.add(res.text)
-		p.append(f.parser.flush())
-	}
+	p := f.all(res.text)
 	return map[string]any{"id": f.id, "type": "message", "role": "assistant", "model": f.s.name, "content": anthropicBlocks(p),
 		"stop_reason": f.stopReason(res, len(p.calls)), "stop_sequence": nil, "usage": f.usageOf(res)}
 }
@@ -402,22 +439,11 @@ func (f *anthropicFormat) closeBlock() []sseEvent {
 }
 
 func (f *anthropicFormat) delta(text string, _ []tokenLogprob) any {
-	p := parsed{content: text}
-	if f.parser != nil {
-		p = f.parser.add(text)
-	}
-	if ev := f.events(p); len(ev) > 0 {
-		return ev
-	}
-	return nil
+	return anyEvents(f.events(f.piece(text)))
 }
 
 func (f *anthropicFormat) finish(res result) any {
-	var p parsed
-	if f.parser != nil {
-		p = f.parser.flush()
-	}
-	ev := append(f.events(p), f.closeBlock()...)
+	ev := append(f.events(f.end()), f.closeBlock()...)
 	return append(ev,
 		sseEvent{"message_delta", map[string]any{"type": "message_delta",
 			"delta": map[string]any{"stop_reason": f.stopReason(res, f.calls), "stop_sequence": nil}, "usage": f.usageOf(res)}},

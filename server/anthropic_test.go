@@ -24,30 +24,12 @@ func TestAnthropicToChat(t *testing.T) {
 				{"type": "text", "text": "Now count them."}]}],
 		"tools": [{"name": "bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}],
 		"tool_choice": {"type": "auto"}, "stop_sequences": ["END"], "temperature": 0.2, "thinking": {"type": "disabled"}, "stream": true}`
-	var req anthropicRequest
-	if err := json.Unmarshal([]byte(body), &req); err != nil {
-		t.Fatal(err)
-	}
-	chat, aerr := req.toChat()
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	got, _ := json.Marshal(chat)
 	want := `{"max_tokens":300,"messages":[{"content":"You are a coder. Be brief.","role":"system"},{"content":"List the files.","role":"user"},
 		{"content":[{"text":"Listing.","type":"text"}],"reasoning_content":"Use ls.","role":"assistant","tool_calls":[{"function":{"arguments":"{\"command\":\"ls\",\"timeout\":5}","name":"bash"},"id":"toolu_1","type":"function"}]},
 		{"content":"a.go\nb.go","role":"tool","tool_call_id":"toolu_1"},{"content":[{"text":"Now count them.","type":"text"}],"role":"user"}],
 		"reasoning_effort":"none","stop":["END"],"stream":true,"temperature":0.2,"tool_choice":"auto",
 		"tools":[{"function":{"description":"Run a command.","name":"bash","parameters":{"type": "object", "properties": {"command": {"type": "string"}}}},"type":"function"}]}`
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(w, g); diff != "" {
-		t.Errorf("chat request (-want +got):\n%s", diff)
-	}
+	checkChatMeaning(t, &anthropicRequest{}, body, want)
 }
 
 // The Messages route: a response in Anthropic's shape; a stream of named events from
@@ -142,26 +124,10 @@ func TestAnthropicMessages(t *testing.T) {
 // The stream of a turn with reasoning, text and a call: a thinking block, a text block and
 // a whole tool_use block, in order, with stop_reason tool_use.
 func TestAnthropicStreamBlocks(t *testing.T) {
-	tpl, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig()
-	cfg.ChatTemplate = string(tpl)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := qwen3Server(t)
 	text := "<think>\nPlan.\n</think>\n\nRunning it.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"
 	j := &job{tools: true}
-	f := &anthropicFormat{s: s, j: j, id: "msg_1", parser: s.outputParser(j)}
-	var events []sseEvent
-	for i := 0; i < len(text); i += 4 {
-		if ev, ok := f.delta(text[i:min(i+4, len(text))], nil).([]sseEvent); ok {
-			events = append(events, ev...)
-		}
-	}
-	events = append(events, f.finish(result{finishReason: "stop"}).([]sseEvent)...)
+	events := streamEvents(&anthropicFormat{s: s, j: j, id: "msg_1", textParser: textParser{s.outputParser(j)}}, text, 4, result{finishReason: "stop"})
 	var got []string
 	blocks := map[int]string{}
 	for _, e := range events {
@@ -201,5 +167,29 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 		"content_block_start:tool_use", `content_block_delta:{"command": "ls"}`, "content_block_stop", "message_delta:tool_use", "message_stop"}
 	if diff := cmp.Diff(want, joined); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// checkChatMeaning decodes body as req, converts it to the chat request it means and
+// compares that with want, as JSON values.
+func checkChatMeaning(t *testing.T, req chatMeaning, body, want string) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(body), req); err != nil {
+		t.Fatal(err)
+	}
+	chat, aerr := req.toChat()
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	got, _ := json.Marshal(chat)
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(w, g); diff != "" {
+		t.Errorf("chat request (-want +got):\n%s", diff)
 	}
 }

@@ -121,24 +121,15 @@ func parseXMLCall(raw string, types argTypes) (name, args string, ok bool) {
 	if !found || name == "" || !strings.HasSuffix(rest, "</function>") {
 		return "", "", false
 	}
-	rest = strings.TrimSuffix(rest, "</function>")
 	obj := newArgsWriter(types[name])
-	for {
-		rest = strings.TrimLeftFunc(rest, isSpace)
-		if rest == "" {
-			return name, obj.close(), true
-		}
-		after, found := strings.CutPrefix(rest, "<parameter=")
+	ok = readArgs(strings.TrimSuffix(rest, "</function>"), obj, func(r string) (key, value, tail string, ok bool) {
+		after, found := strings.CutPrefix(r, "<parameter=")
 		key, body, closed := strings.Cut(after, ">")
 		value, tail, ended := strings.Cut(body, "</parameter>")
-		if !found || !closed || !ended || key == "" {
-			return "", "", false
-		}
 		value = strings.TrimPrefix(value, "\n")
-		value = strings.TrimSuffix(value, "\n")
-		obj.add(key, value)
-		rest = tail
-	}
+		return key, strings.TrimSuffix(value, "\n"), tail, found && closed && ended
+	})
+	return name, obj.close(), ok
 }
 
 // parseGLMCall reads GLM's form: the name, then key/value pairs (none for a call without
@@ -153,22 +144,30 @@ func parseGLMCall(raw string, types argTypes) (name, args string, ok bool) {
 	if !pairs { // a call without arguments
 		return name, obj.close(), true
 	}
-	rest = "<arg_key>" + rest
-	for {
-		rest = strings.TrimLeftFunc(rest, isSpace)
-		if rest == "" {
-			return name, obj.close(), true
-		}
-		after, found := strings.CutPrefix(rest, "<arg_key>")
+	ok = readArgs("<arg_key>"+rest, obj, func(r string) (key, value, tail string, ok bool) {
+		after, found := strings.CutPrefix(r, "<arg_key>")
 		key, body, closed := strings.Cut(after, "</arg_key>")
-		body = strings.TrimLeftFunc(body, isSpace)
-		body, opened := strings.CutPrefix(body, "<arg_value>")
+		body, opened := strings.CutPrefix(strings.TrimLeftFunc(body, isSpace), "<arg_value>")
 		value, tail, ended := strings.Cut(body, "</arg_value>")
-		if !found || !closed || !opened || !ended || key == "" {
-			return "", "", false
+		return key, value, tail, found && closed && opened && ended
+	})
+	return name, obj.close(), ok
+}
+
+// readArgs reads key/value pairs from text, each read by pair, into obj until only
+// whitespace is left; it reports false for text that is not such pairs.
+func readArgs(text string, obj *argsWriter, pair func(string) (key, value, tail string, ok bool)) bool {
+	for {
+		text = strings.TrimLeftFunc(text, isSpace)
+		if text == "" {
+			return true
+		}
+		key, value, tail, ok := pair(text)
+		if !ok || key == "" {
+			return false
 		}
 		obj.add(key, value)
-		rest = tail
+		text = tail
 	}
 }
 

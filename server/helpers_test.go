@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,50 @@ func decode[T any](t testing.TB, b []byte) T {
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatalf("%v in %s", err, b)
+	}
+	return v
+}
+
+// qwen3Server is a server (not listening) with Qwen3's real chat template, whose syntax
+// has reasoning tags and Hermes tool calls.
+func qwen3Server(t *testing.T) *Server {
+	t.Helper()
+	tpl, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.ChatTemplate = string(tpl)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// streamEvents feeds text to a format of named events in pieces of n bytes, then finishes
+// it with res, and returns every event.
+func streamEvents(f format, text string, n int, res result) []sseEvent {
+	var events []sseEvent
+	for i := 0; i < len(text); i += n {
+		if ev, ok := f.delta(text[i:min(i+n, len(text))], nil).([]sseEvent); ok {
+			events = append(events, ev...)
+		}
+	}
+	return append(events, f.finish(res).([]sseEvent)...)
+}
+
+// vocabOf loads the vocabulary of a GGUF file (its file is closed when the test ends).
+func vocabOf(t *testing.T, path string) *tokenizer.Vocab {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	v, err := tokenizer.Load(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return v
 }

@@ -193,35 +193,18 @@ func responsesText(raw json.RawMessage, field string) (string, *apiError) {
 	return b.String(), nil
 }
 
-// decodeResponses reads a Responses request into the chat job it means.
-func (s *Server) decodeResponses(r *http.Request) (*job, *apiError) {
-	var req responsesRequest
-	if err := decodeBody(r.Body, &req); err != nil {
-		return nil, err
-	}
-	chat, aerr := req.toChat()
-	if aerr != nil {
-		return nil, aerr
-	}
-	body, err := json.Marshal(chat)
-	if err != nil {
-		return nil, internalError(err)
-	}
-	return s.decodeChat(bytes.NewReader(body))
-}
-
 // responses is POST /v1/responses.
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError {
-	j, aerr := s.decodeResponses(r)
+	j, aerr := s.decodeAs(r, &responsesRequest{})
 	if aerr != nil {
 		return aerr
 	}
-	return s.respond(w, r, log, j, &responsesFormat{s: s, j: j, id: newID("resp_"), created: time.Now().Unix(), parser: s.outputParser(j)})
+	return s.respond(w, r, log, j, &responsesFormat{s: s, j: j, id: newID("resp_"), created: time.Now().Unix(), textParser: textParser{s.outputParser(j)}})
 }
 
 // inputTokens is POST /v1/responses/input_tokens: the prompt's length, without generating.
 func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
-	j, aerr := s.decodeResponses(r)
+	j, aerr := s.decodeAs(r, &responsesRequest{})
 	if aerr != nil {
 		return aerr
 	}
@@ -231,12 +214,12 @@ func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request, _ *requestL
 
 // responsesFormat shapes a generation as a response object and its event stream.
 type responsesFormat struct {
+	textParser
 	s       *Server
 	j       *job
 	id      string
 	created int64
-	parser  outputParser // nil: the text is all content
-	seq     int          // the next event's sequence_number
+	seq     int // the next event's sequence_number
 	started bool
 	output  []map[string]any // the items so far, as the final response lists them
 	open    string           // "reasoning" or "message" while one streams, else ""
@@ -280,11 +263,7 @@ func (f *responsesFormat) response(status string, res *result) map[string]any {
 }
 
 func (f *responsesFormat) whole(res result) any {
-	p := parsed{content: res.text}
-	if f.parser != nil {
-		p = f.parser.add(res.text)
-		p.append(f.parser.flush())
-	}
+	p := f.all(res.text)
 	if p.reasoning != "" {
 		f.output = append(f.output, outputItem("reasoning", newID("rs_"), p.reasoning))
 	}
@@ -374,22 +353,11 @@ func (f *responsesFormat) closeItem() []sseEvent {
 }
 
 func (f *responsesFormat) delta(text string, _ []tokenLogprob) any {
-	p := parsed{content: text}
-	if f.parser != nil {
-		p = f.parser.add(text)
-	}
-	if ev := f.events(p); len(ev) > 0 {
-		return ev
-	}
-	return nil
+	return anyEvents(f.events(f.piece(text)))
 }
 
 func (f *responsesFormat) finish(res result) any {
-	var p parsed
-	if f.parser != nil {
-		p = f.parser.flush()
-	}
-	ev := append(f.events(p), f.closeItem()...)
+	ev := append(f.events(f.end()), f.closeItem()...)
 	r := f.response("completed", &res)
 	typ := "response.completed"
 	if r["status"] == "incomplete" {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -21,26 +20,11 @@ func TestResponsesToChat(t *testing.T) {
 			{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Listing."}]},
 			{"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls\"}"},
 			{"type": "function_call_output", "call_id": "call_1", "output": "a.go"}]}`
-	var req responsesRequest
-	if err := json.Unmarshal([]byte(body), &req); err != nil {
-		t.Fatal(err)
-	}
-	chat, aerr := req.toChat()
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	got, _ := json.Marshal(chat)
 	want := `{"max_tokens":50,"messages":[{"content":"Be brief.","role":"system"},{"content":"List files.","role":"user"},
 		{"content":"Listing.","reasoning_content":"Use ls.","role":"assistant","tool_calls":[{"function":{"arguments":"{\"cmd\":\"ls\"}","name":"shell"},"id":"call_1","type":"function"}]},
 		{"content":"a.go","role":"tool","tool_call_id":"call_1"}],"reasoning_effort":"low","stream":true,
 		"tools":[{"function":{"description":"Run.","name":"shell","parameters":{"type":"object"}},"type":"function"}]}`
-	var g, w any
-	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
-		t.Fatalf("%s", got)
-	}
-	if diff := cmp.Diff(w, g); diff != "" {
-		t.Errorf("chat request (-want +got):\n%s", diff)
-	}
+	checkChatMeaning(t, &responsesRequest{}, body, want)
 	for bad, msg := range map[string]string{
 		`{"input": "x", "previous_response_id": "resp_1"}`:                    "does not store responses",
 		`{"input": [{"type": "web_search_call"}]}`:                            "web_search_call",
@@ -62,26 +46,11 @@ func TestResponsesToChat(t *testing.T) {
 // numbered from 0, each item added, filled and done, and the completed response listing
 // the three items.
 func TestResponsesStream(t *testing.T) {
-	tpl, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig()
-	cfg.ChatTemplate = string(tpl)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := qwen3Server(t)
 	text := "<think>\nPlan.\n</think>\n\nRunning it.\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>"
 	j := &job{tools: true}
-	f := &responsesFormat{s: s, j: j, id: "resp_1", parser: s.outputParser(j)}
-	var events []sseEvent
-	for i := 0; i < len(text); i += 3 {
-		if ev, ok := f.delta(text[i:min(i+3, len(text))], nil).([]sseEvent); ok {
-			events = append(events, ev...)
-		}
-	}
-	events = append(events, f.finish(result{finishReason: "stop", promptTokens: 7, completionTokens: 30}).([]sseEvent)...)
+	events := streamEvents(&responsesFormat{s: s, j: j, id: "resp_1", textParser: textParser{s.outputParser(j)}}, text, 3,
+		result{finishReason: "stop", promptTokens: 7, completionTokens: 30})
 	var got []string
 	for i, e := range events {
 		d := e.data.(map[string]any)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/tokenizer"
 )
 
@@ -213,15 +212,7 @@ func TestObjectArguments(t *testing.T) {
 // TestPreservedTags: DeepSeek-V3's call markers are control tokens of its vocabulary, which
 // the detokenizer leaves out; a request with tools has the parser's tags written out.
 func TestPreservedTags(t *testing.T) {
-	f, err := gguf.Open("../testdata/vocab/ggml-vocab-deepseek-v3.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, err := tokenizer.Load(f.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := vocabOf(t, "../testdata/vocab/ggml-vocab-deepseek-v3.gguf")
 	src, err := os.ReadFile("../tokenizer/testdata/chat/deepseek_v3.chat_template.jinja")
 	if err != nil {
 		t.Fatal(err)

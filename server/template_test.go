@@ -5,24 +5,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/moerun/moerun/gguf"
-	"github.com/moerun/moerun/tokenizer"
 )
 
 // A model whose own chat template cannot render a one-message conversation is served with
 // ChatML: a chat request evaluates exactly the prompt ChatML writes, which the same text
 // sent to /v1/completions shows (the same prompt tokens, the same greedy answer).
 func TestModelTemplateFallsBackToChatML(t *testing.T) {
-	f, err := gguf.Open(tinyModel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v, err := tokenizer.Load(f.Metadata) // the model's vocabulary, with a template of its own
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := vocabOf(t, tinyModel) // the model's vocabulary, with a template of its own
 	v.ChatTemplate = "{{ raise_exception('Conversation roles must alternate') }}"
 	ts := newTestServer(t, func(c *Config) { c.Vocab = v; c.Slots = 1 })
 	type answer struct {
