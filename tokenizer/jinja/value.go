@@ -1,0 +1,731 @@
+package jinja
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Values are Go values standing for Python's:
+//
+//	nil → None; bool; int → int (64-bit; overflow is an error, not a big integer);
+//	float64 → float; string → str; []any → list; tuple → tuple; *Dict → dict;
+//	*Undefined → jinja2.Undefined; *namespace, *macro, *loopState, *callable.
+//
+// Values are never mutated after they are built (the environment is Jinja's immutable
+// sandbox), except a namespace's attributes, which {% set ns.x = … %} assigns.
+
+// Dict is a dict in insertion order, as Python's dicts are: chat templates print tools
+// and arguments with tojson and items, in the order the client sent the keys.
+type Dict struct {
+	keys, values []any
+	index        map[any]int // built once the dict grows past linear-search size
+}
+
+// NewDict returns an empty Dict.
+func NewDict() *Dict { return &Dict{} }
+
+// Set sets key to value, keeping the key's first position if it is already there. Keys
+// are strings, ints, floats, bools or None.
+func (d *Dict) Set(key, value any) {
+	if i, ok := d.find(key); ok {
+		d.values[i] = value
+		return
+	}
+	d.keys = append(d.keys, key)
+	d.values = append(d.values, value)
+	if d.index != nil {
+		d.index[key] = len(d.keys) - 1
+	} else if len(d.keys) > 8 {
+		d.index = make(map[any]int, len(d.keys))
+		for i, k := range d.keys {
+			d.index[k] = i
+		}
+	}
+}
+
+// Get returns the value of key.
+func (d *Dict) Get(key any) (any, bool) {
+	if i, ok := d.find(key); ok {
+		return d.values[i], true
+	}
+	return nil, false
+}
+
+// Len is the number of keys.
+func (d *Dict) Len() int { return len(d.keys) }
+
+func (d *Dict) find(key any) (int, bool) {
+	key = hashKey(key)
+	if d.index != nil {
+		i, ok := d.index[key]
+		return i, ok
+	}
+	for i, k := range d.keys {
+		if k == key {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// hashKey gives equal Python keys one Go key: True and 1, and 1.0 and 1, are the same
+// key in a dict.
+func hashKey(k any) any {
+	switch x := plain(k).(type) {
+	case string:
+		return x
+	case bool:
+		if x {
+			return 1
+		}
+		return 0
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
+			return int(x)
+		}
+	}
+	return k
+}
+
+// hashable reports whether v can be a dict key.
+func hashable(v any) bool {
+	switch v.(type) {
+	case nil, bool, int, float64, string, markup:
+		return true
+	}
+	return false
+}
+
+// tuple is a Python tuple: a list that prints with parentheses.
+type tuple []any
+
+// iterator is what Jinja's lazy filters return (map, select, unique, batch, items, a
+// reversed list …): a one-pass iterator, true even when empty, without a length, not
+// JSON, and empty on a second pass. Templates that forget |list behave as in Python.
+type iterator struct {
+	items []any
+	kind  string // Python's type name: generator, list_reverseiterator, dict_itemiterator
+}
+
+// markup is a string marked safe (Jinja's Markup), what |safe and |escape return: adding
+// a plain string to it escapes the plain string. Everything else reads it as a string.
+type markup string
+
+// plain reads a markup value as the string it is.
+func plain(v any) any {
+	if m, ok := v.(markup); ok {
+		return string(m)
+	}
+	return v
+}
+
+// Undefined is what a missing variable, attribute or item evaluates to. It prints as
+// nothing, iterates as nothing and is false; using it in an operation is an error
+// that says what was missing.
+type Undefined struct {
+	// msg is the error its use raises: "'x' is undefined", "'dict object' has no
+	// attribute 'x'".
+	msg string
+	// unsafe marks the attribute the sandbox refused (a mutating method): calling it
+	// raises Jinja's SecurityError.
+	unsafe bool
+}
+
+func undefinedName(name string) *Undefined {
+	return &Undefined{msg: fmt.Sprintf("'%s' is undefined", name)}
+}
+
+func undefinedAttr(obj any, name string) *Undefined {
+	return &Undefined{msg: fmt.Sprintf("%s has no attribute '%s'", objectDescription(obj), name)}
+}
+
+func undefinedItem(obj any, key any) *Undefined {
+	return &Undefined{msg: fmt.Sprintf("%s has no element %s", objectDescription(obj), repr(key))}
+}
+
+// objectDescription names a value's type in Jinja's messages ("'dict object'").
+func objectDescription(v any) string {
+	if v == nil {
+		return "'None'"
+	}
+	return "'" + typeName(v) + " object'"
+}
+
+func (u *Undefined) err() error {
+	if u.unsafe {
+		return &Error{Err: ErrForbidden, Msg: u.msg}
+	}
+	return fmt.Errorf("%s", u.msg)
+}
+
+// namespace is the object namespace() makes, the one value a template can assign
+// attributes of.
+type namespace struct{ attrs *Dict }
+
+// typeName is Python's type name of a value, for messages.
+func typeName(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case int:
+		return "int"
+	case float64:
+		return "float"
+	case string, markup:
+		return "str"
+	case *iterator:
+		return x.kind
+	case []any:
+		return "list"
+	case tuple:
+		return "tuple"
+	case *Dict:
+		return "dict"
+	case *Undefined:
+		return "Undefined"
+	case *namespace:
+		return "Namespace"
+	case *macro:
+		return "Macro"
+	case *loopState:
+		return "LoopContext"
+	}
+	return "function"
+}
+
+// truthy is Python's bool().
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case int:
+		return x != 0
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case markup:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case tuple:
+		return len(x) > 0
+	case *Dict:
+		return x.Len() > 0
+	case *Undefined:
+		return false
+	}
+	return true
+}
+
+// maxValueDepth bounds recursion over nested values (printing, comparing, JSON): a
+// template can nest a list in itself through a namespace, a million levels deep.
+const maxValueDepth = 512
+
+var errTooDeep = fmt.Errorf("%w: value nested deeper than %d levels", ErrLimit, maxValueDepth)
+
+// writeStr writes Python's str(v) (Jinja prints values so; undefined prints nothing).
+func writeStr(w *sink, v any) {
+	switch x := v.(type) {
+	case string:
+		w.write(x)
+	case markup:
+		w.write(string(x))
+	case *Undefined:
+	default:
+		writeRepr(w, v, 0)
+	}
+}
+
+// writeRepr writes Python's repr(v).
+func writeRepr(w *sink, v any, depth int) {
+	if depth > maxValueDepth {
+		w.fail(errTooDeep)
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		w.write("None")
+	case bool:
+		if x {
+			w.write("True")
+		} else {
+			w.write("False")
+		}
+	case int:
+		w.write(strconv.Itoa(x))
+	case float64:
+		w.write(pythonFloat(x))
+	case string:
+		w.write(quotePython(x))
+	case markup:
+		w.write("Markup(" + quotePython(string(x)) + ")")
+	case *iterator:
+		w.write("<" + x.kind + " object>")
+	case []any:
+		writeSeq(w, "[", "]", x, depth)
+	case tuple:
+		if len(x) == 1 {
+			writeSeq(w, "(", ",)", x, depth)
+		} else {
+			writeSeq(w, "(", ")", x, depth)
+		}
+	case *Dict:
+		writeDictRepr(w, x, depth)
+	case *namespace:
+		w.write("<Namespace ")
+		writeDictRepr(w, x.attrs, depth)
+		w.write(">")
+	case *Undefined:
+		w.write("Undefined")
+	case *macro:
+		w.write("<Macro '" + x.def.name + "'>")
+	case *loopState:
+		w.write("<LoopContext>")
+	default:
+		w.write("<function>")
+	}
+}
+
+func writeSeq(w *sink, open, close string, items []any, depth int) {
+	w.write(open)
+	for i, e := range items {
+		if i > 0 {
+			w.write(", ")
+		}
+		writeRepr(w, e, depth+1)
+		if w.err != nil {
+			return
+		}
+	}
+	w.write(close)
+}
+
+func writeDictRepr(w *sink, d *Dict, depth int) {
+	w.write("{")
+	for i, k := range d.keys {
+		if i > 0 {
+			w.write(", ")
+		}
+		writeRepr(w, k, depth+1)
+		w.write(": ")
+		writeRepr(w, d.values[i], depth+1)
+		if w.err != nil {
+			return
+		}
+	}
+	w.write("}")
+}
+
+// quotePython is Python's repr of a string: single quotes unless the string holds a
+// single quote and no double quote, escapes for backslashes, control and unprintable
+// characters.
+func quotePython(s string) string {
+	q := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		q = '"'
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == utf8.RuneError || r < 0x20 || r == 0x7f || r >= 0x80 && !pythonPrintable(r):
+			switch {
+			case r < 0x100:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case r < 0x10000:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+// pythonPrintable approximates Python's str.isprintable for non-ASCII characters: not
+// a separator other than the ordinary space, not a control, format or unassigned one.
+func pythonPrintable(r rune) bool {
+	if r == ' ' {
+		return true
+	}
+	return unicode.IsPrint(r) && !unicode.Is(unicode.Zs, r)
+}
+
+// pythonFloat formats f as Python's repr: the shortest round-trip digits, fixed notation
+// for exponents from -4 to 15 with at least one decimal ("1.0"), scientific otherwise.
+func pythonFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	k := strings.LastIndexByte(e, 'e')
+	exp, _ := strconv.Atoi(e[k+1:])
+	if f != 0 && (exp < -4 || exp >= 16) {
+		mant := e[:k]
+		sign := "+"
+		if exp < 0 {
+			sign = "-"
+			exp = -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+func parseInt(s string, base int) (int, bool) {
+	v, err := strconv.ParseInt(s, base, 64)
+	return int(v), err == nil && s != ""
+}
+
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+
+// asNumber gives a value's number for arithmetic: ints (and bools, which are ints in
+// Python) as int, floats as float64.
+func asNumber(v any) (i int, f float64, isFloat, ok bool) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return 1, 1, false, true
+		}
+		return 0, 0, false, true
+	case int:
+		return x, float64(x), false, true
+	case float64:
+		return 0, x, true, true
+	}
+	return 0, 0, false, false
+}
+
+// equal is Python's ==.
+func equal(a, b any, depth int) (bool, error) {
+	if depth > maxValueDepth {
+		return false, errTooDeep
+	}
+	a, b = plain(a), plain(b)
+	if ai, af, aFloat, ok := asNumber(a); ok {
+		bi, bf, bFloat, ok := asNumber(b)
+		if !ok {
+			return false, nil
+		}
+		if aFloat || bFloat {
+			return af == bf, nil
+		}
+		return ai == bi, nil
+	}
+	switch x := a.(type) {
+	case nil:
+		return b == nil, nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y, nil
+	case []any:
+		if y, ok := b.([]any); ok {
+			return equalSeq(x, y, depth)
+		}
+		return false, nil
+	case tuple:
+		if y, ok := b.(tuple); ok {
+			return equalSeq(x, y, depth)
+		}
+		return false, nil
+	case *Dict:
+		y, ok := b.(*Dict)
+		if !ok || x.Len() != y.Len() {
+			return false, nil
+		}
+		for i, k := range x.keys {
+			v, found := y.Get(k)
+			if !found {
+				return false, nil
+			}
+			if eq, err := equal(x.values[i], v, depth+1); !eq || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	case *Undefined:
+		_, ok := b.(*Undefined)
+		return ok, nil
+	}
+	return a == b, nil
+}
+
+func equalSeq(x, y []any, depth int) (bool, error) {
+	if len(x) != len(y) {
+		return false, nil
+	}
+	for i := range x {
+		if eq, err := equal(x[i], y[i], depth+1); !eq || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// compare is Python's ordering of two values: -1, 0 or 1, or an error for values that
+// do not order (a string and a number, None, dicts).
+func compare(a, b any, depth int) (int, error) {
+	if depth > maxValueDepth {
+		return 0, errTooDeep
+	}
+	a, b = plain(a), plain(b)
+	if ai, af, aFloat, ok := asNumber(a); ok {
+		if bi, bf, bFloat, ok := asNumber(b); ok {
+			if aFloat || bFloat {
+				return cmpFloat(af, bf), nil
+			}
+			return cmpInt(ai, bi), nil
+		}
+	}
+	switch x := a.(type) {
+	case string:
+		if y, ok := b.(string); ok {
+			return strings.Compare(x, y), nil
+		}
+	case []any:
+		if y, ok := b.([]any); ok {
+			return compareSeq(x, y, depth)
+		}
+	case tuple:
+		if y, ok := b.(tuple); ok {
+			return compareSeq(x, y, depth)
+		}
+	case *Undefined:
+		return 0, x.err()
+	}
+	if u, ok := b.(*Undefined); ok {
+		return 0, u.err()
+	}
+	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", typeName(a), typeName(b))
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func compareSeq(x, y []any, depth int) (int, error) {
+	for i := range min(len(x), len(y)) {
+		eq, err := equal(x[i], y[i], depth+1)
+		if err != nil {
+			return 0, err
+		}
+		if !eq {
+			return compare(x[i], y[i], depth+1)
+		}
+	}
+	return cmpInt(len(x), len(y)), nil
+}
+
+// iterate lists what a for loop over v visits: a list's or tuple's items, a string's
+// characters, a dict's keys; nothing for undefined.
+func iterate(v any) ([]any, error) {
+	switch x := plain(v).(type) {
+	case *iterator:
+		items := x.items
+		x.items = nil // consumed
+		return items, nil
+	case []any:
+		return x, nil
+	case tuple:
+		return x, nil
+	case *Dict:
+		return x.keys, nil
+	case string:
+		return stringChars(x), nil
+	case *Undefined:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("'%s' object is not iterable", typeName(v))
+}
+
+func stringChars(s string) []any {
+	out := make([]any, 0, utf8.RuneCountInString(s))
+	for _, r := range s {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// length is Python's len().
+func length(v any) (int, error) {
+	switch x := plain(v).(type) {
+	case string:
+		return utf8.RuneCountInString(x), nil
+	case []any:
+		return len(x), nil
+	case tuple:
+		return len(x), nil
+	case *Dict:
+		return x.Len(), nil
+	case *Undefined:
+		return 0, nil
+	case *namespace:
+		return x.attrs.Len(), nil
+	}
+	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
+}
+
+// contains is Python's "item in container".
+func contains(container, item any) (bool, error) {
+	container, item = plain(container), plain(item)
+	switch c := container.(type) {
+	case string:
+		s, ok := item.(string)
+		if !ok {
+			return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", typeName(item))
+		}
+		return strings.Contains(c, s), nil
+	case *Dict:
+		if !hashable(item) {
+			return false, fmt.Errorf("unhashable type: '%s'", typeName(item))
+		}
+		_, ok := c.Get(item)
+		return ok, nil
+	case *Undefined:
+		return false, nil
+	}
+	items, err := iterate(container)
+	if err != nil {
+		return false, fmt.Errorf("argument of type '%s' is not iterable", typeName(container))
+	}
+	for _, e := range items {
+		if eq, err := equal(e, item, 0); eq || err != nil {
+			return eq, err
+		}
+	}
+	return false, nil
+}
+
+// sliceIndices resolves a Python slice [start:stop:step] over n items to the indices it
+// visits.
+func sliceIndices(n int, start, stop, step any) ([]int, error) {
+	st := 1
+	if step != nil {
+		s, ok := step.(int)
+		if !ok {
+			return nil, fmt.Errorf("slice indices must be integers or None")
+		}
+		if s == 0 {
+			return nil, fmt.Errorf("slice step cannot be zero")
+		}
+		st = s
+	}
+	bound := func(v any, dflt int) (int, error) {
+		if v == nil {
+			return dflt, nil
+		}
+		i, ok := v.(int)
+		if !ok {
+			if b, isBool := v.(bool); isBool {
+				i, ok = map[bool]int{false: 0, true: 1}[b], true
+			}
+		}
+		if !ok {
+			return 0, fmt.Errorf("slice indices must be integers or None")
+		}
+		if i < 0 {
+			i += n
+			if i < 0 {
+				i = -1
+				if st > 0 {
+					i = 0
+				}
+			}
+		} else if i >= n {
+			i = n
+			if st < 0 {
+				i = n - 1
+			}
+		}
+		return i, nil
+	}
+	var lo, hi int
+	var err error
+	if st > 0 {
+		if lo, err = bound(start, 0); err != nil {
+			return nil, err
+		}
+		if hi, err = bound(stop, n); err != nil {
+			return nil, err
+		}
+	} else {
+		if lo, err = bound(start, n-1); err != nil {
+			return nil, err
+		}
+		if hi, err = bound(stop, -1); err != nil {
+			return nil, err
+		}
+	}
+	var idx []int
+	for i := lo; st > 0 && i < hi || st < 0 && i > hi; i += st {
+		idx = append(idx, i)
+	}
+	return idx, nil
+}
+
+// sortValues sorts values in Python's order, stably; key extracts the sort key.
+func sortValues(items []any, key func(any) any, reverse bool) error {
+	var err error
+	slices.SortStableFunc(items, func(a, b any) int {
+		if err != nil {
+			return 0
+		}
+		c, e := compare(key(a), key(b), 0)
+		if e != nil {
+			err = e
+		}
+		if reverse {
+			return -c
+		}
+		return c
+	})
+	return err
+}
