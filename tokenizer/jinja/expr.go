@@ -128,7 +128,7 @@ func (r *renderer) getitem(obj, key any) (any, error) {
 		if v, ok := x.Get(key); ok {
 			return v, nil
 		}
-	case []any, tuple, string:
+	case []any, tuple, string, *rangeValue:
 		i, isIndex := key.(int)
 		if b, isBool := key.(bool); isBool {
 			i, isIndex = map[bool]int{false: 0, true: 1}[b], true
@@ -155,6 +155,13 @@ func indexValue(seq any, i int) any {
 		}
 	case tuple:
 		return indexValue([]any(s), i)
+	case *rangeValue:
+		if i < 0 {
+			i += s.n
+		}
+		if i >= 0 && i < s.n {
+			return s.at(i)
+		}
 	case string:
 		if isASCII(s) {
 			if i < 0 {
@@ -207,8 +214,11 @@ func (e *sliceExpr) eval(r *renderer) (any, error) {
 			b.WriteString(chars[i].(string))
 		}
 		return b.String(), nil
-	case []any, tuple:
-		items, _ := iterate(s)
+	case []any, tuple, *rangeValue:
+		items, err := r.iterate(s)
+		if err != nil {
+			return nil, err
+		}
 		if err := r.allocList(len(items)); err != nil {
 			return nil, err
 		}
@@ -250,7 +260,7 @@ func (r *renderer) evalArgs(c *callArgs) (*args, error) {
 		if err != nil {
 			return nil, err
 		}
-		items, err := iterate(v)
+		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err
 		}

@@ -23,7 +23,7 @@ func init() {
 				it.items = it.items[1:] // Python's next() takes one item
 				return first, nil
 			}
-			items, err := iterate(v)
+			items, err := r.iterate(v)
 			if err != nil {
 				return nil, err
 			}
@@ -36,7 +36,7 @@ func init() {
 			if it, ok := v.(*iterator); ok {
 				return nil, fmt.Errorf("'%s' object is not reversible", it.kind)
 			}
-			items, err := iterate(v)
+			items, err := r.iterate(v)
 			if err != nil {
 				return nil, err
 			}
@@ -116,7 +116,7 @@ func init() {
 			return nil, fmt.Errorf("can only get item pairs from a mapping")
 		},
 		"list": func(r *renderer, v any, a *args) (any, error) {
-			items, err := iterate(v)
+			items, err := r.iterate(v)
 			if err != nil {
 				return nil, err
 			}
@@ -169,7 +169,7 @@ func init() {
 				return reverseString(s), nil
 			}
 			_, wasIterator := v.(*iterator)
-			items, err := iterate(v)
+			items, err := r.iterate(v)
 			if err != nil {
 				return nil, err
 			}
@@ -436,7 +436,7 @@ func roundHalfEven(f float64, prec int) float64 {
 // attributeItems lists v's items, or each item's attribute when attribute is set (dots
 // reach into nested values, digits index lists).
 func (r *renderer) attributeItems(v, attribute any) ([]any, error) {
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil || attribute == nil {
 		return items, err
 	}
@@ -473,7 +473,7 @@ func filterMap(r *renderer, v any, a *args) (any, error) {
 	if !truthy(v) {
 		v = []any{}
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +519,7 @@ func (r *renderer) selectItems(v any, a *args, byAttr, want bool) (any, error) {
 	if !truthy(v) {
 		v = []any{}
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -610,7 +610,7 @@ func filterSort(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -632,7 +632,7 @@ func filterUnique(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -672,7 +672,7 @@ func (r *renderer) minMax(v any, a *args, sign int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -798,7 +798,7 @@ func (r *renderer) batch(v any, a *args, slices bool) (any, error) {
 	if !ok || n <= 0 {
 		return nil, fmt.Errorf("batch size must be a positive integer")
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}

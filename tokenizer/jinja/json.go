@@ -32,7 +32,7 @@ func filterToJSON(r *renderer, v any, a *args) (any, error) {
 		j.itemSep = ","
 	}
 	if p[2] != nil {
-		seps, err := iterate(p[2])
+		seps, err := r.iterate(p[2])
 		if err != nil || len(seps) != 2 {
 			return nil, fmt.Errorf("tojson: separators must be a pair of strings")
 		}

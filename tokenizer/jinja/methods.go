@@ -201,7 +201,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			items, err := iterate(p[0])
+			items, err := r.iterate(p[0])
 			if err != nil {
 				return nil, err
 			}
@@ -668,7 +668,7 @@ func (r *renderer) join(items []any, sep string) (any, error) {
 
 // loopState's attributes.
 func (l *loopState) attr(r *renderer, name string) any {
-	n := len(l.items)
+	n := l.n
 	switch name {
 	case "index":
 		return l.index + 1
@@ -690,12 +690,12 @@ func (l *loopState) attr(r *renderer, name string) any {
 		return l.depth - 1
 	case "previtem":
 		if l.index > 0 {
-			return l.items[l.index-1]
+			return l.at(l.index - 1)
 		}
 		return &Undefined{msg: "there is no previous item"}
 	case "nextitem":
 		if l.index < n-1 {
-			return l.items[l.index+1]
+			return l.at(l.index + 1)
 		}
 		return &Undefined{msg: "there is no next item"}
 	case "cycle":
@@ -751,15 +751,7 @@ var globals = map[string]any{
 		} else if step < 0 && stop < start {
 			n = (start-stop-1)/(-step) + 1
 		}
-		// The list is charged before it exists: range(10**12) is refused at once.
-		if err := r.allocList(n); err != nil {
-			return nil, err
-		}
-		out := make([]any, n)
-		for i := range out {
-			out[i] = start + i*step
-		}
-		return out, nil
+		return &rangeValue{start: start, step: step, n: n}, nil
 	}),
 	"namespace": bound("namespace", func(r *renderer, a *args) (any, error) {
 		d, err := r.dictFromArgs(a)
@@ -788,7 +780,7 @@ func (r *renderer) dictFromArgs(a *args) (*Dict, error) {
 				d.Set(k, src.values[i])
 			}
 		default:
-			pairs, err := iterate(src)
+			pairs, err := r.iterate(src)
 			if err != nil {
 				return nil, err
 			}
@@ -796,7 +788,7 @@ func (r *renderer) dictFromArgs(a *args) (*Dict, error) {
 				return nil, err
 			}
 			for _, p := range pairs {
-				kv, err := iterate(p)
+				kv, err := r.iterate(p)
 				if err != nil || len(kv) != 2 || !hashable(kv[0]) {
 					return nil, fmt.Errorf("dictionary update sequence element has the wrong form")
 				}

@@ -371,12 +371,12 @@ func (s *breakStmt) exec(*renderer, *output) error    { return errBreak }
 func (s *continueStmt) exec(*renderer, *output) error { return errContinue }
 
 // assign sets targets to v, unpacking v when there are several.
-func assign(sc *scope, targets []string, v any) error {
+func (r *renderer) assign(sc *scope, targets []string, v any) error {
 	if len(targets) == 1 {
 		sc.set(targets[0], v)
 		return nil
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
 	}
@@ -409,7 +409,7 @@ func (s *setStmt) exec(r *renderer, out *output) error {
 		ns.attrs.Set(s.attr, v)
 		return nil
 	}
-	return located2(assign(r.scope, s.targets, v), s.line)
+	return located2(r.assign(r.scope, s.targets, v), s.line)
 }
 
 // renderCaptured renders body into a string, through filters.
@@ -584,9 +584,10 @@ func indexOf(names []string, name string) int {
 
 // loopState is the loop variable of a for loop.
 type loopState struct {
-	items []any
-	index int // 0-based
-	depth int // 1-based, for recursive loops
+	n     int           // the number of items
+	at    func(int) any // the item at an index
+	index int           // 0-based
+	depth int           // 1-based, for recursive loops
 	loop  *forStmt
 	outer *scope // the scope the loop runs in, for recursive calls
 	// changedLast is what loop.changed saw last.
@@ -604,19 +605,24 @@ func (s *forStmt) exec(r *renderer, out *output) error {
 
 // run runs the loop over the iterable v at a recursion depth.
 func (s *forStmt) run(r *renderer, v any, depth int, out *output) error {
-	items, err := iterate(v)
-	if err != nil {
-		return err
-	}
 	outer := r.scope
 	defer func() { r.scope = outer }()
 	iter := &scope{parent: outer}
 	r.scope = iter
+	loop := &loopState{depth: depth, loop: s, outer: outer}
+	if rv, ok := v.(*rangeValue); ok && s.filter == nil {
+		loop.n, loop.at = rv.n, rv.at // no list: range(n) costs no memory
+		return s.iterations(r, loop, iter, out)
+	}
+	items, err := r.iterate(v)
+	if err != nil {
+		return err
+	}
 	if s.filter != nil {
 		kept := make([]any, 0, len(items))
 		for _, item := range items {
 			iter.names, iter.values = iter.names[:0], iter.values[:0]
-			if err := assign(iter, s.targets, item); err != nil {
+			if err := r.assign(iter, s.targets, item); err != nil {
 				return err
 			}
 			ok, err := r.eval(s.filter)
@@ -629,8 +635,13 @@ func (s *forStmt) run(r *renderer, v any, depth int, out *output) error {
 		}
 		items = kept
 	}
-	loop := &loopState{items: items, depth: depth, loop: s, outer: outer}
-	for i, item := range items {
+	loop.n, loop.at = len(items), func(i int) any { return items[i] }
+	return s.iterations(r, loop, iter, out)
+}
+
+// iterations runs the body for each of the loop's items, or the else body for none.
+func (s *forStmt) iterations(r *renderer, loop *loopState, iter *scope, out *output) error {
+	for i := range loop.n {
 		if err := r.step(1); err != nil {
 			return err
 		}
@@ -638,7 +649,7 @@ func (s *forStmt) run(r *renderer, v any, depth int, out *output) error {
 		// A fresh scope every iteration: a set inside the body does not outlive it.
 		iter.names, iter.values = iter.names[:0], iter.values[:0]
 		iter.set("loop", loop)
-		if err := assign(iter, s.targets, item); err != nil {
+		if err := r.assign(iter, s.targets, loop.at(i)); err != nil {
 			return err
 		}
 		err := r.execBody(s.body, out)
@@ -649,8 +660,8 @@ func (s *forStmt) run(r *renderer, v any, depth int, out *output) error {
 			return err
 		}
 	}
-	if len(items) == 0 {
-		r.scope = outer
+	if loop.n == 0 {
+		r.scope = loop.outer
 		return r.execBody(s.els, out)
 	}
 	return nil

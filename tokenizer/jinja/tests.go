@@ -45,14 +45,14 @@ func init() {
 		"mapping": is(func(v any) bool { _, ok := v.(*Dict); return ok }),
 		"iterable": is(func(v any) bool {
 			switch v.(type) {
-			case string, []any, tuple, *Dict, *Undefined:
+			case string, []any, tuple, *Dict, *Undefined, *iterator, *rangeValue:
 				return true
 			}
 			return false
 		}),
 		"sequence": is(func(v any) bool {
 			switch v.(type) {
-			case string, []any, tuple, *Dict:
+			case string, []any, tuple, *Dict, *rangeValue:
 				return true
 			}
 			return false

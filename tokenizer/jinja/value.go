@@ -104,6 +104,12 @@ func hashable(v any) bool {
 // tuple is a Python tuple: a list that prints with parentheses.
 type tuple []any
 
+// rangeValue is what range() returns: like Python's range it holds no items, so that a
+// loop over range(n) costs no memory, and a template can run one per message.
+type rangeValue struct{ start, step, n int }
+
+func (rv *rangeValue) at(i int) any { return rv.start + i*rv.step }
+
 // iterator is what Jinja's lazy filters return (map, select, unique, batch, items, a
 // reversed list …): a one-pass iterator, true even when empty, without a length, not
 // JSON, and empty on a second pass. Templates that forget |list behave as in Python.
@@ -182,6 +188,8 @@ func typeName(v any) string {
 		return "str"
 	case *iterator:
 		return x.kind
+	case *rangeValue:
+		return "range"
 	case []any:
 		return "list"
 	case tuple:
@@ -215,6 +223,8 @@ func truthy(v any) bool {
 		return x != ""
 	case markup:
 		return x != ""
+	case *rangeValue:
+		return x.n > 0
 	case []any:
 		return len(x) > 0
 	case tuple:
@@ -231,7 +241,7 @@ func truthy(v any) bool {
 // template can nest a list in itself through a namespace, a million levels deep.
 const maxValueDepth = 512
 
-var errTooDeep = fmt.Errorf("%w: value nested deeper than %d levels", ErrLimit, maxValueDepth)
+var errTooDeep = &Error{Err: ErrLimit, Msg: fmt.Sprintf("template built a value nested deeper than %d levels", maxValueDepth)}
 
 // writeStr writes Python's str(v) (Jinja prints values so; undefined prints nothing).
 func writeStr(w *sink, v any) {
@@ -271,6 +281,13 @@ func writeRepr(w *sink, v any, depth int) {
 		w.write("Markup(" + quotePython(string(x)) + ")")
 	case *iterator:
 		w.write("<" + x.kind + " object>")
+	case *rangeValue:
+		stop := x.start + x.n*x.step
+		if x.step == 1 {
+			w.write(fmt.Sprintf("range(%d, %d)", x.start, stop))
+		} else {
+			w.write(fmt.Sprintf("range(%d, %d, %d)", x.start, stop, x.step))
+		}
 	case []any:
 		writeSeq(w, "[", "]", x, depth)
 	case tuple:
@@ -478,6 +495,9 @@ func equal(a, b any, depth int) (bool, error) {
 	case *Undefined:
 		_, ok := b.(*Undefined)
 		return ok, nil
+	case *rangeValue:
+		y, ok := b.(*rangeValue)
+		return ok && (*x == *y || x.n == 0 && y.n == 0), nil
 	}
 	return a == b, nil
 }
@@ -564,8 +584,26 @@ func compareSeq(x, y []any, depth int) (int, error) {
 	return cmpInt(len(x), len(y)), nil
 }
 
+// iterate is iterate for any value, ranges included, whose items it charges to the
+// budget before it lists them.
+func (r *renderer) iterate(v any) ([]any, error) {
+	rv, ok := v.(*rangeValue)
+	if !ok {
+		return iterate(v)
+	}
+	if err := r.allocList(rv.n); err != nil {
+		return nil, err
+	}
+	out := make([]any, rv.n)
+	for i := range out {
+		out[i] = rv.at(i)
+	}
+	return out, nil
+}
+
 // iterate lists what a for loop over v visits: a list's or tuple's items, a string's
-// characters, a dict's keys; nothing for undefined.
+// characters, a dict's keys; nothing for undefined. A range must go through
+// renderer.iterate.
 func iterate(v any) ([]any, error) {
 	switch x := plain(v).(type) {
 	case *iterator:
@@ -609,6 +647,8 @@ func length(v any) (int, error) {
 		return 0, nil
 	case *namespace:
 		return x.attrs.Len(), nil
+	case *rangeValue:
+		return x.n, nil
 	}
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }
@@ -631,6 +671,13 @@ func contains(container, item any) (bool, error) {
 		return ok, nil
 	case *Undefined:
 		return false, nil
+	case *rangeValue:
+		i, ok := item.(int)
+		if !ok || c.n == 0 {
+			return false, nil
+		}
+		k := (i - c.start) / c.step
+		return (i-c.start)%c.step == 0 && k >= 0 && k < c.n, nil
 	}
 	items, err := iterate(container)
 	if err != nil {

@@ -215,6 +215,13 @@ FEATURES = [
     ("{{ 'hello'.startswith('he') }}{{ 'hello'.endswith(('x', 'lo')) }}{{ 'Hello World'.lower() }}{{ 'hello world'.title() }}{{ 'hello'.capitalize() }}{{ 'a-b'.replace('-', '+') }}", {}),
     ("{{ 'hello'.find('l') }} {{ 'hello'.rfind('l') }} {{ 'hello'.find('z') }} {{ 'hello'.count('l') }} {{ ','.join(['a', 'b']) }} {{ '123'.isdigit() }} {{ 'a1'.isalnum() }} {{ 'ab'.isalpha() }} {{ ' '.isspace() }} {{ 'AB'.isupper() }} {{ 'ab'.islower() }}", {}),
     ("{{ 'x'.center(5) }}|{{ 'x'.ljust(3) }}|{{ 'x'.rjust(3, '*') }}|{{ '7'.zfill(3) }}|{{ 'a=b=c'.partition('=') }}|{{ 'pre_x'.removeprefix('pre_') }}", {}),
+    # Ranges, one-pass iterators, Markup.
+    ("{{ range(3) }} {{ range(1, 10, 3) }} {{ range(5)[1] }} {{ range(5)[-1] }} {{ 3 in range(5) }} {{ 4 in range(0, 10, 3) }} {{ range(10, 0, -3)|list }} {{ range(0)|length }} {{ range(4)[1:3]|list }}", {}),
+    ("{% for i in range(3) %}{{ loop.length }}{{ loop.previtem }}{{ loop.nextitem }}{% endfor %}{% for i in range(0) %}x{% else %}none{% endfor %}", {}),
+    ("{% if [] | select %}lazy filters are true{% endif %} {% set g = [1, 2]|map('string') %}{{ g|list }}{{ g|list }} {{ [1, 2]|reverse|first }} {{ d|items|list }}", {"d": {"a": 1}}),
+    ("{{ [1, 2]|map('string')|length }}", {}),
+    ("{{ [1, 2]|select|tojson }}", {}),
+    ("{{ none|map('string')|list }} {{ u|selectattr('x')|list }} {{ ('<'|safe) + '<' }} {{ '<' + ('<'|safe) }} {{ ('<'|e)|e }} {{ ('<'|safe) ~ '<' }} {{ ('a'|safe) == 'a' }}", {}),
     # Undefined and None.
     ("[{{ u }}][{% for x in u %}x{% endfor %}][{{ u|length }}][{{ u ~ 'a' }}][{{ u == u }}][{{ u is defined }}][{{ none }}][{{ none ~ 'a' }}][{{ n.attr }}]", {"n": None}),
     # Errors.
