@@ -121,11 +121,14 @@ func (t *Template) Render(vars map[string]any, limits Limits) (out string, err e
 	return w.b.String(), nil
 }
 
+// errInternal marks a panic inside the interpreter, returned as an error.
+var errInternal = errors.New("internal error in the template engine")
+
 // recoverAsError turns a panic into an error. The budgets never rely on it; it keeps
 // a bug in the interpreter from taking the process down.
 func recoverAsError(err *error) {
 	if v := recover(); v != nil {
-		*err = fmt.Errorf("internal error in the template engine: %v\n%s", v, debug.Stack())
+		*err = fmt.Errorf("%w: %v\n%s", errInternal, v, debug.Stack())
 	}
 }
 
