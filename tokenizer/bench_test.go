@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -68,9 +67,9 @@ func BenchmarkSplit(b *testing.B) {
 	}
 }
 
-// BenchmarkRender renders Qwen3's chat template for a long agentic conversation: 200
-// messages (user turns, assistant turns with reasoning and tool calls, tool results) and
-// two tools, the shape of a coding agent's prompt.
+// BenchmarkRender renders Qwen3's chat template for a long agentic conversation: 202
+// messages (user turns, assistant turns with reasoning and tool calls, tool results,
+// answers; about 2 KB each) and a tool, the shape of a coding agent's prompt.
 func BenchmarkRender(b *testing.B) {
 	src, err := os.ReadFile("testdata/chat/qwen3.chat_template.jinja")
 	if err != nil {
@@ -80,7 +79,7 @@ func BenchmarkRender(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := benchConversation(b)
+	in := longConversation(b, 50)
 	out, err := tpl.Render(in)
 	if err != nil {
 		b.Fatal(err)
@@ -91,26 +90,4 @@ func BenchmarkRender(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func benchConversation(b *testing.B) ChatInput {
-	var msgs strings.Builder
-	msgs.WriteString(`[{"role": "system", "content": "You are a coding agent."}`)
-	for i := range 50 {
-		fmt.Fprintf(&msgs, `, {"role": "user", "content": "Step %d: fix the failing test in pkg/%d and explain why it failed."}`, i, i)
-		fmt.Fprintf(&msgs, `, {"role": "assistant", "content": "", "reasoning_content": "I should read the file first (%d).", "tool_calls": [{"type": "function", "function": {"name": "read_file", "arguments": {"path": "pkg/%d/x.go", "lines": [1, 200]}}}]}`, i, i)
-		fmt.Fprintf(&msgs, `, {"role": "tool", "content": "%s"}`, strings.Repeat("func f() { return 1 }\\n", 20))
-		fmt.Fprintf(&msgs, `, {"role": "assistant", "content": "<think>\nThe test expects 2.\n</think>\n\nFixed: f returned 1 where the test wants 2 (step %d)."}`, i)
-	}
-	msgs.WriteString(`]`)
-	m, err := DecodeJSON([]byte(msgs.String()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	tools, err := DecodeJSON([]byte(`[{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "lines": {"type": "array", "items": {"type": "integer"}}}, "required": ["path"]}}},
-		{"type": "function", "function": {"name": "write_file", "description": "Write a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}}]`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ChatInput{Messages: m.([]any), Tools: tools.([]any), AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": true}}
 }

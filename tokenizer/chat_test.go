@@ -3,10 +3,13 @@ package tokenizer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moerun/moerun/tokenizer/jinja"
 )
 
 // chatFixture is testdata/chat/<name>.json: conversations rendered by Python's Jinja2
@@ -25,7 +28,7 @@ type chatFixture struct {
 	} `json:"cases"`
 }
 
-func mustDecode(t *testing.T, raw []byte) any {
+func mustDecode(t testing.TB, raw []byte) any {
 	t.Helper()
 	v, err := DecodeJSON(raw)
 	if err != nil {
@@ -207,4 +210,67 @@ func FuzzChatTemplate(f *testing.F) {
 			t.Fatalf("%q took %v", src, elapsed)
 		}
 	})
+}
+
+// TestChatLongConversation: a million-token agent conversation with tools (2,000 messages,
+// 4.3 MB) renders through the templates of the families moerun serves within the budgets
+// Render sets.
+func TestChatLongConversation(t *testing.T) {
+	in := longConversation(t, 500)
+	for _, name := range []string{"qwen3", "qwen35", "glm46", "glm47_flash", "deepseek_v3", "gpt_oss"} {
+		src, err := os.ReadFile("testdata/chat/" + name + ".chat_template.jinja")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := ParseTemplate(string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tpl.Render(in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.Contains(out, "Step 499:") {
+			t.Errorf("%s: the last turn is missing", name)
+		}
+	}
+}
+
+// longConversation is rounds of a user's request, a tool call with reasoning, the
+// tool's result and an answer, each message about 2 KB.
+func longConversation(t testing.TB, rounds int) ChatInput {
+	var msgs strings.Builder
+	msgs.WriteString(`[{"role": "system", "content": "You are a coding agent."}`)
+	code := strings.Repeat(`func f() { return 1 } // some code here\n`, 50)
+	for i := range rounds {
+		fmt.Fprintf(&msgs, `, {"role": "user", "content": "Step %d: fix the failing test in pkg/%d. %s"}`, i, i, code)
+		fmt.Fprintf(&msgs, `, {"role": "assistant", "content": "", "reasoning_content": "Read the file first. %s", "tool_calls": [{"type": "function", "function": {"name": "read_file", "arguments": {"path": "pkg/%d/x.go", "lines": [1, 200]}}}]}`, code, i)
+		fmt.Fprintf(&msgs, `, {"role": "tool", "name": "read_file", "content": "%s"}`, code)
+		fmt.Fprintf(&msgs, `, {"role": "assistant", "content": "Fixed: %s"}`, code)
+	}
+	msgs.WriteString(`, {"role": "user", "content": "Thanks."}]`)
+	m := mustDecode(t, []byte(msgs.String()))
+	tools := mustDecode(t, []byte(`[{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "lines": {"type": "array"}}, "required": ["path"]}}}]`))
+	return ChatInput{Messages: m.([]any), Tools: tools.([]any), AddGenerationPrompt: true, Vars: map[string]any{"enable_thinking": true}}
+}
+
+// TestChatTemplateLimits: the hostile templates of issue 39 end in an error wrapping
+// jinja.ErrLimit, quickly, through the tokenizer's API.
+func TestChatTemplateLimits(t *testing.T) {
+	for _, src := range []string{
+		`{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}`,
+		`{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}`,
+		`{{ 'a' * 100000000000 }}`,
+		`{% for i in range(1000000000) %}{% endfor %}`,
+		`{{ ` + strings.Repeat("(", 100000) + `1` + strings.Repeat(")", 100000) + ` }}`,
+	} {
+		start := time.Now()
+		_, err := render(t, src, ChatInput{Messages: []any{}})
+		if !errors.Is(err, jinja.ErrLimit) {
+			t.Errorf("%.60s: error %v, want jinja.ErrLimit", src, err)
+		}
+		if elapsed := time.Since(start); elapsed > 3*time.Second {
+			t.Errorf("%.60s: took %v", src, elapsed)
+		}
+	}
 }

@@ -48,12 +48,14 @@ type Limits struct {
 	MaxBytes int
 }
 
-// Defaults: the largest legitimate render measured, a 1M-token conversation with tools
-// through Qwen3's template, takes about 20 steps per message and writes its input about
-// three times; a million-token conversation has some thousands of messages. Callers
-// that know their input's size should scale MaxBytes with it (the tokenizer gives 64 MiB
-// plus 16 bytes per input byte) . At these defaults a hostile template fails in about a
-// second and holds at most MaxBytes plus a few MiB.
+// Defaults. A million-token agent conversation with tools (2,000 messages, 4.3 MB of
+// JSON) through the Qwen3, Qwen3.5, GLM-4.6, GLM-4.7 and DeepSeek-V3 templates takes
+// 100k-215k steps (50-110 per message) and builds 7.5-13 MB (two to three times its input),
+// so 20M steps leave room for a hundred times as many messages while a hostile loop stops
+// after about a quarter of a second (some 12 ns a step). Callers that know their input's size
+// should add to MaxBytes (and MaxSteps) in proportion, as the tokenizer does. The depth of
+// 200 is far above what templates recurse (a JSON schema's nesting) and keeps the Go
+// stack under a few MiB.
 const (
 	DefaultMaxSteps = 20_000_000
 	DefaultMaxDepth = 200
