@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -134,6 +135,11 @@ func (r *renderer) getitem(obj, key any) (any, error) {
 			i, isIndex = map[bool]int{false: 0, true: 1}[b], true
 		}
 		if isIndex {
+			if s, isString := x.(string); isString {
+				if err := r.scan(len(s)); err != nil {
+					return nil, err
+				}
+			}
 			return indexValue(x, i), nil
 		}
 	}
@@ -163,18 +169,63 @@ func indexValue(seq any, i int) any {
 			return s.at(i)
 		}
 	case string:
-		if isASCII(s) {
-			if i < 0 {
-				i += len(s)
-			}
-			if i >= 0 && i < len(s) {
-				return s[i : i+1]
-			}
-			break
+		if c, ok := runeAt(s, i); ok {
+			return c
 		}
-		return indexValue(stringChars(s), i)
 	}
 	return undefinedItem(seq, i)
+}
+
+// runeAt is s[i] in Python, counting characters, not bytes.
+func runeAt(s string, i int) (string, bool) {
+	n := len(s)
+	ascii := isASCII(s)
+	if !ascii {
+		n = utf8.RuneCountInString(s)
+	}
+	if i < 0 {
+		i += n
+	}
+	if i < 0 || i >= n {
+		return "", false
+	}
+	if ascii {
+		return s[i : i+1], true
+	}
+	for _, c := range s {
+		if i == 0 {
+			return string(c), true
+		}
+		i--
+	}
+	return "", false
+}
+
+// sliceString is s[start:stop:step] in Python, over characters.
+func (r *renderer) sliceString(s string, start, stop, step any) (string, error) {
+	if err := r.scan(len(s)); err != nil {
+		return "", err
+	}
+	if isASCII(s) && (step == nil || step == 1) {
+		sl, err := resolveSlice(len(s), start, stop, nil)
+		if err != nil || sl.count == 0 {
+			return "", err
+		}
+		return s[sl.first : sl.first+sl.count], nil // shares s's bytes: nothing to charge
+	}
+	if err := r.allocList(len(s)); err != nil { // the characters and their indices
+		return "", err
+	}
+	chars := []rune(s)
+	sl, err := resolveSlice(len(chars), start, stop, step)
+	if err != nil {
+		return "", err
+	}
+	out := make([]rune, sl.count)
+	for k := range out {
+		out[k] = chars[sl.index(k)]
+	}
+	return string(out), nil
 }
 
 func isASCII(s string) bool {
@@ -201,19 +252,7 @@ func (e *sliceExpr) eval(r *renderer) (any, error) {
 	}
 	switch s := plain(obj).(type) {
 	case string:
-		if err := r.alloc(len(s)); err != nil {
-			return nil, err
-		}
-		chars := stringChars(s)
-		idx, err := sliceIndices(len(chars), bounds[0], bounds[1], bounds[2])
-		if err != nil {
-			return nil, err
-		}
-		var b strings.Builder
-		for _, i := range idx {
-			b.WriteString(chars[i].(string))
-		}
-		return b.String(), nil
+		return r.sliceString(s, bounds[0], bounds[1], bounds[2])
 	case []any, tuple, *rangeValue:
 		items, err := r.iterate(s)
 		if err != nil {
@@ -222,13 +261,13 @@ func (e *sliceExpr) eval(r *renderer) (any, error) {
 		if err := r.allocList(len(items)); err != nil {
 			return nil, err
 		}
-		idx, err := sliceIndices(len(items), bounds[0], bounds[1], bounds[2])
+		sl, err := resolveSlice(len(items), bounds[0], bounds[1], bounds[2])
 		if err != nil {
 			return nil, err
 		}
-		out := make([]any, len(idx))
-		for j, i := range idx {
-			out[j] = items[i]
+		out := make([]any, sl.count)
+		for k := range out {
+			out[k] = items[sl.index(k)]
 		}
 		if _, isTuple := s.(tuple); isTuple {
 			return tuple(out), nil
@@ -472,7 +511,7 @@ func (e *compareExpr) eval(r *renderer) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		ok, err := compareOp(op, l, rv)
+		ok, err := r.compareOp(op, l, rv)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -481,22 +520,25 @@ func (e *compareExpr) eval(r *renderer) (any, error) {
 	return true, nil
 }
 
-func compareOp(op string, l, r any) (bool, error) {
+func (r *renderer) compareOp(op string, a, b any) (bool, error) {
 	switch op {
 	case "==":
-		return equal(l, r, 0)
+		return r.equal(a, b, 0)
 	case "!=":
-		eq, err := equal(l, r, 0)
+		eq, err := r.equal(a, b, 0)
 		return !eq, err
 	case "in":
-		return contains(r, l)
+		return r.contains(b, a)
 	case "notin":
-		in, err := contains(r, l)
+		in, err := r.contains(b, a)
 		return !in, err
 	}
-	c, err := compare(l, r, 0)
+	c, err := r.compare(a, b, 0)
+	if errors.Is(err, ErrLimit) {
+		return false, err
+	}
 	if err != nil {
-		return false, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, typeName(l), typeName(r))
+		return false, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, typeName(a), typeName(b))
 	}
 	switch op {
 	case "<":

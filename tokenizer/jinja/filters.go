@@ -3,6 +3,7 @@ package jinja
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -166,6 +167,9 @@ func init() {
 		"sort":   filterSort,
 		"reverse": func(r *renderer, v any, a *args) (any, error) {
 			if s, ok := v.(string); ok {
+				if err := r.alloc(5 * len(s)); err != nil { // the characters and the result
+					return nil, err
+				}
 				return reverseString(s), nil
 			}
 			_, wasIterator := v.(*iterator)
@@ -185,7 +189,17 @@ func init() {
 		"indent": filterIndent,
 		"wordcount": func(r *renderer, v any, a *args) (any, error) {
 			s, err := r.str(v)
-			return len(strings.FieldsFunc(s, func(c rune) bool { return !isWordChar(c) })), err
+			if err != nil {
+				return nil, err
+			}
+			words, inWord := 0, false
+			for _, c := range s {
+				if isWordChar(c) && !inWord {
+					words++
+				}
+				inWord = isWordChar(c)
+			}
+			return words, r.scan(len(s))
 		},
 		"batch":    func(r *renderer, v any, a *args) (any, error) { return r.batch(v, a, false) },
 		"slice":    func(r *renderer, v any, a *args) (any, error) { return r.batch(v, a, true) },
@@ -247,7 +261,7 @@ func filterEscape(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.alloc(len(s)); err != nil {
+	if err := r.alloc(htmlEscapedSize(s)); err != nil {
 		return nil, err
 	}
 	return markup(htmlEscape(s)), nil
@@ -264,7 +278,14 @@ func keywordDict(a *args) *Dict {
 	return d
 }
 
-func filterLength(r *renderer, v any, a *args) (any, error) { return length(v) }
+func filterLength(r *renderer, v any, a *args) (any, error) {
+	if s, ok := v.(string); ok {
+		if err := r.scan(len(s)); err != nil { // counting characters reads them all
+			return nil, err
+		}
+	}
+	return length(v)
+}
 
 func filterDefault(r *renderer, v any, a *args) (any, error) {
 	p, err := a.bind("default", []string{"default_value", "boolean"}, "", false)
@@ -315,17 +336,28 @@ func jinjaTitle(s string) string {
 	return b.String()
 }
 
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
+
+func htmlEscape(s string) string { return htmlEscaper.Replace(s) }
+
+// htmlEscapedSize is len(htmlEscape(s)), known before escaping.
+func htmlEscapedSize(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '&', '"', '\'':
+			n += 4
+		case '<', '>':
+			n += 3
+		}
+	}
+	return n
 }
 
 func reverseString(s string) string {
-	chars := stringChars(s)
-	var b strings.Builder
-	for i := len(chars) - 1; i >= 0; i-- {
-		b.WriteString(chars[i].(string))
-	}
-	return b.String()
+	chars := []rune(s)
+	slices.Reverse(chars)
+	return string(chars)
 }
 
 func isWordChar(c rune) bool { return c == '_' || unicode.IsLetter(c) || unicode.IsDigit(c) }
@@ -618,7 +650,7 @@ func filterSort(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sortValues(pairs, keyOfPair, truthy(p[0])); err != nil {
+	if err := r.sortValues(pairs, keyOfPair, truthy(p[0])); err != nil {
 		return nil, err
 	}
 	for i, pr := range pairs {
@@ -653,7 +685,7 @@ func filterUnique(r *renderer, v any, a *args) (any, error) {
 		} else {
 			dup := false
 			for _, u := range unhashable {
-				if eq, _ := equal(u, k, 0); eq {
+				if eq, _ := r.equal(u, k, 0); eq {
 					dup = true
 				}
 			}
@@ -685,7 +717,7 @@ func (r *renderer) minMax(v any, a *args, sign int) (any, error) {
 	}
 	best := pairs[0]
 	for _, pr := range pairs[1:] {
-		c, err := compare(keyOfPair(pr), keyOfPair(best), 0)
+		c, err := r.compare(keyOfPair(pr), keyOfPair(best), 0)
 		if err != nil {
 			return nil, err
 		}
@@ -740,7 +772,7 @@ func filterDictsort(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sortValues(pairs, keyOfPair, truthy(p[2])); err != nil {
+	if err := r.sortValues(pairs, keyOfPair, truthy(p[2])); err != nil {
 		return nil, err
 	}
 	for i, pr := range pairs {
@@ -761,19 +793,23 @@ func filterIndent(r *renderer, v any, a *args) (any, error) {
 	var pad string
 	switch w := p[0].(type) {
 	case int:
-		if w < 0 || w > r.limits.MaxBytes {
+		if w > r.limits.MaxBytes-r.bytes {
 			return nil, r.bytesError()
 		}
-		pad = strings.Repeat(" ", w)
+		pad = strings.Repeat(" ", max(w, 0))
 	case string:
 		pad = w
 	default:
 		return nil, fmt.Errorf("indent width must be an integer or a string")
 	}
-	lines := strings.Split(s, "\n")
-	if err := r.alloc(len(s) + len(lines)*len(pad)); err != nil {
+	lineCount := strings.Count(s, "\n") + 1
+	if lineCount > 0 && len(pad) > (r.limits.MaxBytes-r.bytes)/lineCount {
+		return nil, r.bytesError()
+	}
+	if err := r.alloc(len(s) + lineCount*(len(pad)+16)); err != nil {
 		return nil, err
 	}
+	lines := strings.Split(s, "\n")
 	var b strings.Builder
 	for i, line := range lines {
 		if i > 0 {

@@ -106,7 +106,7 @@ func (r *renderer) percentFormat(format string, values any) (any, error) {
 				return nil, err
 			}
 		}
-		if spec.width > r.limits.MaxBytes || spec.precision > r.limits.MaxBytes {
+		if spec.width > r.limits.MaxBytes-r.bytes || spec.precision > r.limits.MaxBytes-r.bytes {
 			return nil, r.bytesError()
 		}
 		s, err := r.formatValue(arg, spec)
@@ -398,7 +398,7 @@ func (r *renderer) strFormat(format string, a *args) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if spec.width > r.limits.MaxBytes || spec.precision > r.limits.MaxBytes {
+		if spec.width > r.limits.MaxBytes-r.bytes || spec.precision > r.limits.MaxBytes-r.bytes {
 			return nil, r.bytesError()
 		}
 		switch conversion {

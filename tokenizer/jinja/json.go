@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // filterToJSON is Hugging Face's tojson: json.dumps(x, ensure_ascii=False,
@@ -19,7 +20,7 @@ func filterToJSON(r *renderer, v any, a *args) (any, error) {
 	switch ind := p[1].(type) {
 	case nil:
 	case int:
-		if ind > r.limits.MaxBytes {
+		if ind > r.limits.MaxBytes-r.bytes {
 			return nil, r.bytesError()
 		}
 		j.indent, j.pretty = strings.Repeat(" ", max(ind, 0)), true
@@ -158,7 +159,7 @@ func (j *jsonWriter) object(d *Dict, level int) error {
 	if j.sortKeys {
 		var err error
 		slices.SortStableFunc(order, func(a, b int) int {
-			c, e := compare(d.keys[a], d.keys[b], 0)
+			c, e := j.w.r.compare(d.keys[a], d.keys[b], 0)
 			if e != nil {
 				err = e
 			}
@@ -189,43 +190,44 @@ func (j *jsonWriter) object(d *Dict, level int) error {
 	return nil
 }
 
-// str writes a JSON string literal as Python's json module quotes it.
+// str writes a JSON string literal as Python's json module quotes it, runs of plain
+// characters whole.
 func (j *jsonWriter) str(s string) {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, c := range s {
+	j.w.write(`"`)
+	plainFrom := 0
+	for i := 0; i < len(s); {
+		c, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if c >= 0x20 && c != '"' && c != '\\' && !(j.ascii && c > 0x7e) {
+			continue
+		}
+		j.w.write(s[plainFrom : i-size])
+		plainFrom = i
 		switch c {
 		case '"':
-			b.WriteString(`\"`)
+			j.w.write(`\"`)
 		case '\\':
-			b.WriteString(`\\`)
+			j.w.write(`\\`)
 		case '\n':
-			b.WriteString(`\n`)
+			j.w.write(`\n`)
 		case '\r':
-			b.WriteString(`\r`)
+			j.w.write(`\r`)
 		case '\t':
-			b.WriteString(`\t`)
+			j.w.write(`\t`)
 		case '\b':
-			b.WriteString(`\b`)
+			j.w.write(`\b`)
 		case '\f':
-			b.WriteString(`\f`)
+			j.w.write(`\f`)
 		default:
-			switch {
-			case c < 0x20:
-				fmt.Fprintf(&b, `\u%04x`, c)
-			case j.ascii && c > 0x7e:
-				if c >= 0x10000 {
-					c -= 0x10000
-					fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(c>>10)&0x3ff, 0xdc00+c&0x3ff)
-				} else {
-					fmt.Fprintf(&b, `\u%04x`, c)
-				}
-			default:
-				b.WriteRune(c)
+			if c >= 0x10000 { // a surrogate pair, as UTF-16 writes it
+				c -= 0x10000
+				j.w.writeEscape('u', 0xd800+(c>>10)&0x3ff, 4)
+				j.w.writeEscape('u', 0xdc00+c&0x3ff, 4)
+			} else {
+				j.w.writeEscape('u', c, 4)
 			}
 		}
 	}
-	b.WriteByte('"')
-	j.w.write(b.String())
+	j.w.write(s[plainFrom:])
+	j.w.write(`"`)
 }

@@ -341,7 +341,7 @@ func (l *lexer) tagBody(delim byte) error {
 			l.line = openLine
 			return l.errorf("tag not closed")
 		}
-		if depth == 0 && l.closeTag(delim) {
+		if depth <= 0 && l.closeTag(delim) {
 			if delim == '}' {
 				l.emit(tokPrintClose, "", nil)
 			} else {

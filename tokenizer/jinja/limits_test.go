@@ -35,6 +35,18 @@ func TestLimits(t *testing.T) {
 		{"list nested in itself", `{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}`, "nested deeper than 512"},
 		{"long operator chain", "{{ 1" + strings.Repeat(" + 1", 100000) + " }}", "expression nesting of 10000"},
 		{"scanning a big string", `{% set s = 'a' * 50000000 %}{% for i in range(100000) %}{{ s.find('b') }}{% endfor %}`, "20000000 steps"},
+		{"searching a big string", `{% set s = 'a' * 50000000 %}{% for i in range(100000) %}{{ 'b' in s }}{% endfor %}`, "20000000 steps"},
+		{"comparing big strings", `{% set s = 'a' * 30000000 %}{% set t = 'a' * 30000000 %}{% for i in range(100000) %}{{ s == t }}{% endfor %}`, "20000000 steps"},
+		{"indexing a big string", `{% set s = 'é' * 10000000 %}{% for i in range(100000) %}{{ s[-1] }}{% endfor %}`, "20000000 steps"},
+		{"counting a big string", `{% set s = 'é' * 10000000 %}{% for i in range(100000) %}{{ s|length }}{% endfor %}`, "20000000 steps"},
+		{"comparing a shared tree", `{% set ns = namespace(l=[]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l == ns.l }}`, "20000000 steps"},
+		{"printing a shared tree", `{% set ns = namespace(l=[]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l }}`, "64 MiB of text"},
+		{"splitting into many parts", `{{ ('a' * 30000000).split('a')|length }}`, "64 MiB of text"},
+		{"splitting into many words", `{{ ('a ' * 30000000).split()|length }}`, "64 MiB of text"},
+		{"iterating a big string", `{{ ('a' * 30000000)|list|length }}`, "64 MiB of text"},
+		{"escaping control characters", "{{ ('\x01' * 20000000)|tojson }}", "64 MiB of text"},
+		{"escaping HTML", `{{ ('<' * 30000000)|e }}`, "64 MiB of text"},
+		{"repr of escapes", "{{ ['\x01' * 20000000] }}", "64 MiB of text"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tpl, err := Parse(c.src)

@@ -126,7 +126,7 @@ func method(obj any, name string) any {
 				}
 				n := 0
 				for i, e := range items {
-					eq, err := equal(e, p[0], 0)
+					eq, err := r.equal(e, p[0], 0)
 					if err != nil {
 						return nil, err
 					}
@@ -345,16 +345,9 @@ func affixMethod(name string, has func(string, string) bool) strMethod {
 			return nil, err
 		}
 		if p[1] != nil || p[2] != nil {
-			chars := stringChars(s)
-			idx, err := sliceIndices(len(chars), p[1], p[2], nil)
-			if err != nil {
+			if s, err = r.sliceString(s, p[1], p[2], nil); err != nil {
 				return nil, err
 			}
-			var b strings.Builder
-			for _, i := range idx {
-				b.WriteString(chars[i].(string))
-			}
-			s = b.String()
 		}
 		switch x := p[0].(type) {
 		case string:
@@ -466,43 +459,58 @@ func splitMethod(fromRight bool) strMethod {
 		if !ok {
 			return nil, fmt.Errorf("maxsplit must be an integer")
 		}
-		var parts []string
-		switch sep := p[0].(type) {
-		case nil:
-			parts = splitSpace(s, limit, fromRight)
-		case string:
-			if sep == "" {
-				return nil, fmt.Errorf("empty separator")
-			}
-			n := -1
-			if limit >= 0 {
-				n = limit + 1
-			}
-			if fromRight {
-				parts = rsplitN(s, sep, n)
-			} else {
-				parts = strings.SplitN(s, sep, n)
-			}
-		default:
+		sep, isString := p[0].(string)
+		if p[0] != nil && !isString {
 			return nil, fmt.Errorf("must be str or None, not %s", typeName(p[0]))
 		}
-		return r.stringList(parts, len(s))
+		if isString && sep == "" {
+			return nil, fmt.Errorf("empty separator")
+		}
+		// The parts are counted and charged before they are made: "a" * 10**7 split on
+		// "a" makes ten million strings.
+		n := countFields(s) + 1
+		if isString {
+			n = strings.Count(s, sep) + 1
+		}
+		if limit >= 0 {
+			n = min(n, limit+1)
+		}
+		if err := r.allocList(2 * n); err != nil {
+			return nil, err
+		}
+		var parts []string
+		switch {
+		case !isString:
+			parts = splitSpace(s, limit, fromRight)
+		case fromRight:
+			parts = rsplitN(s, sep, n)
+		default:
+			parts = strings.SplitN(s, sep, n)
+		}
+		return stringList(parts), nil
 	}
 }
 
-// stringList turns parts that together hold about size bytes into a list value.
-func (r *renderer) stringList(parts []string, size int) (any, error) {
-	if err := r.allocList(len(parts)); err != nil {
-		return nil, err
+// countFields counts the runs of non-space characters in s.
+func countFields(s string) int {
+	n, inField := 0, false
+	for _, c := range s {
+		space := unicode.IsSpace(c)
+		if !space && !inField {
+			n++
+		}
+		inField = !space
 	}
-	if err := r.alloc(size); err != nil {
-		return nil, err
-	}
+	return n
+}
+
+// stringList turns parts into a list value.
+func stringList(parts []string) []any {
 	out := make([]any, len(parts))
 	for i, p := range parts {
 		out[i] = p
 	}
-	return out, nil
+	return out
 }
 
 func rsplitN(s, sep string, n int) []string {
@@ -571,6 +579,15 @@ func splitSpace(s string, limit int, fromRight bool) []string {
 
 // splitLines is str.splitlines, on the line boundaries Python knows.
 func (r *renderer) splitLines(s string, keepEnds bool) (any, error) {
+	breaks := 0
+	for _, c := range s {
+		if isLineBreak(c) {
+			breaks++
+		}
+	}
+	if err := r.allocList(2 * (breaks + 1)); err != nil {
+		return nil, err
+	}
 	var parts []string
 	for s != "" {
 		i := strings.IndexFunc(s, isLineBreak)
@@ -589,7 +606,7 @@ func (r *renderer) splitLines(s string, keepEnds bool) (any, error) {
 		}
 		s = s[i+n:]
 	}
-	return r.stringList(parts, len(s))
+	return stringList(parts), nil
 }
 
 func isLineBreak(c rune) bool {
@@ -647,9 +664,6 @@ func (r *renderer) replace(s string, oldV, newV, countV any) (any, error) {
 	}
 	if err := r.alloc(len(s) + n*(len(repl)-len(old))); err != nil {
 		return nil, err
-	}
-	if n > 0 && len(repl) > 0 && n > (r.limits.MaxBytes)/len(repl) {
-		return nil, r.bytesError()
 	}
 	return strings.Replace(s, old, repl, n), nil
 }
@@ -709,7 +723,7 @@ func (l *loopState) attr(r *renderer, name string) any {
 		return bound(name, func(r *renderer, a *args) (any, error) {
 			v := tuple(a.pos)
 			if l.changedSet {
-				if eq, err := equal(l.changedLast, v, 0); err != nil || eq {
+				if eq, err := r.equal(l.changedLast, v, 0); err != nil || eq {
 					return false, err
 				}
 			}

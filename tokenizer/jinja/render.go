@@ -38,7 +38,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // error wrapping ErrLimit. A zero field takes its default.
 type Limits struct {
 	// MaxSteps bounds the work: every expression evaluated, statement run, loop
-	// iteration, call, and every 256 bytes a string method scans, is one step.
+	// iteration, call, comparison, and every 16 bytes a string operation reads, is one
+	// step.
 	MaxSteps int
 	// MaxDepth bounds nested macro calls, call blocks and recursive loop levels.
 	MaxDepth int
@@ -156,8 +157,9 @@ func (r *renderer) step(n int) error {
 	return nil
 }
 
-// scan counts the work of a string operation that reads n bytes.
-func (r *renderer) scan(n int) error { return r.step(1 + n>>8) }
+// scan counts the work of a string operation that reads n bytes: a step per 16 bytes,
+// about the time a step of evaluation takes.
+func (r *renderer) scan(n int) error { return r.step(1 + n>>4) }
 
 // alloc charges n bytes about to be allocated for a string or list.
 func (r *renderer) alloc(n int) error {
@@ -235,7 +237,39 @@ func (w *sink) write(s string) {
 			return
 		}
 	}
+	w.reserve(len(s))
 	w.b.WriteString(s)
+}
+
+// reserve makes room for n more bytes, doubling the buffer: strings.Builder's own
+// growth, append's, adds a quarter at a time for large buffers and would allocate five
+// times the final size on the way.
+func (w *sink) reserve(n int) {
+	if w.b.Cap()-w.b.Len() < n {
+		w.b.Grow(n)
+	}
+}
+
+// writeEscape writes a backslash escape: the letter and v in digits hex digits
+// ("\x01", "\u00e9"), without allocating.
+func (w *sink) writeEscape(letter byte, v rune, digits int) {
+	var buf [10]byte
+	buf[0], buf[1] = '\\', letter
+	for i := digits - 1; i >= 0; i-- {
+		buf[2+i] = "0123456789abcdef"[v&0xf]
+		v >>= 4
+	}
+	if w.err != nil {
+		return
+	}
+	if w.r != nil {
+		if err := w.r.alloc(2 + digits); err != nil {
+			w.err = err
+			return
+		}
+	}
+	w.reserve(2 + digits)
+	w.b.Write(buf[:2+digits])
 }
 
 func (w *sink) fail(err error) {
@@ -384,9 +418,6 @@ func (r *renderer) assign(sc *scope, targets []string, v any) error {
 	items, err := r.iterate(v)
 	if err != nil {
 		return fmt.Errorf("cannot unpack non-iterable %s object", typeName(v))
-	}
-	if _, isUndefined := v.(*Undefined); isUndefined {
-		return v.(*Undefined).err()
 	}
 	if len(items) != len(targets) {
 		if len(items) > len(targets) {

@@ -25,7 +25,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return compareOp(op, v, p[0])
+			return r.compareOp(op, v, p[0])
 		}
 	}
 	tests = map[string]testFunc{
@@ -78,7 +78,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return equal(m, 0, 0)
+			return r.equal(m, 0, 0)
 		},
 		"eq": compareTest("=="), "equalto": compareTest("=="), "==": compareTest("=="),
 		"ne": compareTest("!="), "!=": compareTest("!="),
@@ -91,7 +91,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return contains(p[0], v)
+			return r.contains(p[0], v)
 		},
 		"sameas": func(r *renderer, v any, a *args) (any, error) {
 			p, err := a.bind("sameas", []string{"other"}, required)

@@ -276,9 +276,11 @@ func writeRepr(w *sink, v any, depth int) {
 	case float64:
 		w.write(pythonFloat(x))
 	case string:
-		w.write(quotePython(x))
+		writeQuoted(w, x)
 	case markup:
-		w.write("Markup(" + quotePython(string(x)) + ")")
+		w.write("Markup(")
+		writeQuoted(w, string(x))
+		w.write(")")
 	case *iterator:
 		w.write("<" + x.kind + " object>")
 	case *rangeValue:
@@ -343,43 +345,53 @@ func writeDictRepr(w *sink, d *Dict, depth int) {
 	w.write("}")
 }
 
-// quotePython is Python's repr of a string: single quotes unless the string holds a
-// single quote and no double quote, escapes for backslashes, control and unprintable
-// characters.
+// quotePython is Python's repr of a string, for messages.
 func quotePython(s string) string {
+	var w sink
+	writeQuoted(&w, s)
+	return w.b.String()
+}
+
+// writeQuoted writes Python's repr of a string: single quotes unless the string holds a
+// single quote and no double quote, escapes for backslashes, control and unprintable
+// characters. Runs of plain characters go to the sink whole, so that the budget sees
+// the escaped text as it grows.
+func writeQuoted(w *sink, s string) {
 	q := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		q = '"'
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte(q)
-	for _, r := range s {
+	w.write(string(q))
+	plainFrom := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		escaped := r == rune(q) || r == '\\' || r < 0x20 || r == 0x7f || r >= 0x80 && r != utf8.RuneError && !pythonPrintable(r)
+		if !escaped {
+			continue
+		}
+		w.write(s[plainFrom : i-size])
+		plainFrom = i
 		switch {
 		case r == rune(q) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
+			w.write("\\")
+			w.write(string(rune(r)))
 		case r == '\n':
-			b.WriteString(`\n`)
+			w.write(`\n`)
 		case r == '\r':
-			b.WriteString(`\r`)
+			w.write(`\r`)
 		case r == '\t':
-			b.WriteString(`\t`)
-		case r == utf8.RuneError || r < 0x20 || r == 0x7f || r >= 0x80 && !pythonPrintable(r):
-			switch {
-			case r < 0x100:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r < 0x10000:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
+			w.write(`\t`)
+		case r < 0x100:
+			w.writeEscape('x', r, 2)
+		case r < 0x10000:
+			w.writeEscape('u', r, 4)
 		default:
-			b.WriteRune(r)
+			w.writeEscape('U', r, 8)
 		}
 	}
-	b.WriteByte(q)
-	return b.String()
+	w.write(s[plainFrom:])
+	w.write(string(q))
 }
 
 // pythonPrintable approximates Python's str.isprintable for non-ASCII characters: not
@@ -446,9 +458,14 @@ func asNumber(v any) (i int, f float64, isFloat, ok bool) {
 }
 
 // equal is Python's ==.
-func equal(a, b any, depth int) (bool, error) {
+func (r *renderer) equal(a, b any, depth int) (bool, error) {
 	if depth > maxValueDepth {
 		return false, errTooDeep
+	}
+	// Every comparison is a step: a template can build a list that holds another twice,
+	// forty levels deep, whose comparison would visit 2**40 leaves.
+	if err := r.step(1); err != nil {
+		return false, err
 	}
 	a, b = plain(a), plain(b)
 	if ai, af, aFloat, ok := asNumber(a); ok {
@@ -466,15 +483,18 @@ func equal(a, b any, depth int) (bool, error) {
 		return b == nil, nil
 	case string:
 		y, ok := b.(string)
-		return ok && x == y, nil
+		if !ok {
+			return false, nil
+		}
+		return x == y, r.scan(min(len(x), len(y)))
 	case []any:
 		if y, ok := b.([]any); ok {
-			return equalSeq(x, y, depth)
+			return r.equalSeq(x, y, depth)
 		}
 		return false, nil
 	case tuple:
 		if y, ok := b.(tuple); ok {
-			return equalSeq(x, y, depth)
+			return r.equalSeq(x, y, depth)
 		}
 		return false, nil
 	case *Dict:
@@ -487,7 +507,7 @@ func equal(a, b any, depth int) (bool, error) {
 			if !found {
 				return false, nil
 			}
-			if eq, err := equal(x.values[i], v, depth+1); !eq || err != nil {
+			if eq, err := r.equal(x.values[i], v, depth+1); !eq || err != nil {
 				return false, err
 			}
 		}
@@ -502,12 +522,12 @@ func equal(a, b any, depth int) (bool, error) {
 	return a == b, nil
 }
 
-func equalSeq(x, y []any, depth int) (bool, error) {
+func (r *renderer) equalSeq(x, y []any, depth int) (bool, error) {
 	if len(x) != len(y) {
 		return false, nil
 	}
 	for i := range x {
-		if eq, err := equal(x[i], y[i], depth+1); !eq || err != nil {
+		if eq, err := r.equal(x[i], y[i], depth+1); !eq || err != nil {
 			return false, err
 		}
 	}
@@ -516,9 +536,12 @@ func equalSeq(x, y []any, depth int) (bool, error) {
 
 // compare is Python's ordering of two values: -1, 0 or 1, or an error for values that
 // do not order (a string and a number, None, dicts).
-func compare(a, b any, depth int) (int, error) {
+func (r *renderer) compare(a, b any, depth int) (int, error) {
 	if depth > maxValueDepth {
 		return 0, errTooDeep
+	}
+	if err := r.step(1); err != nil {
+		return 0, err
 	}
 	a, b = plain(a), plain(b)
 	if ai, af, aFloat, ok := asNumber(a); ok {
@@ -532,15 +555,15 @@ func compare(a, b any, depth int) (int, error) {
 	switch x := a.(type) {
 	case string:
 		if y, ok := b.(string); ok {
-			return strings.Compare(x, y), nil
+			return strings.Compare(x, y), r.scan(min(len(x), len(y)))
 		}
 	case []any:
 		if y, ok := b.([]any); ok {
-			return compareSeq(x, y, depth)
+			return r.compareSeq(x, y, depth)
 		}
 	case tuple:
 		if y, ok := b.(tuple); ok {
-			return compareSeq(x, y, depth)
+			return r.compareSeq(x, y, depth)
 		}
 	case *Undefined:
 		return 0, x.err()
@@ -571,22 +594,28 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-func compareSeq(x, y []any, depth int) (int, error) {
+func (r *renderer) compareSeq(x, y []any, depth int) (int, error) {
 	for i := range min(len(x), len(y)) {
-		eq, err := equal(x[i], y[i], depth+1)
+		eq, err := r.equal(x[i], y[i], depth+1)
 		if err != nil {
 			return 0, err
 		}
 		if !eq {
-			return compare(x[i], y[i], depth+1)
+			return r.compare(x[i], y[i], depth+1)
 		}
 	}
 	return cmpInt(len(x), len(y)), nil
 }
 
-// iterate is iterate for any value, ranges included, whose items it charges to the
-// budget before it lists them.
+// iterate is iterate for any value, ranges included, charging the lists it makes for
+// ranges and strings before it makes them.
 func (r *renderer) iterate(v any) ([]any, error) {
+	if s, ok := plain(v).(string); ok {
+		if err := r.allocList(utf8.RuneCountInString(s)); err != nil {
+			return nil, err
+		}
+		return stringChars(s), nil
+	}
 	rv, ok := v.(*rangeValue)
 	if !ok {
 		return iterate(v)
@@ -654,7 +683,7 @@ func length(v any) (int, error) {
 }
 
 // contains is Python's "item in container".
-func contains(container, item any) (bool, error) {
+func (r *renderer) contains(container, item any) (bool, error) {
 	container, item = plain(container), plain(item)
 	switch c := container.(type) {
 	case string:
@@ -662,7 +691,7 @@ func contains(container, item any) (bool, error) {
 		if !ok {
 			return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", typeName(item))
 		}
-		return strings.Contains(c, s), nil
+		return strings.Contains(c, s), r.scan(len(c))
 	case *Dict:
 		if !hashable(item) {
 			return false, fmt.Errorf("unhashable type: '%s'", typeName(item))
@@ -684,24 +713,28 @@ func contains(container, item any) (bool, error) {
 		return false, fmt.Errorf("argument of type '%s' is not iterable", typeName(container))
 	}
 	for _, e := range items {
-		if eq, err := equal(e, item, 0); eq || err != nil {
+		if eq, err := r.equal(e, item, 0); eq || err != nil {
 			return eq, err
 		}
 	}
 	return false, nil
 }
 
-// sliceIndices resolves a Python slice [start:stop:step] over n items to the indices it
-// visits.
-func sliceIndices(n int, start, stop, step any) ([]int, error) {
+// pySlice is a resolved Python slice: count indices from first, step apart.
+type pySlice struct{ first, step, count int }
+
+func (s pySlice) index(k int) int { return s.first + k*s.step }
+
+// resolveSlice resolves a Python slice [start:stop:step] over n items.
+func resolveSlice(n int, start, stop, step any) (pySlice, error) {
 	st := 1
 	if step != nil {
 		s, ok := step.(int)
 		if !ok {
-			return nil, fmt.Errorf("slice indices must be integers or None")
+			return pySlice{}, fmt.Errorf("slice indices must be integers or None")
 		}
 		if s == 0 {
-			return nil, fmt.Errorf("slice step cannot be zero")
+			return pySlice{}, fmt.Errorf("slice step cannot be zero")
 		}
 		st = s
 	}
@@ -738,34 +771,36 @@ func sliceIndices(n int, start, stop, step any) ([]int, error) {
 	var err error
 	if st > 0 {
 		if lo, err = bound(start, 0); err != nil {
-			return nil, err
+			return pySlice{}, err
 		}
 		if hi, err = bound(stop, n); err != nil {
-			return nil, err
+			return pySlice{}, err
 		}
 	} else {
 		if lo, err = bound(start, n-1); err != nil {
-			return nil, err
+			return pySlice{}, err
 		}
 		if hi, err = bound(stop, -1); err != nil {
-			return nil, err
+			return pySlice{}, err
 		}
 	}
-	var idx []int
-	for i := lo; st > 0 && i < hi || st < 0 && i > hi; i += st {
-		idx = append(idx, i)
+	count := 0
+	if st > 0 && hi > lo {
+		count = (hi - lo + st - 1) / st
+	} else if st < 0 && lo > hi {
+		count = (lo - hi - st - 1) / -st
 	}
-	return idx, nil
+	return pySlice{first: lo, step: st, count: count}, nil
 }
 
 // sortValues sorts values in Python's order, stably; key extracts the sort key.
-func sortValues(items []any, key func(any) any, reverse bool) error {
+func (r *renderer) sortValues(items []any, key func(any) any, reverse bool) error {
 	var err error
 	slices.SortStableFunc(items, func(a, b any) int {
 		if err != nil {
 			return 0
 		}
-		c, e := compare(key(a), key(b), 0)
+		c, e := r.compare(key(a), key(b), 0)
 		if e != nil {
 			err = e
 		}

@@ -222,6 +222,10 @@ FEATURES = [
     ("{{ [1, 2]|map('string')|length }}", {}),
     ("{{ [1, 2]|select|tojson }}", {}),
     ("{{ none|map('string')|list }} {{ u|selectattr('x')|list }} {{ ('<'|safe) + '<' }} {{ '<' + ('<'|safe) }} {{ ('<'|e)|e }} {{ ('<'|safe) ~ '<' }} {{ ('a'|safe) == 'a' }}", {}),
+    # Escapes in repr and JSON, slices and indices over characters.
+    ("{{ ['\\x01\\x7f\\u200b é\\n\\t\\\\', \"it's\", 'say \"hi\"', '\\'\"'] }}", {}),
+    ("{{ 'é👍\\x01\\u2028'|tojson }} {{ 'é👍\\x01'|tojson(ensure_ascii=true) }} {{ {'k\\n': 'v\"'}|tojson }}", {}),
+    ("{{ 'héllo wörld'[1] }} {{ 'héllo'[-1] }} {{ 'héllo'[::2] }} {{ 'héllo'[-3:] }} {{ 'héllo'[9] }}|{{ 'héllo'|list }} {{ 'aé'|reverse }} {{ 'x,y'.split(',', 0) }} {{ 'a\\nb\\n'.splitlines(true) }}", {}),
     # Undefined and None.
     ("[{{ u }}][{% for x in u %}x{% endfor %}][{{ u|length }}][{{ u ~ 'a' }}][{{ u == u }}][{{ u is defined }}][{{ none }}][{{ none ~ 'a' }}][{{ n.attr }}]", {"n": None}),
     # Errors.
