@@ -185,7 +185,8 @@ func (l *lexer) text(text string) {
 	l.lineStart = false
 }
 
-// lstrip removes the spaces and tabs between the last line start and a tag.
+// lstrip removes the white space between the start of the line and a tag, when nothing
+// else is on the line before it.
 func (l *lexer) lstrip(text string) string {
 	start := strings.LastIndexByte(text, '\n') + 1
 	if start == 0 && !l.lineStart {

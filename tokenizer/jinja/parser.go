@@ -17,6 +17,9 @@ type parser struct {
 	depth  int
 	// names collects the names read inside the macro being parsed (nil outside macros).
 	names map[string]bool
+	// loops counts the for loops around the statement being parsed, within its macro:
+	// break and continue need one.
+	loops int
 }
 
 func (p *parser) cur() token  { return p.tokens[p.pos] }
@@ -115,9 +118,7 @@ func (p *parser) parseBody(ends ...string) ([]stmt, error) {
 			if err != nil {
 				return nil, err
 			}
-			if s != nil {
-				body = append(body, s)
-			}
+			body = append(body, s)
 		default:
 			return nil, p.errorf("unexpected %s", t)
 		}
@@ -154,6 +155,9 @@ func (p *parser) parseStatement() (stmt, error) {
 	case "with":
 		return p.parseWith(line)
 	case "break", "continue":
+		if p.loops == 0 {
+			return nil, &Error{Line: line, Msg: fmt.Sprintf("'%s' outside a loop", t.text)}
+		}
 		if err := p.expectStmtClose(); err != nil {
 			return nil, err
 		}
@@ -247,7 +251,10 @@ func (p *parser) parseFor(line int) (stmt, error) {
 	if err := p.expectStmtClose(); err != nil {
 		return nil, err
 	}
-	if s.body, err = p.parseBody("endfor", "else"); err != nil {
+	p.loops++
+	s.body, err = p.parseBody("endfor", "else")
+	p.loops--
+	if err != nil {
 		return nil, err
 	}
 	p.next()
@@ -358,11 +365,11 @@ func (p *parser) parseSignature(m *macroDef) error {
 // parseMacroBody parses a macro's (or call block's) body, noting which of varargs,
 // kwargs and caller it reads.
 func (p *parser) parseMacroBody(m *macroDef, end string) error {
-	outer := p.names
-	p.names = map[string]bool{}
+	outer, outerLoops := p.names, p.loops
+	p.names, p.loops = map[string]bool{}, 0 // the body runs as a function of its own
 	body, err := p.parseBody(end)
 	names := p.names
-	p.names = outer
+	p.names, p.loops = outer, outerLoops
 	for n := range names {
 		if outer != nil {
 			outer[n] = true

@@ -162,11 +162,10 @@ func TestReferenceFeatures(t *testing.T) {
 	readJSONFile(t, "testdata/features.json", &cases)
 	for _, c := range cases {
 		tpl, err := Parse(c.Template)
-		if err != nil {
-			t.Errorf("%s: %v", c.Template, err)
-			continue
+		got := ""
+		if err == nil {
+			got, err = tpl.Render(referenceVars(t, c.Vars), Limits{})
 		}
-		got, err := tpl.Render(referenceVars(t, c.Vars), Limits{})
 		t.Run("", func(t *testing.T) {
 			t.Log(c.Template)
 			c.check(t, got, err)

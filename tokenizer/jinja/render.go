@@ -116,9 +116,6 @@ func (t *Template) Render(vars map[string]any, limits Limits) (out string, err e
 	r.scope = top
 	w := r.newSink()
 	if err := r.execBody(t.body, w); err != nil {
-		if errors.Is(err, errBreak) || errors.Is(err, errContinue) {
-			return "", &Error{Msg: "break or continue outside a loop"}
-		}
 		return "", err
 	}
 	return w.b.String(), nil

@@ -39,11 +39,11 @@ func (d *Dict) Set(key, value any) {
 	d.keys = append(d.keys, key)
 	d.values = append(d.values, value)
 	if d.index != nil {
-		d.index[key] = len(d.keys) - 1
+		d.index[hashKey(key)] = len(d.keys) - 1
 	} else if len(d.keys) > 8 {
 		d.index = make(map[any]int, len(d.keys))
 		for i, k := range d.keys {
-			d.index[k] = i
+			d.index[hashKey(k)] = i
 		}
 	}
 }
@@ -66,7 +66,7 @@ func (d *Dict) find(key any) (int, bool) {
 		return i, ok
 	}
 	for i, k := range d.keys {
-		if k == key {
+		if hashKey(k) == key {
 			return i, true
 		}
 	}

@@ -239,6 +239,13 @@ FEATURES = [
     ("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
     ("{{ 1 / 0 }}", {}),
     ("{{ raise_exception('boom: ' ~ 1) }}", {}),
+    ("{% break %}", {}),
+    ("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", {}),
+    ("{% for i in [] %}{% else %}{% break %}{% endfor %}", {}),
+    ("{% if true %}unclosed", {}),
+    ("{{ 1 + }}", {}),
+    ("{% include 'x.jinja' %}", {}),
+    ("{% frobnicate %}", {}),
     ("{{ strftime_now('%Y-%m-%d %H:%M %b %B %a %A %d') }}", {}),
 ]
 
