@@ -123,6 +123,9 @@ func (r *renderer) getitem(obj, key any) (any, error) {
 	case *Undefined:
 		return nil, x.err()
 	case *Dict:
+		if _, isTuple := key.(tuple); isTuple {
+			break // hashable in Python, but no key here is a tuple
+		}
 		if !hashable(key) {
 			return nil, fmt.Errorf("unhashable type: '%s'", typeName(key))
 		}
@@ -253,7 +256,13 @@ func (e *sliceExpr) eval(r *renderer) (any, error) {
 	switch s := plain(obj).(type) {
 	case string:
 		return r.sliceString(s, bounds[0], bounds[1], bounds[2])
-	case []any, tuple, *rangeValue:
+	case *rangeValue:
+		sl, err := resolveSlice(s.n, bounds[0], bounds[1], bounds[2])
+		if err != nil {
+			return nil, err
+		}
+		return &rangeValue{start: s.start + sl.first*s.step, step: s.step * sl.step, n: sl.count}, nil
+	case []any, tuple:
 		items, err := r.iterate(s)
 		if err != nil {
 			return nil, err
@@ -816,14 +825,25 @@ func floatOp(op string, a, b float64) (any, error) {
 		if b == 0 {
 			return nil, fmt.Errorf("float floor division or modulo by zero")
 		}
+		// Python's float floor division and modulo: from the exact remainder, so that
+		// 5 // 0.1 is 49.0 (0.1 is a little more than a tenth), not floor(5 / 0.1) = 50.0.
 		m := math.Mod(a, b)
+		div := (a - m) / b
 		if m != 0 && (m < 0) != (b < 0) {
 			m += b
+			div--
 		}
 		if op == "%" {
 			return m, nil
 		}
-		return math.Floor(a / b), nil
+		if div == 0 {
+			return math.Copysign(0, a/b), nil
+		}
+		q := math.Floor(div)
+		if div-q > 0.5 {
+			q++
+		}
+		return q, nil
 	case "**":
 		return math.Pow(a, b), nil
 	}

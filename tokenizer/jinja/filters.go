@@ -128,12 +128,18 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if u, ok := v.(*Undefined); ok {
+				return nil, u.err()
+			}
 			return toInt(v, p[0], p[1]), nil
 		},
 		"float": func(r *renderer, v any, a *args) (any, error) {
 			p, err := a.bind("float", []string{"default"}, 0.0)
 			if err != nil {
 				return nil, err
+			}
+			if u, ok := v.(*Undefined); ok {
+				return nil, u.err()
 			}
 			return toFloat(v, p[0]), nil
 		},
@@ -786,9 +792,13 @@ func filterIndent(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := r.str(v)
-	if err != nil {
-		return nil, err
+	// Jinja appends to the value itself: only strings indent.
+	s, ok := v.(string)
+	if u, isUndefined := v.(*Undefined); isUndefined {
+		return nil, u.err()
+	}
+	if !ok {
+		return nil, fmt.Errorf("unsupported operand type(s) for +=: '%s' and 'str'", typeName(v))
 	}
 	var pad string
 	switch w := p[0].(type) {

@@ -115,7 +115,11 @@ func (r *renderer) percentFormat(format string, values any) (any, error) {
 		}
 		w.write(s)
 	}
-	if used < len(positional) && !isMapping {
+	// Python reads any non-tuple with items (a list or range too) as a possible mapping,
+	// and then does not count unused arguments.
+	_, isList := values.([]any)
+	_, isRange := values.(*rangeValue)
+	if used < len(positional) && !isMapping && !isList && !isRange {
 		return nil, fmt.Errorf("not all arguments converted during string formatting")
 	}
 	return w.b.String(), w.err

@@ -247,7 +247,8 @@ func (l *lexer) comment() error {
 }
 
 // rawBlock handles {% raw %}…{% endraw %} (the opening delimiter already consumed): the
-// text between the tags is data, unparsed.
+// text between the tags is data, unparsed. As in Jinja, trim_blocks does not apply to the
+// opening tag, which takes "-" but not "+" before its "%}".
 func (l *lexer) rawBlock() bool {
 	s := l.src[l.pos:]
 	t := strings.TrimLeft(s, " \t\n")
@@ -256,15 +257,15 @@ func (l *lexer) rawBlock() bool {
 	}
 	t = strings.TrimLeft(t[3:], " \t\n")
 	control := byte(0)
-	if t != "" && (t[0] == '-' || t[0] == '+') {
+	if t != "" && t[0] == '-' {
 		control = t[0]
 		t = t[1:]
 	}
 	if !strings.HasPrefix(t, "%}") || rawEnd(t[2:]) == nil {
-		return false // not a raw tag, or an unclosed one the parser reports
+		return false // not a raw tag, or one the parser reports
 	}
 	l.advance(len(s) - len(t) + 2)
-	l.afterTag(control, true)
+	l.afterTag(control, false)
 	l.finishRaw()
 	return true
 }

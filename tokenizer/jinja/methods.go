@@ -47,21 +47,24 @@ func dictMethod(d *Dict, name string) any {
 			if _, err := a.bind("items", nil); err != nil {
 				return nil, err
 			}
-			return r.dictItems(d)
+			items, err := r.dictItems(d)
+			return &dictView{items: items, kind: "dict_items"}, err
 		})
 	case "keys":
 		return bound(name, func(r *renderer, a *args) (any, error) {
 			if _, err := a.bind("keys", nil); err != nil {
 				return nil, err
 			}
-			return r.copyList(d.keys)
+			keys, err := r.copyList(d.keys)
+			return &dictView{items: keys, kind: "dict_keys"}, err
 		})
 	case "values":
 		return bound(name, func(r *renderer, a *args) (any, error) {
 			if _, err := a.bind("values", nil); err != nil {
 				return nil, err
 			}
-			return r.copyList(d.values)
+			values, err := r.copyList(d.values)
+			return &dictView{items: values, kind: "dict_values"}, err
 		})
 	case "copy":
 		return bound(name, func(r *renderer, a *args) (any, error) {

@@ -825,7 +825,8 @@ func (p *parser) parsePostfix(x expr) (expr, error) {
 	}
 }
 
-// parseSubscript parses what follows "[": an index or a slice.
+// parseSubscript parses what follows "[": an index, a tuple of them ("d[1, 2]"), or a
+// slice.
 func (p *parser) parseSubscript(obj expr) (expr, error) {
 	var parts [3]expr
 	n := 0
@@ -836,6 +837,17 @@ func (p *parser) parseSubscript(obj expr) (expr, error) {
 				return nil, err
 			}
 			parts[n] = x
+		}
+		if n == 0 && parts[0] != nil && p.isOp(",") {
+			key := &tupleExpr{items: []expr{parts[0]}}
+			for p.skipOp(",") && !p.isOp("]") {
+				x, err := p.parseExpr()
+				if err != nil {
+					return nil, err
+				}
+				key.items = append(key.items, x)
+			}
+			return &itemExpr{obj: obj, key: key}, p.expectOp("]")
 		}
 		if p.skipOp("]") {
 			break

@@ -153,13 +153,18 @@ func TestReferenceTemplates(t *testing.T) {
 }
 
 // TestReferenceFeatures renders gen.py's language cases and compares with Python.
-func TestReferenceFeatures(t *testing.T) {
+func TestReferenceFeatures(t *testing.T) { testReferenceCases(t, "testdata/features.json") }
+
+// TestReferenceRandom renders gen.py's random templates and compares with Python.
+func TestReferenceRandom(t *testing.T) { testReferenceCases(t, "testdata/random.json") }
+
+func testReferenceCases(t *testing.T, path string) {
 	var cases []struct {
 		Template string          `json:"template"`
 		Vars     json.RawMessage `json:"vars"`
 		expectation
 	}
-	readJSONFile(t, "testdata/features.json", &cases)
+	readJSONFile(t, path, &cases)
 	for _, c := range cases {
 		tpl, err := Parse(c.Template)
 		got := ""

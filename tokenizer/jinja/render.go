@@ -445,10 +445,15 @@ func (s *setStmt) exec(r *renderer, out *output) error {
 	return located2(r.assign(r.scope, s.targets, v), s.line)
 }
 
-// renderCaptured renders body into a string, through filters.
+// renderCaptured renders body into a string, through filters. The body has a scope of
+// its own, as Jinja gives filter and set blocks: what it sets stays inside.
 func (r *renderer) renderCaptured(body []stmt, filters []*filterExpr, line int) (any, error) {
 	w := r.newSink()
-	if err := r.execBody(body, w); err != nil {
+	outer := r.scope
+	r.scope = &scope{parent: outer}
+	err := r.execBody(body, w)
+	r.scope = outer
+	if err != nil {
 		return nil, err
 	}
 	var v any = w.b.String()
@@ -694,7 +699,7 @@ func (s *forStmt) iterations(r *renderer, loop *loopState, iter *scope, out *out
 		}
 	}
 	if loop.n == 0 {
-		r.scope = loop.outer
+		r.scope = &scope{parent: loop.outer} // what the else body sets stays inside too
 		return r.execBody(s.els, out)
 	}
 	return nil

@@ -52,14 +52,14 @@ func init() {
 		}),
 		"sequence": is(func(v any) bool {
 			switch v.(type) {
-			case string, []any, tuple, *Dict, *rangeValue:
+			case string, []any, tuple, *Dict, *rangeValue, *Undefined:
 				return true
 			}
 			return false
 		}),
 		"callable": is(func(v any) bool {
 			switch v.(type) {
-			case *callable, *macro, Func:
+			case *callable, *macro, Func, *Undefined: // Undefined has __call__ (that raises)
 				return true
 			}
 			return false
@@ -111,13 +111,15 @@ func init() {
 	}
 }
 
+// parityTest is odd (want 1) or even (want 0): value % 2 == want, as Jinja computes it,
+// floats and all.
 func parityTest(want int) testFunc {
 	return func(r *renderer, v any, a *args) (any, error) {
-		i, _, isFloat, ok := asNumber(v)
-		if !ok || isFloat {
-			return nil, fmt.Errorf("%s is not an integer", repr(v))
+		m, err := r.binary("%", v, 2)
+		if err != nil {
+			return nil, err
 		}
-		return (i%2+2)%2 == want, nil
+		return r.equal(m, want, 0)
 	}
 }
 

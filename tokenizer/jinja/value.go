@@ -118,6 +118,13 @@ type iterator struct {
 	kind  string // Python's type name: generator, list_reverseiterator, dict_itemiterator
 }
 
+// dictView is what a dict's keys(), values() and items() return: a list that prints
+// as Python's view ("dict_keys(['a'])") and is not JSON.
+type dictView struct {
+	items []any
+	kind  string // dict_keys, dict_values, dict_items
+}
+
 // markup is a string marked safe (Jinja's Markup), what |safe and |escape return: adding
 // a plain string to it escapes the plain string. Everything else reads it as a string.
 type markup string
@@ -190,6 +197,8 @@ func typeName(v any) string {
 		return x.kind
 	case *rangeValue:
 		return "range"
+	case *dictView:
+		return x.kind
 	case []any:
 		return "list"
 	case tuple:
@@ -225,6 +234,8 @@ func truthy(v any) bool {
 		return x != ""
 	case *rangeValue:
 		return x.n > 0
+	case *dictView:
+		return len(x.items) > 0
 	case []any:
 		return len(x) > 0
 	case tuple:
@@ -283,6 +294,10 @@ func writeRepr(w *sink, v any, depth int) {
 		w.write(")")
 	case *iterator:
 		w.write("<" + x.kind + " object>")
+	case *dictView:
+		w.write(x.kind + "(")
+		writeSeq(w, "[", "]", x.items, depth)
+		w.write(")")
 	case *rangeValue:
 		stop := x.start + x.n*x.step
 		if x.step == 1 {
@@ -643,6 +658,8 @@ func iterate(v any) ([]any, error) {
 		return x, nil
 	case tuple:
 		return x, nil
+	case *dictView:
+		return x.items, nil
 	case *Dict:
 		return x.keys, nil
 	case string:
@@ -678,6 +695,8 @@ func length(v any) (int, error) {
 		return x.attrs.Len(), nil
 	case *rangeValue:
 		return x.n, nil
+	case *dictView:
+		return len(x.items), nil
 	}
 	return 0, fmt.Errorf("object of type '%s' has no len()", typeName(v))
 }

@@ -7,8 +7,9 @@ Run it from this directory with Python 3 and Jinja2 3.1.6 (pip install jinja2==3
 
 It rewrites expected/<template>.json for every templates/*.jinja (llama.cpp's
 models/templates at commit 3f545bec, unchanged) over the conversations below, which it
-writes to conversations.json (the template variables of each), and features.json for the
-language cases below. Jinja2 is set up as Hugging Face's
+writes to conversations.json (the template variables of each), features.json for the
+language cases below, and random.json for templates drawn at random (with a fixed seed)
+from a small grammar of expressions, statements and whitespace control. Jinja2 is set up as Hugging Face's
 transformers does in apply_chat_template: an ImmutableSandboxedEnvironment with
 trim_blocks, lstrip_blocks and the loopcontrols extension, {% generation %} rendering its
 body, tojson as json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
@@ -17,9 +18,12 @@ time, 2026-11-21 10:00). A render that fails records the exception's message, an
 the template raised it itself with raise_exception.
 """
 
+import copy
 import glob
 import json
 import os
+import random
+import warnings
 from datetime import datetime
 
 from jinja2 import nodes
@@ -226,6 +230,16 @@ FEATURES = [
     ("{{ ['\\x01\\x7f\\u200b é\\n\\t\\\\', \"it's\", 'say \"hi\"', '\\'\"'] }}", {}),
     ("{{ 'é👍\\x01\\u2028'|tojson }} {{ 'é👍\\x01'|tojson(ensure_ascii=true) }} {{ {'k\\n': 'v\"'}|tojson }}", {}),
     ("{{ 'héllo wörld'[1] }} {{ 'héllo'[-1] }} {{ 'héllo'[::2] }} {{ 'héllo'[-3:] }} {{ 'héllo'[9] }}|{{ 'héllo'|list }} {{ 'aé'|reverse }} {{ 'x,y'.split(',', 0) }} {{ 'a\\nb\\n'.splitlines(true) }}", {}),
+    # Found by comparing random templates with Python.
+    ("{% raw %}\nkept{% endraw %}\nc {% raw -%}  x  {%- endraw %}|", {}),
+    ("{% raw +%}x{% endraw %}", {}),
+    ("{% filter upper %}{% set y = 'v' %}{% endfilter %}[{{ y }}]{% set z %}{% set y = 'w' %}{% endset %}[{{ y }}]{% for i in [] %}{% else %}{% set y = 'e' %}{% endfor %}[{{ y }}]", {}),
+    ("{{ 5 // 0.1 }} {{ -5 // 0.1 }} {{ 7.5 % -2 }} {{ 2.5 is odd }} {{ 3.0 is odd }} {{ ' x ' % [1] }} {{ ' x ' % range(2) }} {{ n['k'] is callable }} {{ u is sequence }}", {"n": None}),
+    ("{{ d[1, 2] }}|{{ d.keys() }} {{ d.values() }} {{ d.items() }} {{ d.items()|length }} {{ range(10)[2:8:2] }} {{ range(10)[::-3]|list }}", {"d": {"a": 1}}),
+    ("{{ u|int }}", {}),
+    ("{{ [1]|indent }}", {}),
+    ("{{ x[1:] }}", {"x": 5}),
+    ("{{ d.keys()|tojson }}", {"d": {"a": 1}}),
     # Undefined and None.
     ("[{{ u }}][{% for x in u %}x{% endfor %}][{{ u|length }}][{{ u ~ 'a' }}][{{ u == u }}][{{ u is defined }}][{{ none }}][{{ none ~ 'a' }}][{{ n.attr }}]", {"n": None}),
     # Errors.
@@ -257,7 +271,91 @@ def features(env):
     write_json("features.json", cases)
 
 
+# The random grammar leaves out what Python renders inconsistently or this package
+# deliberately does not follow: slices of what has no items (Python's constant folding
+# makes "(1)[1:]" undefined while a variable's slice raises), ** (C's pow and Go's differ
+# in the last digit), none|items (this package gives no pairs, as llama.cpp does), and
+# Markup's string methods.
+ATOMS = ["1", "2", "0", "-3", "2.5", "0.1", "'ab'", "'Hello World'", "''", "none", "true", "false", "[1, 2, 3]", "[]",
+         "(1, 'a')", "{'k': 1, 'a': [2]}", "x", "s", "l", "d", "n", "u", "'a,b,,c'", "' pad '", "'é日'", "[3, 1, 2]",
+         "['b', 'A', 'c']", "range(4)"]
+BINARY = ["+", "-", "*", "/", "//", "%", "~", "==", "!=", "<", ">=", "and", "or", "in", "not in"]
+FILTERS = ["length", "first", "last", "join(',')", "default('z')", "trim", "upper", "lower", "capitalize", "title", "tojson",
+           "list", "string", "int", "float", "abs", "round", "sort", "reverse|list", "unique|list", "sum", "min", "max",
+           "dictsort", "indent(2)", "wordcount", "batch(2)|list", "select|list", "reject('odd')|list", "map('string')|list",
+           "count", "replace('a', 'b')", "tojson(indent=1)", "d", "join"]
+TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
+         "boolean", "true", "false", "odd", "even", "divisibleby 2", "in [1, 'ab']", "eq 1", "callable"]
+METHODS = ["strip()", "split(',')", "split()", "upper()", "lower()", "title()", "startswith('a')", "endswith(('b', 'c'))",
+           "replace('a', 'x')", "find('b')", "count('a')", "splitlines()", "isdigit()", "rstrip('c')", "items()", "keys()",
+           "values()", "get('k')", "get('z', 5)", "format(1)", "lstrip()", "rsplit(',', 1)"]
+TEXTS = ["", " ", "  ", "\n", "\n  ", "  \n", "a", " b ", "\n\n", "\t", "x\n", "\n y", " \t\n\t "]
+
+
+def random_expression(rng, depth=0):
+    r = rng.random()
+    sub = lambda: random_expression(rng, depth + 1)
+    if depth > 3 or r < 0.3:
+        return rng.choice(ATOMS)
+    if r < 0.5:
+        return f"({sub()} {rng.choice(BINARY)} {sub()})"
+    if r < 0.65:
+        return f"{sub()}|{rng.choice(FILTERS)}"
+    if r < 0.75:
+        return f"({sub()} is {rng.choice(['', 'not '])}{rng.choice(TESTS)})"
+    if r < 0.87:
+        return f"({sub()}).{rng.choice(METHODS)}"
+    if r < 0.94:
+        return f"({sub()} if {sub()} else {sub()})"
+    return "not " + sub()
+
+
+def random_statements(rng, depth=0):
+    control = lambda: rng.choice(["", "", "-", "+"])
+    tag = lambda body: "{%" + control() + " " + body + " " + control() + "%}"
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        out.append(rng.choice(TEXTS))
+        r = rng.random()
+        sub = lambda: random_statements(rng, depth + 1)
+        nested = depth < 2
+        if nested and r < 0.2:
+            out.append(tag("if " + rng.choice(["true", "false", "x", "l"])) + sub() + rng.choice(["", tag("else") + sub()]) + tag("endif"))
+        elif nested and r < 0.35:
+            out.append(tag("for i in " + rng.choice(["l", "[1, 2]", "[]", "range(2)"]) + rng.choice(["", " if i"])) + sub()
+                       + rng.choice(["", tag("else") + sub()]) + tag("endfor"))
+        elif r < 0.5:
+            out.append("{{" + rng.choice(["", "-"]) + " " + rng.choice(["x", "i", "loop.index", "'s'", "l|length", "y"]) + " " + rng.choice(["", "-"]) + "}}")
+        elif r < 0.6:
+            out.append("{#" + control() + " c " + control() + "#}")
+        elif r < 0.7:
+            out.append(tag("set y = " + rng.choice(["1", "'v'", "x"])))
+        elif r < 0.75:
+            out.append(tag("raw") + rng.choice(TEXTS) + "{{ x }}" + rng.choice(TEXTS) + tag("endraw"))
+        elif nested and r < 0.82:
+            out.append(tag("macro m(a)") + sub() + tag("endmacro") + rng.choice(TEXTS) + "{{ m(1) }}")
+        elif nested and r < 0.88:
+            out.append(tag("filter upper") + sub() + tag("endfilter"))
+        elif nested and r < 0.94:
+            out.append(tag("set z") + sub() + tag("endset") + "{{ z }}")
+    out.append(rng.choice(TEXTS))
+    return "".join(out)
+
+
+def random_cases(env, count=800):
+    rng = random.Random(39)
+    variables = {"x": 5, "s": "abc", "l": [1, "two", 3.0, None], "d": {"b": 1, "a": {"c": [True]}}, "n": None}
+    cases = []
+    for i in range(count):
+        source = "{{ " + random_expression(rng) + " }}" if i % 2 == 0 else random_statements(rng)
+        # A fresh copy each time: some filters (indent on a list) extend the list they get.
+        cases.append({"template": source, "vars": variables, **render(env, source, copy.deepcopy(variables))})
+    write_json("random.json", cases)
+
+
 if __name__ == "__main__":
+    warnings.simplefilter("ignore", SyntaxWarning)  # Python's compiler on Jinja's code for "(1)[0]"
     env = environment()
     templates(env)
     features(env)
+    random_cases(env)
