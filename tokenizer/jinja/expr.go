@@ -123,14 +123,12 @@ func (r *renderer) getitem(obj, key any) (any, error) {
 	case *Undefined:
 		return nil, x.err()
 	case *Dict:
-		if _, isTuple := key.(tuple); isTuple {
-			break // hashable in Python, but no key here is a tuple
-		}
-		if !hashable(key) {
-			return nil, fmt.Errorf("unhashable type: '%s'", typeName(key))
-		}
-		if v, ok := x.Get(key); ok {
-			return v, nil
+		// An unhashable key raises TypeError in Python, which Jinja's getitem turns into
+		// undefined, as it does a missing key (no key here is a tuple).
+		if hashable(key) {
+			if v, ok := x.Get(key); ok {
+				return v, nil
+			}
 		}
 	case []any, tuple, string, *rangeValue:
 		i, isIndex := key.(int)

@@ -13,11 +13,14 @@ import (
 // Values are Go values standing for Python's:
 //
 //	nil → None; bool; int → int (64-bit; overflow is an error, not a big integer);
-//	float64 → float; string → str; []any → list; tuple → tuple; *Dict → dict;
-//	*Undefined → jinja2.Undefined; *namespace, *macro, *loopState, *callable.
+//	float64 → float; string → str; markup → Markup; []any → list; tuple → tuple;
+//	*Dict → dict; *dictView → dict_keys/values/items; *rangeValue → range;
+//	*iterator → a generator or other one-pass iterator; *Undefined → jinja2.Undefined;
+//	*namespace, *macro, *loopState, *callable and Func.
 //
 // Values are never mutated after they are built (the environment is Jinja's immutable
-// sandbox), except a namespace's attributes, which {% set ns.x = … %} assigns.
+// sandbox), except a namespace's attributes, which {% set ns.x = … %} assigns, and an
+// iterator, which a pass consumes.
 
 // Dict is a dict in insertion order, as Python's dicts are: chat templates print tools
 // and arguments with tojson and items, in the order the client sent the keys.
