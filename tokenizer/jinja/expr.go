@@ -427,6 +427,9 @@ func (r *renderer) call(fn any, a *args) (any, error) {
 		if err != nil {
 			return nil, &Error{Msg: err.Error(), Err: err}
 		}
+		if s, ok := v.(string); ok { // strftime_now('%A' * 10**7) builds 60 MB
+			return v, r.alloc(len(s))
+		}
 		return v, nil
 	case *Undefined:
 		return nil, f.err()
@@ -763,6 +766,9 @@ func intOp(op string, a, b int) (any, error) {
 	case "//", "%":
 		if b == 0 {
 			return nil, fmt.Errorf("integer division or modulo by zero")
+		}
+		if a == math.MinInt && b == -1 {
+			return nil, errOverflow
 		}
 		q, m := a/b, a%b
 		if m != 0 && (m < 0) != (b < 0) {

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -762,13 +763,17 @@ var globals = map[string]any{
 		if step == 0 {
 			return nil, fmt.Errorf("range() arg 3 must not be zero")
 		}
-		n := 0
+		// The length in unsigned arithmetic: stop - start overflows for range(-2**62, 2**62).
+		var n uint64
 		if step > 0 && stop > start {
-			n = (stop-start-1)/step + 1
+			n = (uint64(stop)-uint64(start)-1)/uint64(step) + 1
 		} else if step < 0 && stop < start {
-			n = (start-stop-1)/(-step) + 1
+			n = (uint64(start)-uint64(stop)-1)/(uint64(-step)) + 1
 		}
-		return &rangeValue{start: start, step: step, n: n}, nil
+		if n > math.MaxInt {
+			return nil, fmt.Errorf("%w: range of %d items", errOverflow, n)
+		}
+		return &rangeValue{start: start, step: step, n: int(n)}, nil
 	}),
 	"namespace": bound("namespace", func(r *renderer, a *args) (any, error) {
 		d, err := r.dictFromArgs(a)
