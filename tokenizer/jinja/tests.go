@@ -2,7 +2,7 @@ package jinja
 
 import (
 	"fmt"
-	"strings"
+	"unicode"
 )
 
 type testFunc func(r *renderer, v any, a *args) (any, error)
@@ -64,11 +64,10 @@ func init() {
 			}
 			return false
 		}),
-		"lower":   is(func(v any) bool { s, ok := v.(string); return ok && s == strings.ToLower(s) }),
-		"upper":   is(func(v any) bool { s, ok := v.(string); return ok && s == strings.ToUpper(s) }),
-		"escaped": is(func(v any) bool { return false }),
-		"odd":     parityTest(1),
-		"even":    parityTest(0),
+		"lower": caseTest(unicode.IsLower, unicode.IsUpper),
+		"upper": caseTest(unicode.IsUpper, unicode.IsLower),
+		"odd":   parityTest(1),
+		"even":  parityTest(0),
 		"divisibleby": func(r *renderer, v any, a *args) (any, error) {
 			p, err := a.bind("divisibleby", []string{"num"}, required)
 			if err != nil {
@@ -113,6 +112,19 @@ func init() {
 
 // parityTest is odd (want 1) or even (want 0): value % 2 == want, as Jinja computes it,
 // floats and all.
+// caseTest is Jinja's lower or upper test: str(value).islower() or .isupper(), true
+// when a character has the case and none has the other.
+func caseTest(is, other func(rune) bool) testFunc {
+	method := casedMethod(is, other)
+	return func(r *renderer, v any, a *args) (any, error) {
+		s, err := r.str(v)
+		if err != nil {
+			return nil, err
+		}
+		return method(r, s, a)
+	}
+}
+
 func parityTest(want int) testFunc {
 	return func(r *renderer, v any, a *args) (any, error) {
 		m, err := r.binary("%", v, 2)

@@ -252,6 +252,7 @@ FEATURES = [
     ("{{ none|length }}", {}),
     ("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
     ("{{ 1 / 0 }}", {}),
+    ("{{ '123' is lower }}{{ 'ab1' is lower }}{{ 'AB' is upper }}{{ 1 is lower }}{{ 'Ab' is upper }}", {}),
     ("{{ raise_exception('boom: ' ~ 1) }}", {}),
     ("{% break %}", {}),
     ("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", {}),
