@@ -255,7 +255,8 @@ func longConversation(t testing.TB, rounds int) ChatInput {
 }
 
 // TestChatTemplateLimits: the hostile templates of issue 39 end in an error wrapping
-// jinja.ErrLimit, quickly, through the tokenizer's API.
+// jinja.ErrLimit through the tokenizer's API (package jinja's TestLimits checks that they
+// end quickly and without allocating much).
 func TestChatTemplateLimits(t *testing.T) {
 	for _, src := range []string{
 		`{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}`,
@@ -264,13 +265,8 @@ func TestChatTemplateLimits(t *testing.T) {
 		`{% for i in range(1000000000) %}{% endfor %}`,
 		`{{ ` + strings.Repeat("(", 100000) + `1` + strings.Repeat(")", 100000) + ` }}`,
 	} {
-		start := time.Now()
-		_, err := render(t, src, ChatInput{Messages: []any{}})
-		if !errors.Is(err, jinja.ErrLimit) {
+		if _, err := render(t, src, ChatInput{Messages: []any{}}); !errors.Is(err, jinja.ErrLimit) {
 			t.Errorf("%.60s: error %v, want jinja.ErrLimit", src, err)
-		}
-		if elapsed := time.Since(start); elapsed > 3*time.Second {
-			t.Errorf("%.60s: took %v", src, elapsed)
 		}
 	}
 }
