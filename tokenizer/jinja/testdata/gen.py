@@ -130,6 +130,43 @@ CONVERSATIONS = {
 }
 
 
+def random_conversations(count):
+    """Conversations of random shapes: roles in any order, content None or empty, tool
+    calls with assorted argument types, reasoning, with or without tools and flags."""
+    rng = random.Random(1)
+    contents = ["Hi", "", "  spaced  ", "multi\nline\n", "<think>\nr\n</think>\n\nanswer", "quote ' \" \\",
+                "日本語 👍", "{\"json\": 1}", "<tool_response>x</tool_response>", None]
+    arguments = [{"city": "Paris"}, {"q": "x", "n": 2, "f": 1.5, "b": True, "z": None, "l": [1, "a"]}, {}]
+
+    def message():
+        role = rng.choice(["user", "assistant", "system", "tool", "user", "assistant"])
+        m = {"role": role, "content": rng.choice(contents)}
+        if role == "assistant" and rng.random() < 0.4:
+            m["tool_calls"] = [{"id": f"c{i}", "type": "function", "function": {
+                "name": rng.choice(["get_weather", "search"]), "arguments": rng.choice(arguments)}}
+                for i in range(rng.randint(1, 2))]
+        if role == "assistant" and rng.random() < 0.3:
+            m["reasoning_content"] = rng.choice(["think", "", "a\nb"])
+        if role == "tool" and rng.random() < 0.5:
+            m["name"], m["tool_call_id"] = "get_weather", "c0"
+        return m
+
+    conversations = {}
+    for i in range(count):
+        messages = [message() for _ in range(rng.randint(1, 6))]
+        if rng.random() < 0.7:
+            messages[0] = {"role": rng.choice(["system", "user"]), "content": "Be nice."}
+        conv = {"messages": messages, "tools": TOOLS if rng.random() < 0.5 else None,
+                "add_generation_prompt": rng.random() < 0.5}
+        if rng.random() < 0.5:
+            conv["enable_thinking"] = rng.random() < 0.5
+        conversations[f"random_{i + 1}"] = conv
+    return conversations
+
+
+CONVERSATIONS.update(random_conversations(8))
+
+
 def write_json(path, value):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(value, f, ensure_ascii=False, indent=1, sort_keys=False)
