@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -62,6 +63,31 @@ func BenchmarkSplit(b *testing.B) {
 					out = p.split(benchText, out[:0])
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkRender renders Qwen3's chat template for a long agentic conversation: 202
+// messages (user turns, assistant turns with reasoning and tool calls, tool results,
+// answers; about 2 KB each) and a tool, the shape of a coding agent's prompt.
+func BenchmarkRender(b *testing.B) {
+	src, err := os.ReadFile("testdata/chat/qwen3.chat_template.jinja")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tpl, err := ParseTemplate(string(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := longConversation(b, 50)
+	out, err := tpl.Render(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if _, err := tpl.Render(in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

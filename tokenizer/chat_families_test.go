@@ -57,16 +57,14 @@ var familyConversations = []struct {
 		 {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}, "id": "call_1"},
 		 {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome", "days": 1, "hours": [9, 18], "opts": {"rain": true, "note": "a \"b\"\n"}}}, "id": "call_2"}]},
 		` + familyResult + `, {"role": "tool", "content": "sunny", "name": "get_weather", "tool_call_id": "call_2"}]`},
-	// Scalar arguments: Qwen3.5 writes them with Python's str (True), the GLM templates
-	// as JSON. Two kinds of value are left out because this package renders them
-	// differently: floats that C++'s default six significant digits shorten, which
-	// llama.cpp prints so (1.0 as "1", 48.8566144 as "48.8566") where Python and this
-	// package write the shortest repr ("1.0", "48.8566144"); and null, which Python and
-	// llama.cpp's |string write as "None" and gonja, having no None apart from undefined,
-	// as "".
+	// Scalar arguments: Qwen3.5 writes them with Python's str (True, None), the GLM
+	// templates as JSON. Floats that C++'s default six significant digits shorten are left
+	// out: llama.cpp prints them so (1.0 as "1", 48.8566144 as "48.8566") where Python and
+	// this package write the shortest repr ("1.0", "48.8566144"). (The null argument's
+	// renders were printed by Python's Jinja2; the C++ program above predates it.)
 	{name: "scalar_arguments", tools: true, thinking: true, messages: `[` + familyAsk + `,
 		{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather",
-		 "arguments": {"city": "Oslo", "metric": true, "wind": false, "scale": 1.5, "ratio": 0.25, "big": 1e20, "days": -3}}, "id": "call_1"}]}]`},
+		 "arguments": {"city": "Oslo", "metric": true, "wind": false, "scale": 1.5, "ratio": 0.25, "big": 1e20, "days": -3, "note": null}}, "id": "call_1"}]}]`},
 	{name: "system_only", generationPrompt: true, thinking: true, messages: `[` + familySystem + `]`},
 	{name: "late_system", generationPrompt: true, thinking: true, messages: `[` + familyHi + `, ` + familySystem + `]`},
 }
@@ -258,6 +256,9 @@ False
 <parameter=days>
 -3
 </parameter>
+<parameter=note>
+None
+</parameter>
 </function>
 </tool_call><|im_end|>
 `,
@@ -434,6 +435,8 @@ Weather in Paris?<|assistant|>
 <arg_value>1e+20</arg_value>
 <arg_key>days</arg_key>
 <arg_value>-3</arg_value>
+<arg_key>note</arg_key>
+<arg_value>null</arg_value>
 </tool_call>`,
 		"system_only": `[gMASK]<sop><|system|>
 You are terse.<|assistant|>`,
@@ -492,7 +495,7 @@ func TestChatGLM47Flash(t *testing.T) {
 		"tool_call":                         `[gMASK]<sop>` + glm47FlashTools + `<|system|>Use tools.` + glm47FlashCallTurns + `<|assistant|><think>`,
 		"tool_call_answered":                `[gMASK]<sop>` + glm47FlashTools + glm47FlashCallTurns + `<|assistant|></think>21 degrees.`,
 		"two_tool_calls":                    `[gMASK]<sop>` + glm47FlashTools + `<|user|>Weather in Paris?<|assistant|></think>Checking both.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call><tool_call>get_weather<arg_key>city</arg_key><arg_value>Rome</arg_value><arg_key>days</arg_key><arg_value>1</arg_value><arg_key>hours</arg_key><arg_value>[9, 18]</arg_value><arg_key>opts</arg_key><arg_value>{"rain": true, "note": "a \"b\"\n"}</arg_value></tool_call><|observation|><tool_response>{"temp": 21}</tool_response><tool_response>sunny</tool_response><|assistant|><think>`,
-		"scalar_arguments":                  `[gMASK]<sop>` + glm47FlashTools + `<|user|>Weather in Paris?<|assistant|></think><tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>metric</arg_key><arg_value>true</arg_value><arg_key>wind</arg_key><arg_value>false</arg_value><arg_key>scale</arg_key><arg_value>1.5</arg_value><arg_key>ratio</arg_key><arg_value>0.25</arg_value><arg_key>big</arg_key><arg_value>1e+20</arg_value><arg_key>days</arg_key><arg_value>-3</arg_value></tool_call>`,
+		"scalar_arguments":                  `[gMASK]<sop>` + glm47FlashTools + `<|user|>Weather in Paris?<|assistant|></think><tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>metric</arg_key><arg_value>true</arg_value><arg_key>wind</arg_key><arg_value>false</arg_value><arg_key>scale</arg_key><arg_value>1.5</arg_value><arg_key>ratio</arg_key><arg_value>0.25</arg_value><arg_key>big</arg_key><arg_value>1e+20</arg_value><arg_key>days</arg_key><arg_value>-3</arg_value><arg_key>note</arg_key><arg_value>null</arg_value></tool_call>`,
 		"system_only":                       `[gMASK]<sop><|system|>You are terse.<|assistant|><think>`,
 		"late_system":                       `[gMASK]<sop><|user|>Hi!<|system|>You are terse.<|assistant|><think>`,
 	}, nil)

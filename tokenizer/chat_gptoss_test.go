@@ -104,9 +104,10 @@ func TestChatGPTOSS(t *testing.T) {
 	}
 }
 
-// TestLiftConditionals: a parenthesized conditional inside an output tag renders as
-// Jinja renders it (Python's values in the comments), evaluating only the chosen branch.
-func TestLiftConditionals(t *testing.T) {
+// TestConditionalInsideExpression: a parenthesized conditional inside an expression, as
+// gpt-oss's template writes it, renders as Jinja renders it (Python's values in the
+// comments), evaluating only the chosen branch.
+func TestConditionalInsideExpression(t *testing.T) {
 	for _, c := range []struct {
 		src, want string
 		vars      map[string]any
