@@ -38,6 +38,9 @@ type serveCmd struct {
 	ReasoningFormat  string  `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
 	ChatTemplate     string  `name:"chat-template" placeholder:"JINJA_TEMPLATE" env:"LLAMA_ARG_CHAT_TEMPLATE" help:"Use this Jinja chat template (its text) instead of the model's; chatml names ChatML, which a model without a template gets." group:"server"`
 	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
+	Reasoning        string  `name:"reasoning" enum:"on,off,auto" default:"auto" env:"LLAMA_ARG_REASONING" help:"-rea: thinking in chat (the templates' enable_thinking): on, off, or auto (the template's default)." group:"server"`
+	ReasoningEffort  string  `name:"reasoning-effort" placeholder:"LEVEL" default:"default" env:"LLAMA_ARG_REASONING_EFFORT" help:"The reasoning_effort chat templates get (gpt-oss's: low, medium, high); default keeps the template's." group:"server"`
+	ReasoningBudget  int     `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens of thinking: -1 unlimited, 0 none (thinking off); a positive budget is not supported yet." group:"server"`
 	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
 	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
@@ -56,6 +59,49 @@ func (*serveCmd) Help() string {
 
 func init() {
 	llamaPassthrough["serve"] = declaredOptions(serveCmd{})
+}
+
+// templateKwargs are the template variables every chat request starts from, as
+// llama-server's default_template_kwargs: enable_thinking from --reasoning (or false for
+// --reasoning-budget 0), reasoning_effort from --reasoning-effort, then
+// --chat-template-kwargs over them. nil when there are none.
+func (c *serveCmd) templateKwargs() (*tokenizer.Object, error) {
+	kw := &tokenizer.Object{Values: map[string]any{}}
+	set := func(k string, v any) {
+		if _, has := kw.Values[k]; !has {
+			kw.Keys = append(kw.Keys, k)
+		}
+		kw.Values[k] = v
+	}
+	switch {
+	case c.ReasoningBudget < -1:
+		return nil, badInput("--reasoning-budget %d: want -1 (unlimited), 0 (no thinking) or a token count", c.ReasoningBudget)
+	case c.ReasoningBudget > 0:
+		return nil, badInput("--reasoning-budget %d: moerun cannot end thinking after a number of tokens yet; use 0 (no thinking) or -1 (unlimited)", c.ReasoningBudget)
+	}
+	switch {
+	case c.Reasoning == "off" || c.ReasoningBudget == 0:
+		set("enable_thinking", false)
+	case c.Reasoning == "on":
+		set("enable_thinking", true)
+	}
+	if c.ReasoningEffort != "default" {
+		set("reasoning_effort", c.ReasoningEffort)
+	}
+	if c.TemplateKwargs != "" {
+		v, err := tokenizer.DecodeJSON([]byte(c.TemplateKwargs))
+		o, ok := v.(*tokenizer.Object)
+		if err != nil || !ok {
+			return nil, badInput("--chat-template-kwargs %q: want a JSON object of template variables, such as '{\"enable_thinking\": false}'", c.TemplateKwargs)
+		}
+		for _, k := range o.Keys {
+			set(k, o.Values[k])
+		}
+	}
+	if len(kw.Keys) == 0 {
+		return nil, nil
+	}
+	return kw, nil
 }
 
 // serveStarted, when set (by tests), is told the address served and how to stop serving.
@@ -85,14 +131,9 @@ func (c *serveCmd) Run(e *env) error {
 		}
 		template = string(b)
 	}
-	var kwargs *tokenizer.Object
-	if c.TemplateKwargs != "" {
-		v, err := tokenizer.DecodeJSON([]byte(c.TemplateKwargs))
-		o, ok := v.(*tokenizer.Object)
-		if err != nil || !ok {
-			return badInput("--chat-template-kwargs %q: want a JSON object of template variables, such as '{\"enable_thinking\": false}'", c.TemplateKwargs)
-		}
-		kwargs = o
+	kwargs, err := c.templateKwargs()
+	if err != nil {
+		return err
 	}
 	if c.Similarity < 0 || c.Similarity > 1 || c.Similarity != c.Similarity {
 		return badInput("-sps %g: want a share of the prompt from 0 to 1", c.Similarity)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -136,6 +137,9 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "chatml", "--chat-template-file", tinyQwen}, "keep one"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template-kwargs", "[true]"}, "--chat-template-kwargs"},
+		{[]string{"serve", "-m", tinyQwen, "--reasoning-budget", "512"}, "cannot end thinking after a number of tokens"},
+		{[]string{"serve", "-m", tinyQwen, "--reasoning-budget", "-2"}, "--reasoning-budget -2"},
+		{[]string{"serve", "-m", tinyQwen, "-rea", "maybe"}, "--reasoning"},
 	} {
 		code, _, stderr := moerun(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
@@ -186,5 +190,39 @@ func TestServeEmptyAPIKey(t *testing.T) {
 	code := run([]string{"serve", "-m", tinyQwen, "--port", "0", "--api-key", ","}, io.Discard, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "holds no key") {
 		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// The template variables every chat request starts from, as llama-server's flags set them:
+// --reasoning and --reasoning-budget 0 set enable_thinking, --reasoning-effort sets
+// reasoning_effort, and --chat-template-kwargs go over them.
+func TestServeTemplateKwargs(t *testing.T) {
+	for _, c := range []struct {
+		cmd  serveCmd
+		want string
+	}{
+		{serveCmd{Reasoning: "auto", ReasoningEffort: "default", ReasoningBudget: -1}, "null"},
+		{serveCmd{Reasoning: "off", ReasoningEffort: "default", ReasoningBudget: -1}, `{"enable_thinking":false}`},
+		{serveCmd{Reasoning: "on", ReasoningEffort: "high", ReasoningBudget: -1}, `{"enable_thinking":true,"reasoning_effort":"high"}`},
+		{serveCmd{Reasoning: "auto", ReasoningEffort: "default", ReasoningBudget: 0}, `{"enable_thinking":false}`},
+		{serveCmd{Reasoning: "off", ReasoningEffort: "default", ReasoningBudget: -1, TemplateKwargs: `{"enable_thinking": true, "x": [1]}`},
+			`{"enable_thinking":true,"x":[1]}`},
+	} {
+		kw, err := c.cmd.templateKwargs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "null"
+		if kw != nil {
+			var parts []string
+			for _, k := range kw.Keys {
+				v, _ := json.Marshal(kw.Values[k])
+				parts = append(parts, fmt.Sprintf("%q:%s", k, v))
+			}
+			got = "{" + strings.Join(parts, ",") + "}"
+		}
+		if got != c.want {
+			t.Errorf("%+v: %s, want %s", c.cmd, got, c.want)
+		}
 	}
 }
