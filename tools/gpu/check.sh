@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the bash -c scripts expand their own arguments
 # Every check moerun needs a real GPU for, as one prepared run on the workplace's GPU machine
 # (docs/contributing.md, "Checks on a real GPU"). Go is not installed there and the copy of
 # the working tree sent there is capped at 64 MiB, so the work is split in three:
@@ -24,7 +25,6 @@
 # (512), CHECK_GEN (128), CHECK_REPS (3), CHECK_GPU_THREADS (16,8), CHECK_CPU_THREADS
 # (1,4,8,16), CHECK_WORK (scratch folder for the models, /tmp/moerun-gpu-check).
 set -euo pipefail
-# shellcheck disable=SC2016 # the bash -c scripts expand their own arguments
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -372,7 +372,7 @@ restore) cmd_restore ;;
 cpu) cmd_cpu ;;
 fit) cmd_fit ;;
 *)
-	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+	sed -n "3,/^set -euo/p" "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac
