@@ -234,7 +234,11 @@ func (g *Generation) sample(logits []float32) bool {
 	}
 	id := Greedy(logits)
 	if o.Sampler != nil {
-		id = o.Sampler.Sample(logits)
+		var err error
+		if id, err = o.Sampler.Next(logits); err != nil {
+			g.finish(err)
+			return false
+		}
 		o.Sampler.Accept(id)
 	}
 	if o.IsEOG != nil && o.IsEOG(id) {

@@ -70,6 +70,66 @@ type Sampler struct {
 	next   int             // write position in recent once it is full
 	counts map[int32]int32 // occurrences of each token in recent
 	cands  []candidate     // reused between calls
+
+	constraint Constraint // nil: every token may come next
+	allowed    []bool     // the constraint's mask, reused between calls
+	masked     []float32  // the logits with the disallowed tokens at -Inf
+}
+
+// Constraint limits which tokens may come next, as llama.cpp's grammar sampler does (a GBNF
+// grammar, a JSON schema). The sampler asks it in llama.cpp's order: it samples as if
+// unconstrained, keeps the token if Allows says so, and otherwise samples again from the
+// logits with every token Mask rules out at -Inf (so a seed makes llama.cpp's choices).
+type Constraint interface {
+	// Allows reports whether token may come next.
+	Allows(token int32) bool
+	// Mask sets allowed[t] for every token t of the vocabulary (len(allowed) is its size).
+	Mask(allowed []bool) error
+	// Accept advances past the token that came next; an error ends the generation.
+	Accept(token int32) error
+}
+
+// Constrain makes every later Next keep to c (nil: no constraint).
+func (s *Sampler) Constrain(c Constraint) { s.constraint = c }
+
+// Next chooses the next token from a row of logits as Sample does, within the sampler's
+// constraint, and advances the constraint past it. It fails when the constraint allows no
+// token at all or refuses the chosen one.
+func (s *Sampler) Next(logits []float32) (int32, error) {
+	id := s.Sample(logits)
+	c := s.constraint
+	if c == nil || c.Allows(id) {
+		return id, s.accept(id)
+	}
+	if cap(s.allowed) < len(logits) {
+		s.allowed, s.masked = make([]bool, len(logits)), make([]float32, len(logits))
+	}
+	allowed, masked := s.allowed[:len(logits)], s.masked[:len(logits)]
+	clear(allowed)
+	if err := c.Mask(allowed); err != nil {
+		return 0, err
+	}
+	some := false
+	negInf := float32(math.Inf(-1))
+	for i, l := range logits {
+		masked[i] = negInf
+		if allowed[i] {
+			masked[i], some = l, true
+		}
+	}
+	if !some {
+		return 0, fmt.Errorf("the constraint allows no token of the vocabulary here")
+	}
+	id = s.Sample(masked)
+	return id, s.accept(id)
+}
+
+// accept advances the constraint past id.
+func (s *Sampler) accept(id int32) error {
+	if s.constraint == nil {
+		return nil
+	}
+	return s.constraint.Accept(id)
 }
 
 // SystemSeed draws a seed from the operating system's random source, as llama.cpp does

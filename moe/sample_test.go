@@ -2,8 +2,11 @@ package moe
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -159,5 +162,91 @@ func BenchmarkSampleQwenVocab(b *testing.B) {
 	}
 	for b.Loop() {
 		s.Sample(logits)
+	}
+}
+
+// allowSet is a constraint of a fixed set of tokens; it records what it accepted and can
+// be told to refuse.
+type allowSet struct {
+	allowed  map[int32]bool
+	accepted []int32
+	refuse   error
+}
+
+func (a *allowSet) Allows(t int32) bool { return a.allowed[t] }
+
+func (a *allowSet) Mask(allowed []bool) error {
+	for t := range allowed {
+		allowed[t] = a.allowed[int32(t)]
+	}
+	return nil
+}
+
+func (a *allowSet) Accept(t int32) error {
+	if a.refuse != nil {
+		return a.refuse
+	}
+	a.accepted = append(a.accepted, t)
+	return nil
+}
+
+// TestSamplerConstraint: Next keeps an allowed first choice, and otherwise samples again
+// from the masked logits, drawing a second random number as llama.cpp's rejection
+// sampling does.
+func TestSamplerConstraint(t *testing.T) {
+	greedy, _ := NewSampler(SamplerParams{Temperature: 0, TopP: 1, RepeatPenalty: 1}, nil)
+	set := &allowSet{allowed: map[int32]bool{1: true, 2: true}}
+	greedy.Constrain(set)
+	logits := []float32{5, 1, 3, 4}
+	if id, err := greedy.Next(logits); err != nil || id != 2 {
+		t.Fatalf("greedy with 0 ruled out: %d, %v; want 2 (the best allowed)", id, err)
+	}
+	if id, err := greedy.Next([]float32{0, 7, 3, 4}); err != nil || id != 1 {
+		t.Fatalf("greedy with the best allowed: %d, %v; want 1", id, err)
+	}
+	if !slices.Equal(set.accepted, []int32{2, 1}) {
+		t.Fatalf("accepted %v, want [2 1]", set.accepted)
+	}
+
+	// Seeded: after a rejection the sampler has drawn twice, as a sampler that sampled the
+	// raw and then the masked logits.
+	params := SamplerParams{Temperature: 1, TopP: 1, RepeatPenalty: 1, Seed: 42}
+	wide := make([]float32, 64)
+	for i := range wide {
+		wide[i] = float32(i%7) * 0.5
+	}
+	only := &allowSet{allowed: map[int32]bool{3: true, 10: true, 17: true}}
+	masked := slices.Clone(wide)
+	for i := range masked {
+		if !only.allowed[int32(i)] {
+			masked[i] = float32(math.Inf(-1))
+		}
+	}
+	constrained, _ := NewSampler(params, nil)
+	constrained.Constrain(only)
+	reference, _ := NewSampler(params, nil)
+	for step := range 50 {
+		got, err := constrained.Next(wide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := reference.Sample(wide)
+		if !only.allowed[want] {
+			want = reference.Sample(masked)
+		}
+		if got != want || !only.allowed[got] {
+			t.Fatalf("step %d: %d, want %d (allowed: 3, 10, 17)", step, got, want)
+		}
+	}
+
+	none := &allowSet{allowed: map[int32]bool{}}
+	greedy.Constrain(none)
+	if _, err := greedy.Next(logits); err == nil || !strings.Contains(err.Error(), "allows no token") {
+		t.Fatalf("nothing allowed: %v", err)
+	}
+	refusing := &allowSet{allowed: map[int32]bool{0: true}, refuse: errors.New("refused")}
+	greedy.Constrain(refusing)
+	if _, err := greedy.Next(logits); err == nil || err.Error() != "refused" {
+		t.Fatalf("a refused accept: %v", err)
 	}
 }
