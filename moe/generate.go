@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,12 @@ type GenerateOptions struct {
 	// generation without an error (a stop sequence); another error ends it with that
 	// error.
 	Token func(id int32, logits []float32) error
+	// CheckpointAt lists context lengths inside the prompt at which Checkpoint is called,
+	// between passes, with the context holding exactly that many positions (the prompt's
+	// pieces are cut there): the server keeps a recurrent state there (Context.Checkpoint).
+	// An error from Checkpoint ends the generation.
+	CheckpointAt []int
+	Checkpoint   func(c *Context) error
 }
 
 // StopGeneration is returned by a Token callback to end its generation normally.
@@ -186,6 +193,31 @@ func (g *Generation) Wait() (GenerateStats, error) {
 	return g.st, g.err
 }
 
+// pieceLimit is how many prompt tokens g's next piece may take: up to the next checkpoint
+// length, else the rest of the prompt.
+func (g *Generation) pieceLimit() int {
+	n := len(g.pending)
+	for _, at := range g.o.CheckpointAt {
+		if ahead := at - g.c.Len(); ahead > 0 && ahead < n {
+			n = ahead
+		}
+	}
+	return n
+}
+
+// checkpoint calls the Checkpoint callback where a piece ended at one of CheckpointAt; it
+// reports whether g goes on.
+func (g *Generation) checkpoint() bool {
+	if g.o.Checkpoint == nil || !slices.Contains(g.o.CheckpointAt, g.c.Len()) {
+		return true
+	}
+	if err := g.o.Checkpoint(g.c); err != nil {
+		g.finish(err)
+		return false
+	}
+	return true
+}
+
 // decoding reports whether the prompt has been evaluated: the next input is g.next.
 func (g *Generation) decoding() bool { return len(g.pending) == 0 }
 
@@ -302,7 +334,7 @@ func (s *scheduler) step() {
 	budget := s.ubatch - min(decoders, s.ubatch)
 	for _, g := range s.active {
 		if g.ctx.Err() == nil && !g.decoding() && budget > 0 {
-			n := min(budget, len(g.pending))
+			n := min(budget, g.pieceLimit())
 			s.seqs = append(s.seqs, BatchSeq{Context: g.c, Tokens: g.pending[:n], Logits: n == len(g.pending)})
 			s.inBatch = append(s.inBatch, g)
 			budget -= n
@@ -362,7 +394,7 @@ func (s *scheduler) advance(k int, g *Generation) {
 	}()
 	if !g.decoding() {
 		g.pending = g.pending[len(s.seqs[k].Tokens):]
-		if !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
+		if !g.checkpoint() || !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
 			return
 		}
 	} else {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 
@@ -60,20 +62,7 @@ func TestPromptCache(t *testing.T) {
 			})
 			complete := func(prompt []int32, maxTokens int, cache bool) cachedCompletion {
 				t.Helper()
-				p, _ := json.Marshal(prompt)
-				status, body := call(t, ts, http.MethodPost, "/v1/completions",
-					fmt.Sprintf(`{"prompt": %s, "max_tokens": %d, "temperature": 0, "cache_prompt": %t}`, p, maxTokens, cache))
-				if status != http.StatusOK {
-					t.Fatalf("status %d: %s", status, body)
-				}
-				var r cachedCompletion
-				if err := json.Unmarshal(body, &r); err != nil {
-					t.Fatal(err)
-				}
-				if r.Usage.PromptTokensDetails.CachedTokens != r.Timings.CacheN || r.Timings.PromptN+r.Timings.CacheN != r.Usage.PromptTokens {
-					t.Errorf("usage %+v and timings %+v disagree", r.Usage, r.Timings)
-				}
-				return r
+				return completeCached(t, ts, prompt, maxTokens, cache)
 			}
 			first := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 			// One token generated: the slot holds exactly the prompt (the sampled token is
@@ -107,5 +96,94 @@ func TestPromptCache(t *testing.T) {
 				t.Errorf("/metrics: %d, no cached-token counter:\n%s", status, metrics)
 			}
 		})
+	}
+}
+
+// completeCached asks ts for a greedy completion of prompt (token ids) and checks that its
+// usage and timings agree on the cached tokens.
+func completeCached(t *testing.T, ts *httptest.Server, prompt []int32, maxTokens int, cache bool) cachedCompletion {
+	t.Helper()
+	p, _ := json.Marshal(prompt)
+	status, body := call(t, ts, http.MethodPost, "/v1/completions",
+		fmt.Sprintf(`{"prompt": %s, "max_tokens": %d, "temperature": 0, "cache_prompt": %t}`, p, maxTokens, cache))
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var r cachedCompletion
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Usage.PromptTokensDetails.CachedTokens != r.Timings.CacheN || r.Timings.PromptN+r.Timings.CacheN != r.Usage.PromptTokens {
+		t.Errorf("usage %+v and timings %+v disagree", r.Usage, r.Timings)
+	}
+	return r
+}
+
+// TestPromptCacheCheckpoints: on a model with recurrent layers a slot keeps checkpoints of
+// the state 4 tokens before each prompt's end, and a prompt that diverges from the slot's
+// tokens after that point restarts from the checkpoint, with the answer it gets without the
+// cache; with --ctx-checkpoints 0 it starts again from nothing.
+func TestPromptCacheCheckpoints(t *testing.T) {
+	qm, qv := qwen35Loaded()
+	first := make([]int32, 40)
+	for i := range first {
+		first[i] = int32(1 + i%50)
+	}
+	// The next turn keeps first's tokens but its last two, as a template that writes the
+	// end of the last turn otherwise.
+	next := append(append([]int32{}, first[:38]...), 60, 61, 62)
+	for _, c := range []struct {
+		checkpoints, wantCached int
+	}{{0, 36}, {-1, 0}} {
+		ts := newTestServer(t, func(cfg *Config) {
+			cfg.Slots, cfg.Model, cfg.Vocab, cfg.ContextCheckpoints = 1, qm, qv, c.checkpoints
+		})
+		completeCached(t, ts, first, 3, true)
+		got := completeCached(t, ts, next, 6, true)
+		want := completeCached(t, ts, next, 6, false)
+		if got.Usage.PromptTokensDetails.CachedTokens != c.wantCached || got.Choices[0].Text != want.Choices[0].Text {
+			t.Errorf("--ctx-checkpoints %d: %d cached tokens (want %d), text %q, without the cache %q",
+				c.checkpoints, got.Usage.PromptTokensDetails.CachedTokens, c.wantCached, got.Choices[0].Text, want.Choices[0].Text)
+		}
+	}
+}
+
+// TestCheckpointEviction: a slot keeps at most its count of checkpoints, dropping the
+// oldest, and a new checkpoint first drops earlier requests' checkpoints within the minimum
+// step after the one before them (llama-server's rules).
+func TestCheckpointEviction(t *testing.T) {
+	qm, _ := qwen35Loaded()
+	ctx, err := qm.NewContext(moe.DefaultContextOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	s := &Server{checkpoints: 3, minStep: 10}
+	sl := &slot{ctx: ctx}
+	take := func(length int, request int64) {
+		t.Helper()
+		if _, err := ctx.Eval(make([]int32, length-ctx.Len()), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.keepCheckpoint(sl, request); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lengths := func() (n []int) {
+		for _, cp := range sl.checkpoints {
+			n = append(n, cp.Len())
+		}
+		return n
+	}
+	take(5, 1)
+	take(12, 1) // within 10 of 5, but the same request's: kept
+	take(30, 2) // request 2 drops request 1's 12 (within 10 after 5)
+	if got := lengths(); !slices.Equal(got, []int{5, 30}) {
+		t.Fatalf("after the minimum step: %v, want [5 30]", got)
+	}
+	take(50, 3)
+	take(70, 4) // four would be over the count: the oldest goes
+	if got := lengths(); !slices.Equal(got, []int{30, 50, 70}) {
+		t.Fatalf("after the count: %v, want [30 50 70]", got)
 	}
 }

@@ -22,9 +22,17 @@ var errShuttingDown = errors.New("the server is shutting down")
 // whose keys and values it holds (the previous request's prompt and the tokens generated
 // and evaluated after it), which the next request may reuse.
 type slot struct {
-	ctx      *moe.Context
-	tokens   []int32 // len(tokens) == ctx.Len()
-	lastUsed int64   // when the slot was last released, by the pool's clock
+	ctx         *moe.Context
+	tokens      []int32 // len(tokens) == ctx.Len()
+	lastUsed    int64   // when the slot was last released, by the pool's clock
+	checkpoints []slotCheckpoint
+}
+
+// slotCheckpoint is a recurrent state the slot keeps (Server.checkpoints), with the request
+// that took it.
+type slotCheckpoint struct {
+	*moe.Checkpoint
+	request int64
 }
 
 // slotPool holds the idle slots. A request takes the one whose cached tokens share the
@@ -129,13 +137,73 @@ func (sl *slot) reuse(prompt []int32, cache bool) int {
 	if cache {
 		n = min(commonPrefix(sl.tokens, prompt), len(prompt)-1)
 	}
-	if n <= 0 || !sl.ctx.Truncate(n) {
-		// A model with recurrent layers keeps its state only where the cache ends.
+	if n > 0 && !sl.ctx.Truncate(n) {
+		// A model with recurrent layers keeps its state only where the cache ends, and
+		// where the slot kept a checkpoint: the latest within the shared prefix.
+		n = sl.restore(n)
+	}
+	if n <= 0 {
 		n = 0
 		sl.ctx.Reset()
 	}
 	sl.tokens = sl.tokens[:n]
+	// A checkpoint past the kept prefix holds a state of tokens about to be replaced.
+	sl.checkpoints = slices.DeleteFunc(sl.checkpoints, func(cp slotCheckpoint) bool { return cp.Len() > n })
 	return n
+}
+
+// restore brings the slot's context back to its latest checkpoint at most n positions
+// long and returns that length, or 0 when there is none (or it fails).
+func (sl *slot) restore(n int) int {
+	for i := len(sl.checkpoints) - 1; i >= 0; i-- {
+		if cp := sl.checkpoints[i]; cp.Len() <= n && cp.Len() > 0 {
+			if sl.ctx.Restore(cp.Checkpoint) != nil {
+				return 0
+			}
+			return cp.Len()
+		}
+	}
+	return 0
+}
+
+// checkpointsFor are the context lengths at which a request's prompt evaluation keeps
+// checkpoints (llama-server's: 4 + -ub and 4 tokens before the prompt's end, so that the
+// next turn of a conversation, whose template may write the end of this prompt otherwise,
+// finds one), where the model has a recurrent state and the slot keeps any.
+func (s *Server) checkpointsFor(sl *slot, cached, promptLen int) []int {
+	if s.checkpoints == 0 || !sl.ctx.Recurrent() {
+		return nil
+	}
+	var at []int
+	for _, before := range []int{4 + s.ubatch, 4} {
+		if n := promptLen - before; n > cached && n > 0 {
+			at = append(at, n)
+		}
+	}
+	return at
+}
+
+// keepCheckpoint takes a checkpoint of the slot's context for request, dropping as
+// llama-server does first earlier requests' checkpoints that lie within the minimum step
+// after the one before them, then the oldest beyond the slot's count.
+func (s *Server) keepCheckpoint(sl *slot, request int64) error {
+	cp, err := sl.ctx.Checkpoint()
+	if err != nil {
+		return err
+	}
+	last := -1
+	sl.checkpoints = slices.DeleteFunc(sl.checkpoints, func(c slotCheckpoint) bool {
+		if c.request != request && last >= 0 && c.Len() <= last+s.minStep {
+			return true
+		}
+		last = c.Len()
+		return false
+	})
+	if over := len(sl.checkpoints) + 1 - s.checkpoints; over > 0 {
+		sl.checkpoints = slices.Delete(sl.checkpoints, 0, over)
+	}
+	sl.checkpoints = append(sl.checkpoints, slotCheckpoint{Checkpoint: cp, request: request})
+	return nil
 }
 
 // tokenLogprob is one generated token's log-probability and the most likely alternatives,
@@ -226,6 +294,11 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	}}
 	if !j.ignoreEOS {
 		o.IsEOG = s.vocab.IsEOG
+	}
+	if at := s.checkpointsFor(sl, res.cachedTokens, len(j.prompt)); len(at) > 0 {
+		request := s.requests.Add(1)
+		o.CheckpointAt = at
+		o.Checkpoint = func(*moe.Context) error { return s.keepCheckpoint(sl, request) }
 	}
 	gen := s.engine.Submit(gctx, sl.ctx, j.prompt[res.cachedTokens:], o)
 	var emitErr error // the client could not be written to: it left

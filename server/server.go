@@ -63,6 +63,17 @@ type Config struct {
 	// share for the request to take that slot rather than the least recently used one
 	// (llama-server's -sps, whose default is 0.1); 0 always takes the least recently used.
 	SlotPromptSimilarity float32
+	// ContextCheckpoints is how many copies of a recurrent model's state (Qwen3.5's) a slot
+	// keeps, taken a few tokens before each prompt's end as llama-server's
+	// --ctx-checkpoints: a later prompt that shares only part of the slot's tokens (a chat
+	// whose template rewrites the last answer) restarts from the latest one within the
+	// shared prefix rather than from the start. 0 means llama-server's 32; negative, none.
+	// Models without recurrent layers need none: their caches keep any prefix.
+	ContextCheckpoints int
+	// CheckpointMinStep is llama-server's --checkpoint-min-step: an older request's
+	// checkpoint within this many tokens after an earlier one is dropped when a new one is
+	// taken. 0 means llama-server's 8192; negative, no minimum.
+	CheckpointMinStep int
 	// APIKeys, when any are set, protect every route but /health: a request must send
 	// one as "Authorization: Bearer KEY" (or, as llama-server also accepts, "X-Api-Key: KEY").
 	APIKeys []string
@@ -104,6 +115,9 @@ type Server struct {
 	inFlight    chan struct{} // one token per request being prepared or generated (POST routes)
 	queueSize   int
 	promptCache bool
+	checkpoints int // per slot; 0: none
+	minStep     int
+	requests    atomic.Int64 // numbers the requests, for the checkpoints' owners
 	queued      atomic.Int64
 
 	// engine runs the slots' generations, all of them in each forward pass.
@@ -211,10 +225,23 @@ func New(c Config) (*Server, error) {
 	if sim := c.SlotPromptSimilarity; sim < 0 || sim > 1 || sim != sim {
 		return nil, fmt.Errorf("server: slot prompt similarity %g: want 0 to 1", sim)
 	}
+	switch {
+	case c.ContextCheckpoints == 0:
+		c.ContextCheckpoints = 32
+	case c.ContextCheckpoints < 0:
+		c.ContextCheckpoints = 0
+	}
+	switch {
+	case c.CheckpointMinStep == 0:
+		c.CheckpointMinStep = 8192
+	case c.CheckpointMinStep < 0:
+		c.CheckpointMinStep = 0
+	}
 	s := &Server{
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
+		checkpoints: c.ContextCheckpoints, minStep: c.CheckpointMinStep,
 		drained: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
 		reasoning: c.ReasoningFormat != "none", kwargs: c.ChatTemplateKwargs,
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,

@@ -43,6 +43,8 @@ type serveCmd struct {
 	ReasoningBudget  int     `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens of thinking: -1 unlimited, 0 none (thinking off); a positive budget is not supported yet." group:"server"`
 	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
+	Checkpoints      int     `name:"ctx-checkpoints" placeholder:"N" default:"32" env:"LLAMA_ARG_CTX_CHECKPOINTS" help:"-ctxcp, --swa-checkpoints: copies of a recurrent model's state (Qwen3.5) a slot keeps, taken just before each prompt's end, so that the next turn of a chat whose template rewrites the last answer need not evaluate the whole conversation again; 0 keeps none." group:"server"`
+	CheckpointStep   int     `name:"checkpoint-min-step" placeholder:"N" default:"8192" env:"LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT" help:"-cms: an earlier request's checkpoint within N tokens after the one before it is dropped when a new one is taken; 0: no minimum." group:"server"`
 	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
 	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
 
@@ -135,6 +137,12 @@ func (c *serveCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
+	if c.Checkpoints < 0 {
+		return badInput("--ctx-checkpoints %d: want a count, 0 for none", c.Checkpoints)
+	}
+	if c.CheckpointStep < 0 {
+		return badInput("--checkpoint-min-step %d must be non-negative (0: no minimum)", c.CheckpointStep)
+	}
 	if c.Similarity < 0 || c.Similarity > 1 || c.Similarity != c.Similarity {
 		return badInput("-sps %g: want a share of the prompt from 0 to 1", c.Similarity)
 	}
@@ -187,7 +195,8 @@ func (c *serveCmd) Run(e *env) error {
 	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
 
 	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize,
-		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs})
+		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity,
+		ContextCheckpoints: orNone(c.Checkpoints), CheckpointMinStep: orNone(c.CheckpointStep), ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs})
 	if err != nil {
 		return err
 	}
@@ -329,4 +338,12 @@ func (c *serveCmd) serve(e *env, hs *http.Server, srv *server.Server, addr net.A
 		fmt.Fprintf(e.stderr, "moerun: closing connections: %v\n", err)
 	}
 	return nil
+}
+
+// orNone turns a flag's 0 ("none") into server.Config's negative, whose 0 means the default.
+func orNone(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
