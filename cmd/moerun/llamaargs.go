@@ -64,7 +64,7 @@ var llamaServerOptions = []llamaOption{
 	{[]string{"-ub", "--ubatch-size"}, nil, 1, "LLAMA_ARG_UBATCH"},
 	{[]string{"--keep"}, nil, 1, ""},
 	{[]string{"--swa-full"}, nil, 0, "LLAMA_ARG_SWA_FULL"},
-	{[]string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, nil, 1, "LLAMA_ARG_CTX_CHECKPOINTS"},
+	{[]string{"-ctxcp", "--swa-checkpoints", "--ctx-checkpoints"}, nil, 1, "LLAMA_ARG_CTX_CHECKPOINTS"}, // llama.cpp lists --ctx-checkpoints first; the last long spelling names the option
 	{[]string{"-cms", "--checkpoint-min-step"}, nil, 1, "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT"},
 	{[]string{"-cram", "--cache-ram"}, nil, 1, "LLAMA_ARG_CACHE_RAM"},
 	{[]string{"-kvu", "--kv-unified"}, []string{"-no-kvu", "--no-kv-unified"}, 0, "LLAMA_ARG_KV_UNIFIED"},

@@ -274,6 +274,12 @@ func TestPastedOptionsReachTheirFlags(t *testing.T) {
 		}
 		for i := range llamaServerOptions {
 			o := &llamaServerOptions[i]
+			for _, spelling := range o.names {
+				// place's --predict (a speed prediction) only shares llama.cpp's -n spelling.
+				if name := strings.TrimPrefix(spelling, "--"); name != o.key() && flags[name] && node.Name+" "+name != "place predict" {
+					t.Errorf("%s's flag --%s is llama.cpp's %s under another spelling than the table's canonical --%s: pasted, it would be ignored", node.Name, name, strings.Join(o.names, "/"), o.key())
+				}
+			}
 			if !flags[o.key()] {
 				continue
 			}
