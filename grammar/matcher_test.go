@@ -260,7 +260,7 @@ func TestStackLimit(t *testing.T) {
 		t.Fatalf("Err() = %v, want the stack limit", err)
 	}
 	// The matcher is still usable where it stopped.
-	if !m.AcceptBytes([]byte("d" + strings.Repeat("b", n))) || !m.CanEnd() {
+	if !m.AcceptBytes([]byte("d"+strings.Repeat("b", n))) || !m.CanEnd() {
 		t.Error("could not finish after hitting the limit")
 	}
 }

@@ -212,9 +212,9 @@ func (g *Grammar) matchSomeIn(pos int32, lo, hi rune) bool {
 type state struct {
 	stacks [][]int32
 	canEnd bool
-	size   int             // total stack elements, charged against the table
-	ascii  *[128]int32     // cached transitions on ASCII; see asciiOffset
-	other  map[rune]int32  // cached transitions on other code points
+	size   int              // total stack elements, charged against the table
+	ascii  *[128]int32      // cached transitions on ASCII; see asciiOffset
+	other  map[rune]int32   // cached transitions on other code points
 	viable map[[2]rune]bool // cached partial-sequence checks
 }
 
