@@ -114,8 +114,8 @@ func TestHandComputed(t *testing.T) {
 	g = mustParse(t, `root ::= [0-9]+ ("." [0-9]+)?`)
 	m = g.NewMatcher()
 	m.AcceptBytes([]byte("12"))
-	if !m.CanEnd() || !m.Allows([]byte(".5")) || !m.Allows([]byte("3")) || m.Allows([]byte(".")) && m.CanEnd() && false {
-		t.Fatal("12: want complete, with .5 and 3 allowed")
+	if !m.CanEnd() || !m.Allows([]byte(".5")) || !m.Allows([]byte("3")) || !m.Allows([]byte(".")) || m.Allows([]byte("x")) {
+		t.Fatal("12: want complete, with ., .5 and 3 allowed and x not")
 	}
 	m.AcceptBytes([]byte("."))
 	if m.CanEnd() {
