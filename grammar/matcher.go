@@ -111,7 +111,7 @@ func (m *Matcher) rehome(stacks [][]int32) int32 {
 // through many distinct positions (deep nesting) uses bounded memory.
 func (m *Matcher) trimCache() {
 	t := m.table
-	if len(t.states) <= tableSoftStates && t.elements <= tableSoftElements {
+	if len(t.states) <= tableSoftStates && t.elements <= tableSoftElements && len(t.cursors) <= tableSoftByteStates {
 		return
 	}
 	stacks := t.states[m.cur.state].stacks
@@ -127,16 +127,30 @@ func (m *Matcher) trimCache() {
 // next call continues it, and it is allowed only if some allowed code point
 // can complete it. An empty b is accepted and changes nothing.
 func (m *Matcher) AcceptBytes(b []byte) bool {
+	c, ok := m.feed(b)
+	if ok {
+		m.cur = c
+	}
+	return ok
+}
+
+// feed runs b through the byte-level transitions from the current position.
+func (m *Matcher) feed(b []byte) (cursor, bool) {
 	m.trimCache()
-	c := m.cur
+	t := m.table
+	id, err := t.byteState(m.cur)
+	if err != nil {
+		// The table was just trimmed, so this is unreachable in practice;
+		// refuse rather than guess.
+		t.fail(err)
+		return m.cur, false
+	}
 	for _, x := range b {
-		var ok bool
-		if c, ok = m.table.step(c, x); !ok {
-			return false
+		if id = t.advance(id, x); id == byteDead {
+			return m.cur, false
 		}
 	}
-	m.cur = c
-	return true
+	return t.cursors[id], true
 }
 
 // Allows reports whether AcceptBytes(piece) would succeed, without changing
@@ -147,15 +161,8 @@ func (m *Matcher) Allows(piece []byte) bool {
 	if len(piece) == 0 {
 		return false
 	}
-	m.trimCache()
-	c := m.cur
-	for _, x := range piece {
-		var ok bool
-		if c, ok = m.table.step(c, x); !ok {
-			return false
-		}
-	}
-	return true
+	_, ok := m.feed(piece)
+	return ok
 }
 
 // CanEnd reports whether the text so far is a complete match of the root

@@ -231,9 +231,11 @@ const (
 // stored stack elements keeps one mask computation over a hostile grammar
 // from using unbounded memory.
 const (
-	tableSoftStates   = 4096
-	tableSoftElements = 1 << 20
-	tableHardElements = 1 << 23
+	tableSoftStates     = 4096
+	tableSoftElements   = 1 << 20
+	tableHardElements   = 1 << 23
+	tableSoftByteStates = 1 << 13 // 8 MiB of byte transitions
+	tableHardByteStates = 1 << 16 // 64 MiB
 )
 
 // stateTable interns states and caches transitions between them. It belongs
@@ -244,10 +246,56 @@ type stateTable struct {
 	byKey    map[string]int32
 	elements int
 	err      error // the first limit met, reported by Matcher.Err
+
+	// Byte states are cursors (a state plus any unfinished UTF-8 sequence),
+	// interned so that the transition on a byte is one lookup in byteNext:
+	// 256 entries per byte state, 0 for not computed yet, otherwise the
+	// next byte state's id plus byteOffset (so byteDead is stored as 1).
+	// Masking walks a trie of the vocabulary with these lookups alone.
+	cursors  []cursor
+	cursorID map[cursor]int32
+	byteNext []int32
 }
 
+const (
+	byteDead   int32 = -1
+	byteOffset int32 = 2
+)
+
 func newStateTable(g *Grammar) *stateTable {
-	return &stateTable{g: g, byKey: map[string]int32{}}
+	return &stateTable{g: g, byKey: map[string]int32{}, cursorID: map[cursor]int32{}}
+}
+
+// byteState returns the id of cursor c, interning it.
+func (t *stateTable) byteState(c cursor) (int32, error) {
+	if id, ok := t.cursorID[c]; ok {
+		return id, nil
+	}
+	if len(t.cursors) >= tableHardByteStates {
+		return 0, fmt.Errorf("%w: more than %d distinct byte-level positions cached", errLimit, tableHardByteStates)
+	}
+	id := int32(len(t.cursors))
+	t.cursors = append(t.cursors, c)
+	t.cursorID[c] = id
+	t.byteNext = append(t.byteNext, make([]int32, 256)...)
+	return id, nil
+}
+
+// advance returns the byte state after byte b, or byteDead.
+func (t *stateTable) advance(id int32, b byte) int32 {
+	if n := t.byteNext[int(id)<<8|int(b)]; n != 0 {
+		return n - byteOffset
+	}
+	n := byteDead
+	if c, ok := t.step(t.cursors[id], b); ok {
+		var err error
+		if n, err = t.byteState(c); err != nil {
+			t.fail(err)
+			n = byteDead
+		}
+	}
+	t.byteNext[int(id)<<8|int(b)] = n + byteOffset
+	return n
 }
 
 // intern returns the id of the state holding exactly these stacks.

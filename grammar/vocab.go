@@ -95,18 +95,26 @@ func (m *Matcher) AllowedTokens(v *Vocab, allowed []bool) {
 	clear(allowed)
 	m.trimCache()
 	t := m.table
-	// at[d] is the position after the first d bytes of the current path.
-	at := make([]cursor, v.maxDepth+1)
-	at[0] = m.cur
+	root, err := t.byteState(m.cur)
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	// at[d] is the byte state after the first d bytes of the current path.
+	at := make([]int32, v.maxDepth+1)
+	at[0] = root
 	nodes := v.nodes
 	for i := 0; i < len(nodes); {
 		n := &nodes[i]
-		c, ok := t.step(at[n.depth-1], n.b)
-		if !ok {
+		next := t.byteNext[int(at[n.depth-1])<<8|int(n.b)] - byteOffset
+		if next == -byteOffset { // not computed yet
+			next = t.advance(at[n.depth-1], n.b)
+		}
+		if next == byteDead {
 			i = int(n.skip)
 			continue
 		}
-		at[n.depth] = c
+		at[n.depth] = next
 		for _, id := range v.tokens[n.first:n.end] {
 			allowed[id] = true
 		}
