@@ -37,14 +37,20 @@
 // is one: text over MaxGrammarBytes (1 MiB), groups nested over MaxNesting
 // (256) deep, repetition minimums over MaxRepetition (2000) or nested
 // repetitions whose copies multiply to 2000 or more (a maximum over 2000
-// means no maximum, as in llama.cpp), and grammars that expand to over
-// MaxElements (2 Mi) elements. Matching refuses a character, and Matcher.Err
-// reports why, when the stacks alive at one position would exceed MaxStacks
-// (4096), when expanding rules after one character would visit more than
-// MaxExpansion (65536) stacks or MaxExpansionElements (8 Mi) stack elements,
-// or when the per-matcher cache of stacks would exceed 8 Mi elements. The
-// cache is emptied between calls once it holds over 4096 states or 1 Mi
-// elements, so memory stays bounded over long generations.
+// means no maximum, as in llama.cpp), grammars that expand to over
+// MaxElements (2 Mi) elements, and grammars whose root rule alone breaks the
+// matching limits below.
+//
+// Matching refuses a character, and Matcher.Err reports why, when the
+// stacks alive at one position would exceed MaxStacks (32768), when
+// expanding rules after one character would visit more than MaxExpansion
+// (262144) stacks or MaxExpansionElements (8 Mi) stack elements, or when a
+// matcher's cache would exceed 8 Mi cached stack elements or 65536 byte-level
+// positions (64 MiB of transitions). Between calls the cache is emptied once
+// it holds over 4096 states, 1 Mi stack elements or 8192 byte-level
+// positions, so memory stays bounded over long generations. Like llama.cpp,
+// the cost of a character grows with the nesting depth of the text, since
+// stacks are copied.
 //
 // # Differences from llama.cpp
 //

@@ -250,6 +250,7 @@ func TestStackLimit(t *testing.T) {
 	n := 0
 	for ; n < 64 && m.AcceptBytes([]byte("a")); n++ {
 	}
+	t.Logf("refused after %d a's: %v", n, m.Err())
 	if n == 64 {
 		t.Fatal("64 a's accepted; the stacks should have outgrown MaxStacks")
 	}
@@ -353,4 +354,28 @@ func syntheticPieces(n int, seed uint64) [][]byte {
 		pieces = append(pieces, b)
 	}
 	return pieces
+}
+
+// TestLargeAlternation: thousands of alternatives (as a JSON schema enum
+// produces) stay within the limits.
+func TestLargeAlternation(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("root ::= ")
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteString(" | ")
+		}
+		b.WriteString(`"item` + itoa(i) + `"`)
+	}
+	g := mustParse(t, b.String())
+	for _, s := range []string{"item0", "item4999", "item123"} {
+		if !accepts(g, s) {
+			t.Errorf("refuses %q", s)
+		}
+	}
+	for _, s := range []string{"item5000", "item", "item01"} {
+		if accepts(g, s) {
+			t.Errorf("accepts %q", s)
+		}
+	}
 }

@@ -11,11 +11,13 @@ import (
 // grow without bound; past these limits a character is refused and
 // Matcher.Err says why.
 const (
-	// MaxStacks bounds the distinct parse stacks alive at one position.
-	MaxStacks = 4096
+	// MaxStacks bounds the distinct parse stacks alive at one position. It
+	// leaves room for large alternations (a JSON schema enum of thousands of
+	// values starts that many stacks) while stopping exponential growth.
+	MaxStacks = 1 << 15
 	// MaxExpansion bounds the stacks visited while expanding rule references
 	// after one character, before duplicates are dropped.
-	MaxExpansion = 1 << 16
+	MaxExpansion = 1 << 18
 	// MaxExpansionElements bounds the total length of those stacks, so that a
 	// long chain of nested rules cannot cost quadratic time and memory.
 	MaxExpansionElements = 1 << 23
