@@ -87,3 +87,30 @@ func BenchmarkParseJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAcceptJSON follows a 1 KiB JSON response in 4-byte pieces from a
+// fresh matcher: the per-token cost of advancing, cold cache included.
+func BenchmarkAcceptJSON(b *testing.B) {
+	g := mustParse(b, JSON)
+	var text []byte
+	text = append(text, `{"items": [`...)
+	for i := 0; len(text) < 1000; i++ {
+		if i > 0 {
+			text = append(text, ", "...)
+		}
+		text = append(text, `{"id": 12345, "name": "caf\u00e9 ünïcode", "ok": true}`...)
+	}
+	text = append(text, "]}"...)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		m := g.NewMatcher()
+		for i := 0; i < len(text); i += 4 {
+			if !m.AcceptBytes(text[i:min(i+4, len(text))]) {
+				b.Fatalf("refused at byte %d", i)
+			}
+		}
+		if !m.CanEnd() {
+			b.Fatal("incomplete")
+		}
+	}
+}

@@ -379,3 +379,36 @@ func TestLargeAlternation(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentMatchers shares one Grammar and one Vocab between goroutines,
+// each with its own matcher or clone (run with -race).
+func TestConcurrentMatchers(t *testing.T) {
+	g := mustParse(t, JSON)
+	v := NewVocab(syntheticPieces(2000, 5))
+	base := g.NewMatcher()
+	base.AcceptBytes([]byte(`{"a": `))
+	done := make(chan bool)
+	for w := range 4 {
+		go func() {
+			m := g.NewMatcher()
+			if w%2 == 1 {
+				m = base.Clone()
+			}
+			allowed := make([]bool, v.Len())
+			ok := true
+			for _, piece := range []string{`{"a": `, `"x`, `y"`, `}`} {
+				if w%2 == 1 && piece == `{"a": ` {
+					continue
+				}
+				m.AllowedTokens(v, allowed)
+				ok = ok && m.AcceptBytes([]byte(piece))
+			}
+			done <- ok && m.CanEnd()
+		}()
+	}
+	for range 4 {
+		if !<-done {
+			t.Error("a goroutine's matcher did not finish the text")
+		}
+	}
+}

@@ -111,10 +111,14 @@ func (p *parser) errorAt(offset int, msg string) *ParseError {
 		return &ParseError{Msg: msg}
 	}
 	offset = min(offset, len(p.src))
-	before := p.src[:offset]
-	line := 1 + strings.Count(before, "\n")
-	lineStart := strings.LastIndexByte(before, '\n') + 1
-	return &ParseError{Line: line, Column: 1 + utf8.RuneCountInString(before[lineStart:]), Msg: msg}
+	// Lines end at "\n", "\r\n" or a lone "\r", as the grammar syntax allows.
+	line, lineStart := 1, 0
+	for i := 0; i < offset; i++ {
+		if c := p.src[i]; c == '\n' || c == '\r' && (i+1 >= len(p.src) || p.src[i+1] != '\n') {
+			line, lineStart = line+1, i+1
+		}
+	}
+	return &ParseError{Line: line, Column: 1 + utf8.RuneCountInString(p.src[lineStart:offset]), Msg: msg}
 }
 
 // Parse parses GBNF grammar text as llama.cpp does and checks it: every

@@ -54,7 +54,7 @@ func TestLlamaParserCases(t *testing.T) {
 		for id, name := range g.ruleNames {
 			got[name] = id
 		}
-		if len(got) != len(c.Symbols) {
+		if len(got) != len(c.Symbols) || g.Rules() != len(c.Symbols) {
 			t.Errorf("Parse(%q): rules %v, want %v", c.Grammar, got, c.Symbols)
 		}
 		for name, id := range c.Symbols {
@@ -131,6 +131,8 @@ func TestParseErrors(t *testing.T) {
 		{"indirect left recursion", "root ::= asdf\nasdf ::= \"a\" | foo \"b\"\nfoo ::= \"c\" | asdf \"d\" | \"e\"", 2, 1, `rule "asdf"`},
 		{"left recursion through empty", "root ::= asdf\nasdf ::= \"a\" | foo \"b\"\nfoo ::= \"c\" | empty asdf \"d\" | \"e\"\nempty ::= \"blah\" | ", 2, 1, `rule "asdf"`},
 		{"left recursion in group", "root ::= x\nx ::= (x \"a\" | \"b\")", 2, 1, `rule "x"`},
+		{"lone CR ends lines", "root ::= a\ra ::= \"x\"\rb ::= \"\\q\"", 3, 8, `unknown escape \q`},
+		{"CRLF ends lines", "root ::= a\r\na ::= \"x\"\r\nb ::= \"\\q\"", 3, 8, `unknown escape \q`},
 		{"column counts characters", "root ::= \"é\" \"\\z\"", 1, 15, `unknown escape \z`},
 	}
 	for _, c := range cases {
