@@ -30,19 +30,23 @@ type trieNode struct {
 // are never allowed (see Matcher.Allows).
 func NewVocab(pieces [][]byte) *Vocab {
 	v := &Vocab{size: len(pieces)}
-	order := make([]int32, 0, len(pieces))
+	type entry struct {
+		text []byte
+		id   int32
+	}
+	order := make([]entry, 0, len(pieces))
 	for id, p := range pieces {
 		if len(p) > 0 {
-			order = append(order, int32(id))
+			order = append(order, entry{p, int32(id)})
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(pieces[a], pieces[b]) })
+	slices.SortFunc(order, func(a, b entry) int { return bytes.Compare(a.text, b.text) })
 
 	// path[d] is the node for the first d+1 bytes of the current text.
 	var path []int32
 	var prev []byte
-	for _, id := range order {
-		p := pieces[id]
+	for _, e := range order {
+		p, id := e.text, e.id
 		common := 0
 		for common < len(p) && common < len(prev) && p[common] == prev[common] {
 			common++
