@@ -7,6 +7,7 @@ import (
 
 var fuzzParseSeeds = []string{
 	JSON,
+	ServerJSONObject,
 	`root ::= "a"*`,
 	"root ::= expr\nexpr ::= term ((\"+\"|\"-\") term)*\nterm ::= [0-9]+ | \"(\" expr \")\"",
 	`root ::= ( [x]* )*`,
@@ -49,6 +50,7 @@ func FuzzParse(f *testing.F) {
 
 var fuzzMatchGrammars = []string{
 	JSON,
+	ServerJSONObject,
 	"root ::= expr\nexpr ::= term ((\"+\"|\"-\") term)*\nterm ::= [0-9]+ | \"(\" expr \")\"",
 	`root ::= ... "abc" ...`,
 	`root ::= [^é]* "é" [α-ω]? "😀"*`,

@@ -78,3 +78,39 @@ func TestJSONGrammarLlama(t *testing.T) {
 		}
 	}
 }
+
+// TestServerJSONObject checks ServerJSONObject on llama.cpp's "empty schema
+// (object)" cases (tests/test-grammar-integration.cpp, commit 3f545bec) and
+// on texts worked out by hand from the primitive rules it transcribes.
+func TestServerJSONObject(t *testing.T) {
+	g := mustParse(t, ServerJSONObject)
+	for _, s := range []string{`{}`, `{"foo": "bar"}`} {
+		if !accepts(g, s) {
+			t.Errorf("refuses llama.cpp's passing case %q", s)
+		}
+	}
+	for _, s := range []string{``, `[]`, `null`, `""`, `true`} {
+		if accepts(g, s) {
+			t.Errorf("accepts llama.cpp's failing case %q", s)
+		}
+	}
+	for s, want := range map[string]bool{
+		`{"a": [1, -2.5e+10, true, null, {"b": "\u00e9\n"}] }`: true,
+		"{\n\n  \"a\":\n\t1\n}":                                true,  // up to two newlines, then blanks
+		"{\n\n\n\"a\": 1}":                                     false, // three newlines
+		`{"a" : 1}`:                                            false, // no space before ':'
+		`{"a": 1 , "b": 2}`:                                    false, // no space after a value
+		`{"a": 1} `:                                            false, // nothing after the object
+		`{"a": 0.12345678901234567}`:                           false, // 17 fraction digits
+		`{"a": 1e10}`:                                          true,
+		`{"a": 1e010}`:                                         false,
+		`{"a": 01}`:                                            false,
+	} {
+		if got := accepts(g, s); got != want {
+			t.Errorf("on %q = %v, want %v", s, got, want)
+		}
+		if want && !json.Valid([]byte(s)) {
+			t.Errorf("test data: %q is not valid JSON", s)
+		}
+	}
+}
