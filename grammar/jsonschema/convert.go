@@ -277,9 +277,11 @@ func (c *converter) format() string {
 	return b.String()
 }
 
-// resolveRefs records, for every "$ref" in the document, the subschema it
-// points at. Only local JSON pointers ("#/...") are supported; the members
-// next to a "$ref" are not searched, as in llama.cpp.
+// resolveRefs checks, before anything is converted, that every "$ref" in the
+// document resolves, as llama.cpp does. Like llama.cpp it does not look
+// inside an object that has a "$ref"; references in there (typically in
+// "$defs" next to a top-level "$ref") are resolved when first used, where
+// llama.cpp would treat them as an unconstrained object.
 func (c *converter) resolveRefs(n *jsonValue, path string) {
 	switch {
 	case n.isArray():
@@ -298,34 +300,40 @@ func (c *converter) resolveRefs(n *jsonValue, path string) {
 		if refValue.kind != jsonString {
 			c.fail(refPath, "must be a string")
 		}
-		ref := refValue.str
-		if _, done := c.refs[ref]; done {
-			return
-		}
-		if !strings.HasPrefix(ref, "#/") {
-			if strings.HasPrefix(ref, "https://") || strings.HasPrefix(ref, "http://") {
-				c.fail(refPath, "remote reference %q is not supported (only local \"#/...\" references)", ref)
-			}
-			c.fail(refPath, "unsupported reference %q (only local \"#/...\" references)", ref)
-		}
-		target := c.root
-		for _, sel := range strings.Split(ref[2:], "/") {
-			c.spend(1)
-			switch {
-			case target.isObject() && target.has(sel):
-				target = target.get(sel)
-			case target.isArray():
-				idx, ok := arrayIndex(sel)
-				if !ok || idx >= uint64(len(target.items)) {
-					c.fail(refPath, "cannot resolve %q: no element %q", ref, sel)
-				}
-				target = target.items[idx]
-			default:
-				c.fail(refPath, "cannot resolve %q: no member %q", ref, sel)
-			}
-		}
-		c.refs[ref] = target
+		c.lookupRef(refValue.str, refPath)
 	}
+}
+
+// lookupRef returns the subschema a "$ref" points at, resolving it on first
+// use. Only local JSON pointers ("#/...") are supported.
+func (c *converter) lookupRef(ref, refPath string) *jsonValue {
+	if target, done := c.refs[ref]; done {
+		return target
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		if strings.HasPrefix(ref, "https://") || strings.HasPrefix(ref, "http://") {
+			c.fail(refPath, "remote reference %q is not supported (only local \"#/...\" references)", ref)
+		}
+		c.fail(refPath, "unsupported reference %q (only local \"#/...\" references)", ref)
+	}
+	target := c.root
+	for _, sel := range strings.Split(ref[2:], "/") {
+		c.spend(1)
+		switch {
+		case target.isObject() && target.has(sel):
+			target = target.get(sel)
+		case target.isArray():
+			idx, ok := arrayIndex(sel)
+			if !ok || idx >= uint64(len(target.items)) {
+				c.fail(refPath, "cannot resolve %q: no element %q", ref, sel)
+			}
+			target = target.items[idx]
+		default:
+			c.fail(refPath, "cannot resolve %q: no member %q", ref, sel)
+		}
+	}
+	c.refs[ref] = target
+	return target
 }
 
 // arrayIndex reads a JSON-pointer array index the way llama.cpp's stoull
@@ -383,7 +391,7 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 		if ref.kind != jsonString {
 			c.fail(joinPath(path, "$ref"), "must be a string")
 		}
-		return c.addRule(ruleName, c.resolveRef(ref.str))
+		return c.addRule(ruleName, c.resolveRef(ref.str, joinPath(path, "$ref")))
 	}
 	if schema.has("oneOf") || schema.has("anyOf") {
 		keyword := "oneOf"
@@ -616,7 +624,7 @@ func (c *converter) integerRange(schema *jsonValue, path string) string {
 // it on first use. A reference met again while its own rule is being built
 // (a recursive schema) becomes a reference to that rule by name, which is
 // what lets recursive schemas terminate.
-func (c *converter) resolveRef(ref string) string {
+func (c *converter) resolveRef(ref, path string) string {
 	fragment := ref
 	if i := strings.IndexByte(ref, '#'); i >= 0 {
 		fragment = ref[i+1:]
@@ -626,14 +634,9 @@ func (c *converter) resolveRef(ref string) string {
 		return refName
 	}
 	c.resolving[ref] = true
-	target := c.refs[ref]
-	if target == nil {
-		// Only reachable through references the document walk skipped
-		// (inside an object that itself has a "$ref"); llama.cpp reads
-		// those as a null schema.
-		target = nullValue
-	}
-	refName = c.visit(target, refName, strings.ReplaceAll(strings.TrimPrefix(fragment, "/"), "/", "."))
+	refPath := strings.ReplaceAll(strings.TrimPrefix(fragment, "/"), "/", ".")
+	target := c.lookupRef(ref, path)
+	refName = c.visit(target, refName, refPath)
 	delete(c.resolving, ref)
 	return refName
 }
@@ -852,11 +855,7 @@ func (c *converter) allOf(allOf *jsonValue, name, path string) string {
 				c.fail(joinPath(compPath, "$ref"), "reference %q refers to itself through allOf", ref.str)
 			}
 			following[ref.str] = true
-			target := c.refs[ref.str]
-			if target == nil {
-				target = nullValue
-			}
-			add(target, isRequired, compPath)
+			add(c.lookupRef(ref.str, joinPath(compPath, "$ref")), isRequired, compPath)
 			delete(following, ref.str)
 		case comp.has("properties"):
 			keys, vals := comp.get("properties").members()

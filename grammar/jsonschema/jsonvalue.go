@@ -43,10 +43,6 @@ type jsonValue struct {
 	vals    []*jsonValue // object member values, parallel to keys
 }
 
-// nullValue stands for a missing schema, as an absent map entry does in
-// llama.cpp: it behaves like JSON null.
-var nullValue = &jsonValue{kind: jsonNull}
-
 // get returns the member named key, or nil when v is not an object or has no
 // such member. A present member whose value is null is returned as a null
 // value, not nil, because llama.cpp distinguishes "absent" from "null" for
