@@ -1,0 +1,87 @@
+package jsonschema
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+type llamaCase struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"` // "success" or "failure"
+	Schema  string `json:"schema"`
+	Grammar string `json:"grammar"`
+}
+
+func loadLlamaCases(t *testing.T) []llamaCase {
+	t.Helper()
+	data, err := os.ReadFile("testdata/llama_cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []llamaCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	return file.Cases
+}
+
+// unsupportedLlamaCases are llama.cpp test cases this package deliberately
+// answers differently, with the reason. Each must give an error.
+var unsupportedLlamaCases = map[string]string{}
+
+// TestLlamaCases compares the output with llama.cpp's expected grammar for
+// every case of llama.cpp's own test, byte for byte.
+func TestLlamaCases(t *testing.T) {
+	cases := loadLlamaCases(t)
+	if len(cases) != 79 {
+		t.Fatalf("testdata has %d cases, want the 79 of llama.cpp's test", len(cases))
+	}
+	passed := 0
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			got, err := Convert([]byte(tc.Schema))
+			if reason, ok := unsupportedLlamaCases[tc.Name]; ok {
+				if err == nil {
+					t.Fatalf("unsupported (%s) but converted to:\n%s", reason, got)
+				}
+				return
+			}
+			switch tc.Status {
+			case "failure":
+				if err == nil {
+					t.Fatalf("llama.cpp fails this schema; got grammar:\n%s", got)
+				}
+				var se *SchemaError
+				if !errors.As(err, &se) {
+					t.Errorf("error %v is not a *SchemaError", err)
+				}
+			case "success":
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if got != tc.Grammar {
+					t.Fatalf("grammar differs from llama.cpp's\nschema:\n%s\nwant:\n%s\ngot:\n%s", tc.Schema, tc.Grammar, got)
+				}
+			default:
+				t.Fatalf("bad status %q", tc.Status)
+			}
+			passed++
+		})
+	}
+	t.Logf("%d of %d llama.cpp cases match (%d listed unsupported)", passed, len(cases), len(unsupportedLlamaCases))
+}
+
+func TestWarningForUnsupportedPattern(t *testing.T) {
+	res, err := ConvertWithOptions([]byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"^\\w+$"}}}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "properties.a.pattern") {
+		t.Fatalf("warnings = %q", res.Warnings)
+	}
+}
