@@ -249,6 +249,10 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	if err != nil {
 		return res, err
 	}
+	if j.grammar != nil {
+		open, close, inReasoning := s.reasoningTags(j)
+		sampler.Constrain(newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning))
+	}
 	res.cachedTokens = sl.reuse(j.prompt, j.cachePrompt)
 	for _, t := range j.prompt[:res.cachedTokens] {
 		sampler.Accept(t) // the engine feeds it the rest of the prompt
@@ -448,4 +452,18 @@ func logprobOf(logits []float32, id int32, top int) tokenLogprob {
 	}
 	out.top = best
 	return out
+}
+
+// reasoningTags are what a grammar-constrained chat answer may be preceded by: the family's
+// reasoning block (open and close tags; inReasoning when the prompt opened it), or for
+// gpt-oss every channel before the final one. A completion has none: the grammar applies
+// from the first token, as on llama-server's /completion.
+func (s *Server) reasoningTags(j *job) (open, close string, inReasoning bool) {
+	switch {
+	case j.promptText == "":
+		return "", "", false
+	case s.harmony:
+		return "", harmonyFinal, true
+	}
+	return s.syntax.thinkOpen, s.syntax.thinkClose, j.thinking
 }

@@ -25,6 +25,9 @@ const (
 	harmonyReturnTag    = "<|return|>"
 )
 
+// harmonyFinal opens the final answer, which a response format's grammar constrains.
+const harmonyFinal = harmonyChannelTag + "final" + harmonyMessageTag
+
 // harmonyTags are the format's tokens, for the tokenizer to write out.
 var harmonyTags = []string{harmonyStartTag, harmonyChannelTag, harmonyMessageTag, harmonyConstrainTag, harmonyEndTag, harmonyCallTag, harmonyReturnTag}
 

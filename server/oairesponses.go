@@ -37,6 +37,14 @@ type responsesRequest struct {
 	} `json:"reasoning"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	// Text.Format is the Responses API's response format: {"type": "text"},
+	// {"type": "json_object"} or {"type": "json_schema", "name", "schema", "strict"}.
+	Text *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"text"`
 }
 
 // responsesItem is one input item, of any type.
@@ -109,6 +117,20 @@ func (q *responsesRequest) toChat() (map[string]any, *apiError) {
 	}
 	if len(q.ChatTemplateKwargs) > 0 {
 		chat["chat_template_kwargs"] = q.ChatTemplateKwargs
+	}
+	if q.Text != nil && q.Text.Format != nil {
+		switch f := q.Text.Format; f.Type {
+		case "", "text":
+		case "json_object":
+			chat["response_format"] = map[string]any{"type": "json_object"}
+		case "json_schema":
+			if isNull(f.Schema) {
+				return nil, badRequest("text.format.schema", "text.format: a json_schema format needs its schema")
+			}
+			chat["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"schema": f.Schema}}
+		default:
+			return nil, badRequest("text.format.type", "text.format type must be \"text\", \"json_object\" or \"json_schema\", not %q", f.Type)
+		}
 	}
 	return chat, nil
 }

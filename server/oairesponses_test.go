@@ -25,7 +25,13 @@ func TestResponsesToChat(t *testing.T) {
 		{"content":"a.go","role":"tool","tool_call_id":"call_1"}],"reasoning_effort":"low","stream":true,
 		"tools":[{"function":{"description":"Run.","name":"shell","parameters":{"type":"object"}},"type":"function"}]}`
 	checkChatMeaning(t, &responsesRequest{}, body, want)
+	checkChatMeaning(t, &responsesRequest{}, `{"input": "x", "text": {"format": {"type": "json_schema", "name": "r", "strict": true, "schema": {"type": "object"}}}}`,
+		`{"messages":[{"content":"x","role":"user"}],"response_format":{"json_schema":{"schema":{"type":"object"}},"type":"json_schema"},"stream":false}`)
+	checkChatMeaning(t, &responsesRequest{}, `{"input": "x", "text": {"format": {"type": "json_object"}}}`,
+		`{"messages":[{"content":"x","role":"user"}],"response_format":{"type":"json_object"},"stream":false}`)
 	for bad, msg := range map[string]string{
+		`{"input": "x", "text": {"format": {"type": "yaml"}}}`:                `not "yaml"`,
+		`{"input": "x", "text": {"format": {"type": "json_schema"}}}`:         "needs its schema",
 		`{"input": "x", "previous_response_id": "resp_1"}`:                    "does not store responses",
 		`{"input": [{"type": "web_search_call"}]}`:                            "web_search_call",
 		`{"input": [{"role": "user", "content": [{"type": "input_image"}]}]}`: "input_image",

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/moerun/moerun/grammar"
 	"github.com/moerun/moerun/moe"
 	"github.com/moerun/moerun/tokenizer"
 )
@@ -53,6 +54,7 @@ type commonFields struct {
 	// CachePrompt (llama-server's, default true) lets the request reuse the prefix of its
 	// prompt that the slot's KV cache already holds.
 	CachePrompt *bool `json:"cache_prompt"`
+	grammarFields
 }
 
 type chatRequest struct {
@@ -90,12 +92,13 @@ type job struct {
 	ignoreEOS    bool
 	stream       bool
 	includeUsage bool
-	cachePrompt  bool     // reuse the slot's cached prefix of the prompt
-	promptText   string   // a chat request's rendered conversation
-	tools        bool     // the request gave tools: tool calls are parsed out of the text
-	argTypes     argTypes // the tools' parameter types
-	preserved    []int32  // control tokens to write out, the tags the output parser reads
-	thinking     bool     // the prompt opened the model's reasoning (it ends with <think>)
+	cachePrompt  bool             // reuse the slot's cached prefix of the prompt
+	promptText   string           // a chat request's rendered conversation
+	tools        bool             // the request gave tools: tool calls are parsed out of the text
+	argTypes     argTypes         // the tools' parameter types
+	preserved    []int32          // control tokens to write out, the tags the output parser reads
+	thinking     bool             // the prompt opened the model's reasoning (it ends with <think>)
+	grammar      *grammar.Grammar // the output's constraint (grammar, json_schema, response_format); nil: none
 }
 
 // jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
@@ -223,6 +226,10 @@ func (c *commonFields) common(j *job, defaults moe.SamplerParams, maxTokens int)
 		return badRequest("", "%v", err)
 	}
 	j.sampler = p
+	var aerr *apiError
+	if j.grammar, aerr = c.constraint(); aerr != nil {
+		return aerr
+	}
 
 	j.maxTokens = maxTokens
 	for _, m := range []struct {

@@ -92,6 +92,9 @@ type Server struct {
 	// harmony marks gpt-oss's template, which reads an assistant turn's reasoning from
 	// "thinking" (see harmonyMessage).
 	harmony bool
+	// tokenTexts are the vocabulary's texts for grammar constraints, built at the first
+	// constrained request (about 150 ms for 150,000 tokens).
+	tokenTexts func() *tokenTexts
 	// syntax is how the model writes reasoning and tool calls (chatparse.go); reasoning
 	// says whether reasoning is split from the content (--reasoning-format).
 	syntax    chatSyntax
@@ -247,6 +250,7 @@ func New(c Config) (*Server, error) {
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	s.abort, s.abortNow = context.WithCancel(context.Background())
+	s.tokenTexts = sync.OnceValue(func() *tokenTexts { return newTokenTexts(c.Vocab) })
 	if s.sampling == (moe.SamplerParams{}) {
 		s.sampling = moe.DefaultSampler()
 	}

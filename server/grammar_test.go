@@ -1,0 +1,212 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moerun/moerun/grammar"
+)
+
+// TestGrammarCompletions: a GBNF grammar confines a completion to its sentences, greedy
+// and sampled, and the generation ends where the grammar does.
+func TestGrammarCompletions(t *testing.T) {
+	ts := newTestServer(t, nil)
+	g, _ := json.Marshal(`root ::= ("yes" | "no" | "maybe") "!"`)
+	for seed := range 8 {
+		status, body := call(t, ts, http.MethodPost, "/v1/completions",
+			fmt.Sprintf(`{"prompt": "Is it?", "max_tokens": 20, "temperature": %d, "seed": %d, "grammar": %s}`, min(seed, 1), seed, g))
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		var r struct {
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		if c := r.Choices[0]; !slices.Contains([]string{"yes!", "no!", "maybe!"}, c.Text) || c.FinishReason != "stop" {
+			t.Errorf("seed %d: %q, finish %q", seed, c.Text, c.FinishReason)
+		}
+	}
+}
+
+// record is what TestJSONSchemaOutputs' schema describes.
+type record struct {
+	OK    *bool   `json:"ok"`
+	Color *string `json:"color"`
+	Count *int64  `json:"count"`
+	Name  *string `json:"name"`
+}
+
+// TestJSONSchemaOutputs: under a JSON schema (as json_schema, and as OpenAI's
+// response_format), every output of the tiny model for 50 seeds is JSON that the schema
+// accepts: the required properties with their types, an enum's values, a bounded string.
+func TestJSONSchemaOutputs(t *testing.T) {
+	ts := newTestServer(t, nil)
+	schema := `{"type": "object", "properties": {"ok": {"type": "boolean"}, "color": {"enum": ["red", "green", "blue"]},
+		"count": {"type": "integer", "minimum": 0, "maximum": 99}, "name": {"type": "string", "maxLength": 6}},
+		"required": ["ok", "color", "count", "name"], "additionalProperties": false}`
+	for seed := range 50 {
+		field := `"json_schema": ` + schema
+		if seed%2 == 1 {
+			field = `"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": ` + schema + `}}`
+		}
+		status, body := call(t, ts, http.MethodPost, "/v1/completions",
+			fmt.Sprintf(`{"prompt": "A record:", "max_tokens": 200, "temperature": 1, "seed": %d, %s}`, seed, field))
+		if status != http.StatusOK {
+			t.Fatalf("seed %d: status %d: %s", seed, status, body)
+		}
+		var r struct {
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		text := r.Choices[0].Text
+		var rec record
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil || dec.More() {
+			t.Errorf("seed %d: %q is not one record: %v (finish %s)", seed, text, err, r.Choices[0].FinishReason)
+			continue
+		}
+		switch {
+		case rec.OK == nil || rec.Color == nil || rec.Count == nil || rec.Name == nil:
+			t.Errorf("seed %d: %q lacks a required property", seed, text)
+		case !slices.Contains([]string{"red", "green", "blue"}, *rec.Color):
+			t.Errorf("seed %d: color %q is not in the enum", seed, *rec.Color)
+		case *rec.Count < 0 || *rec.Count > 99:
+			t.Errorf("seed %d: count %d is outside [0, 99]", seed, *rec.Count)
+		case len([]rune(*rec.Name)) > 6:
+			t.Errorf("seed %d: name %q is longer than 6", seed, *rec.Name)
+		}
+	}
+}
+
+// TestResponseFormatJSONObject: response_format json_object makes a chat's answer a JSON
+// object.
+func TestResponseFormatJSONObject(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for seed := range 5 {
+		status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Give me JSON"}],
+			"max_tokens": 300, "temperature": 1, "seed": %d, "response_format": {"type": "json_object"},
+			"chat_template_kwargs": {"enable_thinking": false}}`, seed))
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		var r struct {
+			Choices []struct {
+				Message struct {
+					Content          string `json:"content"`
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		c := r.Choices[0]
+		var obj map[string]any
+		if c.FinishReason == "stop" && json.Unmarshal([]byte(c.Message.Content), &obj) != nil {
+			t.Errorf("seed %d: %q is not a JSON object", seed, c.Message.Content)
+		}
+		t.Logf("seed %d: finish %s, reasoning %d bytes, content %.80q", seed, c.FinishReason, len(c.Message.ReasoningContent), c.Message.Content)
+	}
+}
+
+// TestGrammarRequestErrors: what llama-server refuses is a 400 naming the field.
+func TestGrammarRequestErrors(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for _, c := range []struct{ fields, want string }{
+		{`"grammar": "root ::= \"a\"", "json_schema": {}`, "json_schema or grammar, not both"},
+		{`"grammar": "root ::= undefined-rule"`, "grammar: "},
+		{`"grammar": "start ::= \"a\""`, "root"},
+		{`"response_format": {"type": "xml"}`, `\"json_object\" or \"json_schema\", not \"xml\"`},
+		{`"response_format": "json"`, "response_format must be an object"},
+		{`"json_schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}`, "json_schema: "},
+	} {
+		status, body := call(t, ts, http.MethodPost, "/v1/completions", `{"prompt": "x", "max_tokens": 2, `+c.fields+`}`)
+		if status != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", c.fields, status, body, c.want)
+		}
+	}
+}
+
+// TestGrammarConstraintPhases: with reasoning tags, anything goes until the reasoning
+// closes, whitespace before the answer is free, then the grammar decides; Mask agrees with
+// Allows for every token in every phase, and an end-of-generation token is allowed only
+// where the grammar can end.
+func TestGrammarConstraintPhases(t *testing.T) {
+	g, err := grammar.Parse(`root ::= "{" [a-z]* "}"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := []string{"<think>", "</think>", "hmm", "\n\n", "{", "ab", "}", " {", "x}", "<eos>", "", "</th", "ink>\n{"}
+	texts := &tokenTexts{eog: []int32{9}}
+	for _, p := range pieces {
+		texts.pieces = append(texts.pieces, []byte(p))
+	}
+	texts.vocab = grammar.NewVocab(texts.pieces)
+	id := func(p string) int32 { return int32(slices.Index(pieces, p)) }
+	c := newGrammarConstraint(g, texts, "<think>", "</think>", false)
+	check := func(step string, want ...string) {
+		t.Helper()
+		allowed := make([]bool, len(pieces))
+		if err := c.Mask(allowed); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for tok, ok := range allowed {
+			if ok != c.Allows(int32(tok)) {
+				t.Errorf("%s: Mask and Allows disagree on %q", step, pieces[tok])
+			}
+			if ok {
+				got = append(got, pieces[tok])
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: allowed %q, want %q", step, got, want)
+		}
+	}
+	accept := func(p string) {
+		t.Helper()
+		if err := c.Accept(id(p)); err != nil {
+			t.Fatalf("accept %q: %v", p, err)
+		}
+	}
+	check("start", "<think>", "{")
+	accept("<think>")
+	check("reasoning", pieces...)
+	accept("hmm")
+	accept("</th")
+	accept("ink>\n{") // the tag closes across tokens; the answer begins after it
+	check("inside the answer", "hmm", "ab", "}", "x}")
+	accept("x}")
+	check("complete", "<eos>")
+
+	c = newGrammarConstraint(g, texts, "<think>", "</think>", true)
+	accept("hmm")
+	accept("</think>")
+	check("after the reasoning", "\n\n", "{", " {")
+	accept("\n\n")
+	accept(" {")
+	check("answer begun", "hmm", "ab", "}", "x}")
+	if err := c.Accept(id("{")); err == nil {
+		t.Error("a token outside the grammar was accepted")
+	}
+
+	// Without reasoning tags (a completion) the grammar applies from the first token.
+	c = newGrammarConstraint(g, texts, "", "", false)
+	check("completion", "{")
+}
