@@ -71,9 +71,10 @@ type Sampler struct {
 	counts map[int32]int32 // occurrences of each token in recent
 	cands  []candidate     // reused between calls
 
-	constraint Constraint // nil: every token may come next
-	allowed    []bool     // the constraint's mask, reused between calls
-	masked     []float32  // the logits with the disallowed tokens at -Inf
+	constraint Constraint  // nil: every token may come next
+	allowed    []bool      // the constraint's mask, reused between calls
+	masked     []float32   // the logits with the disallowed tokens at -Inf
+	head       []candidate // the best candidates of a constrained draw, kept sorted
 }
 
 // Constraint limits which tokens may come next, as llama.cpp's grammar sampler does (a GBNF
@@ -96,17 +97,58 @@ func (s *Sampler) Constrain(c Constraint) { s.constraint = c }
 // constraint, and advances the constraint past it. It fails when the constraint allows no
 // token at all or refuses the chosen one.
 func (s *Sampler) Next(logits []float32) (int32, error) {
-	id := s.Sample(logits)
-	c := s.constraint
-	if c == nil || c.Allows(id) {
+	c, k := s.constraint, s.params.TopK
+	if c == nil || k <= 0 {
+		id := s.Sample(logits)
+		if c == nil || c.Allows(id) {
+			return id, s.accept(id)
+		}
+		return s.sampleMasked(logits)
+	}
+	// As Sample, but the first pass keeps the best headWindow·k candidates sorted (a copy:
+	// the chain rewrites its candidates), so that a refused draw finds top-k of the masked
+	// logits, the k best allowed tokens, there without another pass over the vocabulary.
+	cands := s.candidates(logits)
+	w := min(len(cands), headWindow*k)
+	partialSort(cands, w)
+	s.head = append(s.head[:0], cands[:w]...)
+	id := s.truncateAndDraw(cands[:min(k, w)], true)
+	if c.Allows(id) {
 		return id, s.accept(id)
 	}
+	if head, ok := keepAllowed(s.head, k, c.Allows); ok {
+		id = s.truncateAndDraw(head, true)
+		return id, s.accept(id)
+	}
+	return s.sampleMasked(logits)
+}
+
+// headWindow is how many times top-k's candidates a constrained sampler keeps sorted: a
+// grammar that allows a fair share of the vocabulary leaves k of them.
+const headWindow = 2
+
+// keepAllowed moves to the front of sorted (best first) the first k candidates that allows
+// accepts, in order, and reports whether there were k.
+func keepAllowed(sorted []candidate, k int, allows func(int32) bool) ([]candidate, bool) {
+	kept := 0
+	for i := 0; i < len(sorted) && kept < k; i++ {
+		if allows(sorted[i].id) {
+			sorted[kept] = sorted[i]
+			kept++
+		}
+	}
+	return sorted[:kept], kept == k
+}
+
+// sampleMasked samples again from the logits with every token the constraint rules out
+// at -Inf (llama.cpp's resampling after a refused draw).
+func (s *Sampler) sampleMasked(logits []float32) (int32, error) {
 	if cap(s.allowed) < len(logits) {
 		s.allowed, s.masked = make([]bool, len(logits)), make([]float32, len(logits))
 	}
 	allowed, masked := s.allowed[:len(logits)], s.masked[:len(logits)]
 	clear(allowed)
-	if err := c.Mask(allowed); err != nil {
+	if err := s.constraint.Mask(allowed); err != nil {
 		return 0, err
 	}
 	some := false
@@ -120,7 +162,7 @@ func (s *Sampler) Next(logits []float32) (int32, error) {
 	if !some {
 		return 0, fmt.Errorf("the constraint allows no token of the vocabulary here")
 	}
-	id = s.Sample(masked)
+	id := s.Sample(masked)
 	return id, s.accept(id)
 }
 
@@ -175,17 +217,28 @@ func (s *Sampler) Accept(token int32) {
 
 // Sample chooses a token from a row of logits.
 func (s *Sampler) Sample(logits []float32) int32 {
+	c := s.candidates(logits)
+	sorted := false
+	if s.params.TopK > 0 {
+		c, sorted = topK(c, s.params.TopK), true
+	}
+	return s.truncateAndDraw(c, sorted)
+}
+
+// candidates are the logits as candidates, penalized: what the chain's truncations take.
+func (s *Sampler) candidates(logits []float32) []candidate {
 	c := s.cands[:0]
 	for i, l := range logits {
 		c = append(c, candidate{id: int32(i), logit: l})
 	}
 	s.cands = c
-	p := s.params
 	s.penalize(c)
-	sorted := false
-	if p.TopK > 0 {
-		c, sorted = topK(c, p.TopK), true
-	}
+	return c
+}
+
+// truncateAndDraw runs the chain after top-k (sorted: c is sorted best first).
+func (s *Sampler) truncateAndDraw(c []candidate, sorted bool) int32 {
+	p := s.params
 	if p.TopP < 1 {
 		c, sorted = topP(c, p.TopP, p.MinKeep, sorted)
 	}

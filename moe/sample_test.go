@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -236,6 +237,48 @@ func TestSamplerConstraint(t *testing.T) {
 		}
 		if got != want || !only.allowed[got] {
 			t.Fatalf("step %d: %d, want %d (allowed: 3, 10, 17)", step, got, want)
+		}
+	}
+
+	// With top-k the sampler looks for the best allowed tokens from the top down instead
+	// of masking everything: the same choices as the mask, whether many tokens are allowed
+	// (found near the top), few (found deep) or almost none (the mask after all).
+	rng := rand.New(rand.NewPCG(7, 7))
+	vocab := make([]float32, 50000)
+	for i := range vocab {
+		vocab[i] = float32(rng.NormFloat64() * 3)
+	}
+	for _, share := range []float64{0.5, 0.01, 0.00005} {
+		set := &allowSet{allowed: map[int32]bool{}}
+		for i := range vocab {
+			if rng.Float64() < share {
+				set.allowed[int32(i)] = true
+			}
+		}
+		masked := slices.Clone(vocab)
+		for i := range masked {
+			if !set.allowed[int32(i)] {
+				masked[i] = float32(math.Inf(-1))
+			}
+		}
+		params := SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, PenaltyLastN: 8, Seed: 3}
+		constrained, _ := NewSampler(params, nil)
+		constrained.Constrain(set)
+		reference, _ := NewSampler(params, nil)
+		for step := range 100 {
+			got, err := constrained.Next(vocab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := reference.Sample(vocab)
+			if !set.allowed[want] {
+				want = reference.Sample(masked)
+			}
+			if got != want {
+				t.Fatalf("allowed share %g, step %d: %d, want %d", share, step, got, want)
+			}
+			constrained.Accept(got)
+			reference.Accept(want)
 		}
 	}
 

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/moerun/moerun/grammar"
+	"github.com/moerun/moerun/grammar/jsonschema"
+	"github.com/moerun/moerun/moe"
+)
+
+// BenchmarkConstrainedDecode is a decode step of the tiny model (its forward pass and the
+// sampling after it) with and without a JSON schema's grammar, greedy and sampled; ns/step
+// is the figure to compare.
+func BenchmarkConstrainedDecode(b *testing.B) {
+	model, vocab := loaded()
+	text, err := jsonschema.Convert([]byte(`{"type": "object", "properties": {"ok": {"type": "boolean"},
+		"color": {"enum": ["red", "green", "blue"]}, "count": {"type": "integer"}, "name": {"type": "string"}},
+		"required": ["ok", "color", "count", "name"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := grammar.Parse(text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	texts := newTokenTexts(vocab)
+	prompt := vocab.Encode("A record:", true, false)
+	for _, c := range []struct {
+		name        string
+		constrained bool
+		temperature float32
+	}{{"free-greedy", false, 0}, {"schema-greedy", true, 0}, {"free-sampled", false, 1}, {"schema-sampled", true, 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx, err := model.NewContext(moe.DefaultContextOptions())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctx.Close()
+			var steps int
+			var decoding time.Duration
+			for b.Loop() {
+				ctx.Reset()
+				params := moe.DefaultSampler()
+				params.Temperature, params.Seed = c.temperature, 1
+				sampler, err := moe.NewSampler(params, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.constrained {
+					sampler.Constrain(newGrammarConstraint(g, texts, "", "", false))
+				}
+				st, err := ctx.Generate(prompt, moe.GenerateOptions{MaxTokens: 48, Sampler: sampler, IsEOG: vocab.IsEOG})
+				if err != nil {
+					b.Fatal(err)
+				}
+				steps += st.DecodeSteps
+				decoding += st.DecodeTime
+			}
+			b.ReportMetric(float64(decoding.Nanoseconds())/float64(steps), "ns/step")
+		})
+	}
+}
