@@ -3,6 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/moerun/moerun/grammar"
 	"github.com/moerun/moerun/grammar/jsonschema"
@@ -75,6 +78,71 @@ func (f *grammarFields) constraint() (*grammar.Grammar, *apiError) {
 	g, err := grammar.Parse(text)
 	if err != nil {
 		return nil, badRequest(param, "%s: %v", param, err)
+	}
+	return g, nil
+}
+
+// gbnfLiterals are a GBNF text's string literals and character classes, and rootName a
+// rule named root (defined or referred to) in what is left.
+var (
+	gbnfLiterals = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]`)
+	rootName     = regexp.MustCompile(`(?m)(?:^|[^\w-])root(?:[^\w-]|$)`)
+)
+
+// callGrammar is the grammar of a required tool call (tool_choice "required", or name) in
+// the model's call syntax: after the reasoning, if any, one call (more with parallel), each
+// "<tool_call>\n" + {"name": NAME, "arguments": ARGS} + "\n</tool_call>" with ARGS
+// following the tool's parameters schema, as llama.cpp constrains Hermes-style calls. The
+// other call syntaxes (Qwen3.5's and Qwen3-Coder's XML, GLM's, DeepSeek's, gpt-oss's) have
+// no grammar here yet: such a request is refused rather than not honoured.
+func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel bool) (*grammar.Grammar, *apiError) {
+	if s.harmony || s.syntax.callOpen != hermesSyntax.callOpen || s.syntax.form != jsonForm {
+		return nil, badRequest("tool_choice", "a required tool call is constrained only in the Hermes JSON call syntax (Qwen3's, Qwen2.5's) so far; this model writes its calls otherwise: use \"auto\"")
+	}
+	var tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(rawTools, &tools); err != nil {
+		return nil, badRequest("tools", "tools: %v", err)
+	}
+	var bodies []json.RawMessage
+	for _, t := range tools {
+		if name != "" && t.Function.Name != name {
+			continue
+		}
+		params := t.Function.Parameters
+		if isNull(params) {
+			params = json.RawMessage(`{"type": "object"}`)
+		}
+		quoted, _ := json.Marshal(t.Function.Name)
+		bodies = append(bodies, json.RawMessage(`{"type": "object", "properties": {"name": {"const": `+string(quoted)+
+			`}, "arguments": `+string(params)+`}, "required": ["name", "arguments"]}`))
+	}
+	schema := bodies[0]
+	if len(bodies) > 1 {
+		schema, _ = json.Marshal(map[string]any{"anyOf": bodies})
+	}
+	converted, err := jsonschema.Convert(schema)
+	if err != nil {
+		return nil, badRequest("tools", "tools: a parameters schema: %v", err)
+	}
+	// The converted grammar's root is one call's body; a schema that refers back to its
+	// own root ("$ref": "#") would then refer to the calls.
+	if len(rootName.FindAllString(gbnfLiterals.ReplaceAllString(converted, `""`), -1)) != 1 {
+		return nil, badRequest("tools", "tools: a parameters schema that refers to its own root cannot be forced")
+	}
+	calls := `root ::= moerun-call`
+	if parallel {
+		calls += ` ("\n" moerun-call)*`
+	}
+	text := strings.Replace(converted, "root ::=", "moerun-call-body ::=", 1) + "\n" + calls +
+		"\nmoerun-call ::= \"<tool_call>\\n\" moerun-call-body \"\\n</tool_call>\"\n"
+	g, err := grammar.Parse(text)
+	if err != nil {
+		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
 	}
 	return g, nil
 }

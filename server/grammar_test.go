@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -209,4 +210,96 @@ func TestGrammarConstraintPhases(t *testing.T) {
 	// Without reasoning tags (a completion) the grammar applies from the first token.
 	c = newGrammarConstraint(g, texts, "", "", false)
 	check("completion", "{")
+}
+
+// TestForcedToolCall: tool_choice "required" and a named function make the tiny Qwen3
+// model's answer a call in its Hermes syntax, parsed back into tool_calls whose arguments
+// follow the tool's parameters, for every seed; what cannot be forced is a 400.
+func TestForcedToolCall(t *testing.T) {
+	qwen3, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Qwen3's template writes the tools out at length: 719 tokens of prompt.
+	ts := newTestServer(t, func(c *Config) { c.ChatTemplate, c.Context.Size = string(qwen3), 2048 })
+	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+			"properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+			"required": ["city", "days"], "additionalProperties": false}}},
+		{"type": "function", "function": {"name": "shell", "parameters": {"type": "object",
+			"properties": {"cmd": {"enum": ["ls", "pwd"]}}, "required": ["cmd"], "additionalProperties": false}}}]`
+	for _, c := range []struct {
+		choice string
+		names  []string
+	}{{`"required"`, []string{"get_weather", "shell"}}, {`{"type": "function", "function": {"name": "shell"}}`, []string{"shell"}}} {
+		for seed := range 10 {
+			status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
+				"tools": %s, "tool_choice": %s, "max_tokens": 200, "temperature": 1, "seed": %d,
+				"chat_template_kwargs": {"enable_thinking": false}}`, tools, c.choice, seed))
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			var r struct {
+				Choices []struct {
+					Message struct {
+						ToolCalls []toolCall `json:"tool_calls"`
+					} `json:"message"`
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			ch := r.Choices[0]
+			if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
+				t.Errorf("%s, seed %d: finish %q, %d calls: %s", c.choice, seed, ch.FinishReason, len(ch.Message.ToolCalls), body)
+				continue
+			}
+			fn := ch.Message.ToolCalls[0].Function
+			var args map[string]any
+			dec := json.NewDecoder(strings.NewReader(fn.Arguments))
+			if !slices.Contains(c.names, fn.Name) || dec.Decode(&args) != nil {
+				t.Errorf("%s, seed %d: call %s(%s)", c.choice, seed, fn.Name, fn.Arguments)
+				continue
+			}
+			switch fn.Name {
+			case "get_weather":
+				city, ok := args["city"].(string)
+				days, _ := args["days"].(float64)
+				if !ok || len([]rune(city)) > 12 || days < 1 || days > 7 || days != float64(int(days)) || len(args) != 2 {
+					t.Errorf("seed %d: get_weather(%s) breaks its parameters", seed, fn.Arguments)
+				}
+			case "shell":
+				if cmd := args["cmd"]; (cmd != "ls" && cmd != "pwd") || len(args) != 1 {
+					t.Errorf("seed %d: shell(%s) breaks its parameters", seed, fn.Arguments)
+				}
+			}
+		}
+	}
+	for _, c := range []struct{ fields, want string }{
+		{`"tools": ` + tools + `, "tool_choice": {"type": "function", "function": {"name": "rm"}}`, "not among the tools"},
+		{`"tool_choice": "required"`, ""}, // no tools: nothing to force, as before
+		{`"tools": ` + tools + `, "tool_choice": "required", "response_format": {"type": "json_object"}`, "cannot both constrain"},
+		{`"tools": ` + tools + `, "tool_choice": "sometimes"`, `want \"auto\"`},
+	} {
+		status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, `+c.fields+`}`)
+		if c.want == "" {
+			if status != http.StatusOK {
+				t.Errorf("%s: %d %s", c.fields, status, body)
+			}
+			continue
+		}
+		if status != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", c.fields, status, body, c.want)
+		}
+	}
+	// Qwen3.5 writes calls in the XML form, which has no grammar yet.
+	qwen35, err := os.ReadFile("../tokenizer/testdata/chat/qwen35.chat_template.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xml := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate = string(qwen35) })
+	status, body := call(t, xml, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "Hermes JSON call syntax") {
+		t.Errorf("a forced call in the XML form: %d %s", status, body)
+	}
 }

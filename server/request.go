@@ -336,9 +336,18 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		}
 		msgs[i] = m
 	}
-	tools, aerr := decodeTools(req.Tools, req.ToolChoice)
+	tools, forcedName, forced, aerr := decodeTools(req.Tools, req.ToolChoice)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if forced {
+		if j.grammar != nil {
+			return nil, badRequest("tool_choice", "a required tool call and a response format or grammar cannot both constrain the output")
+		}
+		parallel := req.ParallelToolCalls != nil && *req.ParallelToolCalls
+		if j.grammar, aerr = s.callGrammar(req.Tools, forcedName, parallel); aerr != nil {
+			return nil, aerr
+		}
 	}
 	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
 	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)
@@ -448,21 +457,22 @@ func dropKey(m *tokenizer.Object, key string) {
 }
 
 // decodeTools checks a request's tools (OpenAI's function tools) and tool_choice, and
-// returns the tools for the template: nil without tools or with tool_choice "none". A
-// required call (tool_choice "required" or a named function) needs the output constrained
-// to the call syntax, which moerun does not do yet: refused rather than not honoured.
-func decodeTools(raw, choice json.RawMessage) ([]any, *apiError) {
+// returns the tools for the template (nil without tools or with tool_choice "none") and,
+// for a call the request requires (tool_choice "required", or a named function), the
+// name it must call ("" for any of the tools) with forced set.
+func decodeTools(raw, choice json.RawMessage) (tools []any, name string, forced bool, aerr *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+		return nil, "", false, nil
 	}
 	v, err := tokenizer.DecodeJSON(raw)
 	if err != nil {
-		return nil, badRequest("tools", "tools: %v", err)
+		return nil, "", false, badRequest("tools", "tools: %v", err)
 	}
 	tools, ok := v.([]any)
 	if !ok {
-		return nil, badRequest("tools", "tools must be an array of {\"type\": \"function\", \"function\": {\"name\", …}}")
+		return nil, "", false, badRequest("tools", "tools must be an array of {\"type\": \"function\", \"function\": {\"name\", …}}")
 	}
+	names := map[string]bool{}
 	for i, t := range tools {
 		var fn *tokenizer.Object
 		o, ok := t.(*tokenizer.Object)
@@ -470,23 +480,42 @@ func decodeTools(raw, choice json.RawMessage) ([]any, *apiError) {
 			fn, _ = o.Values["function"].(*tokenizer.Object)
 		}
 		if !ok || o.Values["type"] != "function" || fn == nil {
-			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: want {\"type\": \"function\", \"function\": {…}}", i)
+			return nil, "", false, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: want {\"type\": \"function\", \"function\": {…}}", i)
 		}
-		if name, _ := fn.Values["name"].(string); name == "" {
-			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: the function needs a \"name\"", i)
+		name, _ := fn.Values["name"].(string)
+		if name == "" {
+			return nil, "", false, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: the function needs a \"name\"", i)
 		}
+		names[name] = true
 	}
 	switch c := strings.TrimSpace(string(choice)); c {
 	case "", "null", `"auto"`:
 	case `"none"`:
-		return nil, nil
+		return nil, "", false, nil
+	case `"required"`:
+		forced = true
 	default:
-		return nil, badRequest("tool_choice", "tool_choice %s: moerun cannot force a call yet (that needs the output constrained to the call syntax); use \"auto\" or \"none\"", c)
+		var named struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(choice, &named) != nil || named.Type != "function" || named.Function.Name == "" {
+			return nil, "", false, badRequest("tool_choice", "tool_choice %s: want \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": …}}", c)
+		}
+		if !names[named.Function.Name] {
+			return nil, "", false, badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
+		}
+		name, forced = named.Function.Name, true
 	}
 	if len(tools) == 0 {
-		return nil, nil
+		if forced {
+			return nil, "", false, badRequest("tool_choice", "tool_choice requires a call, but the request has no tools")
+		}
+		return nil, "", false, nil
 	}
-	return tools, nil
+	return tools, name, forced, nil
 }
 
 // messageRoles are the roles of OpenAI's chat messages (developer is the newer name of
