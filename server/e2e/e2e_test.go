@@ -1,5 +1,5 @@
 // Package e2e drives `moerun serve` with the official openai and @anthropic-ai/sdk npm
-// clients (client.mjs, anthropic.mjs).
+// clients (client.mjs, anthropic.mjs, structured.mjs, whose outputs ajv validates).
 // It needs Node.js and npm: without them the test is skipped, except under CI=true, where
 // it fails.
 package e2e
@@ -41,10 +41,11 @@ func TestServeOpenAIClient(t *testing.T) {
 	node, npm := need(t, "node"), need(t, "npm")
 	_, errOpenAI := os.Stat("node_modules/openai/package.json")
 	_, errAnthropic := os.Stat("node_modules/@anthropic-ai/sdk/package.json")
-	if errOpenAI != nil || errAnthropic != nil {
+	_, errAjv := os.Stat("node_modules/ajv/package.json")
+	if errOpenAI != nil || errAnthropic != nil || errAjv != nil {
 		out, err := exec.Command(npm, "ci", "--no-audit", "--no-fund").CombinedOutput()
 		if err != nil {
-			unavailable(t, "npm ci (installs the pinned openai and @anthropic-ai/sdk clients): %v\n%s", err, out)
+			unavailable(t, "npm ci (installs the pinned openai and @anthropic-ai/sdk clients and ajv): %v\n%s", err, out)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -54,7 +55,42 @@ func TestServeOpenAIClient(t *testing.T) {
 		t.Fatalf("building moerun: %v\n%s", err, out)
 	}
 
-	srv := exec.CommandContext(ctx, bin, "serve", "-m", model, "--port", "0", "-np", "2", "-c", "1024", "-t", "2", "--api-key", "e2e-key")
+	base := startServe(t, bin, "-np", "2", "-c", "1024")
+	client := exec.CommandContext(ctx, node, "client.mjs")
+	client.Env = append(os.Environ(), "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=e2e-key")
+	out, err := client.CombinedOutput()
+	if err != nil {
+		t.Fatalf("client.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	anthropic := exec.CommandContext(ctx, node, "anthropic.mjs")
+	anthropic.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=e2e-key")
+	if out, err = anthropic.CombinedOutput(); err != nil {
+		t.Fatalf("anthropic.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	runExample(ctx, t, node, base)
+
+	// Constrained output under Qwen3's template (whose Hermes call syntax a required call
+	// needs; its tool prompt is long, hence one slot of 4096).
+	qwen3 := startServe(t, bin, "-np", "1", "-c", "4096", "--chat-template-file", "../../tokenizer/testdata/chat/qwen3.chat_template.jinja")
+	structured := exec.CommandContext(ctx, node, "structured.mjs")
+	structured.Env = append(os.Environ(), "OPENAI_BASE_URL="+qwen3+"/v1", "OPENAI_API_KEY=e2e-key")
+	if out, err = structured.CombinedOutput(); err != nil {
+		t.Fatalf("structured.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// startServe starts `moerun serve` on the tiny model with the given flags (and a port of
+// its own, two threads, the key e2e-key) and returns its base URL; the server is stopped
+// with SIGINT when the test ends, which must make it exit cleanly, and its log is shown if
+// the test failed.
+func startServe(t *testing.T, bin string, flags ...string) string {
+	t.Helper()
+	args := append([]string{"serve", "-m", model, "--port", "0", "-t", "2", "--api-key", "e2e-key"}, flags...)
+	// Not bound to the test's context, whose end would kill it before the clean stop.
+	srv := exec.Command(bin, args...)
 	stderr, err := srv.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -63,16 +99,18 @@ func TestServeOpenAIClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	accessLog := make(chan string, 1) // the server's stderr, once it has closed it
-	defer func() {
+	t.Cleanup(func() {
 		srv.Process.Signal(syscall.SIGINT)
+		kill := time.AfterFunc(30*time.Second, func() { srv.Process.Kill() })
+		defer kill.Stop()
 		log := <-accessLog // all reads from the pipe end before Wait
 		if err := srv.Wait(); err != nil {
-			t.Errorf("moerun serve after SIGINT: %v", err)
+			t.Errorf("moerun %s after SIGINT: %v", strings.Join(args, " "), err)
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", log)
+			t.Logf("server log (%s):\n%s", strings.Join(flags, " "), log)
 		}
-	}()
+	})
 	lines := bufio.NewScanner(stderr)
 	var base string
 	var log strings.Builder
@@ -89,23 +127,9 @@ func TestServeOpenAIClient(t *testing.T) {
 		accessLog <- log.String()
 	}()
 	if base == "" {
-		t.Fatal("moerun serve did not start")
+		t.Fatalf("moerun %s did not start", strings.Join(args, " "))
 	}
-
-	client := exec.CommandContext(ctx, node, "client.mjs")
-	client.Env = append(os.Environ(), "OPENAI_BASE_URL="+base+"/v1", "OPENAI_API_KEY=e2e-key")
-	out, err := client.CombinedOutput()
-	if err != nil {
-		t.Fatalf("client.mjs: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
-	anthropic := exec.CommandContext(ctx, node, "anthropic.mjs")
-	anthropic.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=e2e-key")
-	if out, err = anthropic.CombinedOutput(); err != nil {
-		t.Fatalf("anthropic.mjs: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
-	runExample(ctx, t, node, base)
+	return base
 }
 
 // runExample runs examples/openai-node/chat.mjs, the Node example of the docs, against the
