@@ -25,6 +25,7 @@ const (
 	typeNotFound       = "not_found_error"
 	typeUnavailable    = "unavailable_error"
 	typeServer         = "server_error"
+	typeNotSupported   = "not_supported_error"
 )
 
 func badRequest(param, format string, args ...any) *apiError {

@@ -22,10 +22,50 @@ var errShuttingDown = errors.New("the server is shutting down")
 // whose keys and values it holds (the previous request's prompt and the tokens generated
 // and evaluated after it), which the next request may reuse.
 type slot struct {
+	id          int
 	ctx         *moe.Context
 	tokens      []int32 // len(tokens) == ctx.Len()
 	lastUsed    int64   // when the slot was last released, by the pool's clock
 	checkpoints []slotCheckpoint
+
+	mu    sync.Mutex // guards state, which GET /slots reads while requests run
+	state slotState
+}
+
+// slotState is what GET /slots reports of a slot, updated as a request takes it and as its
+// generation ends.
+type slotState struct {
+	processing  bool
+	task        int64 // the last request's number; 0 before the first
+	promptN     int   // its prompt tokens
+	processed   int   // of them, those evaluated
+	cached      int   // of them, those the slot's cache held
+	generated   int   // tokens it generated
+	checkpoints int   // checkpoints the slot keeps after it
+}
+
+// setState updates what GET /slots reports.
+func (sl *slot) setState(update func(*slotState)) {
+	sl.mu.Lock()
+	update(&sl.state)
+	sl.mu.Unlock()
+}
+
+// report is the slot as llama-server's GET /slots writes one (its fields that moerun has).
+func (sl *slot) report(nCtx int) map[string]any {
+	sl.mu.Lock()
+	st := sl.state
+	sl.mu.Unlock()
+	r := map[string]any{"id": sl.id, "n_ctx": nCtx, "speculative": false, "is_processing": st.processing}
+	if st.task > 0 {
+		r["id_task"] = st.task
+		r["n_prompt_tokens"] = st.promptN
+		r["n_prompt_tokens_processed"] = st.processed
+		r["n_prompt_tokens_cache"] = st.cached
+		r["next_token"] = []any{map[string]any{"has_next_token": st.processing, "n_decoded": st.generated}}
+		r["checkpoints"] = st.checkpoints
+	}
+	return r
 }
 
 // slotCheckpoint is a recurrent state the slot keeps (Server.checkpoints), with the request

@@ -63,6 +63,9 @@ type Config struct {
 	// share for the request to take that slot rather than the least recently used one
 	// (llama-server's -sps, whose default is 0.1); 0 always takes the least recently used.
 	SlotPromptSimilarity float32
+	// NoSlots turns GET /slots off (llama-server's --no-slots); by default it reports each
+	// slot's state.
+	NoSlots bool
 	// ContextCheckpoints is how many copies of a recurrent model's state (Qwen3.5's) a slot
 	// keeps, taken a few tokens before each prompt's end as llama-server's
 	// --ctx-checkpoints: a later prompt that shares only part of the slot's tokens (a chat
@@ -95,6 +98,9 @@ type Server struct {
 	// tokenTexts are the vocabulary's texts for grammar constraints, built at the first
 	// constrained request (about 150 ms for 150,000 tokens).
 	tokenTexts func() *tokenTexts
+	allSlots   []*slot      // every slot, idle or not, for GET /slots
+	noSlots    bool         // --no-slots: GET /slots is refused
+	tasks      atomic.Int64 // numbers the requests that took a slot
 	// syntax is how the model writes reasoning and tool calls (chatparse.go); reasoning
 	// says whether reasoning is split from the content (--reasoning-format).
 	syntax    chatSyntax
@@ -244,7 +250,7 @@ func New(c Config) (*Server, error) {
 		vocab: c.Vocab, name: c.Name, created: time.Now().Unix(),
 		maxBody: c.MaxBodyBytes, ubatch: c.Context.UBatch, entropy: c.Entropy,
 		slots: c.Slots, queueSize: c.QueueSize, promptCache: !c.NoPromptCache,
-		checkpoints: c.ContextCheckpoints, minStep: c.CheckpointMinStep,
+		checkpoints: c.ContextCheckpoints, minStep: c.CheckpointMinStep, noSlots: c.NoSlots,
 		drained: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
 		reasoning: c.ReasoningFormat != "none", kwargs: c.ChatTemplateKwargs,
 		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
@@ -291,13 +297,15 @@ func New(c Config) (*Server, error) {
 	}
 	opts := c.Context
 	opts.Stats = s.stats
-	for range c.Slots {
+	for id := range c.Slots {
 		ctx, err := c.Model.NewContext(opts)
 		if err != nil {
 			return nil, err
 		}
 		s.slotSize = ctx.Size()
-		s.pool.put(&slot{ctx: ctx})
+		sl := &slot{id: id, ctx: ctx}
+		s.allSlots = append(s.allSlots, sl)
+		s.pool.put(sl)
 	}
 	s.routes = map[string]route{
 		"/health":                    {method: http.MethodGet, handle: s.health},
@@ -310,6 +318,7 @@ func New(c Config) (*Server, error) {
 		"/detokenize":                {method: http.MethodPost, handle: s.detokenize},
 		"/metrics":                   {method: http.MethodGet, handle: s.serveMetrics},
 		"/props":                     {method: http.MethodGet, handle: s.props},
+		"/slots":                     {method: http.MethodGet, handle: s.listSlots},
 		"/v1/responses":              {method: http.MethodPost, handle: s.responses},
 		"/v1/responses/input_tokens": {method: http.MethodPost, handle: s.inputTokens},
 		// Anthropic's Messages API.
@@ -523,6 +532,23 @@ func (s *Server) props(w http.ResponseWriter, _ *http.Request, _ *requestLog) *a
 	return nil
 }
 
+// listSlots is llama-server's GET /slots: each slot's state. With ?fail_on_no_slot=1 it
+// answers 503 when no slot is idle.
+func (s *Server) listSlots(w http.ResponseWriter, r *http.Request, _ *requestLog) *apiError {
+	if s.noSlots {
+		return &apiError{Status: http.StatusNotImplemented, Type: typeNotSupported, Message: "this server does not report its slots (--no-slots)"}
+	}
+	if r.URL.Query().Get("fail_on_no_slot") != "" && s.pool.idleSlots() == 0 {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Message: "no slot available"}
+	}
+	out := make([]any, len(s.allSlots))
+	for i, sl := range s.allSlots {
+		out[i] = sl.report(s.slotSize)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // Shutdown stops the server's generations so that the process can exit and release the
 // model: requests that arrive from now on get 503, those running may finish until ctx ends
 // and are then ended with an error (on a stream: an error event and [DONE]). It returns
@@ -611,6 +637,10 @@ func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc
 		return result{}, nil // the client left while queued: nobody to answer
 	}
 	defer s.release(sl)
+	task := s.tasks.Add(1)
+	sl.setState(func(st *slotState) {
+		*st = slotState{processing: true, task: task, promptN: len(j.prompt), checkpoints: st.checkpoints}
+	})
 	s.metrics.processing.Add(1)
 	defer s.metrics.processing.Add(-1)
 	clientGone := false // writing to the client failed: it left
@@ -623,6 +653,10 @@ func (s *Server) run(ctx context.Context, j *job, log *requestLog, emit emitFunc
 		return err
 	})
 	log.res = &res
+	sl.setState(func(st *slotState) {
+		st.processing, st.cached, st.generated = false, res.cachedTokens, res.completionTokens
+		st.processed, st.checkpoints = res.promptTokens-res.cachedTokens, len(sl.checkpoints)
+	})
 	switch {
 	case err == nil:
 		return res, nil
