@@ -15,15 +15,7 @@ func TestCheckpoint(t *testing.T) {
 		long := promptOf(t, "tiny-qwen3moe", "long")[:30]
 		at, rest := 12, []int32{5, 9, 2, 11, 3}
 
-		fresh := m.context(t, DefaultContextOptions())
-		if _, err := fresh.Eval(long[:at], false); err != nil {
-			t.Fatal(err)
-		}
-		want, err := fresh.Eval(rest, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = slices.Clone(want)
+		want := m.piecewiseLogits(t, long[:at], rest)
 
 		c := m.context(t, DefaultContextOptions())
 		var cp *Checkpoint
@@ -71,4 +63,19 @@ func TestCheckpoint(t *testing.T) {
 			t.Errorf("%s: another context's checkpoint was restored", baseName(path))
 		}
 	}
+}
+
+// piecewiseLogits are the logits of every token of rest, evaluated by a fresh context
+// after prefix: what a context cut back to prefix must give for rest.
+func (m *testModel) piecewiseLogits(t *testing.T, prefix, rest []int32) []float32 {
+	t.Helper()
+	fresh := m.context(t, DefaultContextOptions())
+	if _, err := fresh.Eval(prefix, false); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := fresh.Eval(rest, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(logits)
 }

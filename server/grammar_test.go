@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -18,24 +19,30 @@ func TestGrammarCompletions(t *testing.T) {
 	ts := newTestServer(t, nil)
 	g, _ := json.Marshal(`root ::= ("yes" | "no" | "maybe") "!"`)
 	for seed := range 8 {
-		status, body := call(t, ts, http.MethodPost, "/v1/completions",
-			fmt.Sprintf(`{"prompt": "Is it?", "max_tokens": 20, "temperature": %d, "seed": %d, "grammar": %s}`, min(seed, 1), seed, g))
-		if status != http.StatusOK {
-			t.Fatalf("status %d: %s", status, body)
-		}
-		var r struct {
-			Choices []struct {
-				Text         string `json:"text"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			t.Fatal(err)
-		}
-		if c := r.Choices[0]; !slices.Contains([]string{"yes!", "no!", "maybe!"}, c.Text) || c.FinishReason != "stop" {
-			t.Errorf("seed %d: %q, finish %q", seed, c.Text, c.FinishReason)
+		text, finish := completeText(t, ts, fmt.Sprintf(`{"prompt": "Is it?", "max_tokens": 20, "temperature": %d, "seed": %d, "grammar": %s}`, min(seed, 1), seed, g))
+		if !slices.Contains([]string{"yes!", "no!", "maybe!"}, text) || finish != "stop" {
+			t.Errorf("seed %d: %q, finish %q", seed, text, finish)
 		}
 	}
+}
+
+// completeText posts a completion request and returns its text and finish reason.
+func completeText(t *testing.T, ts *httptest.Server, body string) (text, finish string) {
+	t.Helper()
+	status, got := call(t, ts, http.MethodPost, "/v1/completions", body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, got)
+	}
+	var r struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(got, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Choices[0].Text, r.Choices[0].FinishReason
 }
 
 // record is what TestJSONSchemaOutputs' schema describes.
@@ -59,26 +66,12 @@ func TestJSONSchemaOutputs(t *testing.T) {
 		if seed%2 == 1 {
 			field = `"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": ` + schema + `}}`
 		}
-		status, body := call(t, ts, http.MethodPost, "/v1/completions",
-			fmt.Sprintf(`{"prompt": "A record:", "max_tokens": 200, "temperature": 1, "seed": %d, %s}`, seed, field))
-		if status != http.StatusOK {
-			t.Fatalf("seed %d: status %d: %s", seed, status, body)
-		}
-		var r struct {
-			Choices []struct {
-				Text         string `json:"text"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			t.Fatal(err)
-		}
-		text := r.Choices[0].Text
+		text, finish := completeText(t, ts, fmt.Sprintf(`{"prompt": "A record:", "max_tokens": 200, "temperature": 1, "seed": %d, %s}`, seed, field))
 		var rec record
 		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rec); err != nil || dec.More() {
-			t.Errorf("seed %d: %q is not one record: %v (finish %s)", seed, text, err, r.Choices[0].FinishReason)
+			t.Errorf("seed %d: %q is not one record: %v (finish %s)", seed, text, err, finish)
 			continue
 		}
 		switch {
