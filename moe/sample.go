@@ -140,29 +140,30 @@ func keepAllowed(sorted []candidate, k int, allows func(int32) bool) ([]candidat
 	return sorted[:kept], kept == k
 }
 
-// sampleMasked samples again from the logits with every token the constraint rules out
-// at -Inf (llama.cpp's resampling after a refused draw).
+// sampleMasked samples again from the logits of the tokens the constraint allows: llama.cpp
+// puts the others at -Inf and runs the chain over everything, where they can only sort
+// last and draw a probability of 0, so leaving them out draws the same token.
 func (s *Sampler) sampleMasked(logits []float32) (int32, error) {
 	if cap(s.allowed) < len(logits) {
-		s.allowed, s.masked = make([]bool, len(logits)), make([]float32, len(logits))
+		s.allowed = make([]bool, len(logits))
 	}
-	allowed, masked := s.allowed[:len(logits)], s.masked[:len(logits)]
+	allowed := s.allowed[:len(logits)]
 	clear(allowed)
 	if err := s.constraint.Mask(allowed); err != nil {
 		return 0, err
 	}
-	some := false
-	negInf := float32(math.Inf(-1))
-	for i, l := range logits {
-		masked[i] = negInf
-		if allowed[i] {
-			masked[i], some = l, true
+	c := s.cands[:0]
+	for i, ok := range allowed {
+		if ok {
+			c = append(c, candidate{id: int32(i), logit: logits[i]})
 		}
 	}
-	if !some {
+	s.cands = c
+	if len(c) == 0 {
 		return 0, fmt.Errorf("the constraint allows no token of the vocabulary here")
 	}
-	id := s.Sample(masked)
+	s.penalize(c)
+	id := s.chain(c)
 	return id, s.accept(id)
 }
 
@@ -217,7 +218,11 @@ func (s *Sampler) Accept(token int32) {
 
 // Sample chooses a token from a row of logits.
 func (s *Sampler) Sample(logits []float32) int32 {
-	c := s.candidates(logits)
+	return s.chain(s.candidates(logits))
+}
+
+// chain runs the chain's truncations and draw on penalized candidates.
+func (s *Sampler) chain(c []candidate) int32 {
 	sorted := false
 	if s.params.TopK > 0 {
 		c, sorted = topK(c, s.params.TopK), true

@@ -15,6 +15,7 @@ type tokenTexts struct {
 	pieces [][]byte
 	vocab  *grammar.Vocab
 	eog    []int32
+	nul    []int32 // tokens whose text starts with a NUL byte, which llama.cpp never allows
 }
 
 func newTokenTexts(v *tokenizer.Vocab) *tokenTexts {
@@ -23,6 +24,9 @@ func newTokenTexts(v *tokenizer.Vocab) *tokenTexts {
 		t.pieces[id] = []byte(v.Piece(int32(id), true))
 		if v.IsEOG(int32(id)) {
 			t.eog = append(t.eog, int32(id))
+		}
+		if p := t.pieces[id]; len(p) > 0 && p[0] == 0 {
+			t.nul = append(t.nul, int32(id))
 		}
 	}
 	t.vocab = grammar.NewVocab(t.pieces)
@@ -128,10 +132,8 @@ func (c *grammarConstraint) Mask(allowed []bool) error {
 		return c.m.Err()
 	}
 	c.m.AllowedTokens(c.texts.vocab, allowed)
-	for t, p := range c.texts.pieces {
-		if len(p) > 0 && p[0] == 0 {
-			allowed[t] = false
-		}
+	for _, t := range c.texts.nul {
+		allowed[t] = false
 	}
 	canEnd := c.m.CanEnd()
 	for _, e := range c.texts.eog {
