@@ -19,43 +19,32 @@ var benchPositions = []struct{ name, prefix string }{
 // 1–10 bytes, mixed ASCII and UTF-8.
 func vocabPieces() [][]byte { return syntheticPieces(150000, 1) }
 
-// BenchmarkAllowedTokens measures one full-vocabulary mask with a warm
-// transition cache, as during generation once a position has been seen.
+// BenchmarkAllowedTokens measures one full-vocabulary mask at each position:
+// warm, with the transition cache filled, as during generation once a position
+// has been seen; cold, from a fresh cache each time (a clone), the cost at a
+// position whose states were never seen.
 func BenchmarkAllowedTokens(b *testing.B) {
 	v := NewVocab(vocabPieces())
 	g := mustParse(b, JSON)
 	allowed := make([]bool, v.Len())
-	for _, p := range benchPositions {
-		b.Run(p.name, func(b *testing.B) {
-			m := g.NewMatcher()
-			if !m.AcceptBytes([]byte(p.prefix)) {
-				b.Fatalf("JSON refused %q", p.prefix)
-			}
-			m.AllowedTokens(v, allowed)
-			b.ResetTimer()
-			for b.Loop() {
+	for _, cache := range []string{"warm", "cold"} {
+		for _, p := range benchPositions {
+			b.Run(cache+"/"+p.name, func(b *testing.B) {
+				m := g.NewMatcher()
+				if !m.AcceptBytes([]byte(p.prefix)) {
+					b.Fatalf("JSON refused %q", p.prefix)
+				}
 				m.AllowedTokens(v, allowed)
-			}
-		})
-	}
-}
-
-// BenchmarkAllowedTokensCold masks from a fresh transition cache each time:
-// the cost at a position whose states were never seen.
-func BenchmarkAllowedTokensCold(b *testing.B) {
-	v := NewVocab(vocabPieces())
-	g := mustParse(b, JSON)
-	allowed := make([]bool, v.Len())
-	for _, p := range benchPositions {
-		b.Run(p.name, func(b *testing.B) {
-			m := g.NewMatcher()
-			if !m.AcceptBytes([]byte(p.prefix)) {
-				b.Fatalf("JSON refused %q", p.prefix)
-			}
-			for b.Loop() {
-				m.Clone().AllowedTokens(v, allowed)
-			}
-		})
+				b.ResetTimer()
+				for b.Loop() {
+					if cache == "cold" {
+						m.Clone().AllowedTokens(v, allowed)
+					} else {
+						m.AllowedTokens(v, allowed)
+					}
+				}
+			})
+		}
 	}
 }
 
