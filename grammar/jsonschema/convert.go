@@ -89,8 +89,8 @@ func ConvertWithOptions(schema []byte, opts Options) (res Result, err error) {
 			res, err = Result{}, a.err
 		}
 	}()
-	c.resolveRefs(doc, "")
-	c.visit(doc, "", "")
+	c.resolveRefs(doc, nil)
+	c.visit(doc, "", nil)
 	return Result{Grammar: c.format(), Warnings: c.warnings}, nil
 }
 
@@ -114,11 +114,36 @@ func (e *SchemaError) Error() string {
 	return "jsonschema: " + path + ": " + e.Msg
 }
 
-func joinPath(path, elem string) string {
-	if path == "" {
-		return elem
+// schemaPath locates a subschema for error messages: a linked list from
+// the leaf up, built in constant time per step and rendered only when an
+// error or warning needs it, since property names can be long and schemas
+// deep.
+type schemaPath struct {
+	parent *schemaPath
+	elem   string
+}
+
+func joinPath(parent *schemaPath, elem string) *schemaPath {
+	return &schemaPath{parent: parent, elem: elem}
+}
+
+// String renders the path dot-separated, shortening long elements and long
+// paths so that messages stay readable and cheap.
+func (p *schemaPath) String() string {
+	const maxElem, maxElems = 64, 32
+	var elems []string
+	for q := p; q != nil; q = q.parent {
+		e := q.elem
+		if len(e) > maxElem {
+			e = e[:maxElem] + "..."
+		}
+		elems = append(elems, e)
 	}
-	return path + "." + elem
+	slices.Reverse(elems)
+	if len(elems) > maxElems {
+		elems = append(append(elems[:maxElems/2:maxElems/2], "..."), elems[len(elems)-maxElems/2:]...)
+	}
+	return strings.Join(elems, ".")
 }
 
 // The grammar's fixed building blocks. Their text is llama.cpp's, since the
@@ -166,10 +191,28 @@ func reservedName(name string) bool {
 	return prim || format
 }
 
-var (
-	invalidRuleChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-	uuidFormat       = regexp.MustCompile(`^uuid[1-5]?$`)
-)
+var uuidFormat = regexp.MustCompile(`^uuid[1-5]?$`)
+
+// sanitizeRuleName replaces each run of characters not allowed in a GBNF
+// rule name (anything but ASCII letters, digits and '-') with one '-'.
+func sanitizeRuleName(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	inRun := false
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' {
+			b.WriteByte(ch)
+			inRun = false
+			continue
+		}
+		if !inRun {
+			b.WriteByte('-')
+			inRun = true
+		}
+	}
+	return b.String()
+}
 
 // formatLiteral quotes s as a GBNF string literal.
 func formatLiteral(s string) string {
@@ -205,8 +248,8 @@ type converter struct {
 	ruleBytes int // text of all rules added, against MaxGrammarBytes
 }
 
-func (c *converter) fail(path, format string, args ...any) {
-	panic(abort{&SchemaError{Path: path, Msg: fmt.Sprintf(format, args...)}})
+func (c *converter) fail(path *schemaPath, format string, args ...any) {
+	panic(abort{&SchemaError{Path: path.String(), Msg: fmt.Sprintf(format, args...)}})
 }
 
 func (c *converter) spend(steps int) {
@@ -220,7 +263,11 @@ func (c *converter) spend(steps int) {
 // that name plus a number when a different rule already holds the name, and
 // returns the name used. Adding the same rule twice is harmless.
 func (c *converter) addRule(name, body string) string {
-	base := invalidRuleChars.ReplaceAllString(name, "-")
+	// Charge for the text handled, not just the call: the same long name or
+	// body can be rebuilt many times (repeated allOf members, type lists)
+	// without adding a rule, so MaxGrammarBytes alone would not bound it.
+	c.spend(1 + (len(name)+len(body))/64)
+	base := sanitizeRuleName(name)
 	if old, ok := c.rules[base]; !ok || old == body {
 		c.setRule(base, body)
 		return base
@@ -282,7 +329,7 @@ func (c *converter) format() string {
 // inside an object that has a "$ref"; references in there (typically in
 // "$defs" next to a top-level "$ref") are resolved when first used, where
 // llama.cpp would treat them as an unconstrained object.
-func (c *converter) resolveRefs(n *jsonValue, path string) {
+func (c *converter) resolveRefs(n *jsonValue, path *schemaPath) {
 	switch {
 	case n.isArray():
 		for i, item := range n.items {
@@ -306,7 +353,7 @@ func (c *converter) resolveRefs(n *jsonValue, path string) {
 
 // lookupRef returns the subschema a "$ref" points at, resolving it on first
 // use. Only local JSON pointers ("#/...") are supported.
-func (c *converter) lookupRef(ref, refPath string) *jsonValue {
+func (c *converter) lookupRef(ref string, refPath *schemaPath) *jsonValue {
 	if target, done := c.refs[ref]; done {
 		return target
 	}
@@ -355,7 +402,7 @@ func arrayIndex(sel string) (uint64, bool) {
 // visit adds the rules for schema and returns the name of (or an expression
 // for) the rule matching it. name is the rule-name stem from the schema's
 // position (property names joined by "-"); path is where it is, for errors.
-func (c *converter) visit(schema *jsonValue, name, path string) string {
+func (c *converter) visit(schema *jsonValue, name string, path *schemaPath) string {
 	c.spend(1)
 	c.depth++
 	defer func() { c.depth-- }()
@@ -466,6 +513,9 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 		if v := schema.get("maxItems"); v != nil && (v.kind == jsonInt || v.kind == jsonUint) {
 			maxItems = c.count(v, joinPath(path, "maxItems"))
 		}
+		if minItems > maxItems {
+			c.fail(path, "minItems %d is greater than maxItems %d: no array matches", minItems, maxItems)
+		}
 		return c.addRule(ruleName, `"[" space `+repetition(itemRule, minItems, maxItems, `"," space`)+` space "]"`)
 	}
 	if (untyped || typeIs("string")) && schema.has("pattern") {
@@ -493,6 +543,9 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 		}
 		if v := schema.get("maxLength"); v != nil {
 			maxLen = c.count(v, joinPath(path, "maxLength"))
+		}
+		if minLen > maxLen {
+			c.fail(path, "minLength %d is greater than maxLength %d: no string matches", minLen, maxLen)
 		}
 		return c.addRule(ruleName, `"\"" `+repetition(charRule, minLen, maxLen, "")+` "\""`)
 	}
@@ -529,7 +582,7 @@ func truncate(s string) string {
 	return s[:limit] + "..."
 }
 
-func (c *converter) union(name string, alternatives []*jsonValue, path string) string {
+func (c *converter) union(name string, alternatives []*jsonValue, path *schemaPath) string {
 	rules := make([]string, len(alternatives))
 	for i, alt := range alternatives {
 		altName := name + "-" + strconv.Itoa(i)
@@ -545,7 +598,7 @@ func (c *converter) union(name string, alternatives []*jsonValue, path string) s
 // llama.cpp converts any number (truncating fractions) or boolean to a C
 // int; counts that are negative or do not fit are refused here, since
 // llama.cpp would turn them into an invalid grammar.
-func (c *converter) count(v *jsonValue, path string) int {
+func (c *converter) count(v *jsonValue, path *schemaPath) int {
 	n, ok := toInt64(v)
 	if !ok {
 		c.fail(path, "must be a number")
@@ -585,7 +638,7 @@ func toInt64(v *jsonValue) (int64, bool) {
 // integerRange builds the rule for an integer with minimum/maximum bounds
 // (the exclusive forms are used only when the inclusive one is absent, as in
 // llama.cpp).
-func (c *converter) integerRange(schema *jsonValue, path string) string {
+func (c *converter) integerRange(schema *jsonValue, path *schemaPath) string {
 	// Bounds must stay strictly inside int64, whose extremes mean "absent".
 	const limit = math.MaxInt64 - 1
 	bound := func(key string, adjust int64) (int64, bool) {
@@ -624,18 +677,23 @@ func (c *converter) integerRange(schema *jsonValue, path string) string {
 // it on first use. A reference met again while its own rule is being built
 // (a recursive schema) becomes a reference to that rule by name, which is
 // what lets recursive schemas terminate.
-func (c *converter) resolveRef(ref, path string) string {
+func (c *converter) resolveRef(ref string, path *schemaPath) string {
 	fragment := ref
 	if i := strings.IndexByte(ref, '#'); i >= 0 {
 		fragment = ref[i+1:]
 	}
-	refName := "ref" + invalidRuleChars.ReplaceAllString(fragment, "-")
+	refName := "ref" + sanitizeRuleName(fragment)
 	if _, built := c.rules[refName]; built || c.resolving[ref] {
 		return refName
 	}
 	c.resolving[ref] = true
-	refPath := strings.ReplaceAll(strings.TrimPrefix(fragment, "/"), "/", ".")
 	target := c.lookupRef(ref, path)
+	// Errors inside the target are reported at the target's own place.
+	c.spend(1 + len(fragment)/64)
+	var refPath *schemaPath
+	for _, elem := range strings.Split(strings.TrimPrefix(fragment, "/"), "/") {
+		refPath = joinPath(refPath, elem)
+	}
 	refName = c.visit(target, refName, refPath)
 	delete(c.resolving, ref)
 	return refName
@@ -644,13 +702,13 @@ func (c *converter) resolveRef(ref, path string) string {
 type property struct {
 	name   string
 	schema *jsonValue
-	path   string
+	path   *schemaPath
 }
 
 // objectRule builds an object with the given properties: required ones
 // first, in schema order, then the optional ones in schema order (each may
 // be skipped), then additional properties if allowed.
-func (c *converter) objectRule(props []property, required map[string]bool, name string, additional *jsonValue, path string) string {
+func (c *converter) objectRule(props []property, required map[string]bool, name string, additional *jsonValue, path *schemaPath) string {
 	sep := "-"
 	if name == "" {
 		sep = ""
@@ -837,13 +895,13 @@ func classChar(r rune) string {
 // anyOf inside it) into one object, or, when the components are enums, the
 // values common to all of them. Other kinds of components are ignored, as
 // in llama.cpp.
-func (c *converter) allOf(allOf *jsonValue, name, path string) string {
+func (c *converter) allOf(allOf *jsonValue, name string, path *schemaPath) string {
 	required := map[string]bool{}
 	var props []property
 	enumCounts := map[string]int{}
 	following := map[string]bool{} // refs being followed, against cycles
-	var add func(comp *jsonValue, isRequired bool, compPath string)
-	add = func(comp *jsonValue, isRequired bool, compPath string) {
+	var add func(comp *jsonValue, isRequired bool, compPath *schemaPath)
+	add = func(comp *jsonValue, isRequired bool, compPath *schemaPath) {
 		c.spend(1)
 		switch {
 		case comp.has("$ref"):
@@ -867,8 +925,9 @@ func (c *converter) allOf(allOf *jsonValue, name, path string) string {
 			}
 		case comp.has("enum"):
 			for _, v := range comp.get("enum").elements() {
-				c.spend(1)
-				enumCounts[formatLiteral(v.dump())]++
+				literal := formatLiteral(v.dump())
+				c.spend(1 + len(literal)/64)
+				enumCounts[literal]++
 			}
 		}
 	}

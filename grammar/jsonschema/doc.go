@@ -38,8 +38,12 @@
 // Other keywords are ignored, as in llama.cpp. Where llama.cpp would build a
 // grammar that cannot be right, this package returns an error instead:
 // remote $refs (llama.cpp cannot fetch them either), a minimum above the
-// maximum, negative or out-of-int-range counts, pattern repeats {n,m} with
-// n > m, and an allOf whose $refs loop back on themselves. Property names
+// maximum (also for minItems/maxItems and minLength/maxLength), negative or
+// out-of-int-range counts, pattern repeats {n,m} with n > m, and an allOf
+// whose $refs loop back on themselves. References that llama.cpp leaves
+// unresolved (those inside an object that itself has a "$ref", such as
+// "$defs" next to a top-level "$ref") and so treats as any object are
+// resolved here on first use. Property names
 // excluded from additional properties are matched per character rather
 // than per byte, and '\', ']', '-', '^' in them are escaped, so such names
 // give a valid rule where llama.cpp's would be malformed.

@@ -61,6 +61,8 @@ func TestHostileSchemas(t *testing.T) {
 		{"deep pattern groups", `{"type":"string","pattern":"^` + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + `$"}`, ""},
 		{"long property names", `{"properties":{"` + strings.Repeat("a", 100000) + `":{},"` + strings.Repeat("b", 100000) + `":{}},"additionalProperties":true}`, ""},
 		{"many conflicting names", conflictingNames(1000), ""},
+		{"long name rebuilt by allOf", longNameAllOf(), "too"},
+		{"huge enum per type", `{"type":[` + strings.Repeat(`"string",`, 40000) + `"null"],"enum":["` + strings.Repeat("x", 600000) + `"]}`, "too"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,4 +153,13 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("grammar without a root rule:\n%s", res.Grammar)
 		}
 	})
+}
+
+// longNameAllOf nests an allOf that repeats one member many times under a
+// property with a very long name, so every repeat rebuilds long rule names
+// without adding a rule.
+func longNameAllOf() string {
+	member := `{"properties":{"a":{}}},`
+	return `{"properties":{"` + strings.Repeat("n", 500000) + `":{"allOf":[` +
+		strings.Repeat(member, 15000) + `{}]}}}`
 }

@@ -171,7 +171,11 @@ func decodeValue(dec *json.Decoder, depth, maxDepth int) (*jsonValue, error) {
 	case string:
 		return &jsonValue{kind: jsonString, str: t}, nil
 	case json.Number:
-		return parseNumber(string(t)), nil
+		v := parseNumber(string(t))
+		if v.kind == jsonFloat && math.IsInf(v.float, 0) {
+			return nil, fmt.Errorf("number overflow parsing %q", string(t))
+		}
+		return v, nil
 	case json.Delim:
 		if depth >= maxDepth {
 			return nil, errTooDeep
@@ -236,7 +240,7 @@ func parseNumber(text string) *jsonValue {
 			return &jsonValue{kind: jsonUint, natural: n}
 		}
 	}
-	f, _ := strconv.ParseFloat(text, 64) // out of range gives ±Inf, as strtod does
+	f, _ := strconv.ParseFloat(text, 64) // out of range gives ±Inf, refused by the caller as nlohmann does
 	return &jsonValue{kind: jsonFloat, float: f}
 }
 

@@ -26,7 +26,7 @@ func invalidPattern(msg string) *patternError     { return &patternError{msg: ms
 // visitPattern adds the rule for a string matching pattern. Rules added by a
 // translation that fails half-way are taken back, so they do not leak into
 // the grammar.
-func (c *converter) visitPattern(pattern, ruleName, path string) string {
+func (c *converter) visitPattern(pattern, ruleName string, path *schemaPath) string {
 	c.spend(len(c.rules) + len(pattern))
 	saved := maps.Clone(c.rules)
 	savedBytes := c.ruleBytes
@@ -38,7 +38,7 @@ func (c *converter) visitPattern(pattern, ruleName, path string) string {
 	if err.invalid {
 		c.fail(path, "invalid pattern %q: %s", pattern, err.msg)
 	}
-	c.warnings = append(c.warnings, path+": pattern "+strconv.Quote(pattern)+" is not supported ("+err.msg+"); accepting any string")
+	c.warnings = append(c.warnings, path.String()+": pattern "+strconv.Quote(truncate(pattern))+" is not supported ("+err.msg+"); accepting any string")
 	return c.addRule(ruleName, c.addPrimitive("string", primitiveRules["string"]))
 }
 
