@@ -811,60 +811,77 @@ func (c *converter) objectRule(props []property, required map[string]bool, name 
 // them): a trie of the names, where each node accepts either a child's
 // character and continues, or any other character and then anything.
 func (c *converter) notStrings(names []string) string {
+	// Children are kept sorted by character in a slice: most nodes have one
+	// child, and maps per node made a long name cost far more memory than
+	// the grammar it turns into.
 	type trieNode struct {
-		children map[rune]*trieNode
+		chars    []rune
+		children []*trieNode
 		end      bool
 	}
-	newNode := func() *trieNode { return &trieNode{children: map[rune]*trieNode{}} }
-	root := newNode()
+	// Each trie node becomes at least ~20 bytes of grammar, so a trie this
+	// large could not fit in MaxGrammarBytes anyway.
+	const maxNodes = MaxGrammarBytes / 16
+	nodes := 0
+	root := &trieNode{}
 	for _, s := range names {
 		node := root
 		for _, r := range s {
 			c.spend(1)
-			child := node.children[r]
-			if child == nil {
-				child = newNode()
-				node.children[r] = child
+			i, found := slices.BinarySearch(node.chars, r)
+			if !found {
+				if nodes++; nodes > maxNodes {
+					panic(abort{fmt.Errorf("jsonschema: property names too long to exclude from additional properties (grammar would exceed %d bytes)", MaxGrammarBytes)})
+				}
+				node.chars = slices.Insert(node.chars, i, r)
+				node.children = slices.Insert(node.children, i, &trieNode{})
 			}
-			node = child
+			node = node.children[i]
 		}
 		node.end = true
 	}
 	charRule := c.addPrimitive("char", primitiveRules["char"])
 	var b strings.Builder
 	b.WriteString(`["] ( `)
-	var walk func(node *trieNode)
-	walk = func(node *trieNode) {
-		keys := make([]rune, 0, len(node.children))
-		for r := range node.children {
-			keys = append(keys, r)
-		}
-		slices.Sort(keys)
-		var rejects strings.Builder
-		for i, r := range keys {
+	// Depth-first over the trie, with an explicit stack since a long name
+	// makes the trie as deep as the name is long.
+	type frame struct {
+		node    *trieNode
+		next    int             // index of the next child to write
+		rejects strings.Builder // the children's characters so far
+	}
+	stack := []*frame{{node: root}}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		if f.next < len(f.node.chars) {
 			c.spend(1)
-			child := node.children[r]
-			rejects.WriteString(classChar(r))
-			if i > 0 {
+			r, child := f.node.chars[f.next], f.node.children[f.next]
+			if f.next > 0 {
 				b.WriteString(" | ")
 			}
+			f.next++
+			f.rejects.WriteString(classChar(r))
 			b.WriteString("[" + classChar(r) + "]")
-			if len(child.children) > 0 {
+			switch {
+			case len(child.chars) > 0:
 				b.WriteString(" (")
-				walk(child)
-				b.WriteString(")")
-			} else if child.end {
+				stack = append(stack, &frame{node: child})
+			case child.end:
 				b.WriteString(" " + charRule + "+")
 			}
+			if b.Len() > MaxGrammarBytes {
+				panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
+			}
+			continue
 		}
-		if len(keys) > 0 {
-			b.WriteString(` | [^"` + rejects.String() + "] " + charRule + "*")
+		if len(f.node.chars) > 0 {
+			b.WriteString(` | [^"` + f.rejects.String() + "] " + charRule + "*")
 		}
-		if b.Len() > MaxGrammarBytes {
-			panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
+		stack = stack[:len(stack)-1]
+		if len(stack) > 0 {
+			b.WriteString(")") // closes the " (" written before this node
 		}
 	}
-	walk(root)
 	b.WriteString(" )")
 	if !root.end {
 		b.WriteString("?")

@@ -85,3 +85,33 @@ func TestWarningForUnsupportedPattern(t *testing.T) {
 		t.Fatalf("warnings = %q", res.Warnings)
 	}
 }
+
+// Names excluded from additional properties go into character classes;
+// llama.cpp writes them raw, which breaks the class for '\\', ']', '-' and
+// '^' and splits non-ASCII characters into bytes.
+func TestExcludedNamesAreEscaped(t *testing.T) {
+	got, err := Convert([]byte(`{"properties":{"a-b":{},"^":{},"]\\":{},"é":{}},"additionalProperties":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `additional-k ::= ["] ( [\]] ([\\] char+ | [^"\\] char*) | [\x5E] char+ | [a] ([\x2D] ([b] char+ | [^"b] char*) | [^"\x2D] char*) | [é] char+ | [^"\]\x5Eaé] char* )? ["]`
+	if !strings.Contains(got, want+"\n") {
+		t.Fatalf("grammar:\n%s\nwant the line:\n%s", got, want)
+	}
+}
+
+func TestDotAll(t *testing.T) {
+	schema := []byte(`{"type":"string","pattern":"^a.$"}`)
+	for _, tc := range []struct {
+		dotAll bool
+		dot    string
+	}{{false, `dot ::= [^\x0A\x0D]`}, {true, `dot ::= [\U00000000-\U0010FFFF]`}} {
+		res, err := ConvertWithOptions(schema, Options{DotAll: tc.dotAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Grammar, tc.dot+"\n") {
+			t.Errorf("DotAll=%v: grammar\n%s\nlacks %s", tc.dotAll, res.Grammar, tc.dot)
+		}
+	}
+}

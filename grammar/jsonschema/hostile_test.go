@@ -62,6 +62,8 @@ func TestHostileSchemas(t *testing.T) {
 		{"long property names", `{"properties":{"` + strings.Repeat("a", 100000) + `":{},"` + strings.Repeat("b", 100000) + `":{}},"additionalProperties":true}`, ""},
 		{"many conflicting names", conflictingNames(1000), ""},
 		{"long name rebuilt by allOf", longNameAllOf(), "too"},
+		{"huge name excluded from additional", `{"properties":{"` + strings.Repeat("a", 1000000) + `":{}},"additionalProperties":true}`, "too"},
+		{"long name excluded from additional", `{"properties":{"` + strings.Repeat("a", 200000) + `":{}},"additionalProperties":true}`, "too"},
 		{"huge enum per type", `{"type":[` + strings.Repeat(`"string",`, 40000) + `"null"],"enum":["` + strings.Repeat("x", 600000) + `"]}`, "too"},
 	}
 	for _, tc := range tests {
