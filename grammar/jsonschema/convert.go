@@ -243,9 +243,10 @@ type converter struct {
 	resolving map[string]bool       // refs whose rule is being built (cycle guard)
 	warnings  []string
 	root      *jsonValue
-	depth     int // current subschema nesting, $ref chains included
-	work      int // steps taken, against maxWork
-	ruleBytes int // text of all rules added, against MaxGrammarBytes
+	depth     int           // current subschema nesting, $ref chains included
+	work      int           // steps taken, against maxWork
+	ruleBytes int           // text of all rules added, against MaxGrammarBytes
+	undo      *[]ruleChange // while translating a pattern: changes to rules
 }
 
 func (c *converter) fail(path *schemaPath, format string, args ...any) {
@@ -283,13 +284,25 @@ func (c *converter) addRule(name, body string) string {
 }
 
 func (c *converter) setRule(name, body string) {
-	if _, ok := c.rules[name]; !ok {
+	old, existed := c.rules[name]
+	if c.undo != nil {
+		*c.undo = append(*c.undo, ruleChange{name: name, old: old, existed: existed})
+	}
+	if !existed {
 		c.ruleBytes += len(name) + len(body)
 		if c.ruleBytes > MaxGrammarBytes {
 			panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
 		}
 	}
 	c.rules[name] = body
+}
+
+// ruleChange records what setRule replaced, so that a failed pattern
+// translation can take its rules back.
+type ruleChange struct {
+	name    string
+	old     string
+	existed bool
 }
 
 // addPrimitive adds a built-in rule under name, plus the built-in rules it
