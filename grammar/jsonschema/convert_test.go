@@ -115,3 +115,50 @@ func TestDotAll(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaOracleCases compares with grammars llama.cpp's converter itself
+// produced for schemas written for this package (testdata says how), apart
+// from the documented differences listed here.
+func TestLlamaOracleCases(t *testing.T) {
+	data, err := os.ReadFile("testdata/llama_oracle_cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []llamaCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	// Schema -> what we give instead of llama.cpp's grammar, and why.
+	differences := map[string]struct{ wantErr, wantLine, why string }{
+		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`: {
+			wantLine: "ref-defs-b ::= ref-defs-a",
+			why:      "llama.cpp leaves #/$defs/b unresolved (it is inside the top-level object holding a $ref) and makes it any object",
+		},
+		`{"type":"string","pattern":"^a{2,1}$"}`: {
+			wantErr: "min repeat greater than max repeat",
+			why:     "llama.cpp emits the unsatisfiable repeat {2,1}",
+		},
+	}
+	for i, tc := range file.Cases {
+		got, err := Convert([]byte(tc.Schema))
+		if d, ok := differences[tc.Schema]; ok {
+			switch {
+			case d.wantErr != "" && (err == nil || !strings.Contains(err.Error(), d.wantErr)):
+				t.Errorf("case %d (%s): error = %v, want %q", i, d.why, err, d.wantErr)
+			case d.wantLine != "" && (err != nil || !strings.Contains(got, d.wantLine+"\n")):
+				t.Errorf("case %d (%s): got %v\n%s\nwant the line %q", i, d.why, err, got, d.wantLine)
+			}
+			continue
+		}
+		switch {
+		case tc.Status == "failure" && err == nil:
+			t.Errorf("case %d %s: llama.cpp fails, we give:\n%s", i, tc.Schema, got)
+		case tc.Status == "success" && err != nil:
+			t.Errorf("case %d %s: %v", i, tc.Schema, err)
+		case tc.Status == "success" && got != tc.Grammar:
+			t.Errorf("case %d %s:\nwant:\n%s\ngot:\n%s", i, tc.Schema, tc.Grammar, got)
+		}
+	}
+}
