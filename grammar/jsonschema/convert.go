@@ -267,7 +267,7 @@ func (c *converter) addRule(name, body string) string {
 	// Charge for the text handled, not just the call: the same long name or
 	// body can be rebuilt many times (repeated allOf members, type lists)
 	// without adding a rule, so MaxGrammarBytes alone would not bound it.
-	c.spend(1 + (len(name)+len(body))/64)
+	c.spend(1 + (len(name)+len(body))/16)
 	base := sanitizeRuleName(name)
 	if old, ok := c.rules[base]; !ok || old == body {
 		c.setRule(base, body)
