@@ -18,7 +18,8 @@ import (
 // stdin and prints json_schema_to_grammar(schema, true) or, when that
 // throws, a line starting with "ERROR". Such a program is a few lines of
 // C++ compiled with llama.cpp's common/json-schema-to-grammar.cpp and
-// common/json.cpp. JSONSCHEMA_ORACLE_N sets the number of schemas (500).
+// common/json.cpp. JSONSCHEMA_ORACLE_N sets the number of schemas (500),
+// JSONSCHEMA_ORACLE_SEED the random seed (1).
 //
 // The generator keeps away from the documented differences (bounds that
 // contradict each other, special characters in names excluded from
@@ -32,7 +33,11 @@ func TestAgainstLlamaOracle(t *testing.T) {
 	if s := os.Getenv("JSONSCHEMA_ORACLE_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	rng := rand.New(rand.NewSource(1))
+	seed := int64(1)
+	if s := os.Getenv("JSONSCHEMA_ORACLE_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	rng := rand.New(rand.NewSource(seed))
 	same := 0
 	for i := 0; i < n; i++ {
 		g := &schemaGen{rng: rng}
@@ -249,7 +254,11 @@ func (g *schemaGen) schema(depth int) any {
 	case 7:
 		s.set("type", "string").set("format", g.pick(genFormats...))
 	case 8:
-		s.set("type", "string").set("pattern", g.pick(genPatterns...))
+		if r.Intn(2) == 0 {
+			s.set("type", "string").set("pattern", g.pick(genPatterns...))
+		} else {
+			s.set("type", "string").set("pattern", g.randomPattern())
+		}
 	case 9:
 		s.set("type", "integer")
 		bounds := []int64{0, 1, 9, 10, 99, 100, 101, 255, 1000, 12345, 1e9, 1 << 53, -1, -9, -10, -100, -12345}
@@ -289,4 +298,22 @@ func (g *schemaGen) schema(depth int) any {
 		s.set("description", "only a description")
 	}
 	return s
+}
+
+// randomPattern strings together regex pieces, valid or not, mostly
+// anchored, to exercise the pattern translator's corners.
+func (g *schemaGen) randomPattern() string {
+	pieces := []string{"a", "b", "ab", ".", "(", ")", "(?:", "(?=", "[a-z]", "[^\"]", "[\\d]", "[\\x41-\\x5A]", "[", "]", "|",
+		"*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}", "{x}", "{", "}", "\\.", "\\(", "\\w", "\\d", "\\n", "\\u00e9", "\\x4", "\"", "-", "^", "$", "é", "\\"}
+	var b strings.Builder
+	if g.rng.Intn(8) > 0 {
+		b.WriteByte('^')
+	}
+	for i := g.rng.Intn(8); i >= 0; i-- {
+		b.WriteString(pieces[g.rng.Intn(len(pieces))])
+	}
+	if g.rng.Intn(8) > 0 {
+		b.WriteByte('$')
+	}
+	return b.String()
 }
