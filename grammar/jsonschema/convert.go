@@ -659,8 +659,9 @@ func (c *converter) integerRange(schema *jsonValue, path *schemaPath) string {
 		if v == nil {
 			return 0, false
 		}
+		// nlohmann's get<int64_t> refuses booleans (get<int> takes them).
 		n, ok := toInt64(v)
-		if !ok || n > limit || n < -limit || n+adjust > limit || n+adjust < -limit {
+		if !ok || v.kind == jsonBool || n > limit || n < -limit || n+adjust > limit || n+adjust < -limit {
 			c.fail(joinPath(path, key), "must be a number within ±%d", int64(limit))
 		}
 		return n + adjust, true

@@ -143,6 +143,9 @@ func parseJSON(data []byte, maxDepth int) (*jsonValue, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("invalid UTF-8")
 	}
+	if err := checkSurrogates(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0, maxDepth)
@@ -377,4 +380,48 @@ func formatDouble(f float64) string {
 		return sign + digits + "e" + expSign + expDigits
 	}
 	return sign + digits[:1] + "." + digits[1:] + "e" + expSign + expDigits
+}
+
+// checkSurrogates refuses \u escapes that encode half a surrogate pair, as
+// nlohmann does; encoding/json would turn them into U+FFFD. Only escapes
+// inside strings are looked at; other syntax is left to the decoder.
+func checkSurrogates(data []byte) error {
+	hexAt := func(i int) (rune, bool) {
+		if i+4 > len(data) {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
+		return rune(n), err == nil
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(data):
+			i++
+			if data[i] != 'u' {
+				continue
+			}
+			r, ok := hexAt(i + 1)
+			if !ok {
+				continue // malformed: the decoder reports it
+			}
+			i += 4
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return errors.New("invalid string: lone low surrogate")
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+2 >= len(data) || data[i+1] != '\\' || data[i+2] != 'u' {
+					return errors.New("invalid string: high surrogate not followed by a low one")
+				}
+				low, ok := hexAt(i + 3)
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return errors.New("invalid string: high surrogate not followed by a low one")
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
 }
