@@ -25,8 +25,10 @@ const (
 	// "type" lists nested many levels deep, each multiplying the work) is
 	// refused rather than converted slowly.
 	MaxGrammarBytes = 4 << 20
-	// maxWork bounds the converter's steps (subschema visits, trie nodes,
-	// rule-name probes) for the same reason.
+	// maxWork bounds the converter's steps for the same reason: one per
+	// subschema visit, trie node, rule-name probe and pattern character,
+	// and one per 16 bytes of rule text built, since the same long text can
+	// be rebuilt many times without adding to the grammar.
 	maxWork = 4_000_000
 )
 
@@ -463,6 +465,10 @@ func (c *converter) visit(schema *jsonValue, name string, path *schemaPath) stri
 	if schemaType.isArray() {
 		alternatives := make([]*jsonValue, len(schemaType.items))
 		for i, t := range schemaType.items {
+			// Each alternative copies the schema's members: charge for
+			// them, or a long type list on a wide schema costs
+			// (types × members) memory before any visit is counted.
+			c.spend(1 + len(schema.keys))
 			alternatives[i] = schema.withMember("type", t)
 		}
 		return c.addRule(ruleName, c.union(name, alternatives, joinPath(path, "type")))

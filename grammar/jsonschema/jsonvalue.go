@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -118,16 +119,17 @@ func (v *jsonValue) members() (keys []string, vals []*jsonValue) {
 }
 
 // withMember returns a shallow copy of object v with member key set to val,
-// keeping the member's position when it exists.
+// keeping the member's position when it exists. The member names are
+// shared with v when the key exists, since they do not change.
 func (v *jsonValue) withMember(key string, val *jsonValue) *jsonValue {
-	cp := &jsonValue{kind: jsonObject, keys: append([]string(nil), v.keys...), vals: append([]*jsonValue(nil), v.vals...)}
+	cp := &jsonValue{kind: jsonObject, keys: v.keys, vals: slices.Clone(v.vals)}
 	for i, k := range cp.keys {
 		if k == key {
 			cp.vals[i] = val
 			return cp
 		}
 	}
-	cp.keys = append(cp.keys, key)
+	cp.keys = append(slices.Clone(v.keys), key)
 	cp.vals = append(cp.vals, val)
 	return cp
 }
