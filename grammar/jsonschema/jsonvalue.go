@@ -39,10 +39,16 @@ type jsonValue struct {
 	natural uint64
 	float   float64
 	str     string
-	items   []*jsonValue // array elements
-	keys    []string     // object member names, in document order
-	vals    []*jsonValue // object member values, parallel to keys
+	items   []*jsonValue   // array elements
+	keys    []string       // object member names, in document order
+	vals    []*jsonValue   // object member values, parallel to keys
+	index   map[string]int // key -> position, for objects too wide to scan
 }
+
+// indexFrom is the member count from which objects keep an index: a schema
+// may be consulted for its keywords many times, and scanning a very wide
+// object each time would make the conversion quadratic.
+const indexFrom = 16
 
 // get returns the member named key, or nil when v is not an object or has no
 // such member. A present member whose value is null is returned as a null
@@ -50,6 +56,12 @@ type jsonValue struct {
 // some keywords (a null "format" is an error, an absent one is not).
 func (v *jsonValue) get(key string) *jsonValue {
 	if v == nil || v.kind != jsonObject {
+		return nil
+	}
+	if v.index != nil {
+		if i, ok := v.index[key]; ok {
+			return v.vals[i]
+		}
 		return nil
 	}
 	for i, k := range v.keys {
@@ -122,7 +134,7 @@ func (v *jsonValue) members() (keys []string, vals []*jsonValue) {
 // keeping the member's position when it exists. The member names are
 // shared with v when the key exists, since they do not change.
 func (v *jsonValue) withMember(key string, val *jsonValue) *jsonValue {
-	cp := &jsonValue{kind: jsonObject, keys: v.keys, vals: slices.Clone(v.vals)}
+	cp := &jsonValue{kind: jsonObject, keys: v.keys, vals: slices.Clone(v.vals), index: v.index}
 	for i, k := range cp.keys {
 		if k == key {
 			cp.vals[i] = val
@@ -131,6 +143,7 @@ func (v *jsonValue) withMember(key string, val *jsonValue) *jsonValue {
 	}
 	cp.keys = append(slices.Clone(v.keys), key)
 	cp.vals = append(cp.vals, val)
+	cp.index = nil // a fresh one is not worth it on this rare path
 	return cp
 }
 
@@ -226,6 +239,9 @@ func decodeValue(dec *json.Decoder, depth, maxDepth int) (*jsonValue, error) {
 		}
 		if _, err := dec.Token(); err != nil {
 			return nil, err
+		}
+		if len(obj.keys) >= indexFrom {
+			obj.index = index
 		}
 		return obj, nil
 	}
