@@ -29,7 +29,7 @@ const (
 	// subschema visit, trie node, rule-name probe and pattern character,
 	// and one per 16 bytes of rule text built, since the same long text can
 	// be rebuilt many times without adding to the grammar.
-	maxWork = 4_000_000
+	maxWork = 1_500_000
 )
 
 // Options changes how the grammar is built. The zero value is what
@@ -954,6 +954,7 @@ func (c *converter) allOf(allOf *jsonValue, name string, path *schemaPath) strin
 			delete(following, ref.str)
 		case comp.has("properties"):
 			keys, vals := comp.get("properties").members()
+			c.spend(4 * len(keys)) // a $ref'd component may be merged many times
 			for i, k := range keys {
 				props = append(props, property{k, vals[i], joinPath(joinPath(compPath, "properties"), k)})
 				if isRequired {

@@ -74,6 +74,7 @@ func TestHostileSchemas(t *testing.T) {
 		{"many conflicting names", conflictingNames(1000), ""},
 		{"long name rebuilt by allOf", longNameAllOf(), "too"},
 		{"long type list on a wide schema", wideTypeList(), "too"},
+		{"allOf merging a wide $ref many times", wideAllOf(), "too"},
 		{"huge name excluded from additional", `{"properties":{"` + strings.Repeat("a", 1000000) + `":{}},"additionalProperties":true}`, "too"},
 		{"long name excluded from additional", `{"properties":{"` + strings.Repeat("a", 200000) + `":{}},"additionalProperties":true}`, "too"},
 		{"huge enum per type", `{"type":[` + strings.Repeat(`"string",`, 40000) + `"null"],"enum":["` + strings.Repeat("x", 600000) + `"]}`, "too"},
@@ -189,5 +190,21 @@ func wideTypeList() string {
 		fmt.Fprintf(&b, `,"k%d":0`, i)
 	}
 	b.WriteString("}")
+	return b.String()
+}
+
+// wideAllOf merges the same 20000-property schema into an allOf 25000 times.
+func wideAllOf() string {
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"w":{"properties":{`)
+	for i := 0; i < 20000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":{}`, i)
+	}
+	b.WriteString(`}}},"allOf":[`)
+	b.WriteString(strings.Repeat(`{"$ref":"#/$defs/w"},`, 25000))
+	b.WriteString(`{}]}`)
 	return b.String()
 }
