@@ -249,10 +249,28 @@ type converter struct {
 	work      int           // steps taken, against maxWork
 	ruleBytes int           // text of all rules added, against MaxGrammarBytes
 	undo      *[]ruleChange // while translating a pattern: changes to rules
+
+	moreWarnings int // warnings beyond maxWarnings, only counted
 }
 
 func (c *converter) fail(path *schemaPath, format string, args ...any) {
 	panic(abort{&SchemaError{Path: path.String(), Msg: fmt.Sprintf(format, args...)}})
+}
+
+// maxWarnings caps Result.Warnings; the rest are counted in a last entry.
+const maxWarnings = 100
+
+func (c *converter) warn(msg string) {
+	switch {
+	case len(c.warnings) < maxWarnings:
+		c.warnings = append(c.warnings, msg)
+	case len(c.warnings) == maxWarnings:
+		c.warnings = append(c.warnings, "")
+		fallthrough
+	default:
+		c.moreWarnings++
+		c.warnings[maxWarnings] = fmt.Sprintf("... and %d more warnings", c.moreWarnings)
+	}
 }
 
 func (c *converter) spend(steps int) {

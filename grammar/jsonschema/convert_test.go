@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -160,5 +161,24 @@ func TestLlamaOracleCases(t *testing.T) {
 		case tc.Status == "success" && got != tc.Grammar:
 			t.Errorf("case %d %s:\nwant:\n%s\ngot:\n%s", i, tc.Schema, tc.Grammar, got)
 		}
+	}
+}
+
+func TestWarningsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"properties":{`)
+	for i := 0; i < 150; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"pattern":"^\\d$"}`, i)
+	}
+	b.WriteString(`}}`)
+	res, err := ConvertWithOptions([]byte(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != maxWarnings+1 || res.Warnings[maxWarnings] != "... and 50 more warnings" {
+		t.Fatalf("%d warnings, last %q", len(res.Warnings), res.Warnings[len(res.Warnings)-1])
 	}
 }

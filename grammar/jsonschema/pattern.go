@@ -47,12 +47,12 @@ func (c *converter) visitPattern(pattern, ruleName string, path *schemaPath) str
 	if err.invalid {
 		c.fail(path, "invalid pattern %q: %s", pattern, err.msg)
 	}
-	c.warnings = append(c.warnings, path.String()+": pattern "+strconv.Quote(truncate(pattern))+" is not supported ("+err.msg+"); accepting any string")
+	c.warn(path.String() + ": pattern " + strconv.Quote(truncate(pattern)) + " is not supported (" + err.msg + "); accepting any string")
 	return c.addRule(ruleName, c.addPrimitive("string", primitiveRules["string"]))
 }
 
-// Characters that end a run of literal text in a pattern, and the subset of
-// them (plus none other) that a backslash turns into a literal character.
+// patternSpecials end a run of literal text in a pattern; escapedLiterals
+// are the same characters, which a backslash turns into literals.
 const (
 	patternSpecials = "|.()[]{}*+?^$"
 	escapedLiterals = "^$.[]()|{}*+?"
