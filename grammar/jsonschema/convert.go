@@ -47,7 +47,8 @@ type Result struct {
 	Grammar string
 	// Warnings name the parts of the schema that were accepted but not
 	// enforced, such as a pattern outside the supported regex subset (its
-	// string is then any JSON string, as in llama.cpp).
+	// string is then any JSON string, as in llama.cpp). At most 100 are
+	// kept, then one entry counts the rest.
 	Warnings []string
 }
 
