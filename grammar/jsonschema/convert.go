@@ -25,9 +25,11 @@ const (
 	// "type" lists nested many levels deep, each multiplying the work) is
 	// refused rather than converted slowly.
 	MaxGrammarBytes = 4 << 20
-	// maxWork bounds the converter's steps (subschema visits, trie nodes,
-	// rule-name probes) for the same reason.
-	maxWork = 4_000_000
+	// maxWork bounds the converter's steps for the same reason: one per
+	// subschema visit, trie node, rule-name probe and pattern character,
+	// and one per 16 bytes of rule text built, since the same long text can
+	// be rebuilt many times without adding to the grammar.
+	maxWork = 1_500_000
 )
 
 // Options changes how the grammar is built. The zero value is what
@@ -45,7 +47,8 @@ type Result struct {
 	Grammar string
 	// Warnings name the parts of the schema that were accepted but not
 	// enforced, such as a pattern outside the supported regex subset (its
-	// string is then any JSON string, as in llama.cpp).
+	// string is then any JSON string, as in llama.cpp). At most 100 are
+	// kept, then one entry counts the rest.
 	Warnings []string
 }
 
@@ -89,8 +92,8 @@ func ConvertWithOptions(schema []byte, opts Options) (res Result, err error) {
 			res, err = Result{}, a.err
 		}
 	}()
-	c.resolveRefs(doc, "")
-	c.visit(doc, "", "")
+	c.resolveRefs(doc, nil)
+	c.visit(doc, "", nil)
 	return Result{Grammar: c.format(), Warnings: c.warnings}, nil
 }
 
@@ -114,11 +117,36 @@ func (e *SchemaError) Error() string {
 	return "jsonschema: " + path + ": " + e.Msg
 }
 
-func joinPath(path, elem string) string {
-	if path == "" {
-		return elem
+// schemaPath locates a subschema for error messages: a linked list from
+// the leaf up, built in constant time per step and rendered only when an
+// error or warning needs it, since property names can be long and schemas
+// deep.
+type schemaPath struct {
+	parent *schemaPath
+	elem   string
+}
+
+func joinPath(parent *schemaPath, elem string) *schemaPath {
+	return &schemaPath{parent: parent, elem: elem}
+}
+
+// String renders the path dot-separated, shortening long elements and long
+// paths so that messages stay readable and cheap.
+func (p *schemaPath) String() string {
+	const maxElem, maxElems = 64, 32
+	var elems []string
+	for q := p; q != nil; q = q.parent {
+		e := q.elem
+		if len(e) > maxElem {
+			e = e[:maxElem] + "..."
+		}
+		elems = append(elems, e)
 	}
-	return path + "." + elem
+	slices.Reverse(elems)
+	if len(elems) > maxElems {
+		elems = append(append(elems[:maxElems/2:maxElems/2], "..."), elems[len(elems)-maxElems/2:]...)
+	}
+	return strings.Join(elems, ".")
 }
 
 // The grammar's fixed building blocks. Their text is llama.cpp's, since the
@@ -166,10 +194,28 @@ func reservedName(name string) bool {
 	return prim || format
 }
 
-var (
-	invalidRuleChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-	uuidFormat       = regexp.MustCompile(`^uuid[1-5]?$`)
-)
+var uuidFormat = regexp.MustCompile(`^uuid[1-5]?$`)
+
+// sanitizeRuleName replaces each run of characters not allowed in a GBNF
+// rule name (anything but ASCII letters, digits and '-') with one '-'.
+func sanitizeRuleName(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	inRun := false
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' {
+			b.WriteByte(ch)
+			inRun = false
+			continue
+		}
+		if !inRun {
+			b.WriteByte('-')
+			inRun = true
+		}
+	}
+	return b.String()
+}
 
 // formatLiteral quotes s as a GBNF string literal.
 func formatLiteral(s string) string {
@@ -200,13 +246,32 @@ type converter struct {
 	resolving map[string]bool       // refs whose rule is being built (cycle guard)
 	warnings  []string
 	root      *jsonValue
-	depth     int // current subschema nesting, $ref chains included
-	work      int // steps taken, against maxWork
-	ruleBytes int // text of all rules added, against MaxGrammarBytes
+	depth     int           // current subschema nesting, $ref chains included
+	work      int           // steps taken, against maxWork
+	ruleBytes int           // text of all rules added, against MaxGrammarBytes
+	undo      *[]ruleChange // while translating a pattern: changes to rules
+
+	moreWarnings int // warnings beyond maxWarnings, only counted
 }
 
-func (c *converter) fail(path, format string, args ...any) {
-	panic(abort{&SchemaError{Path: path, Msg: fmt.Sprintf(format, args...)}})
+func (c *converter) fail(path *schemaPath, format string, args ...any) {
+	panic(abort{&SchemaError{Path: path.String(), Msg: fmt.Sprintf(format, args...)}})
+}
+
+// maxWarnings caps Result.Warnings; the rest are counted in a last entry.
+const maxWarnings = 100
+
+func (c *converter) warn(msg string) {
+	switch {
+	case len(c.warnings) < maxWarnings:
+		c.warnings = append(c.warnings, msg)
+	case len(c.warnings) == maxWarnings:
+		c.warnings = append(c.warnings, "")
+		fallthrough
+	default:
+		c.moreWarnings++
+		c.warnings[maxWarnings] = fmt.Sprintf("... and %d more warnings", c.moreWarnings)
+	}
 }
 
 func (c *converter) spend(steps int) {
@@ -220,7 +285,11 @@ func (c *converter) spend(steps int) {
 // that name plus a number when a different rule already holds the name, and
 // returns the name used. Adding the same rule twice is harmless.
 func (c *converter) addRule(name, body string) string {
-	base := invalidRuleChars.ReplaceAllString(name, "-")
+	// Charge for the text handled, not just the call: the same long name or
+	// body can be rebuilt many times (repeated allOf members, type lists)
+	// without adding a rule, so MaxGrammarBytes alone would not bound it.
+	c.spend(1 + (len(name)+len(body))/16)
+	base := sanitizeRuleName(name)
 	if old, ok := c.rules[base]; !ok || old == body {
 		c.setRule(base, body)
 		return base
@@ -236,13 +305,25 @@ func (c *converter) addRule(name, body string) string {
 }
 
 func (c *converter) setRule(name, body string) {
-	if _, ok := c.rules[name]; !ok {
+	old, existed := c.rules[name]
+	if c.undo != nil {
+		*c.undo = append(*c.undo, ruleChange{name: name, old: old, existed: existed})
+	}
+	if !existed {
 		c.ruleBytes += len(name) + len(body)
 		if c.ruleBytes > MaxGrammarBytes {
 			panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
 		}
 	}
 	c.rules[name] = body
+}
+
+// ruleChange records what setRule replaced, so that a failed pattern
+// translation can take its rules back.
+type ruleChange struct {
+	name    string
+	old     string
+	existed bool
 }
 
 // addPrimitive adds a built-in rule under name, plus the built-in rules it
@@ -282,7 +363,7 @@ func (c *converter) format() string {
 // inside an object that has a "$ref"; references in there (typically in
 // "$defs" next to a top-level "$ref") are resolved when first used, where
 // llama.cpp would treat them as an unconstrained object.
-func (c *converter) resolveRefs(n *jsonValue, path string) {
+func (c *converter) resolveRefs(n *jsonValue, path *schemaPath) {
 	switch {
 	case n.isArray():
 		for i, item := range n.items {
@@ -306,7 +387,7 @@ func (c *converter) resolveRefs(n *jsonValue, path string) {
 
 // lookupRef returns the subschema a "$ref" points at, resolving it on first
 // use. Only local JSON pointers ("#/...") are supported.
-func (c *converter) lookupRef(ref, refPath string) *jsonValue {
+func (c *converter) lookupRef(ref string, refPath *schemaPath) *jsonValue {
 	if target, done := c.refs[ref]; done {
 		return target
 	}
@@ -355,7 +436,7 @@ func arrayIndex(sel string) (uint64, bool) {
 // visit adds the rules for schema and returns the name of (or an expression
 // for) the rule matching it. name is the rule-name stem from the schema's
 // position (property names joined by "-"); path is where it is, for errors.
-func (c *converter) visit(schema *jsonValue, name, path string) string {
+func (c *converter) visit(schema *jsonValue, name string, path *schemaPath) string {
 	c.spend(1)
 	c.depth++
 	defer func() { c.depth-- }()
@@ -403,6 +484,10 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 	if schemaType.isArray() {
 		alternatives := make([]*jsonValue, len(schemaType.items))
 		for i, t := range schemaType.items {
+			// Each alternative copies the schema's members: charge for
+			// them, or a long type list on a wide schema costs
+			// (types × members) memory before any visit is counted.
+			c.spend(1 + len(schema.keys))
 			alternatives[i] = schema.withMember("type", t)
 		}
 		return c.addRule(ruleName, c.union(name, alternatives, joinPath(path, "type")))
@@ -466,6 +551,9 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 		if v := schema.get("maxItems"); v != nil && (v.kind == jsonInt || v.kind == jsonUint) {
 			maxItems = c.count(v, joinPath(path, "maxItems"))
 		}
+		if minItems > maxItems {
+			c.fail(path, "minItems %d is greater than maxItems %d: no array matches", minItems, maxItems)
+		}
 		return c.addRule(ruleName, `"[" space `+repetition(itemRule, minItems, maxItems, `"," space`)+` space "]"`)
 	}
 	if (untyped || typeIs("string")) && schema.has("pattern") {
@@ -493,6 +581,9 @@ func (c *converter) visit(schema *jsonValue, name, path string) string {
 		}
 		if v := schema.get("maxLength"); v != nil {
 			maxLen = c.count(v, joinPath(path, "maxLength"))
+		}
+		if minLen > maxLen {
+			c.fail(path, "minLength %d is greater than maxLength %d: no string matches", minLen, maxLen)
 		}
 		return c.addRule(ruleName, `"\"" `+repetition(charRule, minLen, maxLen, "")+` "\""`)
 	}
@@ -529,7 +620,7 @@ func truncate(s string) string {
 	return s[:limit] + "..."
 }
 
-func (c *converter) union(name string, alternatives []*jsonValue, path string) string {
+func (c *converter) union(name string, alternatives []*jsonValue, path *schemaPath) string {
 	rules := make([]string, len(alternatives))
 	for i, alt := range alternatives {
 		altName := name + "-" + strconv.Itoa(i)
@@ -545,7 +636,7 @@ func (c *converter) union(name string, alternatives []*jsonValue, path string) s
 // llama.cpp converts any number (truncating fractions) or boolean to a C
 // int; counts that are negative or do not fit are refused here, since
 // llama.cpp would turn them into an invalid grammar.
-func (c *converter) count(v *jsonValue, path string) int {
+func (c *converter) count(v *jsonValue, path *schemaPath) int {
 	n, ok := toInt64(v)
 	if !ok {
 		c.fail(path, "must be a number")
@@ -585,7 +676,7 @@ func toInt64(v *jsonValue) (int64, bool) {
 // integerRange builds the rule for an integer with minimum/maximum bounds
 // (the exclusive forms are used only when the inclusive one is absent, as in
 // llama.cpp).
-func (c *converter) integerRange(schema *jsonValue, path string) string {
+func (c *converter) integerRange(schema *jsonValue, path *schemaPath) string {
 	// Bounds must stay strictly inside int64, whose extremes mean "absent".
 	const limit = math.MaxInt64 - 1
 	bound := func(key string, adjust int64) (int64, bool) {
@@ -593,8 +684,9 @@ func (c *converter) integerRange(schema *jsonValue, path string) string {
 		if v == nil {
 			return 0, false
 		}
+		// nlohmann's get<int64_t> refuses booleans (get<int> takes them).
 		n, ok := toInt64(v)
-		if !ok || n > limit || n < -limit || n+adjust > limit || n+adjust < -limit {
+		if !ok || v.kind == jsonBool || n > limit || n < -limit || n+adjust > limit || n+adjust < -limit {
 			c.fail(joinPath(path, key), "must be a number within ±%d", int64(limit))
 		}
 		return n + adjust, true
@@ -624,18 +716,23 @@ func (c *converter) integerRange(schema *jsonValue, path string) string {
 // it on first use. A reference met again while its own rule is being built
 // (a recursive schema) becomes a reference to that rule by name, which is
 // what lets recursive schemas terminate.
-func (c *converter) resolveRef(ref, path string) string {
+func (c *converter) resolveRef(ref string, path *schemaPath) string {
 	fragment := ref
 	if i := strings.IndexByte(ref, '#'); i >= 0 {
 		fragment = ref[i+1:]
 	}
-	refName := "ref" + invalidRuleChars.ReplaceAllString(fragment, "-")
+	refName := "ref" + sanitizeRuleName(fragment)
 	if _, built := c.rules[refName]; built || c.resolving[ref] {
 		return refName
 	}
 	c.resolving[ref] = true
-	refPath := strings.ReplaceAll(strings.TrimPrefix(fragment, "/"), "/", ".")
 	target := c.lookupRef(ref, path)
+	// Errors inside the target are reported at the target's own place.
+	c.spend(1 + len(fragment)/64)
+	var refPath *schemaPath
+	for _, elem := range strings.Split(strings.TrimPrefix(fragment, "/"), "/") {
+		refPath = joinPath(refPath, elem)
+	}
 	refName = c.visit(target, refName, refPath)
 	delete(c.resolving, ref)
 	return refName
@@ -644,13 +741,13 @@ func (c *converter) resolveRef(ref, path string) string {
 type property struct {
 	name   string
 	schema *jsonValue
-	path   string
+	path   *schemaPath
 }
 
 // objectRule builds an object with the given properties: required ones
 // first, in schema order, then the optional ones in schema order (each may
 // be skipped), then additional properties if allowed.
-func (c *converter) objectRule(props []property, required map[string]bool, name string, additional *jsonValue, path string) string {
+func (c *converter) objectRule(props []property, required map[string]bool, name string, additional *jsonValue, path *schemaPath) string {
 	sep := "-"
 	if name == "" {
 		sep = ""
@@ -753,60 +850,77 @@ func (c *converter) objectRule(props []property, required map[string]bool, name 
 // them): a trie of the names, where each node accepts either a child's
 // character and continues, or any other character and then anything.
 func (c *converter) notStrings(names []string) string {
+	// Children are kept sorted by character in a slice: most nodes have one
+	// child, and maps per node made a long name cost far more memory than
+	// the grammar it turns into.
 	type trieNode struct {
-		children map[rune]*trieNode
+		chars    []rune
+		children []*trieNode
 		end      bool
 	}
-	newNode := func() *trieNode { return &trieNode{children: map[rune]*trieNode{}} }
-	root := newNode()
+	// Each trie node becomes at least ~20 bytes of grammar, so a trie this
+	// large could not fit in MaxGrammarBytes anyway.
+	const maxNodes = MaxGrammarBytes / 16
+	nodes := 0
+	root := &trieNode{}
 	for _, s := range names {
 		node := root
 		for _, r := range s {
 			c.spend(1)
-			child := node.children[r]
-			if child == nil {
-				child = newNode()
-				node.children[r] = child
+			i, found := slices.BinarySearch(node.chars, r)
+			if !found {
+				if nodes++; nodes > maxNodes {
+					panic(abort{fmt.Errorf("jsonschema: property names too long to exclude from additional properties (grammar would exceed %d bytes)", MaxGrammarBytes)})
+				}
+				node.chars = slices.Insert(node.chars, i, r)
+				node.children = slices.Insert(node.children, i, &trieNode{})
 			}
-			node = child
+			node = node.children[i]
 		}
 		node.end = true
 	}
 	charRule := c.addPrimitive("char", primitiveRules["char"])
 	var b strings.Builder
 	b.WriteString(`["] ( `)
-	var walk func(node *trieNode)
-	walk = func(node *trieNode) {
-		keys := make([]rune, 0, len(node.children))
-		for r := range node.children {
-			keys = append(keys, r)
-		}
-		slices.Sort(keys)
-		var rejects strings.Builder
-		for i, r := range keys {
+	// Depth-first over the trie, with an explicit stack since a long name
+	// makes the trie as deep as the name is long.
+	type frame struct {
+		node    *trieNode
+		next    int             // index of the next child to write
+		rejects strings.Builder // the children's characters so far
+	}
+	stack := []*frame{{node: root}}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		if f.next < len(f.node.chars) {
 			c.spend(1)
-			child := node.children[r]
-			rejects.WriteString(classChar(r))
-			if i > 0 {
+			r, child := f.node.chars[f.next], f.node.children[f.next]
+			if f.next > 0 {
 				b.WriteString(" | ")
 			}
+			f.next++
+			f.rejects.WriteString(classChar(r))
 			b.WriteString("[" + classChar(r) + "]")
-			if len(child.children) > 0 {
+			switch {
+			case len(child.chars) > 0:
 				b.WriteString(" (")
-				walk(child)
-				b.WriteString(")")
-			} else if child.end {
+				stack = append(stack, &frame{node: child})
+			case child.end:
 				b.WriteString(" " + charRule + "+")
 			}
+			if b.Len() > MaxGrammarBytes {
+				panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
+			}
+			continue
 		}
-		if len(keys) > 0 {
-			b.WriteString(` | [^"` + rejects.String() + "] " + charRule + "*")
+		if len(f.node.chars) > 0 {
+			b.WriteString(` | [^"` + f.rejects.String() + "] " + charRule + "*")
 		}
-		if b.Len() > MaxGrammarBytes {
-			panic(abort{fmt.Errorf("jsonschema: grammar would exceed %d bytes; refusing the schema as too large", MaxGrammarBytes)})
+		stack = stack[:len(stack)-1]
+		if len(stack) > 0 {
+			b.WriteString(")") // closes the " (" written before this node
 		}
 	}
-	walk(root)
 	b.WriteString(" )")
 	if !root.end {
 		b.WriteString("?")
@@ -837,13 +951,13 @@ func classChar(r rune) string {
 // anyOf inside it) into one object, or, when the components are enums, the
 // values common to all of them. Other kinds of components are ignored, as
 // in llama.cpp.
-func (c *converter) allOf(allOf *jsonValue, name, path string) string {
+func (c *converter) allOf(allOf *jsonValue, name string, path *schemaPath) string {
 	required := map[string]bool{}
 	var props []property
 	enumCounts := map[string]int{}
 	following := map[string]bool{} // refs being followed, against cycles
-	var add func(comp *jsonValue, isRequired bool, compPath string)
-	add = func(comp *jsonValue, isRequired bool, compPath string) {
+	var add func(comp *jsonValue, isRequired bool, compPath *schemaPath)
+	add = func(comp *jsonValue, isRequired bool, compPath *schemaPath) {
 		c.spend(1)
 		switch {
 		case comp.has("$ref"):
@@ -859,6 +973,7 @@ func (c *converter) allOf(allOf *jsonValue, name, path string) string {
 			delete(following, ref.str)
 		case comp.has("properties"):
 			keys, vals := comp.get("properties").members()
+			c.spend(4 * len(keys)) // a $ref'd component may be merged many times
 			for i, k := range keys {
 				props = append(props, property{k, vals[i], joinPath(joinPath(compPath, "properties"), k)})
 				if isRequired {
@@ -867,8 +982,9 @@ func (c *converter) allOf(allOf *jsonValue, name, path string) string {
 			}
 		case comp.has("enum"):
 			for _, v := range comp.get("enum").elements() {
-				c.spend(1)
-				enumCounts[formatLiteral(v.dump())]++
+				literal := formatLiteral(v.dump())
+				c.spend(1 + len(literal)/64)
+				enumCounts[literal]++
 			}
 		}
 	}

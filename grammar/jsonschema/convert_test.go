@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -83,5 +84,101 @@ func TestWarningForUnsupportedPattern(t *testing.T) {
 	}
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "properties.a.pattern") {
 		t.Fatalf("warnings = %q", res.Warnings)
+	}
+}
+
+// Names excluded from additional properties go into character classes;
+// llama.cpp writes them raw, which breaks the class for '\\', ']', '-' and
+// '^' and splits non-ASCII characters into bytes.
+func TestExcludedNamesAreEscaped(t *testing.T) {
+	got, err := Convert([]byte(`{"properties":{"a-b":{},"^":{},"]\\":{},"é":{}},"additionalProperties":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `additional-k ::= ["] ( [\]] ([\\] char+ | [^"\\] char*) | [\x5E] char+ | [a] ([\x2D] ([b] char+ | [^"b] char*) | [^"\x2D] char*) | [é] char+ | [^"\]\x5Eaé] char* )? ["]`
+	if !strings.Contains(got, want+"\n") {
+		t.Fatalf("grammar:\n%s\nwant the line:\n%s", got, want)
+	}
+}
+
+func TestDotAll(t *testing.T) {
+	schema := []byte(`{"type":"string","pattern":"^a.$"}`)
+	for _, tc := range []struct {
+		dotAll bool
+		dot    string
+	}{{false, `dot ::= [^\x0A\x0D]`}, {true, `dot ::= [\U00000000-\U0010FFFF]`}} {
+		res, err := ConvertWithOptions(schema, Options{DotAll: tc.dotAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Grammar, tc.dot+"\n") {
+			t.Errorf("DotAll=%v: grammar\n%s\nlacks %s", tc.dotAll, res.Grammar, tc.dot)
+		}
+	}
+}
+
+// TestLlamaOracleCases compares with grammars llama.cpp's converter itself
+// produced for schemas written for this package (testdata says how), apart
+// from the documented differences listed here.
+func TestLlamaOracleCases(t *testing.T) {
+	data, err := os.ReadFile("testdata/llama_oracle_cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []llamaCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	// Schema -> what we give instead of llama.cpp's grammar, and why.
+	differences := map[string]struct{ wantErr, wantLine, why string }{
+		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`: {
+			wantLine: "ref-defs-b ::= ref-defs-a",
+			why:      "llama.cpp leaves #/$defs/b unresolved (it is inside the top-level object holding a $ref) and makes it any object",
+		},
+		`{"type":"string","pattern":"^a{2,1}$"}`: {
+			wantErr: "min repeat greater than max repeat",
+			why:     "llama.cpp emits the unsatisfiable repeat {2,1}",
+		},
+	}
+	for i, tc := range file.Cases {
+		got, err := Convert([]byte(tc.Schema))
+		if d, ok := differences[tc.Schema]; ok {
+			switch {
+			case d.wantErr != "" && (err == nil || !strings.Contains(err.Error(), d.wantErr)):
+				t.Errorf("case %d (%s): error = %v, want %q", i, d.why, err, d.wantErr)
+			case d.wantLine != "" && (err != nil || !strings.Contains(got, d.wantLine+"\n")):
+				t.Errorf("case %d (%s): got %v\n%s\nwant the line %q", i, d.why, err, got, d.wantLine)
+			}
+			continue
+		}
+		switch {
+		case tc.Status == "failure" && err == nil:
+			t.Errorf("case %d %s: llama.cpp fails, we give:\n%s", i, tc.Schema, got)
+		case tc.Status == "success" && err != nil:
+			t.Errorf("case %d %s: %v", i, tc.Schema, err)
+		case tc.Status == "success" && got != tc.Grammar:
+			t.Errorf("case %d %s:\nwant:\n%s\ngot:\n%s", i, tc.Schema, tc.Grammar, got)
+		}
+	}
+}
+
+func TestWarningsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"properties":{`)
+	for i := 0; i < 150; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"pattern":"^\\d$"}`, i)
+	}
+	b.WriteString(`}}`)
+	res, err := ConvertWithOptions([]byte(b.String()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) != maxWarnings+1 || res.Warnings[maxWarnings] != "... and 50 more warnings" {
+		t.Fatalf("%d warnings, last %q", len(res.Warnings), res.Warnings[len(res.Warnings)-1])
 	}
 }

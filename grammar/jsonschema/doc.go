@@ -38,15 +38,31 @@
 // Other keywords are ignored, as in llama.cpp. Where llama.cpp would build a
 // grammar that cannot be right, this package returns an error instead:
 // remote $refs (llama.cpp cannot fetch them either), a minimum above the
-// maximum, negative or out-of-int-range counts, pattern repeats {n,m} with
-// n > m, and an allOf whose $refs loop back on themselves. Property names
+// maximum (also for minItems/maxItems and minLength/maxLength), negative or
+// out-of-int-range counts, pattern repeats {n,m} with n > m, and an allOf
+// whose $refs loop back on themselves. References that llama.cpp leaves
+// unresolved (those inside an object that itself has a "$ref", such as
+// "$defs" next to a top-level "$ref") and so treats as any object are
+// resolved here on first use. Property names
 // excluded from additional properties are matched per character rather
 // than per byte, and '\', ']', '-', '^' in them are escaped, so such names
 // give a valid rule where llama.cpp's would be malformed.
 //
+// As in llama.cpp, a $ref met again while its own rule is being built
+// becomes a reference to that rule, so recursive schemas terminate; an allOf
+// looping through $refs, which overflows llama.cpp's stack, is an error
+// here. The schema is read as nlohmann reads it: member order kept,
+// integers distinct from floats (42 vs 42.0 in enum literals), a repeated
+// key keeping its first place and last value, invalid UTF-8 and numbers
+// overflowing a double refused.
+//
 // Errors name the schema path at fault (see SchemaError). Input is bounded:
 // at most MaxSchemaBytes of schema, MaxNestingDepth levels of nesting
 // (counting $ref chains), MaxGrammarBytes of output and a fixed number of
-// conversion steps, so hostile schemas fail fast instead of exhausting
-// memory, time or the stack.
+// conversion steps charged by the text handled, so hostile schemas fail
+// fast (well under a second, a few hundred MB at most for the largest
+// accepted schema) instead of exhausting memory, time or the stack.
+// Repetition counts (minItems, maxLength, {n,m}) pass through as in
+// llama.cpp; bounding their expansion is the GBNF parser's job (llama.cpp's
+// refuses counts above 2000).
 package jsonschema

@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,20 @@ import (
 // generous bound: hostile schemas must be refused fast, not slowly.
 func convertQuickly(t *testing.T, schema string) (Result, error) {
 	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	res, err := ConvertWithOptions([]byte(schema), Options{})
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("conversion took %v", d)
+	}
+	runtime.ReadMemStats(&after)
+	// All memory allocated, not just the peak: a loose but simple bound.
+	const maxAlloc = 512 << 20
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > maxAlloc {
+		t.Fatalf("conversion allocated %d MB", alloc>>20)
+	} else {
+		t.Logf("allocated %d MB in %v", alloc>>20, time.Since(start))
 	}
 	return res, err
 }
@@ -61,6 +72,12 @@ func TestHostileSchemas(t *testing.T) {
 		{"deep pattern groups", `{"type":"string","pattern":"^` + strings.Repeat("(", 300) + "a" + strings.Repeat(")", 300) + `$"}`, ""},
 		{"long property names", `{"properties":{"` + strings.Repeat("a", 100000) + `":{},"` + strings.Repeat("b", 100000) + `":{}},"additionalProperties":true}`, ""},
 		{"many conflicting names", conflictingNames(1000), ""},
+		{"long name rebuilt by allOf", longNameAllOf(), "too"},
+		{"long type list on a wide schema", wideTypeList(), "too"},
+		{"allOf merging a wide $ref many times", wideAllOf(), "too"},
+		{"huge name excluded from additional", `{"properties":{"` + strings.Repeat("a", 1000000) + `":{}},"additionalProperties":true}`, "too"},
+		{"long name excluded from additional", `{"properties":{"` + strings.Repeat("a", 200000) + `":{}},"additionalProperties":true}`, "too"},
+		{"huge enum per type", `{"type":[` + strings.Repeat(`"string",`, 40000) + `"null"],"enum":["` + strings.Repeat("x", 600000) + `"]}`, "too"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,4 +168,43 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("grammar without a root rule:\n%s", res.Grammar)
 		}
 	})
+}
+
+// longNameAllOf nests an allOf that repeats one member many times under a
+// property with a very long name, so every repeat rebuilds long rule names
+// without adding a rule.
+func longNameAllOf() string {
+	member := `{"properties":{"a":{}}},`
+	return `{"properties":{"` + strings.Repeat("n", 500000) + `":{"allOf":[` +
+		strings.Repeat(member, 15000) + `{}]}}}`
+}
+
+// wideTypeList puts a long "type" list on a schema with many members: each
+// type is a copy of the whole schema.
+func wideTypeList() string {
+	var b strings.Builder
+	b.WriteString(`{"type":[`)
+	b.WriteString(strings.Repeat(`"null",`, 25000))
+	b.WriteString(`"null"]`)
+	for i := 0; i < 25000; i++ {
+		fmt.Fprintf(&b, `,"k%d":0`, i)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// wideAllOf merges the same 20000-property schema into an allOf 25000 times.
+func wideAllOf() string {
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"w":{"properties":{`)
+	for i := 0; i < 20000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":{}`, i)
+	}
+	b.WriteString(`}}},"allOf":[`)
+	b.WriteString(strings.Repeat(`{"$ref":"#/$defs/w"},`, 25000))
+	b.WriteString(`{}]}`)
+	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -38,10 +39,16 @@ type jsonValue struct {
 	natural uint64
 	float   float64
 	str     string
-	items   []*jsonValue // array elements
-	keys    []string     // object member names, in document order
-	vals    []*jsonValue // object member values, parallel to keys
+	items   []*jsonValue   // array elements
+	keys    []string       // object member names, in document order
+	vals    []*jsonValue   // object member values, parallel to keys
+	index   map[string]int // key -> position, for objects too wide to scan
 }
+
+// indexFrom is the member count from which objects keep an index: a schema
+// may be consulted for its keywords many times, and scanning a very wide
+// object each time would make the conversion quadratic.
+const indexFrom = 16
 
 // get returns the member named key, or nil when v is not an object or has no
 // such member. A present member whose value is null is returned as a null
@@ -49,6 +56,12 @@ type jsonValue struct {
 // some keywords (a null "format" is an error, an absent one is not).
 func (v *jsonValue) get(key string) *jsonValue {
 	if v == nil || v.kind != jsonObject {
+		return nil
+	}
+	if v.index != nil {
+		if i, ok := v.index[key]; ok {
+			return v.vals[i]
+		}
 		return nil
 	}
 	for i, k := range v.keys {
@@ -118,17 +131,19 @@ func (v *jsonValue) members() (keys []string, vals []*jsonValue) {
 }
 
 // withMember returns a shallow copy of object v with member key set to val,
-// keeping the member's position when it exists.
+// keeping the member's position when it exists. The member names are
+// shared with v when the key exists, since they do not change.
 func (v *jsonValue) withMember(key string, val *jsonValue) *jsonValue {
-	cp := &jsonValue{kind: jsonObject, keys: append([]string(nil), v.keys...), vals: append([]*jsonValue(nil), v.vals...)}
+	cp := &jsonValue{kind: jsonObject, keys: v.keys, vals: slices.Clone(v.vals), index: v.index}
 	for i, k := range cp.keys {
 		if k == key {
 			cp.vals[i] = val
 			return cp
 		}
 	}
-	cp.keys = append(cp.keys, key)
+	cp.keys = append(slices.Clone(v.keys), key)
 	cp.vals = append(cp.vals, val)
+	cp.index = nil // a fresh one is not worth it on this rare path
 	return cp
 }
 
@@ -142,6 +157,9 @@ var errTooDeep = errors.New("nesting too deep")
 func parseJSON(data []byte, maxDepth int) (*jsonValue, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("invalid UTF-8")
+	}
+	if err := checkSurrogates(data); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -171,7 +189,11 @@ func decodeValue(dec *json.Decoder, depth, maxDepth int) (*jsonValue, error) {
 	case string:
 		return &jsonValue{kind: jsonString, str: t}, nil
 	case json.Number:
-		return parseNumber(string(t)), nil
+		v := parseNumber(string(t))
+		if v.kind == jsonFloat && math.IsInf(v.float, 0) {
+			return nil, fmt.Errorf("number overflow parsing %q", string(t))
+		}
+		return v, nil
 	case json.Delim:
 		if depth >= maxDepth {
 			return nil, errTooDeep
@@ -218,6 +240,9 @@ func decodeValue(dec *json.Decoder, depth, maxDepth int) (*jsonValue, error) {
 		if _, err := dec.Token(); err != nil {
 			return nil, err
 		}
+		if len(obj.keys) >= indexFrom {
+			obj.index = index
+		}
 		return obj, nil
 	}
 	return nil, fmt.Errorf("unexpected token %v", tok)
@@ -236,7 +261,7 @@ func parseNumber(text string) *jsonValue {
 			return &jsonValue{kind: jsonUint, natural: n}
 		}
 	}
-	f, _ := strconv.ParseFloat(text, 64) // out of range gives ±Inf, as strtod does
+	f, _ := strconv.ParseFloat(text, 64) // out of range gives ±Inf, refused by the caller as nlohmann does
 	return &jsonValue{kind: jsonFloat, float: f}
 }
 
@@ -373,4 +398,48 @@ func formatDouble(f float64) string {
 		return sign + digits + "e" + expSign + expDigits
 	}
 	return sign + digits[:1] + "." + digits[1:] + "e" + expSign + expDigits
+}
+
+// checkSurrogates refuses \u escapes that encode half a surrogate pair, as
+// nlohmann does; encoding/json would turn them into U+FFFD. Only escapes
+// inside strings are looked at; other syntax is left to the decoder.
+func checkSurrogates(data []byte) error {
+	hexAt := func(i int) (rune, bool) {
+		if i+4 > len(data) {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
+		return rune(n), err == nil
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(data):
+			i++
+			if data[i] != 'u' {
+				continue
+			}
+			r, ok := hexAt(i + 1)
+			if !ok {
+				continue // malformed: the decoder reports it
+			}
+			i += 4
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return errors.New("invalid string: lone low surrogate")
+			case r >= 0xD800 && r <= 0xDBFF:
+				if i+2 >= len(data) || data[i+1] != '\\' || data[i+2] != 'u' {
+					return errors.New("invalid string: high surrogate not followed by a low one")
+				}
+				low, ok := hexAt(i + 3)
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return errors.New("invalid string: high surrogate not followed by a low one")
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
 }

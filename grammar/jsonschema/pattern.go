@@ -1,7 +1,6 @@
 package jsonschema
 
 import (
-	"maps"
 	"strconv"
 	"strings"
 )
@@ -24,26 +23,36 @@ func unsupportedPattern(msg string) *patternError { return &patternError{msg: ms
 func invalidPattern(msg string) *patternError     { return &patternError{msg: msg, invalid: true} }
 
 // visitPattern adds the rule for a string matching pattern. Rules added by a
-// translation that fails half-way are taken back, so they do not leak into
-// the grammar.
-func (c *converter) visitPattern(pattern, ruleName, path string) string {
-	c.spend(len(c.rules) + len(pattern))
-	saved := maps.Clone(c.rules)
-	savedBytes := c.ruleBytes
+// translation that fails half-way are taken back (from a log of the
+// changes, not a copy of all rules, which would make many patterns cost
+// quadratic time), so they do not leak into the grammar.
+func (c *converter) visitPattern(pattern, ruleName string, path *schemaPath) string {
+	c.spend(1 + len(pattern)/64)
+	var undo []ruleChange
+	c.undo = &undo
 	name, err := c.patternRule(pattern, ruleName)
+	c.undo = nil
 	if err == nil {
 		return name
 	}
-	c.rules, c.ruleBytes = saved, savedBytes
+	for i := len(undo) - 1; i >= 0; i-- {
+		u := undo[i]
+		if u.existed {
+			c.rules[u.name] = u.old
+		} else {
+			c.ruleBytes -= len(u.name) + len(c.rules[u.name])
+			delete(c.rules, u.name)
+		}
+	}
 	if err.invalid {
 		c.fail(path, "invalid pattern %q: %s", pattern, err.msg)
 	}
-	c.warnings = append(c.warnings, path+": pattern "+strconv.Quote(pattern)+" is not supported ("+err.msg+"); accepting any string")
+	c.warn(path.String() + ": pattern " + strconv.Quote(truncate(pattern)) + " is not supported (" + err.msg + "); accepting any string")
 	return c.addRule(ruleName, c.addPrimitive("string", primitiveRules["string"]))
 }
 
-// Characters that end a run of literal text in a pattern, and the subset of
-// them (plus none other) that a backslash turns into a literal character.
+// patternSpecials end a run of literal text in a pattern; escapedLiterals
+// are the same characters, which a backslash turns into literals.
 const (
 	patternSpecials = "|.()[]{}*+?^$"
 	escapedLiterals = "^$.[]()|{}*+?"
