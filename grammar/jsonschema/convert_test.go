@@ -16,9 +16,12 @@ type llamaCase struct {
 	Grammar string `json:"grammar"`
 }
 
-func loadLlamaCases(t *testing.T) []llamaCase {
+func loadLlamaCases(t *testing.T) []llamaCase { return loadCases(t, "testdata/llama_cases.json") }
+
+// loadCases reads a file of schema and grammar pairs ({"cases": [...]}).
+func loadCases(t *testing.T, path string) []llamaCase {
 	t.Helper()
-	data, err := os.ReadFile("testdata/llama_cases.json")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,16 +124,7 @@ func TestDotAll(t *testing.T) {
 // produced for schemas written for this package (testdata says how), apart
 // from the documented differences listed here.
 func TestLlamaOracleCases(t *testing.T) {
-	data, err := os.ReadFile("testdata/llama_oracle_cases.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []llamaCase `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
+	cases := loadCases(t, "testdata/llama_oracle_cases.json")
 	// Schema -> what we give instead of llama.cpp's grammar, and why.
 	differences := map[string]struct{ wantErr, wantLine, why string }{
 		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`: {
@@ -142,7 +136,7 @@ func TestLlamaOracleCases(t *testing.T) {
 			why:     "llama.cpp emits the unsatisfiable repeat {2,1}",
 		},
 	}
-	for i, tc := range file.Cases {
+	for i, tc := range cases {
 		got, err := Convert([]byte(tc.Schema))
 		if d, ok := differences[tc.Schema]; ok {
 			switch {
