@@ -9,6 +9,7 @@ import (
 
 	"github.com/moerun/moerun/grammar"
 	"github.com/moerun/moerun/grammar/jsonschema"
+	"github.com/moerun/moerun/tokenizer"
 )
 
 // grammarFields are the ways a request constrains its output, as llama-server reads them: a
@@ -89,30 +90,62 @@ var (
 	rootName     = regexp.MustCompile(`(?m)(?:^|[^\w-])root(?:[^\w-]|$)`)
 )
 
+// forcedTool is what a required call's grammar needs of a tool.
+type forcedTool struct {
+	Function struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
 // callGrammar is the grammar of a required tool call (tool_choice "required", or name) in
-// the model's call syntax: after the reasoning, if any, one call (more with parallel), each
-// "<tool_call>\n" + {"name": NAME, "arguments": ARGS} + "\n</tool_call>" with ARGS
-// following the tool's parameters schema, as llama.cpp constrains Hermes-style calls. The
-// other call syntaxes (Qwen3.5's and Qwen3-Coder's XML, GLM's, DeepSeek's, gpt-oss's) have
-// no grammar here yet: such a request is refused rather than not honoured.
+// the model's call syntax: after the reasoning, if any, one call (more with parallel)
+// between "<tool_call>\n" and "\n</tool_call>", its body in the family's form: Hermes JSON
+// (Qwen3, Qwen2.5), whose arguments follow the tool's parameters schema as llama.cpp
+// constrains them, or Qwen3-Coder's XML (Qwen3.5 too; see xmlCallRules). The other call
+// syntaxes (GLM's, DeepSeek's, gpt-oss's) have no grammar here yet: such a request is
+// refused rather than not honoured.
 func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel bool) (*grammar.Grammar, *apiError) {
-	if s.harmony || s.syntax.callOpen != hermesSyntax.callOpen || s.syntax.form != jsonForm {
-		return nil, badRequest("tool_choice", "a required tool call is constrained only in the Hermes JSON call syntax (Qwen3's, Qwen2.5's) so far; this model writes its calls otherwise: use \"auto\"")
+	if s.harmony || s.syntax.callOpen != hermesSyntax.callOpen || (s.syntax.form != jsonForm && s.syntax.form != xmlForm) {
+		return nil, badRequest("tool_choice", "a required tool call is constrained only in the Hermes JSON and XML call syntaxes (Qwen3's, Qwen3.5's, Qwen3-Coder's) so far; this model writes its calls otherwise: use \"auto\"")
 	}
-	var tools []struct {
-		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(rawTools, &tools); err != nil {
+	var all []forcedTool
+	if err := json.Unmarshal(rawTools, &all); err != nil {
 		return nil, badRequest("tools", "tools: %v", err)
 	}
+	var tools []forcedTool
+	for _, t := range all {
+		if name == "" || t.Function.Name == name {
+			tools = append(tools, t)
+		}
+	}
+	var body string
+	var aerr *apiError
+	if s.syntax.form == xmlForm {
+		body, aerr = xmlCallRules(tools)
+	} else {
+		body, aerr = hermesCallRules(tools)
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	calls := `root ::= moerun-call`
+	if parallel {
+		calls += ` ("\n" moerun-call)*`
+	}
+	text := body + "\n" + calls + "\nmoerun-call ::= \"<tool_call>\\n\" moerun-call-body \"\\n</tool_call>\"\n"
+	g, err := grammar.Parse(text)
+	if err != nil {
+		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
+	}
+	return g, nil
+}
+
+// hermesCallRules defines moerun-call-body as a Hermes call, {"name": NAME, "arguments":
+// ARGS}, ARGS following the tool's parameters schema (converted by grammar/jsonschema).
+func hermesCallRules(tools []forcedTool) (string, *apiError) {
 	var bodies []json.RawMessage
 	for _, t := range tools {
-		if name != "" && t.Function.Name != name {
-			continue
-		}
 		params := t.Function.Parameters
 		if isNull(params) {
 			params = json.RawMessage(`{"type": "object"}`)
@@ -127,22 +160,166 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 	}
 	converted, err := jsonschema.Convert(schema)
 	if err != nil {
-		return nil, badRequest("tools", "tools: a parameters schema: %v", err)
+		return "", badRequest("tools", "tools: a parameters schema: %v", err)
 	}
 	// The converted grammar's root is one call's body; a schema that refers back to its
 	// own root ("$ref": "#") would then refer to the calls.
 	if len(rootName.FindAllString(gbnfLiterals.ReplaceAllString(converted, `""`), -1)) != 1 {
-		return nil, badRequest("tools", "tools: a parameters schema that refers to its own root cannot be forced")
+		return "", badRequest("tools", "tools: a parameters schema that refers to its own root cannot be forced")
 	}
-	calls := `root ::= moerun-call`
-	if parallel {
-		calls += ` ("\n" moerun-call)*`
+	return strings.Replace(converted, "root ::=", "moerun-call-body ::=", 1), nil
+}
+
+// xmlCallRules defines moerun-call-body as a call in Qwen3-Coder's XML form (Qwen3.5's too):
+// <function=NAME>, then each parameter of the schema in its order (the required ones always,
+// the others maybe) as <parameter=KEY>, its value, </parameter>, then </function>. A value is
+// what the form writes: an enum of strings one of them, a string raw text without "</"
+// (which would end it) within its minLength and maxLength, any other type JSON of that
+// type; numbers' bounds and nested schemas are not enforced.
+func xmlCallRules(tools []forcedTool) (string, *apiError) {
+	var b strings.Builder
+	var alternatives []string
+	for i, t := range tools {
+		props, required, aerr := schemaProperties(t.Function.Parameters)
+		if aerr != nil {
+			return "", aerr
+		}
+		seq := []string{gbnfQuote("<function=" + t.Function.Name + ">\n")}
+		for j, key := range props.Keys {
+			rule := fmt.Sprintf("moerun-fn%d-param%d", i, j)
+			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, gbnfQuote("<parameter="+key+">\n"), xmlValue(props.Values[key]), gbnfQuote("\n</parameter>\n"))
+			if !required[key] {
+				rule += "?"
+			}
+			seq = append(seq, rule)
+		}
+		fn := fmt.Sprintf("moerun-fn%d", i)
+		fmt.Fprintf(&b, "%s ::= %s %s\n", fn, strings.Join(seq, " "), gbnfQuote("</function>"))
+		alternatives = append(alternatives, fn)
 	}
-	text := strings.Replace(converted, "root ::=", "moerun-call-body ::=", 1) + "\n" + calls +
-		"\nmoerun-call ::= \"<tool_call>\\n\" moerun-call-body \"\\n</tool_call>\"\n"
-	g, err := grammar.Parse(text)
+	b.WriteString("moerun-call-body ::= " + strings.Join(alternatives, " | ") + "\n")
+	b.WriteString(xmlValueRules)
+	return b.String(), nil
+}
+
+// schemaProperties reads a parameters schema's properties, in order, and its required keys.
+func schemaProperties(params json.RawMessage) (*tokenizer.Object, map[string]bool, *apiError) {
+	props := &tokenizer.Object{Values: map[string]any{}}
+	required := map[string]bool{}
+	if isNull(params) {
+		return props, required, nil
+	}
+	v, err := tokenizer.DecodeJSON(params)
 	if err != nil {
-		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
+		return nil, nil, badRequest("tools", "tools: a parameters schema: %v", err)
 	}
-	return g, nil
+	schema, ok := v.(*tokenizer.Object)
+	if !ok {
+		return nil, nil, badRequest("tools", "tools: a parameters schema must be an object")
+	}
+	if p, ok := schema.Values["properties"].(*tokenizer.Object); ok {
+		props = p
+	}
+	if list, ok := schema.Values["required"].([]any); ok {
+		for _, k := range list {
+			if key, ok := k.(string); ok {
+				required[key] = true
+			}
+		}
+	}
+	return props, required, nil
+}
+
+// xmlValue is the grammar of one parameter's value in the XML form (see xmlCallRules).
+func xmlValue(schema any) string {
+	s, _ := schema.(*tokenizer.Object)
+	if s == nil {
+		return "moerun-xml-text"
+	}
+	if enum, ok := s.Values["enum"].([]any); ok && len(enum) > 0 {
+		var alts []string
+		for _, e := range enum {
+			text, ok := e.(string)
+			if !ok {
+				return "moerun-json-value"
+			}
+			alts = append(alts, gbnfQuote(text))
+		}
+		return "(" + strings.Join(alts, " | ") + ")"
+	}
+	switch s.Values["type"] {
+	case "string", nil:
+		// A length bound holds the text to characters other than "<" (GBNF's repetition
+		// counts go up to 2000, beyond which the bound is left out).
+		lo, hasLo := schemaCount(s.Values["minLength"])
+		hi, hasHi := schemaCount(s.Values["maxLength"])
+		switch {
+		case hasHi && hi <= 2000 && (!hasLo || lo <= hi):
+			return fmt.Sprintf("[^<]{%d,%d}", lo, hi)
+		case hasLo && lo > 0 && lo <= 2000:
+			return fmt.Sprintf("[^<]{%d} moerun-xml-text", lo)
+		}
+		return "moerun-xml-text"
+	case "integer":
+		return "moerun-json-int"
+	case "number":
+		return "moerun-json-number"
+	case "boolean":
+		return `("true" | "false")`
+	case "null":
+		return `"null"`
+	case "object":
+		return "moerun-json-object"
+	case "array":
+		return "moerun-json-array"
+	}
+	return "moerun-json-value"
+}
+
+// schemaCount reads a JSON schema count (minLength, maxLength): a non-negative integer.
+func schemaCount(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, n >= 0
+	case float64:
+		return int(n), n >= 0 && n == float64(int(n)) && n < 1<<31
+	}
+	return 0, false
+}
+
+// xmlValueRules are the values of the XML form: raw text that cannot end it, and JSON.
+const xmlValueRules = `moerun-xml-text ::= ([^<] | "<" [^/])*
+moerun-json-value ::= moerun-json-object | moerun-json-array | moerun-json-string | moerun-json-number | "true" | "false" | "null"
+moerun-json-object ::= "{" moerun-ws (moerun-json-member ("," moerun-ws moerun-json-member)*)? "}"
+moerun-json-member ::= moerun-json-string moerun-ws ":" moerun-ws moerun-json-value moerun-ws
+moerun-json-array ::= "[" moerun-ws (moerun-json-value moerun-ws ("," moerun-ws moerun-json-value moerun-ws)*)? "]"
+moerun-json-string ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\""
+moerun-json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
+moerun-json-number ::= moerun-json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})?
+moerun-ws ::= [ \t\n]{0,20}
+`
+
+// gbnfQuote writes text as a GBNF string literal.
+func gbnfQuote(text string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range text {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7F:
+			fmt.Fprintf(&b, `\x%02X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

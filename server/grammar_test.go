@@ -205,65 +205,53 @@ func TestGrammarConstraintPhases(t *testing.T) {
 	check("completion", "{")
 }
 
-// TestForcedToolCall: tool_choice "required" and a named function make the tiny Qwen3
-// model's answer a call in its Hermes syntax, parsed back into tool_calls whose arguments
-// follow the tool's parameters, for every seed; what cannot be forced is a 400.
+// TestForcedToolCall: tool_choice "required" and a named function make the tiny model's
+// answer a call in its template's syntax, Qwen3's Hermes JSON or Qwen3.5's XML, parsed back
+// into tool_calls whose arguments keep the tool's parameters (their types, enums and string
+// lengths; the JSON form also numbers' bounds), for every seed; what cannot be forced is a 400.
 func TestForcedToolCall(t *testing.T) {
-	qwen3, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Qwen3's template writes the tools out at length: 719 tokens of prompt.
-	ts := newTestServer(t, func(c *Config) { c.ChatTemplate, c.Context.Size = string(qwen3), 2048 })
 	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
 			"properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
 			"required": ["city", "days"], "additionalProperties": false}}},
 		{"type": "function", "function": {"name": "shell", "parameters": {"type": "object",
 			"properties": {"cmd": {"enum": ["ls", "pwd"]}}, "required": ["cmd"], "additionalProperties": false}}}]`
-	for _, c := range []struct {
-		choice string
-		names  []string
-	}{{`"required"`, []string{"get_weather", "shell"}}, {`{"type": "function", "function": {"name": "shell"}}`, []string{"shell"}}} {
-		for seed := range 10 {
-			status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
-				"tools": %s, "tool_choice": %s, "max_tokens": 200, "temperature": 1, "seed": %d,
-				"chat_template_kwargs": {"enable_thinking": false}}`, tools, c.choice, seed))
-			if status != http.StatusOK {
-				t.Fatalf("status %d: %s", status, body)
-			}
-			var r struct {
-				Choices []struct {
-					Message struct {
-						ToolCalls []toolCall `json:"tool_calls"`
-					} `json:"message"`
-					FinishReason string `json:"finish_reason"`
-				} `json:"choices"`
-			}
-			if err := json.Unmarshal(body, &r); err != nil {
-				t.Fatal(err)
-			}
-			ch := r.Choices[0]
-			if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
-				t.Errorf("%s, seed %d: finish %q, %d calls: %s", c.choice, seed, ch.FinishReason, len(ch.Message.ToolCalls), body)
-				continue
-			}
-			fn := ch.Message.ToolCalls[0].Function
-			var args map[string]any
-			dec := json.NewDecoder(strings.NewReader(fn.Arguments))
-			if !slices.Contains(c.names, fn.Name) || dec.Decode(&args) != nil {
-				t.Errorf("%s, seed %d: call %s(%s)", c.choice, seed, fn.Name, fn.Arguments)
-				continue
-			}
-			switch fn.Name {
-			case "get_weather":
-				city, ok := args["city"].(string)
-				days, _ := args["days"].(float64)
-				if !ok || len([]rune(city)) > 12 || days < 1 || days > 7 || days != float64(int(days)) || len(args) != 2 {
-					t.Errorf("seed %d: get_weather(%s) breaks its parameters", seed, fn.Arguments)
+	var ts *httptest.Server
+	for _, family := range []struct {
+		template      string
+		numberBounded bool // the form's grammar keeps a number's bounds (the XML form's does not)
+	}{{"qwen3", true}, {"qwen35", false}} {
+		src, err := os.ReadFile("../tokenizer/testdata/chat/" + family.template + ".chat_template.jinja")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The templates write the tools out at length: over 700 tokens of prompt.
+		ts = newTestServer(t, func(c *Config) { c.ChatTemplate, c.Context.Size = string(src), 2048 })
+		for _, c := range []struct {
+			choice string
+			names  []string
+		}{{`"required"`, []string{"get_weather", "shell"}}, {`{"type": "function", "function": {"name": "shell"}}`, []string{"shell"}}} {
+			for seed := range 10 {
+				fn, ok := forcedCall(t, ts, tools, c.choice, seed)
+				if !ok {
+					continue
 				}
-			case "shell":
-				if cmd := args["cmd"]; (cmd != "ls" && cmd != "pwd") || len(args) != 1 {
-					t.Errorf("seed %d: shell(%s) breaks its parameters", seed, fn.Arguments)
+				var args map[string]any
+				if !slices.Contains(c.names, fn.Name) || json.Unmarshal([]byte(fn.Arguments), &args) != nil {
+					t.Errorf("%s, %s, seed %d: call %s(%s)", family.template, c.choice, seed, fn.Name, fn.Arguments)
+					continue
+				}
+				bad := false
+				switch fn.Name {
+				case "get_weather":
+					city, ok := args["city"].(string)
+					days, isNum := args["days"].(float64)
+					bad = !ok || len([]rune(city)) > 12 || !isNum || days != float64(int(days)) || len(args) != 2 ||
+						family.numberBounded && (days < 1 || days > 7)
+				case "shell":
+					bad = (args["cmd"] != "ls" && args["cmd"] != "pwd") || len(args) != 1
+				}
+				if bad {
+					t.Errorf("%s, seed %d: %s(%s) breaks its parameters", family.template, seed, fn.Name, fn.Arguments)
 				}
 			}
 		}
@@ -285,14 +273,43 @@ func TestForcedToolCall(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", c.fields, status, body, c.want)
 		}
 	}
-	// Qwen3.5 writes calls in the XML form, which has no grammar yet.
-	qwen35, err := os.ReadFile("../tokenizer/testdata/chat/qwen35.chat_template.jinja")
+	// GLM writes its calls with <arg_key>/<arg_value>, which has no grammar yet.
+	glm, err := os.ReadFile("../tokenizer/testdata/chat/glm46.chat_template.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}
-	xml := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate = string(qwen35) })
-	status, body := call(t, xml, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
-	if status != http.StatusBadRequest || !strings.Contains(string(body), "Hermes JSON call syntax") {
-		t.Errorf("a forced call in the XML form: %d %s", status, body)
+	other := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate, cfg.Context.Size = string(glm), 2048 })
+	status, body := call(t, other, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "Hermes JSON and XML call syntaxes") {
+		t.Errorf("a forced call in GLM's form: %d %s", status, body)
 	}
+}
+
+// forcedCall asks ts for a chat answer that must call a tool and returns the one call, or
+// reports the failure and false.
+func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed int) (fn struct{ Name, Arguments string }, ok bool) {
+	t.Helper()
+	status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
+		"tools": %s, "tool_choice": %s, "max_tokens": 200, "temperature": 1, "seed": %d,
+		"chat_template_kwargs": {"enable_thinking": false}}`, tools, choice, seed))
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var r struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls []toolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	ch := r.Choices[0]
+	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
+		t.Errorf("%s, seed %d: finish %q, %d calls: %s", choice, seed, ch.FinishReason, len(ch.Message.ToolCalls), body)
+		return fn, false
+	}
+	return struct{ Name, Arguments string }{ch.Message.ToolCalls[0].Function.Name, ch.Message.ToolCalls[0].Function.Arguments}, true
 }
