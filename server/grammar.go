@@ -99,15 +99,15 @@ type forcedTool struct {
 }
 
 // callGrammar is the grammar of a required tool call (tool_choice "required", or name) in
-// the model's call syntax: after the reasoning, if any, one call (more with parallel)
-// between "<tool_call>\n" and "\n</tool_call>", its body in the family's form: Hermes JSON
-// (Qwen3, Qwen2.5), whose arguments follow the tool's parameters schema as llama.cpp
-// constrains them, or Qwen3-Coder's XML (Qwen3.5 too; see xmlCallRules). The other call
-// syntaxes (GLM's, DeepSeek's, gpt-oss's) have no grammar here yet: such a request is
+// the model's call syntax: after the reasoning, if any, one call (more with parallel, one
+// per line), in the family's tags and form (see callForm): Hermes JSON (Qwen3, Qwen2.5)
+// and DeepSeek's, whose arguments follow the tool's parameters schema as llama.cpp's
+// converter makes it, Qwen3-Coder's XML (Qwen3.5 too) and GLM's key/value pairs (see
+// xmlCallRules). gpt-oss's harmony calls have no grammar here yet: such a request is
 // refused rather than not honoured.
 func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel bool) (*grammar.Grammar, *apiError) {
-	if s.harmony || s.syntax.callOpen != hermesSyntax.callOpen || (s.syntax.form != jsonForm && s.syntax.form != xmlForm) {
-		return nil, badRequest("tool_choice", "a required tool call is constrained only in the Hermes JSON and XML call syntaxes (Qwen3's, Qwen3.5's, Qwen3-Coder's) so far; this model writes its calls otherwise: use \"auto\"")
+	if s.harmony || s.syntax.callOpen == "" {
+		return nil, badRequest("tool_choice", "a required tool call is constrained in the Hermes, XML, GLM and DeepSeek call syntaxes; this model's template writes none of them (gpt-oss's harmony calls have no grammar yet): use \"auto\"")
 	}
 	var all []forcedTool
 	if err := json.Unmarshal(rawTools, &all); err != nil {
@@ -119,22 +119,29 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 			tools = append(tools, t)
 		}
 	}
-	var body string
+	var calls string
 	var aerr *apiError
-	if s.syntax.form == xmlForm {
-		body, aerr = xmlCallRules(tools)
-	} else {
-		body, aerr = hermesCallRules(tools)
+	switch s.syntax.form {
+	case jsonForm:
+		calls, aerr = hermesCallRules(tools)
+	case xmlForm:
+		calls, aerr = xmlCallRules(tools, false)
+	case glmForm:
+		calls, aerr = xmlCallRules(tools, true)
+	case deepseekForm:
+		calls, aerr = deepseekCallRules(tools, strings.Contains(s.template.Source, "```json"))
 	}
 	if aerr != nil {
 		return nil, aerr
 	}
-	calls := `root ::= moerun-call`
+	root := `moerun-call`
 	if parallel {
-		calls += ` ("\n" moerun-call)*`
+		root += ` ("\n" moerun-call)*`
 	}
-	text := body + "\n" + calls + "\nmoerun-call ::= \"<tool_call>\\n\" moerun-call-body \"\\n</tool_call>\"\n"
-	g, err := grammar.Parse(text)
+	if s.syntax.sectionOpen != "" {
+		root = gbnfQuote(s.syntax.sectionOpen) + " " + root + " " + gbnfQuote(s.syntax.sectionClose)
+	}
+	g, err := grammar.Parse(calls + "root ::= " + root + "\n")
 	if err != nil {
 		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
 	}
@@ -167,16 +174,82 @@ func hermesCallRules(tools []forcedTool) (string, *apiError) {
 	if len(rootName.FindAllString(gbnfLiterals.ReplaceAllString(converted, `""`), -1)) != 1 {
 		return "", badRequest("tools", "tools: a parameters schema that refers to its own root cannot be forced")
 	}
-	return strings.Replace(converted, "root ::=", "moerun-call-body ::=", 1), nil
+	return strings.Replace(converted, "root ::=", "moerun-call-body ::=", 1) +
+		"\nmoerun-call ::= \"<tool_call>\\n\" moerun-call-body \"\\n</tool_call>\"\n", nil
 }
 
-// xmlCallRules defines moerun-call-body as a call in Qwen3-Coder's XML form (Qwen3.5's too):
-// <function=NAME>, then each parameter of the schema in its order (the required ones always,
-// the others maybe) as <parameter=KEY>, its value, </parameter>, then </function>. A value is
-// what the form writes: an enum of strings one of them, a string raw text without "</"
-// (which would end it) within its minLength and maxLength, any other type JSON of that
-// type; numbers' bounds and nested schemas are not enforced.
-func xmlCallRules(tools []forcedTool) (string, *apiError) {
+// deepseekCallRules defines moerun-call as DeepSeek's call of one of the tools: V3's and
+// R1's function<｜tool▁sep｜>NAME and the arguments in a json code block, or V3.1's
+// NAME<｜tool▁sep｜>ARGS, between <｜tool▁call▁begin｜> and <｜tool▁call▁end｜>; each tool's
+// arguments follow its parameters schema (converted by grammar/jsonschema, its rules
+// renamed apart).
+func deepseekCallRules(tools []forcedTool, codeBlock bool) (string, *apiError) {
+	var b strings.Builder
+	var alternatives []string
+	for i, t := range tools {
+		params := t.Function.Parameters
+		if isNull(params) {
+			params = json.RawMessage(`{"type": "object"}`)
+		}
+		converted, err := jsonschema.Convert(params)
+		if err != nil {
+			return "", badRequest("tools", "tools: %s's parameters schema: %v", t.Function.Name, err)
+		}
+		prefix := fmt.Sprintf("moerun-tool%d-", i)
+		b.WriteString(prefixRules(converted, prefix))
+		b.WriteString("\n")
+		args := prefix + "root"
+		if codeBlock {
+			alternatives = append(alternatives, gbnfQuote(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n")+" "+args+" "+gbnfQuote("\n```"+deepseekCallEnd))
+		} else {
+			alternatives = append(alternatives, gbnfQuote(deepseekCallBegin+t.Function.Name+deepseekSep)+" "+args+" "+gbnfQuote(deepseekCallEnd))
+		}
+	}
+	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
+	return b.String(), nil
+}
+
+// gbnfIdent is a rule name in GBNF.
+var gbnfIdent = regexp.MustCompile(`[A-Za-z][A-Za-z0-9-]*`)
+
+// prefixRules renames every rule of a GBNF text, where it is defined and where it is used,
+// by prefixing its name: grammars joined into one then keep their rules apart.
+func prefixRules(text, prefix string) string {
+	defined := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		if name, _, ok := strings.Cut(line, "::="); ok {
+			defined[strings.TrimSpace(name)] = true
+		}
+	}
+	rename := func(segment string) string {
+		return gbnfIdent.ReplaceAllStringFunc(segment, func(id string) string {
+			if defined[id] {
+				return prefix + id
+			}
+			return id
+		})
+	}
+	// Literals and character classes are left as they are.
+	var b strings.Builder
+	last := 0
+	for _, at := range gbnfLiterals.FindAllStringIndex(text, -1) {
+		b.WriteString(rename(text[last:at[0]]))
+		b.WriteString(text[at[0]:at[1]])
+		last = at[1]
+	}
+	b.WriteString(rename(text[last:]))
+	return b.String()
+}
+
+// xmlCallRules defines moerun-call as a call of one of the tools in Qwen3-Coder's XML form
+// (Qwen3.5's too), <tool_call>\n<function=NAME>\n then <parameter=KEY>\nVALUE\n</parameter>\n
+// pairs, </function>\n</tool_call>, or with glm in GLM's, <tool_call>NAME\n then
+// <arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n pairs, </tool_call>: each parameter
+// of the schema in its order, the required ones always, the others maybe. A value is what
+// the forms write: an enum of strings one of them, a string raw text without "</" (which
+// would end it) within its minLength and maxLength, any other type JSON of that type;
+// numbers' bounds and nested schemas are not enforced.
+func xmlCallRules(tools []forcedTool, glm bool) (string, *apiError) {
 	var b strings.Builder
 	var alternatives []string
 	for i, t := range tools {
@@ -184,20 +257,26 @@ func xmlCallRules(tools []forcedTool) (string, *apiError) {
 		if aerr != nil {
 			return "", aerr
 		}
-		seq := []string{gbnfQuote("<function=" + t.Function.Name + ">\n")}
+		head, tail := "<tool_call>\n<function="+t.Function.Name+">\n", "</function>\n</tool_call>"
+		if glm {
+			head, tail = "<tool_call>"+t.Function.Name+"\n", "</tool_call>"
+		}
+		seq := []string{gbnfQuote(head)}
 		for j, key := range props.Keys {
-			rule := fmt.Sprintf("moerun-fn%d-param%d", i, j)
-			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, gbnfQuote("<parameter="+key+">\n"), xmlValue(props.Values[key]), gbnfQuote("\n</parameter>\n"))
+			open, close := "<parameter="+key+">\n", "\n</parameter>\n"
+			if glm {
+				open, close = "<arg_key>"+key+"</arg_key>\n<arg_value>", "</arg_value>\n"
+			}
+			rule := fmt.Sprintf("moerun-tool%d-param%d", i, j)
+			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, gbnfQuote(open), xmlValue(props.Values[key]), gbnfQuote(close))
 			if !required[key] {
 				rule += "?"
 			}
 			seq = append(seq, rule)
 		}
-		fn := fmt.Sprintf("moerun-fn%d", i)
-		fmt.Fprintf(&b, "%s ::= %s %s\n", fn, strings.Join(seq, " "), gbnfQuote("</function>"))
-		alternatives = append(alternatives, fn)
+		alternatives = append(alternatives, strings.Join(append(seq, gbnfQuote(tail)), " "))
 	}
-	b.WriteString("moerun-call-body ::= " + strings.Join(alternatives, " | ") + "\n")
+	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
 	b.WriteString(xmlValueRules)
 	return b.String(), nil
 }

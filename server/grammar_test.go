@@ -206,7 +206,8 @@ func TestGrammarConstraintPhases(t *testing.T) {
 }
 
 // TestForcedToolCall: tool_choice "required" and a named function make the tiny model's
-// answer a call in its template's syntax, Qwen3's Hermes JSON or Qwen3.5's XML, parsed back
+// answer a call in its template's syntax (Qwen3's Hermes JSON, Qwen3.5's XML, GLM-4.6's
+// key/value pairs, DeepSeek-V3's and V3.1's), parsed back
 // into tool_calls whose arguments keep the tool's parameters (their types, enums and string
 // lengths; the JSON form also numbers' bounds), for every seed; what cannot be forced is a 400.
 func TestForcedToolCall(t *testing.T) {
@@ -219,7 +220,7 @@ func TestForcedToolCall(t *testing.T) {
 	for _, family := range []struct {
 		template      string
 		numberBounded bool // the form's grammar keeps a number's bounds (the XML form's does not)
-	}{{"qwen3", true}, {"qwen35", false}} {
+	}{{"qwen3", true}, {"qwen35", false}, {"glm46", false}, {"deepseek_v3", true}, {"deepseek_v31", true}} {
 		src, err := os.ReadFile("../tokenizer/testdata/chat/" + family.template + ".chat_template.jinja")
 		if err != nil {
 			t.Fatal(err)
@@ -273,24 +274,25 @@ func TestForcedToolCall(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", c.fields, status, body, c.want)
 		}
 	}
-	// GLM writes its calls with <arg_key>/<arg_value>, which has no grammar yet.
-	glm, err := os.ReadFile("../tokenizer/testdata/chat/glm46.chat_template.jinja")
+	// gpt-oss's harmony calls have no grammar yet.
+	harmony, err := os.ReadFile("../tokenizer/testdata/chat/gpt_oss.chat_template.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate, cfg.Context.Size = string(glm), 2048 })
+	other := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate, cfg.Context.Size = string(harmony), 2048 })
 	status, body := call(t, other, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
-	if status != http.StatusBadRequest || !strings.Contains(string(body), "Hermes JSON and XML call syntaxes") {
-		t.Errorf("a forced call in GLM's form: %d %s", status, body)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "harmony calls have no grammar") {
+		t.Errorf("a forced call in gpt-oss's harmony format: %d %s", status, body)
 	}
 }
 
 // forcedCall asks ts for a chat answer that must call a tool and returns the one call, or
-// reports the failure and false.
+// reports the failure and false. The tiny model's Qwen3 vocabulary has no token for
+// DeepSeek's call markers, which it then writes byte by byte: hence room for 600 tokens.
 func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed int) (fn struct{ Name, Arguments string }, ok bool) {
 	t.Helper()
 	status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
-		"tools": %s, "tool_choice": %s, "max_tokens": 200, "temperature": 1, "seed": %d,
+		"tools": %s, "tool_choice": %s, "max_tokens": 600, "temperature": 1, "seed": %d,
 		"chat_template_kwargs": {"enable_thinking": false}}`, tools, choice, seed))
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
