@@ -496,12 +496,15 @@ func logprobOf(logits []float32, id int32, top int) tokenLogprob {
 
 // reasoningTags are what a grammar-constrained chat answer may be preceded by: the family's
 // reasoning block (open and close tags; inReasoning when the prompt opened it), or for
-// gpt-oss every channel before the final one. A completion has none: the grammar applies
-// from the first token, as on llama-server's /completion.
+// gpt-oss every channel before the final one (a forced call's grammar has them itself). A
+// completion has none: the grammar applies from the first token, as on llama-server's
+// /completion.
 func (s *Server) reasoningTags(j *job) (open, close string, inReasoning bool) {
 	switch {
 	case j.promptText == "":
 		return "", "", false
+	case s.harmony && j.forcedCall:
+		return "", "", false // the call's grammar has the analysis message in it
 	case s.harmony:
 		return "", harmonyFinal, true
 	}

@@ -103,11 +103,11 @@ type forcedTool struct {
 // per line), in the family's tags and form (see callForm): Hermes JSON (Qwen3, Qwen2.5)
 // and DeepSeek's, whose arguments follow the tool's parameters schema as llama.cpp's
 // converter makes it, Qwen3-Coder's XML (Qwen3.5 too) and GLM's key/value pairs (see
-// xmlCallRules). gpt-oss's harmony calls have no grammar here yet: such a request is
-// refused rather than not honoured.
+// xmlCallRules), and gpt-oss's harmony messages (see harmonyCallRules). A template that
+// writes none of them is refused rather than not honoured.
 func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel bool) (*grammar.Grammar, *apiError) {
-	if s.harmony || s.syntax.callOpen == "" {
-		return nil, badRequest("tool_choice", "a required tool call is constrained in the Hermes, XML, GLM and DeepSeek call syntaxes; this model's template writes none of them (gpt-oss's harmony calls have no grammar yet): use \"auto\"")
+	if !s.harmony && s.syntax.callOpen == "" {
+		return nil, badRequest("tool_choice", "a required tool call is constrained in the Hermes, XML, GLM, DeepSeek and harmony call syntaxes; this model's template writes none of them: use \"auto\"")
 	}
 	var all []forcedTool
 	if err := json.Unmarshal(rawTools, &all); err != nil {
@@ -118,6 +118,9 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 		if name == "" || t.Function.Name == name {
 			tools = append(tools, t)
 		}
+	}
+	if s.harmony {
+		return parseCallGrammar(harmonyCallRules(tools))
 	}
 	var calls string
 	var aerr *apiError
@@ -141,11 +144,58 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 	if s.syntax.sectionOpen != "" {
 		root = gbnfQuote(s.syntax.sectionOpen) + " " + root + " " + gbnfQuote(s.syntax.sectionClose)
 	}
-	g, err := grammar.Parse(calls + "root ::= " + root + "\n")
+	return parseCallGrammar(calls+"root ::= "+root+"\n", nil)
+}
+
+// parseCallGrammar parses a forced call's grammar, which must parse: a failure is moerun's.
+func parseCallGrammar(text string, aerr *apiError) (*grammar.Grammar, *apiError) {
+	if aerr != nil {
+		return nil, aerr
+	}
+	g, err := grammar.Parse(text)
 	if err != nil {
 		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
 	}
 	return g, nil
+}
+
+// harmonyCallRules is the grammar of gpt-oss's required call: an optional analysis message,
+// then a commentary message to functions.NAME whose body is JSON following the tool's
+// parameters schema. It ends with the arguments: the <|call|> after them is one of the
+// vocabulary's end-of-generation tokens, which the grammar allows once it is complete. One
+// call per turn, as harmony ends the turn at a call.
+func harmonyCallRules(tools []forcedTool) (string, *apiError) {
+	var b strings.Builder
+	var alternatives []string
+	for i, t := range tools {
+		args, aerr := schemaRules(&b, t, fmt.Sprintf("moerun-tool%d-", i))
+		if aerr != nil {
+			return "", aerr
+		}
+		header := harmonyChannelTag + "commentary to=functions." + t.Function.Name + " " + harmonyConstrainTag + "json" + harmonyMessageTag
+		alternatives = append(alternatives, gbnfQuote(header)+" "+args)
+	}
+	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
+	b.WriteString("moerun-analysis ::= " + gbnfQuote(harmonyChannelTag+"analysis"+harmonyMessageTag) + ` ([^<] | "<" [^|])* ` +
+		gbnfQuote(harmonyEndTag+harmonyStartTag+"assistant") + "\n")
+	b.WriteString("root ::= moerun-analysis? moerun-call\n")
+	return b.String(), nil
+}
+
+// schemaRules writes the rules of a tool's parameters schema (converted by
+// grammar/jsonschema) to b, renamed apart with prefix, and returns the name of their root.
+func schemaRules(b *strings.Builder, t forcedTool, prefix string) (string, *apiError) {
+	params := t.Function.Parameters
+	if isNull(params) {
+		params = json.RawMessage(`{"type": "object"}`)
+	}
+	converted, err := jsonschema.Convert(params)
+	if err != nil {
+		return "", badRequest("tools", "tools: %s's parameters schema: %v", t.Function.Name, err)
+	}
+	b.WriteString(prefixRules(converted, prefix))
+	b.WriteString("\n")
+	return prefix + "root", nil
 }
 
 // hermesCallRules defines moerun-call-body as a Hermes call, {"name": NAME, "arguments":
@@ -187,18 +237,10 @@ func deepseekCallRules(tools []forcedTool, codeBlock bool) (string, *apiError) {
 	var b strings.Builder
 	var alternatives []string
 	for i, t := range tools {
-		params := t.Function.Parameters
-		if isNull(params) {
-			params = json.RawMessage(`{"type": "object"}`)
+		args, aerr := schemaRules(&b, t, fmt.Sprintf("moerun-tool%d-", i))
+		if aerr != nil {
+			return "", aerr
 		}
-		converted, err := jsonschema.Convert(params)
-		if err != nil {
-			return "", badRequest("tools", "tools: %s's parameters schema: %v", t.Function.Name, err)
-		}
-		prefix := fmt.Sprintf("moerun-tool%d-", i)
-		b.WriteString(prefixRules(converted, prefix))
-		b.WriteString("\n")
-		args := prefix + "root"
 		if codeBlock {
 			alternatives = append(alternatives, gbnfQuote(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n")+" "+args+" "+gbnfQuote("\n```"+deepseekCallEnd))
 		} else {

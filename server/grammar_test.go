@@ -207,20 +207,25 @@ func TestGrammarConstraintPhases(t *testing.T) {
 
 // TestForcedToolCall: tool_choice "required" and a named function make the tiny model's
 // answer a call in its template's syntax (Qwen3's Hermes JSON, Qwen3.5's XML, GLM-4.6's
-// key/value pairs, DeepSeek-V3's and V3.1's), parsed back
+// key/value pairs, DeepSeek-V3's and V3.1's, gpt-oss's harmony), parsed back
 // into tool_calls whose arguments keep the tool's parameters (their types, enums and string
 // lengths; the JSON form also numbers' bounds), for every seed; what cannot be forced is a 400.
 func TestForcedToolCall(t *testing.T) {
-	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+	// (gpt-oss's template needs every tool to have a description.)
+	tools := `[{"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {"type": "object",
 			"properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
 			"required": ["city", "days"], "additionalProperties": false}}},
-		{"type": "function", "function": {"name": "shell", "parameters": {"type": "object",
+		{"type": "function", "function": {"name": "shell", "description": "Run a command", "parameters": {"type": "object",
 			"properties": {"cmd": {"enum": ["ls", "pwd"]}}, "required": ["cmd"], "additionalProperties": false}}}]`
 	var ts *httptest.Server
 	for _, family := range []struct {
 		template      string
 		numberBounded bool // the form's grammar keeps a number's bounds (the XML form's does not)
-	}{{"qwen3", true}, {"qwen35", false}, {"glm46", false}, {"deepseek_v3", true}, {"deepseek_v31", true}} {
+		// analysis: gpt-oss's grammar lets an analysis message (unbounded, unconstrained
+		// text) come first, where the random model may ramble on to max_tokens.
+		analysis bool
+	}{{"qwen3", true, false}, {"qwen35", false, false}, {"glm46", false, false}, {"deepseek_v3", true, false},
+		{"deepseek_v31", true, false}, {"gpt_oss", true, true}} {
 		src, err := os.ReadFile("../tokenizer/testdata/chat/" + family.template + ".chat_template.jinja")
 		if err != nil {
 			t.Fatal(err)
@@ -231,11 +236,13 @@ func TestForcedToolCall(t *testing.T) {
 			choice string
 			names  []string
 		}{{`"required"`, []string{"get_weather", "shell"}}, {`{"type": "function", "function": {"name": "shell"}}`, []string{"shell"}}} {
+			calls := 0
 			for seed := range 10 {
-				fn, ok := forcedCall(t, ts, tools, c.choice, seed)
+				fn, ok := forcedCall(t, ts, tools, c.choice, seed, family.analysis)
 				if !ok {
 					continue
 				}
+				calls++
 				var args map[string]any
 				if !slices.Contains(c.names, fn.Name) || json.Unmarshal([]byte(fn.Arguments), &args) != nil {
 					t.Errorf("%s, %s, seed %d: call %s(%s)", family.template, c.choice, seed, fn.Name, fn.Arguments)
@@ -254,6 +261,9 @@ func TestForcedToolCall(t *testing.T) {
 				if bad {
 					t.Errorf("%s, seed %d: %s(%s) breaks its parameters", family.template, seed, fn.Name, fn.Arguments)
 				}
+			}
+			if calls < 5 {
+				t.Errorf("%s, %s: %d calls in 10 seeds", family.template, c.choice, calls)
 			}
 		}
 	}
@@ -274,22 +284,20 @@ func TestForcedToolCall(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %q", c.fields, status, body, c.want)
 		}
 	}
-	// gpt-oss's harmony calls have no grammar yet.
-	harmony, err := os.ReadFile("../tokenizer/testdata/chat/gpt_oss.chat_template.jinja")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate, cfg.Context.Size = string(harmony), 2048 })
-	status, body := call(t, other, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
-	if status != http.StatusBadRequest || !strings.Contains(string(body), "harmony calls have no grammar") {
-		t.Errorf("a forced call in gpt-oss's harmony format: %d %s", status, body)
+	// A template without a call syntax cannot force one.
+	plain := newTestServer(t, func(cfg *Config) { cfg.ChatTemplate = "chatml" })
+	status, body := call(t, plain, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "writes none of them") {
+		t.Errorf("a forced call under ChatML: %d %s", status, body)
 	}
 }
 
 // forcedCall asks ts for a chat answer that must call a tool and returns the one call, or
-// reports the failure and false. The tiny model's Qwen3 vocabulary has no token for
-// DeepSeek's call markers, which it then writes byte by byte: hence room for 600 tokens.
-func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed int) (fn struct{ Name, Arguments string }, ok bool) {
+// reports the failure and false; with analysis, an answer still in its free reasoning at
+// max_tokens is no failure (but no call either). The tiny model's Qwen3 vocabulary has no
+// token for DeepSeek's call markers, which it then writes byte by byte: hence room for 600
+// tokens.
+func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed int, analysis bool) (fn struct{ Name, Arguments string }, ok bool) {
 	t.Helper()
 	status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
 		"tools": %s, "tool_choice": %s, "max_tokens": 600, "temperature": 1, "seed": %d,
@@ -300,7 +308,9 @@ func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed in
 	var r struct {
 		Choices []struct {
 			Message struct {
-				ToolCalls []toolCall `json:"tool_calls"`
+				Content          string     `json:"content"`
+				ReasoningContent string     `json:"reasoning_content"`
+				ToolCalls        []toolCall `json:"tool_calls"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
@@ -309,6 +319,9 @@ func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed in
 		t.Fatal(err)
 	}
 	ch := r.Choices[0]
+	if analysis && ch.FinishReason == "length" && ch.Message.ReasoningContent != "" && ch.Message.Content == "" && len(ch.Message.ToolCalls) == 0 {
+		return fn, false
+	}
 	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 {
 		t.Errorf("%s, seed %d: finish %q, %d calls: %s", choice, seed, ch.FinishReason, len(ch.Message.ToolCalls), body)
 		return fn, false

@@ -99,6 +99,7 @@ type job struct {
 	preserved    []int32          // control tokens to write out, the tags the output parser reads
 	thinking     bool             // the prompt opened the model's reasoning (it ends with <think>)
 	grammar      *grammar.Grammar // the output's constraint (grammar, json_schema, response_format); nil: none
+	forcedCall   bool             // grammar is a required tool call's
 }
 
 // jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
@@ -348,6 +349,7 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		if j.grammar, aerr = s.callGrammar(req.Tools, forcedName, parallel); aerr != nil {
 			return nil, aerr
 		}
+		j.forcedCall = true
 	}
 	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
 	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)

@@ -190,9 +190,10 @@ func (f *chatFormat) finishReason(res result) *string {
 func (f *chatFormat) whole(res result) any {
 	m := &chatMessage{Role: "assistant", Content: res.text}
 	if f.parser != nil {
-		p := f.parser.add(res.text)
-		rest := f.parser.flush()
-		m.Content, m.ReasoningContent, m.ToolCalls = p.content+rest.content, p.reasoning+rest.reasoning, p.calls
+		// The calls the end of the text completes count too: gpt-oss's last call ends at
+		// <|call|>, an end-of-generation token that is not part of the text.
+		p := textParser{f.parser}.all(res.text)
+		m.Content, m.ReasoningContent, m.ToolCalls = p.content, p.reasoning, p.calls
 		f.calls = len(m.ToolCalls)
 	}
 	r := f.base
