@@ -92,25 +92,9 @@ func TestJSONSchemaOutputs(t *testing.T) {
 func TestResponseFormatJSONObject(t *testing.T) {
 	ts := newTestServer(t, nil)
 	for seed := range 5 {
-		status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Give me JSON"}],
+		c, _ := chatAnswer(t, ts, fmt.Sprintf(`{"messages": [{"role": "user", "content": "Give me JSON"}],
 			"max_tokens": 300, "temperature": 1, "seed": %d, "response_format": {"type": "json_object"},
 			"chat_template_kwargs": {"enable_thinking": false}}`, seed))
-		if status != http.StatusOK {
-			t.Fatalf("status %d: %s", status, body)
-		}
-		var r struct {
-			Choices []struct {
-				Message struct {
-					Content          string `json:"content"`
-					ReasoningContent string `json:"reasoning_content"`
-				} `json:"message"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			t.Fatal(err)
-		}
-		c := r.Choices[0]
 		var obj map[string]any
 		if c.FinishReason == "stop" && json.Unmarshal([]byte(c.Message.Content), &obj) != nil {
 			t.Errorf("seed %d: %q is not a JSON object", seed, c.Message.Content)
@@ -299,26 +283,9 @@ func TestForcedToolCall(t *testing.T) {
 // tokens.
 func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed int, analysis bool) (fn struct{ Name, Arguments string }, ok bool) {
 	t.Helper()
-	status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
+	ch, body := chatAnswer(t, ts, fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather in Paris?"}],
 		"tools": %s, "tool_choice": %s, "max_tokens": 600, "temperature": 1, "seed": %d,
 		"chat_template_kwargs": {"enable_thinking": false}}`, tools, choice, seed))
-	if status != http.StatusOK {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	var r struct {
-		Choices []struct {
-			Message struct {
-				Content          string     `json:"content"`
-				ReasoningContent string     `json:"reasoning_content"`
-				ToolCalls        []toolCall `json:"tool_calls"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatal(err)
-	}
-	ch := r.Choices[0]
 	if analysis && ch.FinishReason == "length" && ch.Message.ReasoningContent != "" && ch.Message.Content == "" && len(ch.Message.ToolCalls) == 0 {
 		return fn, false
 	}
@@ -327,4 +294,30 @@ func forcedCall(t *testing.T, ts *httptest.Server, tools, choice string, seed in
 		return fn, false
 	}
 	return struct{ Name, Arguments string }{ch.Message.ToolCalls[0].Function.Name, ch.Message.ToolCalls[0].Function.Arguments}, true
+}
+
+// answer is what the constrained-output tests read of a chat completion's choice.
+type answer struct {
+	Message struct {
+		Content          string     `json:"content"`
+		ReasoningContent string     `json:"reasoning_content"`
+		ToolCalls        []toolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// chatAnswer posts a chat completion request and returns its choice and the whole body.
+func chatAnswer(t *testing.T, ts *httptest.Server, request string) (answer, []byte) {
+	t.Helper()
+	status, body := call(t, ts, http.MethodPost, "/v1/chat/completions", request)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var r struct {
+		Choices []answer `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Choices[0], body
 }
