@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/moerun/moerun/grammar"
 	"github.com/moerun/moerun/tokenizer"
@@ -41,6 +42,7 @@ type answerPhase int
 const (
 	phaseStart     answerPhase = iota // nothing yet: the reasoning may open, or the answer start
 	phaseReasoning                    // inside the reasoning: anything goes until it closes
+	phaseAwaiting                     // a lazy grammar's free text, until its trigger appears
 	phaseAnswer                       // the grammar decides
 )
 
@@ -53,15 +55,21 @@ type grammarConstraint struct {
 	texts *tokenTexts
 
 	open, close string // the reasoning's tags; open "" when it cannot be opened
-	phase       answerPhase
-	tail        []byte // the end of the reasoning's text, to find close in
-	started     bool   // the answer has begun: no more free whitespace
+	// trigger makes the grammar lazy, as llama.cpp's tool-call grammars for tool_choice
+	// auto: the answer is free text until trigger appears in it, and the grammar then
+	// takes the text from the trigger on; "" applies it from the answer's start.
+	trigger string
+	phase   answerPhase
+	tail    []byte // the end of the reasoning's (or the free text's) text, to find close (trigger) in
+	started bool   // the answer has begun: no more free whitespace
 }
 
-// newGrammarConstraint constrains the answer to g. open and close are the reasoning's tags
-// ("" when the model writes none); inReasoning says the prompt already opened it.
-func newGrammarConstraint(g *grammar.Grammar, texts *tokenTexts, open, close string, inReasoning bool) *grammarConstraint {
-	c := &grammarConstraint{m: g.NewMatcher(), texts: texts, open: open, close: close, phase: phaseAnswer, started: true}
+// newGrammarConstraint constrains the answer to g (from trigger on, if not ""). open and
+// close are the reasoning's tags ("" when the model writes none); inReasoning says the
+// prompt already opened it.
+func newGrammarConstraint(g *grammar.Grammar, texts *tokenTexts, open, close string, inReasoning bool, trigger string) *grammarConstraint {
+	c := &grammarConstraint{m: g.NewMatcher(), texts: texts, open: open, close: close, trigger: trigger, started: true}
+	c.phase = c.answerPhase()
 	switch {
 	case inReasoning && close != "":
 		c.phase = phaseReasoning
@@ -69,6 +77,33 @@ func newGrammarConstraint(g *grammar.Grammar, texts *tokenTexts, open, close str
 		c.phase = phaseStart
 	}
 	return c
+}
+
+// answerPhase is the phase the answer begins in: free text first for a lazy grammar.
+func (c *grammarConstraint) answerPhase() answerPhase {
+	if c.trigger != "" {
+		return phaseAwaiting
+	}
+	return phaseAnswer
+}
+
+// triggered reports whether the free text so far and piece hold the trigger, and returns
+// the text from it on, which the grammar must take.
+func (c *grammarConstraint) triggered(piece []byte) ([]byte, bool) {
+	text := append(slices.Clip(c.tail), piece...)
+	at := bytes.Index(text, []byte(c.trigger))
+	if at < 0 {
+		return nil, false
+	}
+	return text[at:], true
+}
+
+// keepTail keeps of text only what may still begin tag.
+func keepTail(text []byte, tag string) []byte {
+	if keep := len(tag) - 1; len(text) > keep {
+		return append(text[:0], text[len(text)-keep:]...)
+	}
+	return text
 }
 
 func isEOG(texts *tokenTexts, token int32) bool {
@@ -96,11 +131,13 @@ func (c *grammarConstraint) answerBytes(piece []byte) []byte {
 
 // Allows implements moe.Constraint.
 func (c *grammarConstraint) Allows(token int32) bool {
-	if c.phase == phaseReasoning {
+	phase := c.phase
+	if phase == phaseReasoning {
 		return true
 	}
 	if isEOG(c.texts, token) {
-		return c.phase == phaseAnswer && c.started && c.m.CanEnd()
+		// Free text may end; a grammar only where it is complete.
+		return phase == phaseAwaiting || phase == phaseStart && c.trigger != "" || phase == phaseAnswer && c.started && c.m.CanEnd()
 	}
 	if int(token) >= len(c.texts.pieces) {
 		return false
@@ -112,12 +149,20 @@ func (c *grammarConstraint) Allows(token int32) bool {
 	if c.opens(piece) {
 		return true
 	}
+	if phase == phaseStart {
+		phase = c.answerPhase()
+	}
+	if phase == phaseAwaiting {
+		rest, hit := c.triggered(piece)
+		return !hit || c.m.Allows(rest)
+	}
 	rest := c.answerBytes(piece)
 	return len(rest) == 0 || c.m.Allows(rest)
 }
 
 // Mask implements moe.Constraint: the grammar's whole-vocabulary walk, or token by token
-// in the few steps where the reasoning may open or whitespace is free.
+// in the few steps where the reasoning may open, whitespace is free or a lazy grammar's
+// trigger is being written.
 func (c *grammarConstraint) Mask(allowed []bool) error {
 	switch {
 	case c.phase == phaseReasoning:
@@ -125,7 +170,7 @@ func (c *grammarConstraint) Mask(allowed []bool) error {
 			allowed[t] = true
 		}
 		return nil
-	case c.phase == phaseStart || !c.started || len(allowed) != c.texts.vocab.Len():
+	case c.phase == phaseStart || c.phase == phaseAwaiting || !c.started || len(allowed) != c.texts.vocab.Len():
 		for t := range allowed {
 			allowed[t] = c.Allows(int32(t))
 		}
@@ -158,21 +203,27 @@ func (c *grammarConstraint) Accept(token int32) error {
 			c.phase = phaseReasoning
 			piece = bytes.TrimLeft(piece, " \t\r\n")[len(c.open):]
 		} else {
-			c.phase = phaseAnswer
+			c.phase = c.answerPhase()
 		}
 	}
 	if c.phase == phaseReasoning {
 		c.tail = append(c.tail, piece...)
 		at := bytes.Index(c.tail, []byte(c.close))
 		if at < 0 {
-			// Only a tail shorter than the tag can still begin it.
-			if keep := len(c.close) - 1; len(c.tail) > keep {
-				c.tail = append(c.tail[:0], c.tail[len(c.tail)-keep:]...)
-			}
+			c.tail = keepTail(c.tail, c.close)
 			return nil
 		}
 		piece = bytes.Clone(c.tail[at+len(c.close):])
-		c.phase, c.tail, c.started = phaseAnswer, nil, false
+		c.phase, c.tail, c.started = c.answerPhase(), nil, false
+	}
+	if c.phase == phaseAwaiting {
+		rest, hit := c.triggered(piece)
+		if !hit {
+			c.tail = keepTail(append(c.tail, piece...), c.trigger)
+			return nil
+		}
+		piece = bytes.Clone(rest)
+		c.phase, c.tail, c.started = phaseAnswer, nil, true
 	}
 	rest := c.answerBytes(piece)
 	if len(rest) == 0 {

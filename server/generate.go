@@ -291,7 +291,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	}
 	if j.grammar != nil {
 		open, close, inReasoning := s.reasoningTags(j)
-		sampler.Constrain(newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning))
+		sampler.Constrain(newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning, j.trigger))
 	}
 	res.cachedTokens = sl.reuse(j.prompt, j.cachePrompt)
 	for _, t := range j.prompt[:res.cachedTokens] {

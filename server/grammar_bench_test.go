@@ -48,7 +48,7 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 				if c.constrained {
-					sampler.Constrain(newGrammarConstraint(g, texts, "", "", false))
+					sampler.Constrain(newGrammarConstraint(g, texts, "", "", false, ""))
 				}
 				st, err := ctx.Generate(prompt, moe.GenerateOptions{MaxTokens: 48, Sampler: sampler, IsEOG: vocab.IsEOG})
 				if err != nil {

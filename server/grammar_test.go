@@ -130,14 +130,15 @@ func TestGrammarConstraintPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pieces := []string{"<think>", "</think>", "hmm", "\n\n", "{", "ab", "}", " {", "x}", "<eos>", "", "</th", "ink>\n{"}
+	pieces := []string{"<think>", "</think>", "hmm", "\n\n", "{", "ab", "}", " {", "x}", "<eos>", "", "</th", "ink>\n{",
+		"<ca", "ll>", "<call>x", "<call>{", "</call>"}
 	texts := &tokenTexts{eog: []int32{9}}
 	for _, p := range pieces {
 		texts.pieces = append(texts.pieces, []byte(p))
 	}
 	texts.vocab = grammar.NewVocab(texts.pieces)
 	id := func(p string) int32 { return int32(slices.Index(pieces, p)) }
-	c := newGrammarConstraint(g, texts, "<think>", "</think>", false)
+	c := newGrammarConstraint(g, texts, "<think>", "</think>", false, "")
 	check := func(step string, want ...string) {
 		t.Helper()
 		allowed := make([]bool, len(pieces))
@@ -173,7 +174,7 @@ func TestGrammarConstraintPhases(t *testing.T) {
 	accept("x}")
 	check("complete", "<eos>")
 
-	c = newGrammarConstraint(g, texts, "<think>", "</think>", true)
+	c = newGrammarConstraint(g, texts, "<think>", "</think>", true, "")
 	accept("hmm")
 	accept("</think>")
 	check("after the reasoning", "\n\n", "{", " {")
@@ -185,8 +186,28 @@ func TestGrammarConstraintPhases(t *testing.T) {
 	}
 
 	// Without reasoning tags (a completion) the grammar applies from the first token.
-	c = newGrammarConstraint(g, texts, "", "", false)
+	c = newGrammarConstraint(g, texts, "", "", false, "")
 	check("completion", "{")
+
+	// A lazy grammar (tool_choice auto's calls): free text, an end included, until the
+	// trigger appears, even across tokens; a token that completes the trigger with text the
+	// grammar refuses is refused.
+	call, err := grammar.Parse(`root ::= "<call>" [a-z]+ "</call>"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = newGrammarConstraint(call, texts, "", "", false, "<call>")
+	free := slices.DeleteFunc(slices.Clone(pieces), func(p string) bool { return p == "" || p == "<call>{" })
+	check("free text", free...)
+	accept("hmm")
+	accept("<ca")
+	check("the trigger half written", free...)
+	accept("ll>")
+	check("after the trigger", "hmm", "ab")
+	accept("ab")
+	check("inside the call", "hmm", "ab", "</call>")
+	accept("</call>")
+	check("the call complete", "<eos>")
 }
 
 // TestForcedToolCall: tool_choice "required" and a named function make the tiny model's
@@ -320,4 +341,43 @@ func chatAnswer(t *testing.T, ts *httptest.Server, request string) (answer, []by
 		t.Fatal(err)
 	}
 	return r.Choices[0], body
+}
+
+// TestAutoCallsAreLazy: with tools and tool_choice auto, a chat request gets its family's
+// call grammar as a lazy one, waiting for the call syntax to begin (the section marker for
+// DeepSeek); none without tools, with tool_choice none, or under a template without a call
+// syntax.
+func TestAutoCallsAreLazy(t *testing.T) {
+	tools := `[{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}]`
+	for _, c := range []struct {
+		template, fields, trigger string
+	}{
+		{"qwen3", `"tools": ` + tools, "<tool_call>"},
+		{"qwen35", `"tools": ` + tools, "<tool_call>"},
+		{"deepseek_v3", `"tools": ` + tools, deepseekCallsBegin},
+		{"qwen3", `"tools": ` + tools + `, "tool_choice": "none"`, ""},
+		{"qwen3", `"stream": false`, ""},
+		{"chatml", `"tools": ` + tools, ""},
+	} {
+		cfg := testConfig()
+		cfg.ChatTemplate, cfg.Context.Size = "chatml", 2048
+		if c.template != "chatml" {
+			src, err := os.ReadFile("../tokenizer/testdata/chat/" + c.template + ".chat_template.jinja")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ChatTemplate = string(src)
+		}
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, aerr := s.decodeChat(strings.NewReader(`{"messages": [{"role": "user", "content": "x"}], ` + c.fields + `}`))
+		if aerr != nil {
+			t.Fatalf("%s, %s: %v", c.template, c.fields, aerr)
+		}
+		if j.trigger != c.trigger || (j.grammar != nil) != (c.trigger != "") {
+			t.Errorf("%s, %s: trigger %q, grammar %v; want trigger %q", c.template, c.fields, j.trigger, j.grammar != nil, c.trigger)
+		}
+	}
 }

@@ -100,6 +100,7 @@ type job struct {
 	thinking     bool             // the prompt opened the model's reasoning (it ends with <think>)
 	grammar      *grammar.Grammar // the output's constraint (grammar, json_schema, response_format); nil: none
 	forcedCall   bool             // grammar is a required tool call's
+	trigger      string           // grammar is lazy: it applies from this text on (auto tool calls)
 }
 
 // jsonKind names what a Go type decodes from, in JSON's terms, for error messages.
@@ -350,6 +351,17 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 			return nil, aerr
 		}
 		j.forcedCall = true
+	} else if tools != nil && j.grammar == nil && !s.harmony {
+		// As llama.cpp's tool_choice auto: the calls' grammar waits for the call syntax to
+		// begin, so that a call the model writes is a well-formed one. Tools whose schemas
+		// have no grammar keep the calls free, as before.
+		parallel := req.ParallelToolCalls != nil && *req.ParallelToolCalls
+		if g, aerr := s.callGrammar(req.Tools, "", parallel); aerr == nil {
+			j.grammar, j.trigger = g, s.syntax.callOpen
+			if s.syntax.sectionOpen != "" {
+				j.trigger = s.syntax.sectionOpen
+			}
+		}
 	}
 	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
 	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)
