@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -112,7 +113,7 @@ func clearOfTies(cfg tensor.RouterConfig, logits, bias []float32) bool {
 	// decided reports whether the scores, ranked, are clear of each other down to rank k.
 	decided := func(scores []float64, k int) bool {
 		ranked := slices.Clone(scores)
-		slices.SortFunc(ranked, func(a, b float64) int { return -cmpFloat(a, b) })
+		slices.SortFunc(ranked, func(a, b float64) int { return cmp.Compare(b, a) }) // best first
 		for j := 0; j < k && j+1 < len(ranked); j++ {
 			if !math.IsInf(ranked[j+1], -1) && ranked[j]-ranked[j+1] < tol {
 				return false
@@ -147,7 +148,7 @@ func clearOfTies(cfg tensor.RouterConfig, logits, bias []float32) bool {
 	}
 	if cfg.SER.Enabled() {
 		ranked := slices.Clone(sel)
-		slices.SortFunc(ranked, func(a, b float64) int { return -cmpFloat(a, b) })
+		slices.SortFunc(ranked, func(a, b float64) int { return cmp.Compare(b, a) }) // best first
 		t, best := float64(cfg.SER.Threshold), ranked[0]
 		for j := cfg.SER.MinExperts; j < cfg.Used; j++ {
 			s := ranked[j]
@@ -161,14 +162,4 @@ func clearOfTies(cfg tensor.RouterConfig, logits, bias []float32) bool {
 		}
 	}
 	return true
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

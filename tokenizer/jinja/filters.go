@@ -643,6 +643,18 @@ func (r *renderer) keyed(items []any, key func(any) (any, error)) ([]any, error)
 
 func keyOfPair(p any) any { return p.([2]any)[0] }
 
+// sortedByKey sorts keyed pairs (see keyed) by their keys, stably, and returns their
+// values in that order, in the pairs' slice.
+func (r *renderer) sortedByKey(pairs []any, reverse bool) ([]any, error) {
+	if err := r.sortValues(pairs, keyOfPair, reverse); err != nil {
+		return nil, err
+	}
+	for i, pr := range pairs {
+		pairs[i] = pr.([2]any)[1]
+	}
+	return pairs, nil
+}
+
 func filterSort(r *renderer, v any, a *args) (any, error) {
 	p, err := a.bind("sort", []string{"reverse", "case_sensitive", "attribute"}, false, false, nil)
 	if err != nil {
@@ -656,13 +668,7 @@ func filterSort(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.sortValues(pairs, keyOfPair, truthy(p[0])); err != nil {
-		return nil, err
-	}
-	for i, pr := range pairs {
-		pairs[i] = pr.([2]any)[1]
-	}
-	return pairs, nil
+	return r.sortedByKey(pairs, truthy(p[0]))
 }
 
 func filterUnique(r *renderer, v any, a *args) (any, error) {
@@ -778,13 +784,7 @@ func filterDictsort(r *renderer, v any, a *args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.sortValues(pairs, keyOfPair, truthy(p[2])); err != nil {
-		return nil, err
-	}
-	for i, pr := range pairs {
-		pairs[i] = pr.([2]any)[1]
-	}
-	return pairs, nil
+	return r.sortedByKey(pairs, truthy(p[2]))
 }
 
 func filterIndent(r *renderer, v any, a *args) (any, error) {

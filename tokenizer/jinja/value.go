@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -567,7 +568,7 @@ func (r *renderer) compare(a, b any, depth int) (int, error) {
 			if aFloat || bFloat {
 				return cmpFloat(af, bf), nil
 			}
-			return cmpInt(ai, bi), nil
+			return cmp.Compare(ai, bi), nil
 		}
 	}
 	switch x := a.(type) {
@@ -592,16 +593,6 @@ func (r *renderer) compare(a, b any, depth int) (int, error) {
 	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", typeName(a), typeName(b))
 }
 
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func cmpFloat(a, b float64) int {
 	switch {
 	case a < b:
@@ -622,7 +613,7 @@ func (r *renderer) compareSeq(x, y []any, depth int) (int, error) {
 			return r.compare(x[i], y[i], depth+1)
 		}
 	}
-	return cmpInt(len(x), len(y)), nil
+	return cmp.Compare(len(x), len(y)), nil
 }
 
 // iterate is iterate for any value, ranges included, charging the lists it makes for
