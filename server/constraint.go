@@ -69,7 +69,7 @@ type grammarConstraint struct {
 // prompt already opened it.
 func newGrammarConstraint(g *grammar.Grammar, texts *tokenTexts, open, close string, inReasoning bool, trigger string) *grammarConstraint {
 	c := &grammarConstraint{m: g.NewMatcher(), texts: texts, open: open, close: close, trigger: trigger, started: true}
-	c.phase = c.answerPhase()
+	c.phase = c.answerStart()
 	switch {
 	case inReasoning && close != "":
 		c.phase = phaseReasoning
@@ -79,8 +79,8 @@ func newGrammarConstraint(g *grammar.Grammar, texts *tokenTexts, open, close str
 	return c
 }
 
-// answerPhase is the phase the answer begins in: free text first for a lazy grammar.
-func (c *grammarConstraint) answerPhase() answerPhase {
+// answerStart is the phase the answer begins in: free text first for a lazy grammar.
+func (c *grammarConstraint) answerStart() answerPhase {
 	if c.trigger != "" {
 		return phaseAwaiting
 	}
@@ -150,7 +150,7 @@ func (c *grammarConstraint) Allows(token int32) bool {
 		return true
 	}
 	if phase == phaseStart {
-		phase = c.answerPhase()
+		phase = c.answerStart()
 	}
 	if phase == phaseAwaiting {
 		rest, hit := c.triggered(piece)
@@ -203,7 +203,7 @@ func (c *grammarConstraint) Accept(token int32) error {
 			c.phase = phaseReasoning
 			piece = bytes.TrimLeft(piece, " \t\r\n")[len(c.open):]
 		} else {
-			c.phase = c.answerPhase()
+			c.phase = c.answerStart()
 		}
 	}
 	if c.phase == phaseReasoning {
@@ -214,7 +214,7 @@ func (c *grammarConstraint) Accept(token int32) error {
 			return nil
 		}
 		piece = bytes.Clone(c.tail[at+len(c.close):])
-		c.phase, c.tail, c.started = c.answerPhase(), nil, false
+		c.phase, c.tail, c.started = c.answerStart(), nil, false
 	}
 	if c.phase == phaseAwaiting {
 		rest, hit := c.triggered(piece)

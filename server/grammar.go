@@ -142,7 +142,7 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 		root += ` ("\n" moerun-call)*`
 	}
 	if s.syntax.sectionOpen != "" {
-		root = gbnfQuote(s.syntax.sectionOpen) + " " + root + " " + gbnfQuote(s.syntax.sectionClose)
+		root = grammar.Literal(s.syntax.sectionOpen) + " " + root + " " + grammar.Literal(s.syntax.sectionClose)
 	}
 	return parseCallGrammar(calls+"root ::= "+root+"\n", nil)
 }
@@ -173,11 +173,11 @@ func harmonyCallRules(tools []forcedTool) (string, *apiError) {
 			return "", aerr
 		}
 		header := harmonyChannelTag + "commentary to=functions." + t.Function.Name + " " + harmonyConstrainTag + "json" + harmonyMessageTag
-		alternatives = append(alternatives, gbnfQuote(header)+" "+args)
+		alternatives = append(alternatives, grammar.Literal(header)+" "+args)
 	}
 	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
-	b.WriteString("moerun-analysis ::= " + gbnfQuote(harmonyChannelTag+"analysis"+harmonyMessageTag) + ` ([^<] | "<" [^|])* ` +
-		gbnfQuote(harmonyEndTag+harmonyStartTag+"assistant") + "\n")
+	b.WriteString("moerun-analysis ::= " + grammar.Literal(harmonyChannelTag+"analysis"+harmonyMessageTag) + ` ([^<] | "<" [^|])* ` +
+		grammar.Literal(harmonyEndTag+harmonyStartTag+"assistant") + "\n")
 	b.WriteString("root ::= moerun-analysis? moerun-call\n")
 	return b.String(), nil
 }
@@ -242,9 +242,9 @@ func deepseekCallRules(tools []forcedTool, codeBlock bool) (string, *apiError) {
 			return "", aerr
 		}
 		if codeBlock {
-			alternatives = append(alternatives, gbnfQuote(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n")+" "+args+" "+gbnfQuote("\n```"+deepseekCallEnd))
+			alternatives = append(alternatives, grammar.Literal(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n")+" "+args+" "+grammar.Literal("\n```"+deepseekCallEnd))
 		} else {
-			alternatives = append(alternatives, gbnfQuote(deepseekCallBegin+t.Function.Name+deepseekSep)+" "+args+" "+gbnfQuote(deepseekCallEnd))
+			alternatives = append(alternatives, grammar.Literal(deepseekCallBegin+t.Function.Name+deepseekSep)+" "+args+" "+grammar.Literal(deepseekCallEnd))
 		}
 	}
 	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
@@ -303,20 +303,20 @@ func xmlCallRules(tools []forcedTool, glm bool) (string, *apiError) {
 		if glm {
 			head, tail = "<tool_call>"+t.Function.Name+"\n", "</tool_call>"
 		}
-		seq := []string{gbnfQuote(head)}
+		seq := []string{grammar.Literal(head)}
 		for j, key := range props.Keys {
 			open, close := "<parameter="+key+">\n", "\n</parameter>\n"
 			if glm {
 				open, close = "<arg_key>"+key+"</arg_key>\n<arg_value>", "</arg_value>\n"
 			}
 			rule := fmt.Sprintf("moerun-tool%d-param%d", i, j)
-			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, gbnfQuote(open), xmlValue(props.Values[key]), gbnfQuote(close))
+			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, grammar.Literal(open), xmlValue(props.Values[key]), grammar.Literal(close))
 			if !required[key] {
 				rule += "?"
 			}
 			seq = append(seq, rule)
 		}
-		alternatives = append(alternatives, strings.Join(append(seq, gbnfQuote(tail)), " "))
+		alternatives = append(alternatives, strings.Join(append(seq, grammar.Literal(tail)), " "))
 	}
 	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
 	b.WriteString(xmlValueRules)
@@ -364,7 +364,7 @@ func xmlValue(schema any) string {
 			if !ok {
 				return "moerun-json-value"
 			}
-			alts = append(alts, gbnfQuote(text))
+			alts = append(alts, grammar.Literal(text))
 		}
 		return "(" + strings.Join(alts, " | ") + ")"
 	}
@@ -382,7 +382,7 @@ func xmlValue(schema any) string {
 		}
 		return "moerun-xml-text"
 	case "integer":
-		return "moerun-json-int"
+		return `"-"? moerun-json-integral-part`
 	case "number":
 		return "moerun-json-number"
 	case "boolean":
@@ -408,39 +408,7 @@ func schemaCount(v any) (int, bool) {
 	return 0, false
 }
 
-// xmlValueRules are the values of the XML form: raw text that cannot end it, and JSON.
-const xmlValueRules = `moerun-xml-text ::= ([^<] | "<" [^/])*
-moerun-json-value ::= moerun-json-object | moerun-json-array | moerun-json-string | moerun-json-number | "true" | "false" | "null"
-moerun-json-object ::= "{" moerun-ws (moerun-json-member ("," moerun-ws moerun-json-member)*)? "}"
-moerun-json-member ::= moerun-json-string moerun-ws ":" moerun-ws moerun-json-value moerun-ws
-moerun-json-array ::= "[" moerun-ws (moerun-json-value moerun-ws ("," moerun-ws moerun-json-value moerun-ws)*)? "]"
-moerun-json-string ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\""
-moerun-json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
-moerun-json-number ::= moerun-json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,16})?
-moerun-ws ::= [ \t\n]{0,20}
-`
-
-// gbnfQuote writes text as a GBNF string literal.
-func gbnfQuote(text string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range text {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7F:
-			fmt.Fprintf(&b, `\x%02X`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// xmlValueRules are the values of the XML form: raw text that cannot end it, and JSON as
+// llama-server's json_object grammar writes it (grammar.ServerJSONObject, its rules
+// renamed apart; moerun-json-value and the rest).
+var xmlValueRules = "moerun-xml-text ::= ([^<] | \"<\" [^/])*\n" + prefixRules(grammar.ServerJSONObject, "moerun-json-")

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/moerun/moerun/grammar"
 )
 
 // Limits on hostile input. Real schemas (OpenAI structured outputs, tool
@@ -214,28 +216,6 @@ func sanitizeRuleName(name string) string {
 			inRun = true
 		}
 	}
-	return b.String()
-}
-
-// formatLiteral quotes s as a GBNF string literal.
-func formatLiteral(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\r':
-			b.WriteString(`\r`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
 	return b.String()
 }
 
@@ -493,14 +473,14 @@ func (c *converter) visit(schema *jsonValue, name string, path *schemaPath) stri
 		return c.addRule(ruleName, c.union(name, alternatives, joinPath(path, "type")))
 	}
 	if v := schema.get("const"); v != nil {
-		return c.addRule(ruleName, formatLiteral(v.dump()))
+		return c.addRule(ruleName, grammar.Literal(v.dump()))
 	}
 	if enum := schema.get("enum"); enum != nil {
 		values := enum.elements()
 		c.spend(len(values))
 		literals := make([]string, len(values))
 		for i, v := range values {
-			literals[i] = formatLiteral(v.dump())
+			literals[i] = grammar.Literal(v.dump())
 		}
 		return c.addRule(ruleName, "("+strings.Join(literals, " | ")+")")
 	}
@@ -757,7 +737,7 @@ func (c *converter) objectRule(props []property, required map[string]bool, name 
 	for _, p := range props {
 		c.spend(1)
 		valueRule := c.visit(p.schema, name+sep+p.name, p.path)
-		kvRule[p.name] = c.addRule(name+sep+p.name+"-kv", formatLiteral(quoteJSON(p.name))+` space ":" space `+valueRule)
+		kvRule[p.name] = c.addRule(name+sep+p.name+"-kv", grammar.Literal(quoteJSON(p.name))+` space ":" space `+valueRule)
 		if required[p.name] {
 			requiredProps = append(requiredProps, p.name)
 		} else {
@@ -982,7 +962,7 @@ func (c *converter) allOf(allOf *jsonValue, name string, path *schemaPath) strin
 			}
 		case comp.has("enum"):
 			for _, v := range comp.get("enum").elements() {
-				literal := formatLiteral(v.dump())
+				literal := grammar.Literal(v.dump())
 				c.spend(1 + len(literal)/64)
 				enumCounts[literal]++
 			}
