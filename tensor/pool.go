@@ -2,7 +2,9 @@ package tensor
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +41,10 @@ type Pool struct {
 
 	// The running job, published to the helpers by their parker's signal.
 	job     job
-	ranges  []unitRange  // one per worker taking part
-	pending atomic.Int32 // helpers still working
-	errs    []error      // per worker
+	ranges  []unitRange    // one per worker taking part
+	pending atomic.Int32   // helpers still working
+	errs    []error        // per worker
+	panics  []*WorkerPanic // per worker
 
 	scratch scratch
 	jobs    jobs
@@ -70,7 +73,8 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = DefaultThreads()
 	}
-	p := &Pool{threads: threads, errs: make([]error, threads), ranges: make([]unitRange, threads)}
+	p := &Pool{threads: threads, errs: make([]error, threads), panics: make([]*WorkerPanic, threads),
+		ranges: make([]unitRange, threads)}
 	p.done.init()
 	for w := 1; w < threads; w++ {
 		h := &sleeper{wake: make(chan struct{}, 1)}
@@ -115,7 +119,10 @@ func (p *Pool) lock() error {
 }
 
 // run computes units 0..units-1 of j on the workers and returns the first error a worker
-// hit (a fault on mapped memory). The caller holds p.mu.
+// hit (a fault on mapped memory). A worker's panic stops the job and is raised again here,
+// on the caller's goroutine, once every worker has stopped: a helper's panic would
+// otherwise end the process, and the caller's would leave helpers running into the next
+// operation. The caller holds p.mu.
 func (p *Pool) run(j job, units int) error {
 	if units <= 0 {
 		return nil
@@ -137,13 +144,33 @@ func (p *Pool) run(j job, units int) error {
 	}
 	p.job = nil
 	var err error
-	for w := range p.errs[:helpers+1] {
+	var crash *WorkerPanic
+	for w := range helpers + 1 {
 		if err == nil {
 			err = p.errs[w]
 		}
-		p.errs[w] = nil
+		if crash == nil {
+			crash = p.panics[w]
+		}
+		p.errs[w], p.panics[w] = nil, nil
+	}
+	if crash != nil {
+		panic(crash)
 	}
 	return err
+}
+
+// WorkerPanic is what an operation panics with when one of its workers panicked (a bug in
+// a kernel): the worker's panic value and its stack, which would be lost when the panic is
+// raised again on the caller's goroutine.
+type WorkerPanic struct {
+	Worker int // 0 is the calling goroutine
+	Value  any
+	Stack  []byte
+}
+
+func (e *WorkerPanic) Error() string {
+	return fmt.Sprintf("%v (in thread %d of the pool)", e.Value, e.Worker)
 }
 
 // A call word holds an operation's number (from 1) above callShift bits and the number of
@@ -166,8 +193,21 @@ type sleeper struct {
 
 // publish starts the next operation for helpers 1..n and wakes those of them asleep.
 func (p *Pool) publish(n int) {
+	p.announce(n)
+	p.wake(n)
+}
+
+// announce stores the next operation's call word, for helpers 1..n: the spinning ones
+// start on it.
+func (p *Pool) announce(n int) {
 	next := (p.call.Load()>>callShift + 1) << callShift
 	p.call.Store(next | uint64(n))
+}
+
+// wake wakes those of helpers 1..n that sleep. It may reach a helper late: one that has
+// already served the new operation and gone back to sleep gets a wake-up with no new word
+// behind it (awaitCall sleeps again).
+func (p *Pool) wake(n int) {
 	if p.sleepers.Load() == 0 {
 		return
 	}
@@ -201,25 +241,41 @@ func (p *Pool) helper(w int, h *sleeper) {
 // publish wakes it. Polling only reads the word, so the caller's store reaches all the
 // spinning helpers at once.
 func (p *Pool) awaitCall(h *sleeper, seen uint64) uint64 {
-	var c uint64
-	if spinFor(func() bool { c = p.call.Load(); return c != seen }) {
-		return c
+	for {
+		var c uint64
+		if spinFor(func() bool { c = p.call.Load(); return c != seen }) {
+			return c
+		}
+		h.asleep.Store(true)
+		p.sleepers.Add(1)
+		// publish reads sleepers after it stores the word, so either it sees this helper
+		// asleep or this load sees its word.
+		if c := p.call.Load(); c != seen && h.asleep.CompareAndSwap(true, false) {
+			p.sleepers.Add(-1)
+			return c
+		}
+		<-h.wake // publish took our flag and sends exactly one wake-up
+		if c := p.call.Load(); c != seen {
+			return c
+		}
+		// The wake-up of the operation this helper has already served: its caller was
+		// descheduled between storing the word and waking the helpers, for longer than
+		// this helper spun. Acting on the same word twice would count the helper out of
+		// the operation twice, so the caller would go on while it still works, and later
+		// operations would wait for a helper that is gone.
 	}
-	h.asleep.Store(true)
-	p.sleepers.Add(1)
-	// publish reads sleepers after it stores the word, so either it sees this helper asleep
-	// or this load sees its word.
-	if c := p.call.Load(); c != seen && h.asleep.CompareAndSwap(true, false) {
-		p.sleepers.Add(-1)
-		return c
-	}
-	<-h.wake // publish took our flag and sends exactly one wake-up
-	return p.call.Load()
 }
 
 // work takes the units of worker w's range, then those left in the others', until none
-// are left. A fault stops the whole job: the other workers find every range exhausted.
+// are left. A fault or a panic stops the whole job: the other workers find every range
+// exhausted.
 func (p *Pool) work(w int) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.panics[w] = &WorkerPanic{Worker: w, Value: r, Stack: debug.Stack()}
+			p.exhaust()
+		}
+	}()
 	err := mmap.Guard(func() {
 		for i := range p.ranges {
 			r := &p.ranges[(w+i)%len(p.ranges)]
@@ -237,9 +293,15 @@ func (p *Pool) work(w int) {
 	})
 	if err != nil {
 		p.errs[w] = err
-		for i := range p.ranges {
-			p.ranges[i].next.Store(p.ranges[i].end)
-		}
+		p.exhaust()
+	}
+}
+
+// exhaust hands out the rest of every range, so that the job stops at the workers' next
+// unit.
+func (p *Pool) exhaust() {
+	for i := range p.ranges {
+		p.ranges[i].next.Store(p.ranges[i].end)
 	}
 }
 

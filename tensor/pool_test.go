@@ -268,3 +268,155 @@ func benchThreads() []int {
 	}
 	return append(ts, n)
 }
+
+// once says which unit of the last operation did not run exactly once, and clears the
+// counts for the next.
+func (j *countJob) once() error {
+	var err error
+	for u := range j.runs {
+		if n := j.runs[u].Swap(0); n != 1 && err == nil {
+			err = fmt.Errorf("unit %d ran %d times", u, n)
+		}
+	}
+	return err
+}
+
+// runOps runs ops operations of 1..len(j.runs) units on p and checks each (it may run on
+// another goroutine than the test's).
+func runOps(p *Pool, j *countJob, ops int) error {
+	all := j.runs
+	defer func() { j.runs = all }()
+	for op := range ops {
+		j.runs = all[:1+op%len(all)]
+		p.mu.Lock()
+		err := p.run(j, len(j.runs))
+		p.mu.Unlock()
+		if err == nil {
+			err = j.once()
+		}
+		if err != nil {
+			return fmt.Errorf("operation %d of %d units on %d threads: %w", op, len(j.runs), p.threads, err)
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5 s for %s", what)
+		}
+	}
+}
+
+// A caller descheduled between storing an operation's word and waking the sleeping
+// helpers can reach a helper that already served the operation and went back to sleep.
+// That wake-up must not make the helper serve the operation again: it would count itself
+// out twice (the next operation's caller then goes on while a unit still runs) or find
+// no job and end, and every later operation waits for it forever. The case is produced
+// step by step here: the word stored, the helper serving it alone and going to sleep,
+// then the late wake-up.
+func TestPoolLateWakeUp(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	j := &countJob{runs: make([]atomic.Int32, 2)}
+	if err := runOps(p, j, 1); err != nil { // the helper is spinning now
+		t.Fatal(err)
+	}
+
+	p.mu.Lock()
+	p.job, p.ranges = j, p.ranges[:2]
+	p.ranges[0].next.Store(0)
+	p.ranges[0].end = 1
+	p.ranges[1].next.Store(1)
+	p.ranges[1].end = 2
+	p.pending.Store(1)
+	p.announce(1) // the caller is descheduled here, before wake
+	p.done.wait() // the helper takes both units and counts itself out
+	if err := j.once(); err != nil {
+		t.Fatalf("the operation served by the helper: %v", err)
+	}
+	waitFor(t, "the helper to sleep", func() bool { return p.sleepers.Load() == 1 })
+	p.wake(1) // the caller is back
+	time.Sleep(10 * time.Millisecond)
+	if n, s := p.pending.Load(), p.done.state.Load(); n != 0 || s != parkIdle {
+		t.Errorf("after the late wake-up: %d helpers pending, parker state %d: the helper served the operation again", n, s)
+	}
+	p.job = nil
+	p.mu.Unlock()
+
+	if err := runOps(p, j, 20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPoolStress runs small operations of 1-4 units on pools of 2-4 threads side by side,
+// with gaps now and then longer than the helpers spin, so that they are woken from sleep
+// in every order the scheduler makes: each unit runs exactly once, and nothing hangs.
+func TestPoolStress(t *testing.T) {
+	var wg sync.WaitGroup
+	stop := time.Now().Add(time.Second)
+	for threads := 2; threads <= 4; threads++ {
+		p := NewPool(threads)
+		defer p.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := &countJob{runs: make([]atomic.Int32, 4)}
+			for op := 0; time.Now().Before(stop); op++ {
+				if err := runOps(p, j, 7); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Duration(op*37%1100) * time.Microsecond)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// panicJob panics in the unit that worker target runs once every worker has started one,
+// so that the panic comes from that worker.
+type panicJob struct {
+	target, threads int
+	started         atomic.Int32
+}
+
+func (j *panicJob) unit(worker, _ int) {
+	j.started.Add(1)
+	for deadline := time.Now().Add(5 * time.Second); int(j.started.Load()) < j.threads && time.Now().Before(deadline); {
+		runtime.Gosched()
+	}
+	if worker == j.target {
+		panic(fmt.Sprintf("unit of worker %d", worker))
+	}
+}
+
+// A kernel's panic on any worker reaches the operation's caller as a *WorkerPanic, after
+// every worker stopped, and the pool goes on working: on a helper it used to end the
+// process, on the caller it left the helpers running into the next operation.
+func TestPoolWorkerPanic(t *testing.T) {
+	for threads := 1; threads <= 3; threads++ {
+		for target := range threads {
+			p := NewPool(threads)
+			func() {
+				defer func() {
+					wp, ok := recover().(*WorkerPanic)
+					if !ok || wp.Worker != target || wp.Value != fmt.Sprintf("unit of worker %d", target) || len(wp.Stack) == 0 {
+						t.Errorf("%d threads, panic on worker %d: recovered %#v", threads, target, wp)
+					}
+					p.mu.Unlock()
+				}()
+				p.mu.Lock()
+				_ = p.run(&panicJob{target: target, threads: threads}, 4*threads)
+				t.Errorf("%d threads: the operation returned", threads)
+			}()
+			if err := runOps(p, &countJob{runs: make([]atomic.Int32, 4)}, 20); err != nil {
+				t.Errorf("after the panic: %v", err)
+			}
+			p.Close()
+		}
+	}
+}
