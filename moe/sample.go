@@ -90,6 +90,15 @@ type Constraint interface {
 	Accept(token int32) error
 }
 
+// A ForcingConstraint can also force the next token (llama.cpp's reasoning budget writing
+// the closing tag): while Forcing holds, Next draws from the tokens Mask allows alone,
+// without the unconstrained draw first, as llama.cpp masks the logits before its chain
+// runs and so draws once.
+type ForcingConstraint interface {
+	Constraint
+	Forcing() bool
+}
+
 // Constrain makes every later Next keep to c (nil: no constraint).
 func (s *Sampler) Constrain(c Constraint) { s.constraint = c }
 
@@ -98,6 +107,9 @@ func (s *Sampler) Constrain(c Constraint) { s.constraint = c }
 // token at all or refuses the chosen one.
 func (s *Sampler) Next(logits []float32) (int32, error) {
 	c, k := s.constraint, s.params.TopK
+	if f, ok := c.(ForcingConstraint); ok && f.Forcing() {
+		return s.sampleMasked(logits)
+	}
 	if c == nil || k <= 0 {
 		id := s.Sample(logits)
 		if c == nil || c.Allows(id) {

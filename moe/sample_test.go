@@ -293,3 +293,53 @@ func TestSamplerConstraint(t *testing.T) {
 		t.Fatalf("a refused accept: %v", err)
 	}
 }
+
+// forceSet forces its only token on even steps and allows everything on odd ones.
+type forceSet struct {
+	token int32
+	step  int
+}
+
+func (f *forceSet) Forcing() bool       { return f.step%2 == 0 }
+func (f *forceSet) Allows(t int32) bool { return !f.Forcing() || t == f.token }
+func (f *forceSet) Accept(int32) error  { f.step++; return nil }
+func (f *forceSet) Mask(allowed []bool) error {
+	for t := range allowed {
+		allowed[t] = f.Allows(int32(t))
+	}
+	return nil
+}
+
+// A forcing constraint's token is drawn once, from it alone, as llama.cpp's reasoning
+// budget masks the logits before the chain: the random numbers stay those of a sampler
+// given the masked logits, so that the free steps after it make llama.cpp's choices.
+func TestSamplerForcing(t *testing.T) {
+	params := SamplerParams{Temperature: 1, TopK: 40, TopP: 0.95, RepeatPenalty: 1, Seed: 9}
+	logits := make([]float32, 64)
+	for i := range logits {
+		logits[i] = float32(i%9) * 0.4
+	}
+	force := &forceSet{token: 5}
+	masked := slices.Clone(logits)
+	for i := range masked {
+		if i != 5 {
+			masked[i] = float32(math.Inf(-1))
+		}
+	}
+	constrained, _ := NewSampler(params, nil)
+	constrained.Constrain(force)
+	reference, _ := NewSampler(params, nil)
+	for step := range 40 {
+		got, err := constrained.Next(logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := logits
+		if step%2 == 0 {
+			row = masked
+		}
+		if want := reference.Sample(row); got != want {
+			t.Fatalf("step %d: %d, want %d", step, got, want)
+		}
+	}
+}

@@ -35,8 +35,12 @@ type anthropicRequest struct {
 
 type anthropicThink struct {
 	Type         string `json:"type"` // enabled, disabled
-	BudgetTokens int    `json:"budget_tokens"`
+	BudgetTokens *int   `json:"budget_tokens"`
 }
+
+// anthropicThinkingBudget is the reasoning budget of thinking enabled without a
+// budget_tokens, llama-server's.
+const anthropicThinkingBudget = 10000
 
 // anthropicBlock is one content block of a message, of any type.
 type anthropicBlock struct {
@@ -129,7 +133,12 @@ func (a *anthropicRequest) toChat() (map[string]any, *apiError) {
 	}
 	if a.Thinking != nil {
 		switch a.Thinking.Type {
-		case "enabled": // thinking is on by default; the budget is not enforced
+		case "enabled": // thinking is on by default; its budget is the reasoning budget
+			budget := anthropicThinkingBudget
+			if a.Thinking.BudgetTokens != nil {
+				budget = *a.Thinking.BudgetTokens
+			}
+			chat["thinking_budget_tokens"] = budget
 		case "disabled":
 			chat["reasoning_effort"] = "none"
 		default:

@@ -289,9 +289,20 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	if err != nil {
 		return res, err
 	}
+	var constraint moe.Constraint
 	if j.grammar != nil {
 		open, close, inReasoning := s.reasoningTags(j)
-		sampler.Constrain(newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning, j.trigger))
+		constraint = newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning, j.trigger)
+	}
+	if b := s.budgetOf(j); b != nil {
+		if constraint != nil {
+			constraint = bothConstraints{budget: b, then: constraint}
+		} else {
+			constraint = b
+		}
+	}
+	if constraint != nil {
+		sampler.Constrain(constraint)
 	}
 	res.cachedTokens = sl.reuse(j.prompt, j.cachePrompt)
 	for _, t := range j.prompt[:res.cachedTokens] {
@@ -492,6 +503,37 @@ func logprobOf(logits []float32, id int32, top int) tokenLogprob {
 	}
 	out.top = best
 	return out
+}
+
+// budgetOf is a chat job's reasoning budget, nil when it has none or the model writes no
+// reasoning: the family's reasoning tags as llama.cpp's chat formats give them (gpt-oss's
+// analysis channel; <think> and </think>, and also <tool_call> for Qwen3-Coder's XML calls,
+// which may follow the reasoning without closing it).
+func (s *Server) budgetOf(j *job) *reasoningBudget {
+	if j.budget < 0 || j.promptText == "" {
+		return nil
+	}
+	var start string
+	var ends []string
+	switch {
+	case s.harmony:
+		start, ends = harmonyAnalysis, []string{harmonyEndTag}
+	case s.syntax.thinkOpen != "":
+		start, ends = s.syntax.thinkOpen, []string{s.syntax.thinkClose}
+		if s.syntax.form == xmlForm {
+			ends = append(ends, s.syntax.callOpen)
+		}
+	default:
+		return nil
+	}
+	tokens := func(text string) []int32 { return s.vocab.Encode(text, false, true) }
+	endTokens := make([][]int32, len(ends))
+	for i, e := range ends {
+		endTokens[i] = tokens(e)
+	}
+	forced := append(tokens(j.budgetMsg), endTokens[0]...)
+	piece := func(t int32) string { return s.vocab.Piece(t, false) }
+	return newReasoningBudget(j.budget, tokens(start), endTokens, forced, piece, !s.harmony && j.thinking)
 }
 
 // reasoningTags are what a grammar-constrained chat answer may be preceded by: the family's

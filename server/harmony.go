@@ -25,8 +25,12 @@ const (
 	harmonyReturnTag    = "<|return|>"
 )
 
-// harmonyFinal opens the final answer, which a response format's grammar constrains.
-const harmonyFinal = harmonyChannelTag + "final" + harmonyMessageTag
+// harmonyFinal opens the final answer, which a response format's grammar constrains;
+// harmonyAnalysis the reasoning, which a reasoning budget counts.
+const (
+	harmonyFinal    = harmonyChannelTag + "final" + harmonyMessageTag
+	harmonyAnalysis = harmonyChannelTag + "analysis" + harmonyMessageTag
+)
 
 // harmonyTags are the format's tokens, for the tokenizer to write out.
 var harmonyTags = []string{harmonyStartTag, harmonyChannelTag, harmonyMessageTag, harmonyConstrainTag, harmonyEndTag, harmonyCallTag, harmonyReturnTag}

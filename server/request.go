@@ -70,6 +70,11 @@ type chatRequest struct {
 	// ReasoningEffort is OpenAI's: "none" turns thinking off, any other value reaches the
 	// template as reasoning_effort (gpt-oss's reads it).
 	ReasoningEffort *string `json:"reasoning_effort"`
+	// The reasoning budget (llama-server's): tokens the reasoning may take, -1 for the
+	// server's --reasoning-budget; thinking_budget_tokens is read when the first is absent.
+	ReasoningBudgetTokens  *int    `json:"reasoning_budget_tokens"`
+	ThinkingBudgetTokens   *int    `json:"thinking_budget_tokens"`
+	ReasoningBudgetMessage *string `json:"reasoning_budget_message"`
 }
 
 type completionRequest struct {
@@ -98,6 +103,8 @@ type job struct {
 	argTypes     argTypes         // the tools' parameter types
 	preserved    []int32          // control tokens to write out, the tags the output parser reads
 	thinking     bool             // the prompt opened the model's reasoning (it ends with <think>)
+	budget       int              // tokens the reasoning may take; -1: no limit
+	budgetMsg    string           // written before the closing tag a spent budget forces
 	grammar      *grammar.Grammar // the output's constraint (grammar, json_schema, response_format); nil: none
 	forcedCall   bool             // grammar is a required tool call's
 	trigger      string           // grammar is lazy: it applies from this text on (auto tool calls)
@@ -164,7 +171,7 @@ func (s *Server) decodeJob(body io.Reader, req interface {
 	if err := decodeBody(body, req); err != nil {
 		return nil, err
 	}
-	j := &job{cachePrompt: s.promptCache}
+	j := &job{cachePrompt: s.promptCache, budget: -1}
 	if err := req.common(j, s.sampling, s.maxTokens); err != nil {
 		return nil, err
 	}
@@ -364,6 +371,9 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 		}
 	}
 	j.tools, j.argTypes = tools != nil, toolArgTypes(tools)
+	if j.budget, j.budgetMsg, aerr = s.reasoningBudget(&req); aerr != nil {
+		return nil, aerr
+	}
 	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)
 	if aerr != nil {
 		return nil, aerr
@@ -385,6 +395,30 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	addSpecial := s.vocab.BOS < 0 || !strings.HasPrefix(text, s.vocab.Piece(s.vocab.BOS, true))
 	j.prompt = s.vocab.Encode(text, addSpecial, true)
 	return j, s.checkPrompt(j.prompt)
+}
+
+// reasoningBudget is a chat request's reasoning budget and message, as llama-server reads
+// them: reasoning_budget_tokens, else thinking_budget_tokens; -1 (or absent) takes the
+// server's.
+func (s *Server) reasoningBudget(req *chatRequest) (int, string, *apiError) {
+	budget, field := -1, "reasoning_budget_tokens"
+	switch {
+	case req.ReasoningBudgetTokens != nil:
+		budget = *req.ReasoningBudgetTokens
+	case req.ThinkingBudgetTokens != nil:
+		budget, field = *req.ThinkingBudgetTokens, "thinking_budget_tokens"
+	}
+	if budget < -1 {
+		return 0, "", badRequest(field, "%s %d: want -1 (the server's budget) or a number of tokens", field, budget)
+	}
+	if budget == -1 {
+		budget = s.budget
+	}
+	msg := s.budgetMsg
+	if req.ReasoningBudgetMessage != nil {
+		msg = *req.ReasoningBudgetMessage
+	}
+	return budget, msg, nil
 }
 
 // templateVars are the template variables of a chat request, as llama-server sets them:

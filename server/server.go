@@ -59,6 +59,14 @@ type Config struct {
 	// reasoning in the content; anything else ("auto", the default, "deepseek") returns it
 	// as reasoning_content.
 	ReasoningFormat string
+	// ReasoningBudget is llama-server's --reasoning-budget: how many tokens a model's
+	// reasoning may take before its closing tag is forced (0 closes it at once); nil is
+	// llama-server's -1, no limit. A chat request's reasoning_budget_tokens (or
+	// thinking_budget_tokens, or Anthropic's thinking.budget_tokens) goes over it.
+	ReasoningBudget *int
+	// ReasoningBudgetMessage is written before the forced closing tag
+	// (--reasoning-budget-message); a request's reasoning_budget_message goes over it.
+	ReasoningBudgetMessage string
 	// SlotPromptSimilarity is how much of a prompt (0-1) a slot's cached tokens must
 	// share for the request to take that slot rather than the least recently used one
 	// (llama-server's -sps, whose default is 0.1); 0 always takes the least recently used.
@@ -118,6 +126,8 @@ type Server struct {
 	entropy    func() uint32
 	sampling   moe.SamplerParams
 	maxTokens  int
+	budget     int // --reasoning-budget; -1: none
+	budgetMsg  string
 
 	slots       int
 	pool        *slotPool
@@ -265,6 +275,13 @@ func New(c Config) (*Server, error) {
 	}
 	if s.maxTokens == 0 {
 		s.maxTokens = -1
+	}
+	s.budget, s.budgetMsg = -1, c.ReasoningBudgetMessage
+	if b := c.ReasoningBudget; b != nil {
+		if *b < -1 {
+			return nil, fmt.Errorf("server: reasoning budget %d: want -1 (no limit) or a number of tokens", *b)
+		}
+		s.budget = *b
 	}
 	for _, k := range c.APIKeys {
 		if strings.TrimSpace(k) == "" {

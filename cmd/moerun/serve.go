@@ -40,7 +40,8 @@ type serveCmd struct {
 	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
 	Reasoning        string  `name:"reasoning" enum:"on,off,auto" default:"auto" env:"LLAMA_ARG_REASONING" help:"-rea: thinking in chat (the templates' enable_thinking): on, off, or auto (the template's default)." group:"server"`
 	ReasoningEffort  string  `name:"reasoning-effort" placeholder:"LEVEL" default:"default" env:"LLAMA_ARG_REASONING_EFFORT" help:"The reasoning_effort chat templates get (gpt-oss's: low, medium, high); default keeps the template's." group:"server"`
-	ReasoningBudget  int     `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens of thinking: -1 unlimited, 0 none (thinking off); a positive budget is not supported yet." group:"server"`
+	ReasoningBudget  int     `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens a model may think: after N the closing tag (</think>, gpt-oss's <|end|>) is forced; 0 closes the reasoning as soon as it opens; -1 unlimited. A request's reasoning_budget_tokens goes over it." group:"server"`
+	BudgetMessage    string  `name:"reasoning-budget-message" placeholder:"MESSAGE" env:"LLAMA_ARG_THINK_BUDGET_MESSAGE" help:"Text written before the closing tag a spent --reasoning-budget forces (default none)." group:"server"`
 	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
 	Slots            bool    `name:"slots" negatable:"" default:"true" env:"LLAMA_ARG_ENDPOINT_SLOTS" help:"GET /slots reports each slot's state (default on; --no-slots answers it with 501)." group:"server"`
@@ -65,8 +66,7 @@ func init() {
 }
 
 // templateKwargs are the template variables every chat request starts from, as
-// llama-server's default_template_kwargs: enable_thinking from --reasoning (or false for
-// --reasoning-budget 0), reasoning_effort from --reasoning-effort, then
+// llama-server's default_template_kwargs: enable_thinking from --reasoning, reasoning_effort from --reasoning-effort, then
 // --chat-template-kwargs over them. nil when there are none.
 func (c *serveCmd) templateKwargs() (*tokenizer.Object, error) {
 	kw := &tokenizer.Object{Values: map[string]any{}}
@@ -76,14 +76,11 @@ func (c *serveCmd) templateKwargs() (*tokenizer.Object, error) {
 		}
 		kw.Values[k] = v
 	}
-	switch {
-	case c.ReasoningBudget < -1:
-		return nil, badInput("--reasoning-budget %d: want -1 (unlimited), 0 (no thinking) or a token count", c.ReasoningBudget)
-	case c.ReasoningBudget > 0:
-		return nil, badInput("--reasoning-budget %d: moerun cannot end thinking after a number of tokens yet; use 0 (no thinking) or -1 (unlimited)", c.ReasoningBudget)
+	if c.ReasoningBudget < -1 {
+		return nil, badInput("--reasoning-budget %d: want -1 (unlimited) or a number of tokens (0 closes the reasoning at once)", c.ReasoningBudget)
 	}
 	switch {
-	case c.Reasoning == "off" || c.ReasoningBudget == 0:
+	case c.Reasoning == "off":
 		set("enable_thinking", false)
 	case c.Reasoning == "on":
 		set("enable_thinking", true)
@@ -197,7 +194,8 @@ func (c *serveCmd) Run(e *env) error {
 
 	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize,
 		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity,
-		ContextCheckpoints: orNone(c.Checkpoints), CheckpointMinStep: orNone(c.CheckpointStep), NoSlots: !c.Slots, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs})
+		ContextCheckpoints: orNone(c.Checkpoints), CheckpointMinStep: orNone(c.CheckpointStep), NoSlots: !c.Slots, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs,
+		ReasoningBudget: &c.ReasoningBudget, ReasoningBudgetMessage: c.BudgetMessage})
 	if err != nil {
 		return err
 	}

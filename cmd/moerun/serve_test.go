@@ -137,7 +137,6 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "chatml", "--chat-template-file", tinyQwen}, "keep one"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template-kwargs", "[true]"}, "--chat-template-kwargs"},
-		{[]string{"serve", "-m", tinyQwen, "--reasoning-budget", "512"}, "cannot end thinking after a number of tokens"},
 		{[]string{"serve", "-m", tinyQwen, "--reasoning-budget", "-2"}, "--reasoning-budget -2"},
 		{[]string{"serve", "-m", tinyQwen, "-rea", "maybe"}, "--reasoning"},
 	} {
@@ -194,7 +193,8 @@ func TestServeEmptyAPIKey(t *testing.T) {
 }
 
 // The template variables every chat request starts from, as llama-server's flags set them:
-// --reasoning and --reasoning-budget 0 set enable_thinking, --reasoning-effort sets
+// --reasoning sets enable_thinking (--reasoning-budget 0 does not: it forces the closing tag
+// at once, as in llama.cpp 3f545bec), --reasoning-effort sets
 // reasoning_effort, and --chat-template-kwargs go over them.
 func TestServeTemplateKwargs(t *testing.T) {
 	for _, c := range []struct {
@@ -204,7 +204,7 @@ func TestServeTemplateKwargs(t *testing.T) {
 		{serveCmd{Reasoning: "auto", ReasoningEffort: "default", ReasoningBudget: -1}, "null"},
 		{serveCmd{Reasoning: "off", ReasoningEffort: "default", ReasoningBudget: -1}, `{"enable_thinking":false}`},
 		{serveCmd{Reasoning: "on", ReasoningEffort: "high", ReasoningBudget: -1}, `{"enable_thinking":true,"reasoning_effort":"high"}`},
-		{serveCmd{Reasoning: "auto", ReasoningEffort: "default", ReasoningBudget: 0}, `{"enable_thinking":false}`},
+		{serveCmd{Reasoning: "auto", ReasoningEffort: "default", ReasoningBudget: 0}, "null"},
 		{serveCmd{Reasoning: "off", ReasoningEffort: "default", ReasoningBudget: -1, TemplateKwargs: `{"enable_thinking": true, "x": [1]}`},
 			`{"enable_thinking":true,"x":[1]}`},
 	} {
