@@ -71,10 +71,14 @@ type Sampler struct {
 	counts map[int32]int32 // occurrences of each token in recent
 	cands  []candidate     // reused between calls
 
-	constraint Constraint  // nil: every token may come next
-	allowed    []bool      // the constraint's mask, reused between calls
-	masked     []float32   // the logits with the disallowed tokens at -Inf
-	head       []candidate // the best candidates of a constrained draw, kept sorted
+	constraint Constraint // nil: every token may come next
+	// narrow says the last mask allowed less than 1/headWindow of the vocabulary: the
+	// head of a refused draw would then rarely hold k allowed tokens, and looking there
+	// first only adds work before the mask.
+	narrow  bool
+	allowed []bool      // the constraint's mask, reused between calls
+	masked  []float32   // the logits with the disallowed tokens at -Inf
+	head    []candidate // the best candidates of a constrained draw, kept sorted
 }
 
 // Constraint limits which tokens may come next, as llama.cpp's grammar sampler does (a GBNF
@@ -100,7 +104,7 @@ type ForcingConstraint interface {
 }
 
 // Constrain makes every later Next keep to c (nil: no constraint).
-func (s *Sampler) Constrain(c Constraint) { s.constraint = c }
+func (s *Sampler) Constrain(c Constraint) { s.constraint, s.narrow = c, false }
 
 // Next chooses the next token from a row of logits as Sample does, within the sampler's
 // constraint, and advances the constraint past it. It fails when the constraint allows no
@@ -110,7 +114,7 @@ func (s *Sampler) Next(logits []float32) (int32, error) {
 	if f, ok := c.(ForcingConstraint); ok && f.Forcing() {
 		return s.sampleMasked(logits)
 	}
-	if c == nil || k <= 0 {
+	if c == nil || k <= 0 || s.narrow {
 		id := s.Sample(logits)
 		if c == nil || c.Allows(id) {
 			return id, s.accept(id)
@@ -171,6 +175,7 @@ func (s *Sampler) sampleMasked(logits []float32) (int32, error) {
 		}
 	}
 	s.cands = c
+	s.narrow = len(c)*headWindow < len(logits)
 	if len(c) == 0 {
 		return 0, fmt.Errorf("the constraint allows no token of the vocabulary here")
 	}
