@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/moerun/moerun/grammar"
@@ -189,13 +190,11 @@ func schemaRules(b *strings.Builder, t forcedTool, prefix string) (string, *apiE
 	if isNull(params) {
 		params = json.RawMessage(`{"type": "object"}`)
 	}
-	converted, err := jsonschema.Convert(params)
+	root, err := convertedRules(b, params, prefix)
 	if err != nil {
 		return "", badRequest("tools", "tools: %s's parameters schema: %v", t.Function.Name, err)
 	}
-	b.WriteString(prefixRules(converted, prefix))
-	b.WriteString("\n")
-	return prefix + "root", nil
+	return root, nil
 }
 
 // hermesCallRules defines moerun-call-body as a Hermes call, {"name": NAME, "arguments":
@@ -289,16 +288,18 @@ func prefixRules(text, prefix string) string {
 // <arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n pairs, </tool_call>: each parameter
 // of the schema in its order, the required ones always, the others maybe. A value is what
 // the forms write: an enum of strings one of them, a string raw text without "</" (which
-// would end it) within its minLength and maxLength, any other type JSON of that type;
-// numbers' bounds and nested schemas are not enforced.
+// would end it) within its minLength and maxLength, any other JSON following the
+// parameter's schema (converted by grammar/jsonschema, as llama.cpp converts it: bounds,
+// nested objects and references into the parameters schema's definitions hold).
 func xmlCallRules(tools []forcedTool, glm bool) (string, *apiError) {
 	var b strings.Builder
 	var alternatives []string
 	for i, t := range tools {
-		props, required, aerr := schemaProperties(t.Function.Parameters)
+		top, props, required, aerr := schemaProperties(t.Function.Parameters)
 		if aerr != nil {
 			return "", aerr
 		}
+		raw, defs := rawProperties(t.Function.Parameters)
 		head, tail := "<tool_call>\n<function="+t.Function.Name+">\n", "</function>\n</tool_call>"
 		if glm {
 			head, tail = "<tool_call>"+t.Function.Name+"\n", "</tool_call>"
@@ -310,7 +311,17 @@ func xmlCallRules(tools []forcedTool, glm bool) (string, *apiError) {
 				open, close = "<arg_key>"+key+"</arg_key>\n<arg_value>", "</arg_value>\n"
 			}
 			rule := fmt.Sprintf("moerun-tool%d-param%d", i, j)
-			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, grammar.Literal(open), xmlValue(props.Values[key]), grammar.Literal(close))
+			value := xmlText(props.Values[key], top)
+			if value == "" {
+				withDefs, err := withDefinitions(raw[key], defs)
+				if err == nil {
+					value, err = convertedRules(&b, withDefs, rule+"-")
+				}
+				if err != nil {
+					return "", badRequest("tools", "tools: %s's parameter %q: %v", t.Function.Name, key, err)
+				}
+			}
+			fmt.Fprintf(&b, "%s ::= %s %s %s\n", rule, grammar.Literal(open), value, grammar.Literal(close))
 			if !required[key] {
 				rule += "?"
 			}
@@ -323,20 +334,21 @@ func xmlCallRules(tools []forcedTool, glm bool) (string, *apiError) {
 	return b.String(), nil
 }
 
-// schemaProperties reads a parameters schema's properties, in order, and its required keys.
-func schemaProperties(params json.RawMessage) (*tokenizer.Object, map[string]bool, *apiError) {
+// schemaProperties reads a parameters schema (nil when there is none), its properties, in
+// order, and its required keys.
+func schemaProperties(params json.RawMessage) (*tokenizer.Object, *tokenizer.Object, map[string]bool, *apiError) {
 	props := &tokenizer.Object{Values: map[string]any{}}
 	required := map[string]bool{}
 	if isNull(params) {
-		return props, required, nil
+		return nil, props, required, nil
 	}
 	v, err := tokenizer.DecodeJSON(params)
 	if err != nil {
-		return nil, nil, badRequest("tools", "tools: a parameters schema: %v", err)
+		return nil, nil, nil, badRequest("tools", "tools: a parameters schema: %v", err)
 	}
 	schema, ok := v.(*tokenizer.Object)
 	if !ok {
-		return nil, nil, badRequest("tools", "tools: a parameters schema must be an object")
+		return nil, nil, nil, badRequest("tools", "tools: a parameters schema must be an object")
 	}
 	if p, ok := schema.Values["properties"].(*tokenizer.Object); ok {
 		props = p
@@ -348,53 +360,175 @@ func schemaProperties(params json.RawMessage) (*tokenizer.Object, map[string]boo
 			}
 		}
 	}
-	return props, required, nil
+	return schema, props, required, nil
 }
 
-// xmlValue is the grammar of one parameter's value in the XML form (see xmlCallRules).
-func xmlValue(schema any) string {
-	s, _ := schema.(*tokenizer.Object)
-	if s == nil {
-		return "moerun-xml-text"
+// xmlText is the grammar of a parameter's value that the XML form writes as raw text (see
+// xmlCallRules), or "" for a value written as JSON: raw text where the schema resolves to
+// a string as llama.cpp decides it (resolvesToString).
+func xmlText(schema any, top *tokenizer.Object) string {
+	if !resolvesToString(schema, top, map[string]bool{}) {
+		return ""
 	}
+	s, _ := schema.(*tokenizer.Object)
 	if enum, ok := s.Values["enum"].([]any); ok && len(enum) > 0 {
 		var alts []string
 		for _, e := range enum {
 			text, ok := e.(string)
 			if !ok {
-				return "moerun-json-value"
+				return "moerun-xml-text"
 			}
 			alts = append(alts, grammar.Literal(text))
 		}
 		return "(" + strings.Join(alts, " | ") + ")"
 	}
-	switch s.Values["type"] {
-	case "string", nil:
-		// A length bound holds the text to characters other than "<" (GBNF's repetition
-		// counts go up to 2000, beyond which the bound is left out).
-		lo, hasLo := schemaCount(s.Values["minLength"])
-		hi, hasHi := schemaCount(s.Values["maxLength"])
-		switch {
-		case hasHi && hi <= 2000 && (!hasLo || lo <= hi):
-			return fmt.Sprintf("[^<]{%d,%d}", lo, hi)
-		case hasLo && lo > 0 && lo <= 2000:
-			return fmt.Sprintf("[^<]{%d} moerun-xml-text", lo)
-		}
-		return "moerun-xml-text"
-	case "integer":
-		return `"-"? moerun-json-integral-part`
-	case "number":
-		return "moerun-json-number"
-	case "boolean":
-		return `("true" | "false")`
-	case "null":
-		return `"null"`
-	case "object":
-		return "moerun-json-object"
-	case "array":
-		return "moerun-json-array"
+	// A length bound holds the text to characters other than "<" (GBNF's repetition counts
+	// go up to 2000, beyond which the bound is left out).
+	lo, hasLo := schemaCount(s.Values["minLength"])
+	hi, hasHi := schemaCount(s.Values["maxLength"])
+	switch {
+	case hasHi && hi <= 2000 && (!hasLo || lo <= hi):
+		return fmt.Sprintf("[^<]{%d,%d}", lo, hi)
+	case hasLo && lo > 0 && lo <= 2000:
+		return fmt.Sprintf("[^<]{%d} moerun-xml-text", lo)
 	}
-	return "moerun-json-value"
+	return "moerun-xml-text"
+}
+
+// resolvesToString reports whether a parameter's schema makes its value a string, as
+// llama.cpp's common_schema_info::resolves_to_string decides whether the XML form writes it
+// raw: through references into the parameters schema (top), a type "string" (alone or in a
+// list), an alternative of oneOf/anyOf, every part of allOf, a string const or enum value,
+// a string keyword (pattern, minLength, maxLength) or a string format.
+func resolvesToString(schema any, top *tokenizer.Object, seen map[string]bool) bool {
+	s, ok := schema.(*tokenizer.Object)
+	if !ok {
+		return false
+	}
+	if ref, ok := s.Values["$ref"].(string); ok {
+		if seen[ref] {
+			return false
+		}
+		seen[ref] = true
+		target, found := refTarget(top, ref)
+		return found && resolvesToString(target, top, seen)
+	}
+	switch t := s.Values["type"].(type) {
+	case string:
+		if t == "string" {
+			return true
+		}
+	case []any:
+		if slices.Contains(t, any("string")) {
+			return true
+		}
+	}
+	for _, key := range []string{"oneOf", "anyOf"} {
+		alts, _ := s.Values[key].([]any)
+		for _, alt := range alts {
+			if resolvesToString(alt, top, seen) {
+				return true
+			}
+		}
+	}
+	if parts, ok := s.Values["allOf"].([]any); ok {
+		all := true
+		for _, part := range parts {
+			all = all && resolvesToString(part, top, seen)
+		}
+		if all {
+			return true
+		}
+	}
+	if _, ok := s.Values["const"].(string); ok {
+		return true
+	}
+	if enum, ok := s.Values["enum"].([]any); ok && slices.ContainsFunc(enum, func(v any) bool { _, ok := v.(string); return ok }) {
+		return true
+	}
+	for _, key := range []string{"pattern", "minLength", "maxLength"} {
+		if _, has := s.Values[key]; has {
+			return true
+		}
+	}
+	format, _ := s.Values["format"].(string)
+	switch format {
+	case "date", "time", "date-time", "uri", "email", "hostname", "ipv4", "ipv6", "uuid":
+		return true
+	}
+	return strings.HasPrefix(format, "uuid")
+}
+
+// refTarget follows a local reference ("#/$defs/name", "#/definitions/name", any
+// "#/..." path of object keys) from the parameters schema.
+func refTarget(top *tokenizer.Object, ref string) (any, bool) {
+	path, ok := strings.CutPrefix(ref, "#")
+	if !ok || top == nil {
+		return nil, false
+	}
+	var at any = top
+	for _, key := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		if key == "" {
+			continue
+		}
+		o, ok := at.(*tokenizer.Object)
+		if !ok {
+			return nil, false
+		}
+		if at, ok = o.Values[key]; !ok {
+			return nil, false
+		}
+	}
+	return at, true
+}
+
+// rawProperties are a parameters schema's properties as JSON text, and the definitions
+// ($defs, definitions) their references may point into.
+func rawProperties(params json.RawMessage) (props, defs map[string]json.RawMessage) {
+	var schema struct {
+		Properties  map[string]json.RawMessage `json:"properties"`
+		Defs        json.RawMessage            `json:"$defs"`
+		Definitions json.RawMessage            `json:"definitions"`
+	}
+	_ = json.Unmarshal(params, &schema) // schemaProperties has read it already
+	defs = map[string]json.RawMessage{}
+	if schema.Defs != nil {
+		defs["$defs"] = schema.Defs
+	}
+	if schema.Definitions != nil {
+		defs["definitions"] = schema.Definitions
+	}
+	return schema.Properties, defs
+}
+
+// withDefinitions is a parameter's schema with the parameters schema's definitions added,
+// so that its references ("#/$defs/...") resolve when it is converted alone.
+func withDefinitions(schema json.RawMessage, defs map[string]json.RawMessage) (json.RawMessage, error) {
+	if len(defs) == 0 {
+		return schema, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &fields); err != nil {
+		return nil, fmt.Errorf("its schema must be an object")
+	}
+	for k, v := range defs {
+		if _, has := fields[k]; !has {
+			fields[k] = v
+		}
+	}
+	return json.Marshal(fields)
+}
+
+// convertedRules writes the rules of a JSON schema (converted by grammar/jsonschema) to b,
+// renamed apart with prefix, and returns the name of their root.
+func convertedRules(b *strings.Builder, schema json.RawMessage, prefix string) (string, error) {
+	converted, err := jsonschema.Convert(schema)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(prefixRules(converted, prefix))
+	b.WriteString("\n")
+	return prefix + "root", nil
 }
 
 // schemaCount reads a JSON schema count (minLength, maxLength): a non-negative integer.
@@ -408,7 +542,5 @@ func schemaCount(v any) (int, bool) {
 	return 0, false
 }
 
-// xmlValueRules are the values of the XML form: raw text that cannot end it, and JSON as
-// llama-server's json_object grammar writes it (grammar.ServerJSONObject, its rules
-// renamed apart; moerun-json-value and the rest).
-var xmlValueRules = "moerun-xml-text ::= ([^<] | \"<\" [^/])*\n" + prefixRules(grammar.ServerJSONObject, "moerun-json-")
+// xmlValueRules define the raw text of the XML form's values: text that cannot end them.
+var xmlValueRules = "moerun-xml-text ::= ([^<] | \"<\" [^/])*\n"

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/moerun/moerun/grammar"
+	"github.com/moerun/moerun/tokenizer"
 )
 
 // TestGrammarCompletions: a GBNF grammar confines a completion to its sentences, greedy
@@ -214,7 +215,7 @@ func TestGrammarConstraintPhases(t *testing.T) {
 // answer a call in its template's syntax (Qwen3's Hermes JSON, Qwen3.5's XML, GLM-4.6's
 // key/value pairs, DeepSeek-V3's and V3.1's, gpt-oss's harmony), parsed back
 // into tool_calls whose arguments keep the tool's parameters (their types, enums and string
-// lengths; the JSON form also numbers' bounds), for every seed; what cannot be forced is a 400.
+// lengths, numbers' bounds), for every seed; what cannot be forced is a 400.
 func TestForcedToolCall(t *testing.T) {
 	// (gpt-oss's template needs every tool to have a description.)
 	tools := `[{"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {"type": "object",
@@ -224,13 +225,11 @@ func TestForcedToolCall(t *testing.T) {
 			"properties": {"cmd": {"enum": ["ls", "pwd"]}}, "required": ["cmd"], "additionalProperties": false}}}]`
 	var ts *httptest.Server
 	for _, family := range []struct {
-		template      string
-		numberBounded bool // the form's grammar keeps a number's bounds (the XML form's does not)
+		template string
 		// analysis: gpt-oss's grammar lets an analysis message (unbounded, unconstrained
 		// text) come first, where the random model may ramble on to max_tokens.
 		analysis bool
-	}{{"qwen3", true, false}, {"qwen35", false, false}, {"glm46", false, false}, {"deepseek_v3", true, false},
-		{"deepseek_v31", true, false}, {"gpt_oss", true, true}} {
+	}{{"qwen3", false}, {"qwen35", false}, {"glm46", false}, {"deepseek_v3", false}, {"deepseek_v31", false}, {"gpt_oss", true}} {
 		src, err := os.ReadFile("../tokenizer/testdata/chat/" + family.template + ".chat_template.jinja")
 		if err != nil {
 			t.Fatal(err)
@@ -258,8 +257,7 @@ func TestForcedToolCall(t *testing.T) {
 				case "get_weather":
 					city, ok := args["city"].(string)
 					days, isNum := args["days"].(float64)
-					bad = !ok || len([]rune(city)) > 12 || !isNum || days != float64(int(days)) || len(args) != 2 ||
-						family.numberBounded && (days < 1 || days > 7)
+					bad = !ok || len([]rune(city)) > 12 || !isNum || days != float64(int(days)) || len(args) != 2 || days < 1 || days > 7
 				case "shell":
 					bad = (args["cmd"] != "ls" && args["cmd"] != "pwd") || len(args) != 1
 				}
@@ -294,6 +292,52 @@ func TestForcedToolCall(t *testing.T) {
 	status, body := call(t, plain, http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": `+tools+`, "tool_choice": "required"}`)
 	if status != http.StatusBadRequest || !strings.Contains(string(body), "writes none of them") {
 		t.Errorf("a forced call under ChatML: %d %s", status, body)
+	}
+}
+
+// The XML and GLM forms' JSON values follow their parameter's schema as llama.cpp converts
+// it: bounds, nested objects, and references into the parameters schema's definitions.
+func TestXMLCallValues(t *testing.T) {
+	tools := []forcedTool{{}}
+	tools[0].Function.Name = "go"
+	tools[0].Function.Parameters = json.RawMessage(`{"type": "object", "$defs": {"place": {"type": "object",
+		"properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["x"], "additionalProperties": false}},
+		"properties": {"to": {"$ref": "#/$defs/place"}, "n": {"type": "integer", "exclusiveMinimum": 0}}, "required": ["to", "n"]}`)
+	for _, glm := range []bool{false, true} {
+		rules, aerr := xmlCallRules(tools, glm)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		g, err := grammar.Parse(rules + "root ::= moerun-call\n")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, rules)
+		}
+		call := func(to, n string) string {
+			if glm {
+				return "<tool_call>go\n<arg_key>to</arg_key>\n<arg_value>" + to + "</arg_value>\n<arg_key>n</arg_key>\n<arg_value>" + n + "</arg_value>\n</tool_call>"
+			}
+			return "<tool_call>\n<function=go>\n<parameter=to>\n" + to + "\n</parameter>\n<parameter=n>\n" + n + "\n</parameter>\n</function>\n</tool_call>"
+		}
+		for _, c := range []struct {
+			to, n string
+			want  bool
+		}{
+			{`{"x": 3}`, "2", true},
+			{`{"x": 10}`, "2", false}, // past the referenced schema's maximum
+			{`{"x": 3, "y": 1}`, "2", false},
+			{`{}`, "2", false},
+			{`{"x": 3}`, "0", false}, // not above the exclusive minimum
+			{`"somewhere"`, "1", false},
+		} {
+			m := g.NewMatcher()
+			if got := m.AcceptBytes([]byte(call(c.to, c.n))) && m.CanEnd(); got != c.want {
+				t.Errorf("glm %v: to %s, n %s: accepted %v, want %v", glm, c.to, c.n, got, c.want)
+			}
+		}
+	}
+	tools[0].Function.Parameters = json.RawMessage(`{"type": "object", "properties": {"p": {"type": "object", "properties": {"q": {"$ref": "#/nowhere"}}}}}`)
+	if _, aerr := xmlCallRules(tools, false); aerr == nil || !strings.Contains(aerr.Message, `parameter "p"`) {
+		t.Errorf("a reference the converter cannot follow: %v", aerr)
 	}
 }
 
@@ -378,6 +422,31 @@ func TestAutoCallsAreLazy(t *testing.T) {
 		}
 		if j.trigger != c.trigger || (j.grammar != nil) != (c.trigger != "") {
 			t.Errorf("%s, %s: trigger %q, grammar %v; want trigger %q", c.template, c.fields, j.trigger, j.grammar != nil, c.trigger)
+		}
+	}
+}
+
+// resolvesToString decides as llama.cpp's common_schema_info::resolves_to_string which
+// parameters the XML form writes raw.
+func TestResolvesToString(t *testing.T) {
+	top, err := tokenizer.DecodeJSON([]byte(`{"$defs": {"s": {"type": "string"}, "n": {"type": "number"}, "loop": {"$ref": "#/$defs/loop"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for schema, want := range map[string]bool{
+		`{"type": "string"}`: true, `{"type": ["null", "string"]}`: true, `{"type": "integer"}`: false, `{}`: false, `true`: false,
+		`{"$ref": "#/$defs/s"}`: true, `{"$ref": "#/$defs/n"}`: false, `{"$ref": "#/$defs/loop"}`: false, `{"$ref": "#/$defs/none"}`: false,
+		`{"anyOf": [{"type": "number"}, {"type": "string"}]}`: true, `{"oneOf": [{"type": "number"}]}`: false,
+		`{"allOf": [{"type": "string"}, {"minLength": 2}]}`: true, `{"allOf": [{"type": "string"}, {"type": "number"}]}`: false,
+		`{"const": "x"}`: true, `{"const": 1}`: false, `{"enum": [1, "a"]}`: true, `{"enum": [1, 2]}`: false,
+		`{"pattern": "^a"}`: true, `{"maxLength": 3}`: true, `{"format": "uuid4"}`: true, `{"format": "date-time"}`: true, `{"format": "int32"}`: false,
+	} {
+		v, err := tokenizer.DecodeJSON([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resolvesToString(v, top.(*tokenizer.Object), map[string]bool{}); got != want {
+			t.Errorf("%s: %v, want %v", schema, got, want)
 		}
 	}
 }
