@@ -1,5 +1,7 @@
 package grammar
 
+import "sync"
+
 // cursor is a matcher position at byte granularity: a state between whole
 // code points plus the UTF-8 sequence begun but not finished, if any.
 type cursor struct {
@@ -75,9 +77,14 @@ type Matcher struct {
 	cur   cursor
 }
 
-// NewMatcher returns a matcher at the start of the grammar's root rule.
+// NewMatcher returns a matcher at the start of the grammar's root rule. It
+// starts from the states and transitions a released matcher of the grammar
+// computed, if there is one (see Release).
 func (g *Grammar) NewMatcher() *Matcher {
-	t := newStateTable(g)
+	t := g.spare.take()
+	if t == nil {
+		t = newStateTable(g)
+	}
 	id, err := t.intern(g.initial)
 	if err != nil {
 		// The initial stacks were checked against smaller limits in Parse.
@@ -96,6 +103,47 @@ func (m *Matcher) Clone() *Matcher {
 	return c
 }
 
+// Release hands the matcher's cache of states and transitions to its grammar,
+// for a later NewMatcher: a grammar matched again and again (a server's
+// schema, the same in every request) then finds the transitions of the
+// positions it has been through computed, where a fresh matcher computes
+// each once more. The matcher must not be used after Release.
+func (m *Matcher) Release() {
+	t := m.table
+	m.table = nil
+	if t != nil && t.err == nil && !t.oversized() {
+		m.g.spare.put(t)
+	}
+}
+
+// spareTables are the caches released matchers left, at most maxSpareTables:
+// as many matchers as run at once can each take one.
+type spareTables struct {
+	mu     sync.Mutex
+	tables []*stateTable
+}
+
+const maxSpareTables = 8
+
+func (s *spareTables) take() *stateTable {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.tables); n > 0 {
+		t := s.tables[n-1]
+		s.tables = s.tables[:n-1]
+		return t
+	}
+	return nil
+}
+
+func (s *spareTables) put(t *stateTable) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tables) < maxSpareTables {
+		s.tables = append(s.tables, t)
+	}
+}
+
 // rehome interns stacks (held by a state of another, or an outgrown, table)
 // into m.table. A state that already existed fits: the table is fresh.
 func (m *Matcher) rehome(stacks [][]int32) int32 {
@@ -111,7 +159,7 @@ func (m *Matcher) rehome(stacks [][]int32) int32 {
 // through many distinct positions (deep nesting) uses bounded memory.
 func (m *Matcher) trimCache() {
 	t := m.table
-	if len(t.states) <= tableSoftStates && t.elements <= tableSoftElements && len(t.cursors) <= tableSoftByteStates {
+	if !t.oversized() {
 		return
 	}
 	stacks := t.states[m.cur.state].stacks

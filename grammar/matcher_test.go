@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -411,4 +413,67 @@ func TestConcurrentMatchers(t *testing.T) {
 			t.Error("a goroutine's matcher did not finish the text")
 		}
 	}
+}
+
+// A released matcher's cache serves the next matcher of the grammar: it starts with the
+// states the first went through, and answers as a fresh grammar's matcher does. A matcher
+// that hit a limit leaves nothing behind.
+func TestMatcherRelease(t *testing.T) {
+	src := `root ::= "{" ( [a-z]+ ":" [0-9]+ ( "," [a-z]+ ":" [0-9]+ )* )? "}"`
+	g := mustParse(t, src)
+	pieces := [][]byte{[]byte("{"), []byte("ab"), []byte(":"), []byte("12"), []byte(","), []byte("}"), []byte("x:"), []byte("é")}
+	vocab := NewVocab(pieces)
+	text := []byte("{ab:12,cd:3}")
+
+	first := g.NewMatcher()
+	if !first.AcceptBytes(text) {
+		t.Fatal("the text does not match")
+	}
+	states := len(first.table.states)
+	first.Release()
+	second := g.NewMatcher()
+	if got := len(second.table.states); got != states {
+		t.Errorf("the next matcher starts with %d states, want the released %d", got, states)
+	}
+	fresh := mustParse(t, src).NewMatcher()
+	for i := 0; i <= len(text); i++ {
+		want, got := make([]bool, vocab.Len()), make([]bool, vocab.Len())
+		fresh.AllowedTokens(vocab, want)
+		second.AllowedTokens(vocab, got)
+		if !slices.Equal(got, want) || second.CanEnd() != fresh.CanEnd() {
+			t.Fatalf("after %q: allowed %v, fresh %v", text[:i], got, want)
+		}
+		if i < len(text) && (!second.AcceptBytes(text[i:i+1]) || !fresh.AcceptBytes(text[i:i+1])) {
+			t.Fatalf("byte %d refused", i)
+		}
+	}
+
+	limited := g.NewMatcher()
+	limited.table.fail(errLimit)
+	limited.Release()
+	if m := g.NewMatcher(); m.Err() != nil {
+		t.Errorf("a matcher got the cache of one that hit a limit: %v", m.Err())
+	}
+}
+
+// Matchers of one grammar taken, used and released on many goroutines at once each get
+// their own cache (run with -race).
+func TestMatcherReleaseConcurrent(t *testing.T) {
+	g := mustParse(t, `root ::= [a-z]+ ("," [a-z]+)*`)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				m := g.NewMatcher()
+				text := strings.Repeat(string(rune('a'+(w+i)%26)), 1+i%5) + ",xy"
+				if !m.AcceptBytes([]byte(text)) || !m.CanEnd() {
+					t.Errorf("goroutine %d: %q refused", w, text)
+				}
+				m.Release()
+			}
+		}()
+	}
+	wg.Wait()
 }

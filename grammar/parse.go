@@ -77,6 +77,8 @@ type Grammar struct {
 	ruleNames []string  // name of each rule id; generated rules are "name_N"
 	root      int
 	initial   [][]int32 // the stacks before any input, computed once by Parse
+
+	spare spareTables // caches of released matchers, for the next ones
 }
 
 // Rules reports how many rules the grammar compiled to, counting the rules

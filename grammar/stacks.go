@@ -268,6 +268,11 @@ func newStateTable(g *Grammar) *stateTable {
 	return &stateTable{g: g, byKey: map[string]int32{}, cursorID: map[cursor]int32{}}
 }
 
+// oversized reports whether the table has outgrown its soft bounds.
+func (t *stateTable) oversized() bool {
+	return len(t.states) > tableSoftStates || t.elements > tableSoftElements || len(t.cursors) > tableSoftByteStates
+}
+
 // byteState returns the id of cursor c, interning it.
 func (t *stateTable) byteState(c cursor) (int32, error) {
 	if id, ok := t.cursorID[c]; ok {

@@ -292,7 +292,10 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 	var constraint moe.Constraint
 	if j.grammar != nil {
 		open, close, inReasoning := s.reasoningTags(j)
-		constraint = newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning, j.trigger)
+		gc := newGrammarConstraint(j.grammar, s.tokenTexts(), open, close, inReasoning, j.trigger)
+		// Every way out below waits for the engine to be done with the generation.
+		defer gc.m.Release()
+		constraint = gc
 	}
 	if b := s.budgetOf(j); b != nil {
 		if constraint != nil {

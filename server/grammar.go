@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/moerun/moerun/grammar"
 	"github.com/moerun/moerun/grammar/jsonschema"
@@ -28,11 +29,12 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// constraint reads the fields into a grammar, nil when the output is free. As llama-server:
+// constraint reads the fields into a grammar (parsed by parse), nil when the output is free.
+// As llama-server:
 // a json_schema and a grammar together are refused; response_format json_object takes its
 // schema (or the request's json_schema, else any JSON value), json_schema the schema under
 // json_schema.schema; "text" constrains nothing.
-func (f *grammarFields) constraint() (*grammar.Grammar, *apiError) {
+func (f *grammarFields) constraint(parse func(string) (*grammar.Grammar, error)) (*grammar.Grammar, *apiError) {
 	schema := f.JSONSchema
 	if !isNull(schema) && f.Grammar != "" {
 		return nil, badRequest("grammar", "a request takes json_schema or grammar, not both")
@@ -77,10 +79,49 @@ func (f *grammarFields) constraint() (*grammar.Grammar, *apiError) {
 	if text == "" {
 		return nil, nil
 	}
-	g, err := grammar.Parse(text)
+	g, err := parse(text)
 	if err != nil {
 		return nil, badRequest(param, "%s: %v", param, err)
 	}
+	return g, nil
+}
+
+// grammarCache keeps the grammars of recent requests by their text: a client that sends the
+// same schema or tools with every request (a coding agent does) gets the parsed grammar
+// back, and with it the transitions the earlier requests' matchers computed (see
+// grammar.Matcher.Release), where a new grammar computes each again: on the tiny model the
+// masks of a schema's first request take most of its sampling time.
+type grammarCache struct {
+	mu     sync.Mutex
+	byText map[string]*grammar.Grammar
+	order  []string // least recently used first
+}
+
+// grammarCacheSize bounds the cache: enough for the schemas and tool sets a few clients
+// take turns with.
+const grammarCacheSize = 32
+
+// parse returns the grammar of text, parsed now or by an earlier request.
+func (c *grammarCache) parse(text string) (*grammar.Grammar, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.byText[text]; ok {
+		c.order = append(slices.DeleteFunc(c.order, func(t string) bool { return t == text }), text)
+		return g, nil
+	}
+	g, err := grammar.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if c.byText == nil {
+		c.byText = map[string]*grammar.Grammar{}
+	}
+	if len(c.order) == grammarCacheSize {
+		delete(c.byText, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.byText[text] = g
+	c.order = append(c.order, text)
 	return g, nil
 }
 
@@ -121,7 +162,7 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 		}
 	}
 	if s.harmony {
-		return parseCallGrammar(harmonyCallRules(tools))
+		return s.parseCallGrammar(harmonyCallRules(tools))
 	}
 	var calls string
 	var aerr *apiError
@@ -145,15 +186,15 @@ func (s *Server) callGrammar(rawTools json.RawMessage, name string, parallel boo
 	if s.syntax.sectionOpen != "" {
 		root = grammar.Literal(s.syntax.sectionOpen) + " " + root + " " + grammar.Literal(s.syntax.sectionClose)
 	}
-	return parseCallGrammar(calls+"root ::= "+root+"\n", nil)
+	return s.parseCallGrammar(calls+"root ::= "+root+"\n", nil)
 }
 
 // parseCallGrammar parses a forced call's grammar, which must parse: a failure is moerun's.
-func parseCallGrammar(text string, aerr *apiError) (*grammar.Grammar, *apiError) {
+func (s *Server) parseCallGrammar(text string, aerr *apiError) (*grammar.Grammar, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	g, err := grammar.Parse(text)
+	g, err := s.grammars.parse(text)
 	if err != nil {
 		return nil, internalError(fmt.Errorf("the grammar of the forced call does not parse: %w", err))
 	}

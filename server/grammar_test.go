@@ -450,3 +450,36 @@ func TestResolvesToString(t *testing.T) {
 		}
 	}
 }
+
+// The grammar cache gives a repeated text its grammar back (and so the transitions its
+// released matchers computed), keeps the most recently used, and does not keep bad text.
+func TestGrammarCache(t *testing.T) {
+	var c grammarCache
+	text := func(i int) string { return fmt.Sprintf(`root ::= "%d"`, i) }
+	first, err := c.parse(text(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < grammarCacheSize; i++ {
+		if _, err := c.parse(text(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, _ := c.parse(text(0)); again != first {
+		t.Error("a cached text parsed again")
+	}
+	second, _ := c.parse(text(1))
+	c.parse(text(grammarCacheSize)) // evicts the least recently used: text(2)
+	if again, _ := c.parse(text(1)); again != second {
+		t.Error("a recently used grammar was evicted")
+	}
+	if len(c.byText) != grammarCacheSize || len(c.order) != grammarCacheSize {
+		t.Errorf("%d grammars, %d in order; want %d", len(c.byText), len(c.order), grammarCacheSize)
+	}
+	if _, ok := c.byText[text(2)]; ok {
+		t.Error("the least recently used grammar was kept")
+	}
+	if _, err := c.parse(`root ::= (`); err == nil || len(c.byText) != grammarCacheSize {
+		t.Errorf("a bad grammar: %v, %d cached", err, len(c.byText))
+	}
+}

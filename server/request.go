@@ -166,13 +166,13 @@ func decodeBody(r io.Reader, v any) *apiError {
 
 // decodeJob decodes a request with the shared fields and validates them.
 func (s *Server) decodeJob(body io.Reader, req interface {
-	common(j *job, defaults moe.SamplerParams, maxTokens int) *apiError
+	common(j *job, s *Server) *apiError
 }) (*job, *apiError) {
 	if err := decodeBody(body, req); err != nil {
 		return nil, err
 	}
 	j := &job{cachePrompt: s.promptCache, budget: -1}
-	if err := req.common(j, s.sampling, s.maxTokens); err != nil {
+	if err := req.common(j, s); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -180,8 +180,8 @@ func (s *Server) decodeJob(body io.Reader, req interface {
 
 // common validates the shared fields into j; the server's defaults fill what the request
 // leaves out.
-func (c *commonFields) common(j *job, defaults moe.SamplerParams, maxTokens int) *apiError {
-	p := defaults
+func (c *commonFields) common(j *job, s *Server) *apiError {
+	p := s.sampling
 	setF := func(dst *float32, v *float64, name string, lo, hi float64) *apiError {
 		if v == nil {
 			return nil
@@ -236,11 +236,11 @@ func (c *commonFields) common(j *job, defaults moe.SamplerParams, maxTokens int)
 	}
 	j.sampler = p
 	var aerr *apiError
-	if j.grammar, aerr = c.constraint(); aerr != nil {
+	if j.grammar, aerr = c.constraint(s.grammars.parse); aerr != nil {
 		return aerr
 	}
 
-	j.maxTokens = maxTokens
+	j.maxTokens = s.maxTokens
 	for _, m := range []struct {
 		v    *int
 		name string

@@ -128,6 +128,7 @@ type Server struct {
 	maxTokens  int
 	budget     int // --reasoning-budget; -1: none
 	budgetMsg  string
+	grammars   grammarCache
 
 	slots       int
 	pool        *slotPool
