@@ -20,7 +20,7 @@ type synthCmd struct {
 	JSON   bool   `name:"json" help:"With --list: write JSON instead of a table." group:"output"`
 
 	Sparse bool   `help:"Write the header and extend the file to its full size without writing data (the default): free on disk, the weights read as zeros." xor:"mode" group:"weights"`
-	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers." xor:"mode" group:"weights"`
+	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers (llama-quantize's bytes); large tensors pick their blocks from pools of 65,536 quantized blocks (see docs/guide.md)." xor:"mode" group:"weights"`
 	Seed   uint64 `help:"Seed of --random; the same seed gives the same bytes." default:"1" group:"weights"`
 
 	Vocab   string `help:"Copy the tokenizer (the tokenizer.* keys) from this GGUF, e.g. testdata/vocab/ggml-vocab-qwen3.gguf. Default: a small built-in byte-level BPE vocabulary." placeholder:"FILE.gguf" group:"weights"`
