@@ -20,7 +20,7 @@ type synthCmd struct {
 	JSON   bool   `name:"json" help:"With --list: write JSON instead of a table." group:"output"`
 
 	Sparse bool   `help:"Write the header and extend the file to its full size without writing data (the default): free on disk, the weights read as zeros." xor:"mode" group:"weights"`
-	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers." xor:"mode" group:"weights"`
+	Random bool   `help:"Write random weights at a sane scale, quantized with moerun's quantizers (llama-quantize's bytes); large tensors pick their blocks from pools of 65,536 quantized blocks (see docs/guide.md)." xor:"mode" group:"weights"`
 	Seed   uint64 `help:"Seed of --random; the same seed gives the same bytes." default:"1" group:"weights"`
 
 	Vocab   string `help:"Copy the tokenizer (the tokenizer.* keys) from this GGUF, e.g. testdata/vocab/ggml-vocab-qwen3.gguf. Default: a small built-in byte-level BPE vocabulary." placeholder:"FILE.gguf" group:"weights"`
@@ -136,12 +136,11 @@ func writeRandom(path string, m *synth.Model, seed uint64, stderr io.Writer) (la
 			os.Remove(path)
 		}
 	}()
-	start := time.Now()
-	last := start
+	last, lastDone := time.Now(), int64(0)
 	err = m.WriteRandom(f, synth.RandomOptions{Seed: seed, Progress: func(done, total int64) {
-		if time.Since(last) >= 2*time.Second && done > 0 {
-			last = time.Now()
-			fmt.Fprintf(stderr, "synth: %s\n", progressLine(done, total, last.Sub(start)))
+		if since := time.Since(last); since >= 2*time.Second && done > lastDone {
+			fmt.Fprintf(stderr, "synth: %s\n", progressLine(done, total, float64(done-lastDone)/since.Seconds()))
+			last, lastDone = time.Now(), done
 		}
 	}})
 	if err != nil {
@@ -150,10 +149,11 @@ func writeRandom(path string, m *synth.Model, seed uint64, stderr io.Writer) (la
 	return m.Layout()
 }
 
-// progressLine says how much of a file is written, at what rate, and how long the rest
-// takes at that rate.
-func progressLine(done, total int64, elapsed time.Duration) string {
-	rate := float64(done) / elapsed.Seconds()
+// progressLine says how much of a file is written, at what rate (bytes per second since
+// the last line: the pools made before the first byte and the load of a shared machine
+// make the average since the start a poor guide), and how long the rest takes at that
+// rate.
+func progressLine(done, total int64, rate float64) string {
 	left := time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second)
 	return fmt.Sprintf("%s of %s written (%.0f%%), %s/s, %s left", humanBytes(done), humanBytes(total), 100*float64(done)/float64(total),
 		humanBytes(int64(rate)), left)

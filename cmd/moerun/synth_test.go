@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/gguf/synth"
@@ -161,7 +160,7 @@ func TestSynthErrors(t *testing.T) {
 }
 
 func TestProgressLine(t *testing.T) {
-	got := progressLine(300<<20, 1200<<20, 3*time.Second)
+	got := progressLine(300<<20, 1200<<20, 100<<20)
 	if want := "300.00 MiB of 1.17 GiB written (25%), 100.00 MiB/s, 9s left"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}

@@ -2,14 +2,14 @@ package synth
 
 import (
 	"io"
+	"math"
 	"testing"
 )
 
-// BenchmarkWriteRandom writes one block of Qwen3-30B-A3B with 16 of its 128 experts (the
-// experts are most of the bytes) as random Q4_K_M weights: the per-byte cost of making
-// benchmark models.
-func BenchmarkWriteRandom(b *testing.B) {
-	m, err := Build("qwen3-30b-a3b:q4_k_m", Options{Layers: 1, Experts: 16, Vocab: 4096})
+// benchWriteRandom writes the model that spec and opts make to io.Discard, with pools of
+// poolSize blocks, and reports the file's bytes per second.
+func benchWriteRandom(b *testing.B, spec string, opts Options, poolSize int) {
+	m, err := Build(spec, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -19,8 +19,22 @@ func BenchmarkWriteRandom(b *testing.B) {
 	}
 	b.SetBytes(l.FileSize)
 	for b.Loop() {
-		if err := m.WriteRandom(io.Discard, RandomOptions{Seed: 1}); err != nil {
+		if err := m.writeRandom(io.Discard, RandomOptions{Seed: 1}, poolSize); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWriteRandom writes two blocks of Qwen3-30B-A3B (all 128 experts, the whole
+// vocabulary: 1.19 GB) as random Q4_K_M weights, as moerun synth --random does: the rate
+// at which benchmark models are made, pools included.
+func BenchmarkWriteRandom(b *testing.B) {
+	benchWriteRandom(b, "qwen3-30b-a3b:q4_k_m", Options{Layers: 2}, poolBlocks)
+}
+
+// BenchmarkWriteRandomDrawn writes one block of Qwen3-30B-A3B with 16 of its 128 experts
+// with every value drawn and quantized (no pools): the cost of the quantizers, which
+// pools pay once per class.
+func BenchmarkWriteRandomDrawn(b *testing.B) {
+	benchWriteRandom(b, "qwen3-30b-a3b:q4_k_m", Options{Layers: 1, Experts: 16, Vocab: 4096}, math.MaxInt)
 }

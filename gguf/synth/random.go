@@ -24,17 +24,32 @@ type RandomOptions struct {
 	Progress func(done, total int64)
 }
 
+// poolBlocks is how many quantized blocks a pool holds (16.7 M values for 256-value
+// blocks): enough that a block repeats only by chance and far apart, few enough that the
+// pools of a model take a second or two to make and tens of MB to hold.
+const poolBlocks = 1 << 16
+
 // chunkElems is about how many values one chunk holds. Chunks are whole rows, sized from
 // the tensor's shape alone, and each has its own random stream, so the bytes depend only
 // on the seed and never on how many workers made them.
 const chunkElems = 1 << 18
 
 // WriteRandom streams the model to w with random weights at a scale that keeps activations
-// O(1), quantized with moerun's own quantizers: norms 1 + 0.1·N(0,1), weights
-// N(0, gain/√fan_in) with fan_in the row length (gain 2 for routers, for a clear top-k, 3
-// for the output head, 1 otherwise), embeddings N(0,1), biases N(0, 0.02²). The same seed
-// gives the same bytes. Nothing is held in memory beyond a few chunks per worker.
+// O(1): norms 1 + 0.1·N(0,1), weights N(0, gain/√fan_in) with fan_in the row length (gain 2
+// for routers, for a clear top-k, 3 for the output head, 1 otherwise), embeddings N(0,1),
+// biases N(0, 0.02²). Quantized blocks are moerun's quantizers' (llama-quantize's bytes)
+// for their values. The values of a class of tensors (one type, one rule) that together
+// hold more than poolBlocks blocks are not all drawn: such tensors pick each block at
+// random from a pool of poolBlocks blocks of the class, quantized once, because fitting
+// K-quant blocks runs at tens of MB/s per core and copying them at GB/s. The same seed
+// gives the same bytes whatever the number of workers. Nothing is held in memory beyond
+// the pools and a few chunks per worker.
 func (m *Model) WriteRandom(w io.Writer, opts RandomOptions) error {
+	return m.writeRandom(w, opts, poolBlocks)
+}
+
+// writeRandom is WriteRandom with pools of the given size (tests make them small).
+func (m *Model) writeRandom(w io.Writer, opts RandomOptions, poolSize int) error {
 	if err := m.CheckRandom(); err != nil {
 		return err
 	}
@@ -46,10 +61,16 @@ func (m *Model) WriteRandom(w io.Writer, opts RandomOptions) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	results := make(chan chan chunkResult, 2*workers)
-	done := make(chan struct{})
-	defer close(done)
-	go m.dispatch(opts.Seed, results, done, workers)
+	rules := make([]initRule, len(m.Tensors))
+	for i, t := range m.Tensors {
+		rules[i] = initFor(&m.Preset.Config, t)
+	}
+	pools, err := m.makePools(rules, opts.Seed, poolSize, workers)
+	if err != nil {
+		return err
+	}
+	results, stop := produce(m.Tensors, rules, pools, opts.Seed, workers)
+	defer stop()
 
 	var total, written int64
 	for _, t := range wr.Layout().Tensors {
@@ -92,7 +113,8 @@ func (m *Model) CheckRandom() error {
 type chunkJob struct {
 	spec       gguf.TensorSpec
 	init       initRule
-	rows, from int // rows in this chunk, first row
+	pool       *blockPool // set: the rows' blocks are picked from it, not drawn
+	rows, from int        // rows in this chunk, first row
 	seed       [2]uint64
 }
 
@@ -115,34 +137,40 @@ func chunkCount(t gguf.TensorSpec) int {
 	return (rows + per - 1) / per
 }
 
-// dispatch generates every tensor's chunks on workers goroutines and hands their results
-// over in order; the results channel's capacity bounds how far generation runs ahead of
-// writing.
-func (m *Model) dispatch(seed uint64, results chan<- chan chunkResult, done <-chan struct{}, workers int) {
-	sem := make(chan struct{}, workers)
-	for _, t := range m.Tensors {
-		h := fnv.New64a()
-		h.Write([]byte(t.Name))
-		stream := h.Sum64()
-		rule := initFor(&m.Preset.Config, t)
-		per, rows := chunkRows(t)
-		for from, k := 0, uint64(0); from < rows; from, k = from+per, k+1 {
-			j := chunkJob{spec: t, init: rule, rows: min(per, rows-from), from: from,
-				seed: [2]uint64{seed, stream ^ (k * 0x9E3779B97F4A7C15)}}
-			out := make(chan chunkResult, 1)
-			select {
-			case results <- out:
-			case <-done:
-				return
+// produce makes the chunks of the tensors (pools[i] set: tensor i picks its blocks from
+// it) on workers goroutines, each chunk with a random stream of its own derived from the
+// seed, the tensor's name and the chunk's index. The results come in order, one per chunk,
+// and chunkReaders read them tensor by tensor; the channel's capacity bounds how far
+// generation runs ahead of reading. stop ends the generation early.
+func produce(specs []gguf.TensorSpec, rules []initRule, pools []*blockPool, seed uint64, workers int) (results <-chan chan chunkResult, stop func()) {
+	out := make(chan chan chunkResult, 2*workers)
+	done := make(chan struct{})
+	go func() {
+		sem := make(chan struct{}, workers)
+		for i, t := range specs {
+			h := fnv.New64a()
+			h.Write([]byte(t.Name))
+			stream := h.Sum64()
+			per, rows := chunkRows(t)
+			for from, k := 0, uint64(0); from < rows; from, k = from+per, k+1 {
+				j := chunkJob{spec: t, init: rules[i], pool: pools[i], rows: min(per, rows-from), from: from,
+					seed: [2]uint64{seed, stream ^ (k * 0x9E3779B97F4A7C15)}}
+				res := make(chan chunkResult, 1)
+				select {
+				case out <- res:
+				case <-done:
+					return
+				}
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem }()
+					data, err := j.generate()
+					res <- chunkResult{data, err}
+				}()
 			}
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				data, err := j.generate()
-				out <- chunkResult{data, err}
-			}()
 		}
-	}
+	}()
+	return out, func() { close(done) }
 }
 
 // chunkReader reads one tensor's chunks in order.
@@ -171,19 +199,106 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 
 func (j *chunkJob) generate() ([]byte, error) {
 	ne0 := int(j.spec.Shape[0])
-	vals := make([]float32, j.rows*ne0)
-	j.init.fill(vals, rand.New(rand.NewPCG(j.seed[0], j.seed[1])), j.from*ne0)
 	rowBytes, err := j.spec.Type.RowBytes(int64(ne0))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]byte, int64(j.rows)*rowBytes)
+	rng := rand.New(rand.NewPCG(j.seed[0], j.seed[1]))
+	if j.pool != nil {
+		j.pool.pick(out, rng)
+		return out, nil
+	}
+	vals := make([]float32, j.rows*ne0)
+	j.init.fill(vals, rng, j.from*ne0)
 	for r := range j.rows {
 		if err := tensor.Quantize(j.spec.Type, vals[r*ne0:(r+1)*ne0], out[int64(r)*rowBytes:int64(r+1)*rowBytes]); err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", j.spec.Name, err)
 		}
 	}
 	return out, nil
+}
+
+// poolKey is a class of tensors whose blocks are alike: one type, one rule of drawing.
+type poolKey struct {
+	typ       tensor.Type
+	mean, std float64
+	negExp    bool
+}
+
+// poolKeyOf is t's class; ok is false for tensors that are never pooled: those of float
+// types (whose values cost only drawing) and those with exact values.
+func poolKeyOf(t gguf.TensorSpec, rule initRule) (key poolKey, ok bool) {
+	if t.Type.BlockSize() == 1 || rule.fixed != nil {
+		return poolKey{}, false
+	}
+	return poolKey{typ: t.Type, mean: rule.mean, std: rule.std, negExp: rule.negExp}, true
+}
+
+// blockPool holds quantized blocks of one class for tensors to pick from.
+type blockPool struct {
+	blocks     []byte
+	blockBytes int
+}
+
+// pick fills out with blocks of the pool chosen at random.
+func (p *blockPool) pick(out []byte, rng *rand.Rand) {
+	n := len(p.blocks) / p.blockBytes
+	for at := 0; at < len(out); at += p.blockBytes {
+		b := rng.IntN(n) * p.blockBytes
+		copy(out[at:at+p.blockBytes], p.blocks[b:b+p.blockBytes])
+	}
+}
+
+// makePools returns, for every tensor, the pool it picks its blocks from, or nil. Every
+// class (see poolKeyOf) whose tensors together hold more than size blocks gets a pool of
+// size blocks, made like a tensor of one-block rows named after its class, so that its
+// bytes too depend only on the seed.
+func (m *Model) makePools(rules []initRule, seed uint64, size, workers int) ([]*blockPool, error) {
+	need := map[poolKey]int64{}
+	for i, t := range m.Tensors {
+		if key, ok := poolKeyOf(t, rules[i]); ok {
+			n, err := t.Type.Bytes(t.Shape)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+			need[key] += n / t.Type.BlockBytes()
+		}
+	}
+	byKey := map[poolKey]*blockPool{}
+	var (
+		specs     []gguf.TensorSpec
+		specRules []initRule
+		made      []*blockPool
+	)
+	pools := make([]*blockPool, len(m.Tensors))
+	for i, t := range m.Tensors { // in file order, so that the pools' order is the same every time
+		key, ok := poolKeyOf(t, rules[i])
+		if !ok || need[key] <= int64(size) {
+			continue
+		}
+		if byKey[key] == nil {
+			byKey[key] = &blockPool{blockBytes: int(t.Type.BlockBytes())}
+			specs = append(specs, gguf.TensorSpec{
+				Name:  fmt.Sprintf("pool of %s blocks, %+v", t.Type, key),
+				Type:  t.Type,
+				Shape: []int64{t.Type.BlockSize(), int64(size)},
+			})
+			specRules = append(specRules, rules[i])
+			made = append(made, byKey[key])
+		}
+		pools[i] = byKey[key]
+	}
+	results, stop := produce(specs, specRules, make([]*blockPool, len(specs)), seed, workers)
+	defer stop()
+	for i, spec := range specs {
+		data, err := io.ReadAll(&chunkReader{results: results, left: chunkCount(spec)})
+		if err != nil {
+			return nil, err
+		}
+		made[i].blocks = data
+	}
+	return pools, nil
 }
 
 // initRule is how a tensor's values are drawn.
