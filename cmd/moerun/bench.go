@@ -685,6 +685,7 @@ var llamaSizeTypes = map[string]map[int]string{
 	"glm4moe":   {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
 	"gpt-oss":   {24: "20B", 36: "120B"},
 	"qwen35moe": {40: "35B.A3B", 48: "122B.A10B", 60: "397B.A17B"},
+	"qwen3next": {48: "80B.A3B"},
 }
 
 // ftypeNames are llama.cpp's names of its file types (llama_ftype_name), by llama_ftype.

@@ -66,7 +66,8 @@ type archLayout struct {
 var archs = map[string]archLayout{
 	"qwen3moe":  {keys: qwen3moeKeys, tensors: qwen3moeTensors},
 	"qwen2moe":  {keys: qwen2moeKeys, tensors: qwen2moeTensors},
-	"qwen35moe": {keys: qwen35moeKeys, tensors: qwen35moeTensors},
+	"qwen35moe": {keys: qwen3nextKeys, tensors: qwen35moeTensors},
+	"qwen3next": {keys: qwen3nextKeys, tensors: qwen3nextTensors},
 	"deepseek2": {keys: deepseek2Keys, tensors: deepseek2Tensors},
 	"glm4moe":   {keys: glm4moeKeys, tensors: glm4moeTensors},
 	"gpt-oss":   {keys: gptOssKeys, tensors: gptOssTensors},
@@ -241,19 +242,8 @@ func gatedSharedExpert(c *Config, t *tensorList, i int) {
 }
 
 // qwen35moe (src/models/qwen35moe.cpp): Gated DeltaNet linear attention in three of every
-// four layers, gated full attention in the rest, shared expert in every layer.
-
-func qwen35moeKeys(c *Config, kv *kvList) {
-	qwen2moeKeys(c, kv)
-	kv.u32("ssm.conv_kernel", c.SSMConv)
-	kv.u32("ssm.state_size", c.SSMState)
-	kv.u32("ssm.group_count", c.SSMGroups)
-	kv.u32("ssm.time_step_rank", c.SSMHeads)
-	kv.u32("ssm.inner_size", c.SSMState*c.SSMHeads)
-	kv.u32("full_attention_interval", c.FullAttnInterval)
-	kv.u32("rope.dimension_count", c.RopeDim)
-	kv.u32If("nextn_predict_layers", c.NextN)
-}
+// four layers, gated full attention in the rest, shared expert in every layer; its keys
+// are Qwen3-Next's (qwen3nextKeys) plus the M-RoPE sections baseKeys writes.
 
 // ropeSections splits the rotary half-dimensions into Qwen3.5's interleaved M-RoPE sections
 // in the published proportion 11:11:10 (of 32), the fourth section empty.
@@ -268,7 +258,48 @@ func (c *Config) isRecurrent(i int) bool {
 	return i < c.Layers && (i+1)%c.FullAttnInterval != 0
 }
 
+// hasDeltaNet reports the architectures with Gated DeltaNet layers, sized by the SSM fields.
+func (c *Config) hasDeltaNet() bool { return c.Arch == "qwen35moe" || c.Arch == "qwen3next" }
+
+// Qwen3.5's converter splits in_proj_ba into ssm_beta and ssm_alpha (one row per value
+// head each); Qwen3-Next's keeps it whole as ssm_ba.
 func qwen35moeTensors(c *Config, t *tensorList) {
+	hybridDeltaNetTensors(c, t, func(i int) {
+		t.blk(i, "ssm_beta.weight", c.Embd, c.SSMHeads)
+		t.blk(i, "ssm_alpha.weight", c.Embd, c.SSMHeads)
+	})
+}
+
+// qwen3next (src/models/qwen3next.cpp): Qwen3.5-MoE's layout before it, with the beta and
+// alpha projections in one tensor, NeoX RoPE without M-RoPE sections, and value heads in
+// the checkpoint's order, grouped by key head.
+
+// qwen3nextKeys is Qwen3NextModel.set_gguf_parameters (which Qwen3.5's converter inherits):
+// Qwen2-MoE's keys, the linear attention's sizes, the layer pattern and partial rotary
+// dimensions, then the MTP block count.
+func qwen3nextKeys(c *Config, kv *kvList) {
+	qwen2moeKeys(c, kv)
+	kv.u32("ssm.conv_kernel", c.SSMConv)
+	kv.u32("ssm.state_size", c.SSMState)
+	kv.u32("ssm.group_count", c.SSMGroups)
+	kv.u32("ssm.time_step_rank", c.SSMHeads)
+	kv.u32("ssm.inner_size", c.SSMState*c.SSMHeads)
+	kv.u32("full_attention_interval", c.FullAttnInterval)
+	kv.u32("rope.dimension_count", c.RopeDim)
+	kv.u32If("nextn_predict_layers", c.NextN)
+}
+
+func qwen3nextTensors(c *Config, t *tensorList) {
+	hybridDeltaNetTensors(c, t, func(i int) {
+		// in_proj_ba: for each key head, its value heads' beta rows, then their alpha rows.
+		t.blk(i, "ssm_ba.weight", c.Embd, 2*c.SSMHeads)
+	})
+}
+
+// hybridDeltaNetTensors is the Qwen3-Next family's layout: Gated DeltaNet layers (whose beta
+// and alpha projections betaAlpha adds) and gated full attention, each followed by routed
+// experts and a gated shared expert; the MTP blocks are full-attention blocks.
+func hybridDeltaNetTensors(c *Config, t *tensorList, betaAlpha func(i int)) {
 	embedding(c, t)
 	keyDim := c.SSMState * c.SSMGroups
 	valueDim := c.SSMState * c.SSMHeads
@@ -281,8 +312,7 @@ func qwen35moeTensors(c *Config, t *tensorList) {
 			t.blk(i, "ssm_conv1d.weight", c.SSMConv, 2*keyDim+valueDim)
 			t.blk(i, "ssm_dt.bias", c.SSMHeads)
 			t.blk(i, "ssm_a", c.SSMHeads)
-			t.blk(i, "ssm_beta.weight", c.Embd, c.SSMHeads)
-			t.blk(i, "ssm_alpha.weight", c.Embd, c.SSMHeads)
+			betaAlpha(i)
 			t.blk(i, "ssm_norm.weight", c.SSMState)
 			t.blk(i, "ssm_out.weight", valueDim, c.Embd)
 		} else {

@@ -289,8 +289,8 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%d experts used cannot come from %d groups of %d experts", c.ExpertsUsed, c.ExpertGroupsUsed, perGroup)
 		}
 	}
-	if c.Arch == "qwen35moe" && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1) {
-		return fmt.Errorf("linear attention needs positive SSM state, groups and heads")
+	if c.hasDeltaNet() && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
+		return fmt.Errorf("linear attention needs positive SSM state, groups and heads, the heads a multiple of the groups")
 	}
 	return nil
 }
