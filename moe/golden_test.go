@@ -30,6 +30,7 @@ var goldenModels = []struct {
 	{"synth-glm4moe", synthModel("glm4moe")},
 	{"synth-gpt-oss", synthModel("gpt-oss")},
 	{"synth-qwen35moe", synthModel("qwen35moe")},
+	{"synth-qwen3next", synthModel("qwen3next")},
 }
 
 // nearTie is the largest top-2 logit gap at which llama.cpp's own choice counts as a coin
