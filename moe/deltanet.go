@@ -70,8 +70,11 @@ func (d *DeltaNetConfig) read(r *metaReader) error {
 // Prompts are processed token by token, as decoding is, so a prompt gives the same state
 // whether evaluated in one batch or token by token.
 type deltaNet struct {
-	cfg         DeltaNetConfig
-	qkv, gate   weight // attn_qkv (mixed queries, keys, values), attn_gate (z)
+	cfg       DeltaNetConfig
+	qkv, gate weight // attn_qkv (mixed queries, keys, values), attn_gate (z)
+	// qkvz (ssm_in) replaces qkv and gate in Qwen3-Next files converted before llama.cpp
+	// split it: each key head's query, key, values and z in turn.
+	qkvz        weight
 	beta, alpha weight // ssm_beta, ssm_alpha: one value per value head (Qwen3.5)
 	ba          weight // ssm_ba: both, grouped by key head (Qwen3-Next)
 	out         weight // ssm_out
@@ -89,13 +92,20 @@ func (d *deltaNet) forward(c *pass, il int, in value) value {
 	n := in.Rows
 	var mixed, z, beta, decay value
 	if cfg.Grouped {
-		p := c.project(in, d.qkv, d.gate, d.ba)
-		mixed, z = p[0], p[1]
+		var ba value
+		if d.qkvz.w != nil {
+			p := c.project(in, d.qkvz, d.ba)
+			mixed, z = d.splitQKVZ(c, p[0])
+			ba = p[1]
+		} else {
+			p := c.project(in, d.qkv, d.gate, d.ba)
+			mixed, z, ba = p[0], p[1], p[2]
+		}
 		// Each key head's run of value heads has its betas, then its alphas; taken apart
 		// they are in value-head order.
 		run := cfg.VHeads / cfg.KHeads
-		beta = c.contiguous(p[2].Rowwise(run, 2*run, 0)).Reshape(cfg.VHeads)
-		decay = c.contiguous(p[2].Rowwise(run, 2*run, run)).Reshape(cfg.VHeads)
+		beta = c.contiguous(ba.Rowwise(run, 2*run, 0)).Reshape(cfg.VHeads)
+		decay = c.contiguous(ba.Rowwise(run, 2*run, run)).Reshape(cfg.VHeads)
 	} else {
 		p := c.project(in, d.qkv, d.gate, d.beta, d.alpha)
 		mixed, z, beta, decay = p[0], p[1], p[2], p[3]
@@ -138,6 +148,27 @@ func (d *deltaNet) forward(c *pass, il int, in value) value {
 	return c.matmul(d.out, o)
 }
 
+// splitQKVZ takes ssm_in's output apart as llama.cpp's legacy build_qkvz does: each key
+// head's query, key, values and z go to the head's place among all queries, keys and
+// values (the mixed input of the convolution) and among the z gates.
+func (d *deltaNet) splitQKVZ(c *pass, qkvz value) (mixed, z value) {
+	cfg := d.cfg
+	dim, kd := cfg.HeadDim, cfg.keyDim()
+	run := cfg.Inner / cfg.KHeads // one key head's values, and its z
+	chunk := 2*dim + 2*run
+	dev := c.devOf(qkvz)
+	mixed = c.alloc(dev, tensor.F32, cfg.convDim(), qkvz.Rows)
+	z = c.alloc(dev, tensor.F32, cfg.Inner, qkvz.Rows)
+	for g := range cfg.KHeads {
+		at := g * chunk
+		c.copyValue(mixed.Columns(g*dim, dim), qkvz.Columns(at, dim))
+		c.copyValue(mixed.Columns(kd+g*dim, dim), qkvz.Columns(at+dim, dim))
+		c.copyValue(mixed.Columns(2*kd+g*run, run), qkvz.Columns(at+2*dim, run))
+		c.copyValue(z.Columns(g*run, run), qkvz.Columns(at+2*dim+run, run))
+	}
+	return mixed, z
+}
+
 // states are the parts of a sequence's state in layer cache kv: the convolution's last
 // inputs and the value heads' matrices.
 func (d *deltaNet) states(kv *kvCache) (conv, heads value) {
@@ -159,6 +190,10 @@ func bindDeltaNet(c *Config, b *binder, il int) (*deltaNet, error) {
 		cols, rows int
 	}
 	matrices := []matrix{{&d.qkv, "attn_qkv.weight", c.Embd, cfg.convDim()}, {&d.gate, "attn_gate.weight", c.Embd, cfg.Inner}}
+	if cfg.Grouped && !b.has(blk(il, "attn_qkv.weight")) && b.has(blk(il, "ssm_in.weight")) {
+		// A file from before llama.cpp split in_proj_qkvz, which it still reads.
+		matrices = []matrix{{&d.qkvz, "ssm_in.weight", c.Embd, cfg.convDim() + cfg.Inner}}
+	}
 	if cfg.Grouped {
 		matrices = append(matrices, matrix{&d.ba, "ssm_ba.weight", c.Embd, 2 * cfg.VHeads})
 	} else {

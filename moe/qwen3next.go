@@ -6,8 +6,8 @@ package moe
 // attention with partial NeoX RoPE (no M-RoPE sections), the same softmax router with a
 // gated shared expert. Its Gated DeltaNet layers keep the checkpoint's layout
 // (DeltaNetConfig.Grouped): value heads grouped by key head and one ssm_ba projection for
-// beta and alpha. Files from before llama.cpp split in_proj_qkvz (one ssm_in matrix
-// instead of attn_qkv and attn_gate) are refused by the binder.
+// beta and alpha; files converted before llama.cpp split in_proj_qkvz have one ssm_in
+// matrix instead of attn_qkv and attn_gate, which the layer takes apart as llama.cpp does.
 var qwen3next = architecture{
 	ffnNorm: "post_attention_norm.weight",
 	config: func(c *Config, r *metaReader) error {

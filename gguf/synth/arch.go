@@ -307,8 +307,13 @@ func hybridDeltaNetTensors(c *Config, t *tensorList, betaAlpha func(i int)) {
 		t.blk(i, "attn_norm.weight", c.Embd)
 		t.blk(i, "post_attention_norm.weight", c.Embd)
 		if c.isRecurrent(i) {
-			t.blk(i, "attn_qkv.weight", c.Embd, 2*keyDim+valueDim)
-			t.blk(i, "attn_gate.weight", c.Embd, valueDim)
+			if c.LegacySSMIn {
+				// Each key head's query, key, values and z rows in turn.
+				t.blk(i, "ssm_in.weight", c.Embd, 2*keyDim+2*valueDim)
+			} else {
+				t.blk(i, "attn_qkv.weight", c.Embd, 2*keyDim+valueDim)
+				t.blk(i, "attn_gate.weight", c.Embd, valueDim)
+			}
 			t.blk(i, "ssm_conv1d.weight", c.SSMConv, 2*keyDim+valueDim)
 			t.blk(i, "ssm_dt.bias", c.SSMHeads)
 			t.blk(i, "ssm_a", c.SSMHeads)

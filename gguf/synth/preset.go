@@ -66,6 +66,8 @@ type Config struct {
 	SSMState         int // linear_key_head_dim (= value head dim)
 	SSMGroups        int // linear_num_key_heads
 	SSMHeads         int // linear_num_value_heads
+	// LegacySSMIn is Options.LegacySSMIn: Qwen3-Next's in_proj_qkvz as one ssm_in matrix.
+	LegacySSMIn bool
 }
 
 // Yarn is a YaRN rope_scaling block.

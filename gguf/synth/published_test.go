@@ -53,12 +53,16 @@ var publishedSizes = []struct {
 	{"llama-3.1-70b:iq4_xs", Options{Imatrix: true}, 37.90e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
 	{"qwen2.5-32b:q4_k_m", Options{}, 19.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
 	{"qwen2.5-32b:q4_0", Options{}, 18.6e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
-	// Qwen's own GGUFs of Qwen3-Next-80B-A3B-Thinking, converted before the MTP block was kept.
-	{"qwen3-next-80b-a3b:f16", Options{NoMTP: true}, (49 + 49.8 + 49.7 + 10.9) * 1e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files (BF16, four parts)"},
-	{"qwen3-next-80b-a3b:q8_0", Options{NoMTP: true}, 84.8e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
-	{"qwen3-next-80b-a3b:q6_k", Options{NoMTP: true}, 65.5e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
-	{"qwen3-next-80b-a3b:q5_k_m", Options{NoMTP: true}, 56.7e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
-	{"qwen3-next-80b-a3b:q4_k_m", Options{NoMTP: true}, 48.4e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	// Qwen's own GGUFs of Qwen3-Next-80B-A3B-Thinking were converted before the converter kept
+	// the MTP block and split in_proj_qkvz: with ssm_in, whose quantized type is the mix's
+	// default rather than attn_qkv's more bits, Q4_K_M and Q5_K_M come within 0.02% (48.41 and
+	// 56.71 GB; 48.49 and 56.75 with the split layout). Qwen3-Coder-Next, released later, fits
+	// the split layout as closely (48.49 GB; 48.41 with ssm_in).
+	{"qwen3-next-80b-a3b:f16", Options{NoMTP: true, LegacySSMIn: true}, (49 + 49.8 + 49.7 + 10.9) * 1e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files (BF16, four parts)"},
+	{"qwen3-next-80b-a3b:q8_0", Options{NoMTP: true, LegacySSMIn: true}, 84.8e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q6_k", Options{NoMTP: true, LegacySSMIn: true}, 65.5e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q5_k_m", Options{NoMTP: true, LegacySSMIn: true}, 56.7e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q4_k_m", Options{NoMTP: true, LegacySSMIn: true}, 48.4e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
 	{"qwen3-coder-next:q4_k_m", Options{NoMTP: true}, 48.5e9, "steampunque/Qwen3-Coder-Next-Hybrid-GGUF README (its plain Q4_K_M: 48.5e9)"},
 	{"qwen2.5-32b:iq4_xs", Options{}, 17.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
 }

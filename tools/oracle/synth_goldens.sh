@@ -11,7 +11,7 @@
 #
 #   LLAMA=/path/to/llama.cpp sh tools/oracle/synth_goldens.sh [ARCH...]
 #
-# With architecture names (qwen3next, glm4moe, ...), only their models and goldens are
+# With model names (qwen3next, glm4moe, ...: the files' names), only their models and goldens are
 # remade; the others' committed files are left as they are.
 #
 # LLAMA is a checkout of ngxson/llama.cpp at 3f545beccee69d9975f466ec7e45fd9aacd8ba90 with a
@@ -58,6 +58,10 @@ synth qwen2moe qwen2-57b-a14b:q6_k --layers 3 --n-embd 128 --heads 4 --heads-kv 
 synth qwen3next qwen3-next-80b-a3b:q5_k_m --layers 4 --n-embd 128 --heads 4 --heads-kv 2 \
 	--head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 --shared-ff 64 \
 	--ssm-state 16 --ssm-groups 2 --ssm-heads 6
+# The same, as converters wrote it before llama.cpp split in_proj_qkvz (its legacy ssm_in path).
+synth qwen3next-ssm-in qwen3-next-80b-a3b:q5_k_m --legacy-ssm-in --no-mtp --layers 4 --n-embd 128 \
+	--heads 4 --heads-kv 2 --head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 \
+	--shared-ff 64 --ssm-state 16 --ssm-groups 2 --ssm-heads 6
 
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
