@@ -64,13 +64,14 @@ type archLayout struct {
 }
 
 var archs = map[string]archLayout{
-	"qwen3moe":  {keys: qwen3moeKeys, tensors: qwen3moeTensors},
-	"qwen2moe":  {keys: qwen2moeKeys, tensors: qwen2moeTensors},
-	"qwen35moe": {keys: qwen3nextKeys, tensors: qwen35moeTensors},
-	"qwen3next": {keys: qwen3nextKeys, tensors: qwen3nextTensors},
-	"deepseek2": {keys: deepseek2Keys, tensors: deepseek2Tensors},
-	"glm4moe":   {keys: glm4moeKeys, tensors: glm4moeTensors},
-	"gpt-oss":   {keys: gptOssKeys, tensors: gptOssTensors},
+	"qwen3moe":   {keys: qwen3moeKeys, tensors: qwen3moeTensors},
+	"qwen2moe":   {keys: qwen2moeKeys, tensors: qwen2moeTensors},
+	"qwen35moe":  {keys: qwen3nextKeys, tensors: qwen35moeTensors},
+	"qwen3next":  {keys: qwen3nextKeys, tensors: qwen3nextTensors},
+	"deepseek2":  {keys: deepseek2Keys, tensors: deepseek2Tensors},
+	"glm4moe":    {keys: glm4moeKeys, tensors: glm4moeTensors},
+	"gpt-oss":    {keys: gptOssKeys, tensors: gptOssTensors},
+	"minimax-m2": {keys: minimaxM2Keys, tensors: minimaxM2Tensors},
 	// llama.cpp names a Llama with 80 layers and grouped KV heads 70B (src/models/llama.cpp).
 	"llama": {keys: llamaKeys, tensors: llamaTensors, is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
 	"qwen2": {keys: qwen2Keys, tensors: qwen2Tensors, is70B: func(c *Config) bool { return c.Layers == 80 }},
@@ -467,6 +468,34 @@ func gptOssTensors(c *Config, t *tensorList) {
 		t.blk(i, "ffn_up_exps.bias", c.ExpertFF, c.Experts)
 		t.blk(i, "ffn_down_exps.weight", c.ExpertFF, c.Embd, c.Experts)
 		t.blk(i, "ffn_down_exps.bias", c.Embd, c.Experts)
+	}
+	outputHead(c, t)
+}
+
+// minimax-m2 (src/models/minimax-m2.cpp, conversion/minimax.py): grouped-query attention
+// with RMS norms over all query heads and over all key heads at once, partial NeoX RoPE, and
+// in every block routed experts behind a sigmoid router with a selection bias; no shared
+// expert. The converter writes intermediate_size as both feed_forward_length, by which
+// llama.cpp sizes the experts, and expert_feed_forward_length.
+
+func minimaxM2Keys(c *Config, kv *kvList) {
+	baseKeys(c, kv, true)
+	kv.u32("expert_feed_forward_length", c.ExpertFF)
+	kv.u32("rope.dimension_count", c.RopeDim)
+}
+
+func minimaxM2Tensors(c *Config, t *tensorList) {
+	embedding(c, t)
+	for i := range c.blocks() {
+		t.blk(i, "attn_norm.weight", c.Embd)
+		attentionQKV(c, t, i, c.Heads*c.headDim(), false)
+		t.blk(i, "attn_output.weight", c.Heads*c.headDim(), c.Embd)
+		t.blk(i, "attn_q_norm.weight", c.Heads*c.headDim())
+		t.blk(i, "attn_k_norm.weight", c.HeadsKV*c.headDim())
+		t.blk(i, "ffn_norm.weight", c.Embd)
+		t.blk(i, "ffn_gate_inp.weight", c.Embd, c.Experts)
+		t.blk(i, "exp_probs_b.bias", c.Experts)
+		routedExperts(c, t, i, c.ExpertFF)
 	}
 	outputHead(c, t)
 }

@@ -251,6 +251,19 @@ var presets = []Preset{
 		},
 	},
 	{
+		Name: "minimax-m2", Aliases: []string{"minimax-m2.1", "minimax-m2.5", "minimax-m2.7"}, Title: "MiniMax-M2 (230B-A10B)", Family: "minimax",
+		Source: "MiniMaxAI/MiniMax-M2 configuration_minimax_m2.py defaults and the config.json copies of M2.1 (QuixiAI/MiniMax-M2.1-bf16) " +
+			"and M2.7 (amd/MiniMax-M2.7-BF16), the same shapes: 62 layers, hidden 3072, 48 heads over 8 KV heads of 128, rotary_dim 64, " +
+			"256 experts of 1536 with 8 routed, sigmoid scoring with a routing bias, vocabulary 200064, untied output; the checkpoint's " +
+			"MTP modules are not converted. Context 196608 (M2.7: 204800)",
+		Config: Config{
+			Arch: "minimax-m2", Layers: 62, Embd: 3072, Vocab: 200064, Context: 196608,
+			Heads: 48, HeadsKV: 8, HeadDim: 128, RopeDim: 64,
+			FF: 1536, Experts: 256, ExpertsUsed: 8, ExpertFF: 1536, GatingFunc: 2, ExpProbsBias: true,
+			RMSEps: 1e-6, RopeBase: 5e6,
+		},
+	},
+	{
 		Name: "gpt-oss-20b", Title: "gpt-oss-20b", Family: "gpt-oss", NativeMXFP4: true,
 		Source: "openai/gpt-oss-20b config.json",
 		Config: Config{

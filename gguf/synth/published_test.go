@@ -64,6 +64,10 @@ var publishedSizes = []struct {
 	{"qwen3-next-80b-a3b:q5_k_m", Options{NoMTP: true, LegacySSMIn: true}, 56.7e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
 	{"qwen3-next-80b-a3b:q4_k_m", Options{NoMTP: true, LegacySSMIn: true}, 48.4e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
 	{"qwen3-coder-next:q4_k_m", Options{NoMTP: true}, 48.5e9, "steampunque/Qwen3-Coder-Next-Hybrid-GGUF README (its plain Q4_K_M: 48.5e9)"},
+	// An article on Unsloth's MiniMax-M2.5 GGUFs gives their BF16 file as 457 GB (M2.5 has
+	// M2's shapes; its 809 tensors and llama.cpp's 228.7B parameters, 5.00 BPW in 133.1 GiB in
+	// Goldkoron/MiniMax-M2.7's README, agree with the preset too).
+	{"minimax-m2:f16", Options{}, 457e9, "ai-manual.ru, \"MiniMax-2.5 na domashnem PK\" (Unsloth's BF16 GGUF: 457 GB)"},
 	{"qwen2.5-32b:iq4_xs", Options{}, 17.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
 }
 

@@ -298,6 +298,9 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%d experts used cannot come from %d groups of %d experts", c.ExpertsUsed, c.ExpertGroupsUsed, perGroup)
 		}
 	}
+	if c.Arch == "minimax-m2" && c.FF != c.ExpertFF {
+		return fmt.Errorf("minimax-m2's converter writes one intermediate size as the feed-forward and the expert length (here %d and %d): set both", c.FF, c.ExpertFF)
+	}
 	if c.hasDeltaNet() && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
 		return fmt.Errorf("linear attention needs positive SSM state, groups and heads, the heads a multiple of the groups")
 	}
