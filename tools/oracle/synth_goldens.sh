@@ -63,6 +63,11 @@ synth qwen3next-ssm-in qwen3-next-80b-a3b:q5_k_m --legacy-ssm-in --no-mtp --laye
 	--heads 4 --heads-kv 2 --head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 \
 	--shared-ff 64 --ssm-state 16 --ssm-groups 2 --ssm-heads 6
 
+# 256 wide, for IQ4_XS to apply where rows allow it; experts as wide as the dense length, as
+# MiniMax-M2's converter writes them.
+synth minimax-m2 minimax-m2:iq4_xs --layers 3 --n-embd 256 --heads 4 --heads-kv 2 --head-dim 32 \
+	--rope-dim 16 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 64
+
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
 long='Once upon a time, there was a little robot who loved to read books. Every morning the robot walked
