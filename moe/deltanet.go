@@ -55,9 +55,8 @@ func (d *DeltaNetConfig) read(r *metaReader) error {
 	return nil
 }
 
-// deltaNet is a Gated DeltaNet linear-attention layer (llama.cpp's
-// build_layer_attn_linear in qwen3next.cpp and qwen35moe.cpp and its fused
-// ggml_gated_delta_net): one mixed
+// deltaNet is a Gated DeltaNet linear-attention layer (llama.cpp's build_layer_attn_linear
+// in qwen3next.cpp and qwen35moe.cpp, and its fused ggml_gated_delta_net): one mixed
 // projection of queries, keys and values through a causal depthwise convolution and SiLU,
 // L2-normed queries and keys, and per value head a HeadDim×HeadDim state S updated by the
 // gated delta rule for each token,
