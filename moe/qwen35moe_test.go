@@ -302,7 +302,21 @@ func FuzzQwen35Metadata(f *testing.F) {
 	f.Add(uint32(4), uint32(32), uint32(2), uint32(4), uint32(128), uint32(2))
 	f.Add(uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0))
 	f.Add(uint32(1), uint32(64), uint32(4), uint32(2), uint32(128), uint32(1))
-	orig := readFuzzSource(f, qwen35Model)
+	fuzzDeltaNetMetadata(f, qwen35Model)
+}
+
+// FuzzQwen3NextMetadata is FuzzQwen35Metadata for the qwen3next model, whose value heads are
+// grouped and whose beta and alpha come from one ssm_ba projection.
+func FuzzQwen3NextMetadata(f *testing.F) {
+	f.Add(uint32(4), uint32(16), uint32(2), uint32(6), uint32(96), uint32(4))
+	f.Add(uint32(4), uint32(16), uint32(3), uint32(6), uint32(96), uint32(4))
+	f.Add(uint32(4), uint32(16), uint32(6), uint32(6), uint32(96), uint32(2))
+	f.Add(uint32(4), uint32(32), uint32(1), uint32(3), uint32(96), uint32(4))
+	fuzzDeltaNetMetadata(f, synthModel("qwen3next"))
+}
+
+func fuzzDeltaNetMetadata(f *testing.F, path string) {
+	orig := readFuzzSource(f, path)
 	keys := []string{"ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval"}
 	f.Fuzz(func(t *testing.T, conv, state, groups, rank, inner, interval uint32) {
 		set := map[string]uint32{}
