@@ -8,11 +8,12 @@ import (
 
 // gqa is grouped-query attention (llama.cpp's build_qkv and build_attn with a K/V cache):
 // query, key and value projections, optional RMS norms over each query and key head
-// (Qwen3's attn_q_norm/attn_k_norm, applied before RoPE), RoPE, attention in which query
+// (Qwen3's attn_q_norm/attn_k_norm, applied before RoPE) or over all of them at once
+// (MiniMax-M2's), RoPE, attention in which query
 // head h reads KV head h/(heads/kvHeads), and the output projection.
 type gqa struct {
 	q, k, v, o   weight
-	qNorm, kNorm param // absent when the model has none
+	qNorm, kNorm param // absent when the model has none; one head wide, or all heads
 	// Biases added after the projections (attn_{q,k,v,output}.bias), when present.
 	qBias, kBias, vBias, oBias param
 	// window (>0) limits a sliding-window layer to the last window positions; sinks
@@ -48,15 +49,15 @@ func (a *gqa) forward(c *pass, il int, in value) value {
 	return out
 }
 
-// normHeads RMS-normalises each head of x (rows of heads·dim) with norm, when the model
-// has one (Qwen3's attn_q_norm and attn_k_norm), and returns x viewed as one row per
-// token again.
+// normHeads RMS-normalises x (rows of heads·dim) with norm, when the model has one, in
+// pieces as wide as the norm: each head (Qwen3's attn_q_norm and attn_k_norm) or all of a
+// token's heads at once (MiniMax-M2's). It returns x viewed as one row per token again.
 func (a *gqa) normHeads(c *pass, x value, norm param) value {
 	if !norm.valid() {
 		return x
 	}
 	cols := x.Cols
-	return c.rmsNorm(x.Reshape(a.dim), norm, a.eps).Reshape(cols)
+	return c.rmsNorm(x.Reshape(norm.t.Cols), norm, a.eps).Reshape(cols)
 }
 
 // bindProjections binds block il's separate q, k, v and output projections (the fused
@@ -113,6 +114,17 @@ func (a *gqa) bindQKNorms(b *binder, il int, required bool) error {
 		}
 	}
 	return nil
+}
+
+// bindWholeQKNorms binds block il's q and k RMS norms over all query heads and all key
+// heads at once (MiniMax-M2's attn_q_norm and attn_k_norm), which llama.cpp requires.
+func (a *gqa) bindWholeQKNorms(b *binder, il int) error {
+	var err error
+	if a.qNorm, err = b.param(blk(il, "attn_q_norm.weight"), a.heads*a.dim); err != nil {
+		return err
+	}
+	a.kNorm, err = b.param(blk(il, "attn_k_norm.weight"), a.kvHeads*a.dim)
+	return err
 }
 
 // bindQKVBiases binds the optional biases of block il's q, k and v projections

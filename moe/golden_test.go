@@ -30,6 +30,9 @@ var goldenModels = []struct {
 	{"synth-glm4moe", synthModel("glm4moe")},
 	{"synth-gpt-oss", synthModel("gpt-oss")},
 	{"synth-qwen35moe", synthModel("qwen35moe")},
+	{"synth-qwen3next", synthModel("qwen3next")},
+	{"synth-qwen3next-ssm-in", synthModel("qwen3next-ssm-in")},
+	{"synth-minimax-m2", synthModel("minimax-m2")},
 }
 
 // nearTie is the largest top-2 logit gap at which llama.cpp's own choice counts as a coin

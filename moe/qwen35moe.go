@@ -18,46 +18,57 @@ import (
 var qwen35moe = architecture{
 	ffnNorm: "post_attention_norm.weight",
 	config: func(c *Config, r *metaReader) error {
-		c.Rot = r.int("{arch}.rope.dimension_count", int64(c.HeadK))
-		if r.err != nil {
-			return r.err
-		}
-		if err := c.DeltaNet.read(r); err != nil {
+		if err := readHybridConfig(c, r); err != nil {
 			return err
 		}
-		if err := checkTextIMRoPE(r, c.Rot); err != nil {
-			return err
-		}
-		if c.Router.Experts == 0 || c.Router.Used == 0 {
-			return fmt.Errorf("qwen35moe needs %s and %s", r.md.Key("{arch}.expert_count"), r.md.Key("{arch}.expert_used_count"))
-		}
-		if c.FFExp == 0 { // llama.cpp's fallbacks for files without the keys
-			c.FFExp = c.FF / c.Router.Used
-		}
-		if c.FFShexp == 0 {
-			c.FFShexp = c.FF
-		}
-		if c.HeadK != c.HeadV || c.Rot > c.HeadK {
-			return fmt.Errorf("qwen35moe needs equal key and value head sizes and at most that many rotary dimensions, the metadata says %d, %d and %d", c.HeadK, c.HeadV, c.Rot)
-		}
-		if c.FFExp <= 0 || c.FFShexp <= 0 {
-			return fmt.Errorf("qwen35moe: expert width %d, shared expert width %d", c.FFExp, c.FFShexp)
-		}
-		c.RoPE.Mode, c.RoPE.Dims = tensor.RoPENeoX, c.Rot
-		c.KQScale = 1 / float32(math.Sqrt(float64(c.HeadK)))
-		// The router is fixed by the architecture: softmax, weights renormalised, no scale.
-		c.Router.Gating, c.Router.NormWeights = GatingSoftmax, true
-		return nil
+		return checkTextIMRoPE(r, c.Rot)
 	},
-	attention: func(c *Config, b *binder, il int) (attention, error) {
-		if c.Recurrent[il] {
-			return bindDeltaNet(c, b, il)
-		}
-		return bindGatedAttention(c, b, il)
-	},
+	attention: hybridAttention,
 	// The feed-forward network is Qwen2-MoE's: routed experts plus a shared expert behind
 	// a sigmoid gate (llama.cpp's build_layer_ffn follows the same reference).
 	feedForward: qwen2moe.feedForward,
+}
+
+// readHybridConfig reads what Qwen3-Next and Qwen3.5-MoE share: partial rotary dimensions,
+// the Gated DeltaNet sizes, the expert widths with llama.cpp's fallbacks, NeoX RoPE and a
+// router fixed by the architecture.
+func readHybridConfig(c *Config, r *metaReader) error {
+	c.Rot = r.int("{arch}.rope.dimension_count", int64(c.HeadK))
+	if r.err != nil {
+		return r.err
+	}
+	if err := c.DeltaNet.read(r); err != nil {
+		return err
+	}
+	if c.Router.Experts == 0 || c.Router.Used == 0 {
+		return fmt.Errorf("%s needs %s and %s", c.Arch, r.md.Key("{arch}.expert_count"), r.md.Key("{arch}.expert_used_count"))
+	}
+	if c.FFExp == 0 { // llama.cpp's fallbacks for files without the keys
+		c.FFExp = c.FF / c.Router.Used
+	}
+	if c.FFShexp == 0 {
+		c.FFShexp = c.FF
+	}
+	if c.HeadK != c.HeadV || c.Rot > c.HeadK {
+		return fmt.Errorf("%s needs equal key and value head sizes and at most that many rotary dimensions, the metadata says %d, %d and %d", c.Arch, c.HeadK, c.HeadV, c.Rot)
+	}
+	if c.FFExp <= 0 || c.FFShexp <= 0 {
+		return fmt.Errorf("%s: expert width %d, shared expert width %d", c.Arch, c.FFExp, c.FFShexp)
+	}
+	c.RoPE.Mode, c.RoPE.Dims = tensor.RoPENeoX, c.Rot
+	c.KQScale = 1 / float32(math.Sqrt(float64(c.HeadK)))
+	// The router is fixed by the architecture: softmax, weights renormalised, no scale.
+	c.Router.Gating, c.Router.NormWeights = GatingSoftmax, true
+	return nil
+}
+
+// hybridAttention binds a Gated DeltaNet layer or a gated full-attention layer, as the
+// layer pattern says.
+func hybridAttention(c *Config, b *binder, il int) (attention, error) {
+	if c.Recurrent[il] {
+		return bindDeltaNet(c, b, il)
+	}
+	return bindGatedAttention(c, b, il)
 }
 
 // checkTextIMRoPE checks that Qwen3.5's interleaved multi-section RoPE (ggml's IMROPE over
@@ -131,45 +142,4 @@ func bindGatedAttention(c *Config, b *binder, il int) (*gatedAttention, error) {
 		return nil, err
 	}
 	return &gatedAttention{*a}, nil
-}
-
-func bindDeltaNet(c *Config, b *binder, il int) (*deltaNet, error) {
-	cfg := c.DeltaNet
-	d := &deltaNet{cfg: cfg, eps: c.Eps}
-	var err error
-	for _, p := range []struct {
-		w          *weight
-		name       string
-		cols, rows int
-	}{
-		{&d.qkv, "attn_qkv.weight", c.Embd, cfg.convDim()}, {&d.gate, "attn_gate.weight", c.Embd, cfg.Inner},
-		{&d.beta, "ssm_beta.weight", c.Embd, cfg.VHeads}, {&d.alpha, "ssm_alpha.weight", c.Embd, cfg.VHeads},
-		{&d.out, "ssm_out.weight", cfg.Inner, c.Embd},
-	} {
-		if *p.w, err = b.matrix(blk(il, p.name), p.cols, p.rows); err != nil {
-			return nil, err
-		}
-	}
-	name := blk(il, "ssm_conv1d.weight")
-	w, err := b.vector(name, cfg.ConvKernel, cfg.convDim())
-	if err != nil {
-		return nil, err
-	}
-	conv, err := tensor.NewCausalConv(w, cfg.ConvKernel, cfg.convDim())
-	if err != nil {
-		return nil, err
-	}
-	if d.conv, err = b.upload(name, conv.Kernel(), cfg.convDim(), cfg.ConvKernel); err != nil {
-		return nil, err
-	}
-	for _, p := range []struct {
-		dst  *param
-		name string
-		n    int
-	}{{&d.dtBias, "ssm_dt.bias", cfg.VHeads}, {&d.a, "ssm_a", cfg.VHeads}, {&d.norm, "ssm_norm.weight", cfg.HeadDim}} {
-		if *p.dst, err = b.param(blk(il, p.name), p.n); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
 }

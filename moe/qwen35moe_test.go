@@ -17,7 +17,8 @@ import (
 
 const qwen35Model = "../testdata/models/tiny-qwen35moe.gguf"
 
-// TestQwen35PrefillMatchesDecode feeds golden prompts once in one batch and once in pieces
+// TestHybridPrefillMatchesDecode feeds Qwen3.5's and Qwen3-Next's golden prompts once in one
+// batch and once in pieces
 // of two tokens (three for the last piece of an odd prompt), carrying the recurrent state
 // (conv windows, delta-rule state) across calls, and compares every position's logits.
 // They must be identical, bit for bit: the recurrent layers run token by token in both; the
@@ -28,10 +29,15 @@ const qwen35Model = "../testdata/models/tiny-qwen35moe.gguf"
 // deliberate difference is Context.attend's switch to float32 arithmetic for batches of 64
 // tokens or more, where a smaller batch uses ggml's F16-rounding kernel: the long prompt
 // therefore runs with AttnPrecise in both, the short ones with the defaults.
-func TestQwen35PrefillMatchesDecode(t *testing.T) {
-	m := openModel(t, qwen35Model, 2)
+func TestHybridPrefillMatchesDecode(t *testing.T) {
+	for _, gm := range []struct{ golden, path string }{{"tiny-qwen35moe", qwen35Model}, {"synth-qwen3next", synthModel("qwen3next")}} {
+		t.Run(gm.golden, func(t *testing.T) { checkPrefillMatchesDecode(t, openModel(t, gm.path, 2), loadGolden(t, gm.golden)) })
+	}
+}
+
+func checkPrefillMatchesDecode(t *testing.T, m *testModel, g *golden) {
 	vocab := m.Config.Vocab
-	for _, p := range loadGolden(t, "tiny-qwen35moe").Prompts {
+	for _, p := range g.Prompts {
 		o := DefaultContextOptions()
 		if len(p.Tokens) >= tensor.AttnTileTokens {
 			o.Attention = tensor.AttnPrecise
@@ -296,7 +302,21 @@ func FuzzQwen35Metadata(f *testing.F) {
 	f.Add(uint32(4), uint32(32), uint32(2), uint32(4), uint32(128), uint32(2))
 	f.Add(uint32(0), uint32(0), uint32(0), uint32(0), uint32(0), uint32(0))
 	f.Add(uint32(1), uint32(64), uint32(4), uint32(2), uint32(128), uint32(1))
-	orig := readFuzzSource(f, qwen35Model)
+	fuzzDeltaNetMetadata(f, qwen35Model)
+}
+
+// FuzzQwen3NextMetadata is FuzzQwen35Metadata for the qwen3next model, whose value heads are
+// grouped and whose beta and alpha come from one ssm_ba projection.
+func FuzzQwen3NextMetadata(f *testing.F) {
+	f.Add(uint32(4), uint32(16), uint32(2), uint32(6), uint32(96), uint32(4))
+	f.Add(uint32(4), uint32(16), uint32(3), uint32(6), uint32(96), uint32(4))
+	f.Add(uint32(4), uint32(16), uint32(6), uint32(6), uint32(96), uint32(2))
+	f.Add(uint32(4), uint32(32), uint32(1), uint32(3), uint32(96), uint32(4))
+	fuzzDeltaNetMetadata(f, synthModel("qwen3next"))
+}
+
+func fuzzDeltaNetMetadata(f *testing.F, path string) {
+	orig := readFuzzSource(f, path)
 	keys := []string{"ssm.conv_kernel", "ssm.state_size", "ssm.group_count", "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval"}
 	f.Fuzz(func(t *testing.T, conv, state, groups, rank, inner, interval uint32) {
 		set := map[string]uint32{}

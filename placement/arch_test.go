@@ -88,6 +88,30 @@ func TestQwen35RecurrentState(t *testing.T) {
 	}
 }
 
+// qwen3next sizes its state as qwen35moe does, from the same ssm.* keys. llama.cpp 3f545bec's
+// log for the synthesized model moe's golden test runs (conv kernel 4, 2 key heads and 6
+// value heads of 16, 4 layers and an MTP block, n_ctx 4096) filters layers 0-2 and the MTP
+// block 4 out of the KV cache, leaves layer 3's 1.00 MiB (4096 cells × 2 heads × 32, K and V
+// in F16), and gives the recurrent layers R (f32) 0.01 MiB and S (f32) 0.02 MiB: per layer
+// a convolution state of 3 × (2·2·16 + 6·16) = 480 floats and 6 states of 16×16.
+func TestQwen3NextRecurrentState(t *testing.T) {
+	m := openModel(t, "../moe/testdata/synth/qwen3next.gguf")
+	r := DefaultRules()
+	r.CtxSize, r.Parallel, r.GPULayers = 4096, 1, 99
+	got := kvBytes(place(t, m, r, devicesFor(8)))
+	want := map[string]int64{"0": (480 + 1536) * 4, "1": (480 + 1536) * 4, "2": (480 + 1536) * 4, "3": 4096 * 2 * 32 * 2 * 2}
+	for l, b := range want {
+		if got[l] != b {
+			t.Errorf("layer %s memory %d B, want %d", l, got[l], b)
+		}
+	}
+	for l, b := range got {
+		if _, ok := want[l]; !ok && b != 0 {
+			t.Errorf("layer %s has %d B of cache; llama.cpp gives it none", l, b)
+		}
+	}
+}
+
 // DeepSeek MLA files cache only K, key_length wide (the tiny model: 80 = 64 + 16), with no V
 // cache (the trace has cache_k_l* of 80 and no cache_v_l*).
 func TestDeepSeek2TinyMLA(t *testing.T) {

@@ -9,15 +9,20 @@ import (
 // recurrence (Qwen3-Next, Qwen3.5), as ggml_gated_delta_net computes it.
 type DeltaRule struct {
 	Dim    int // head size of queries, keys and values; each state is Dim×Dim
-	KHeads int // query/key heads; value head h reads query/key head h mod KHeads
+	KHeads int // query/key heads, shared by the value heads as Grouped says
 	VHeads int // value heads, one state each
+	// Grouped says value heads come in KHeads runs of VHeads/KHeads consecutive heads, run
+	// g reading query/key head g (Qwen3-Next, whose value heads keep the checkpoint's
+	// order); otherwise value head h reads query/key head h mod KHeads (Qwen3.5, whose
+	// converter reorders the value heads so that ggml can broadcast the keys).
+	Grouped bool
 	// Stride is the number of elements from one token's queries (keys, values) to the
 	// next token's: the rows may be views into a wider per-token row.
 	Stride int
 }
 
 // GatedDeltaRule runs n tokens through the gated delta rule. For token t and value head h,
-// with q and k the (already L2-normalised) query and key of head h mod KHeads, v its
+// with q and k the (already L2-normalised) query and key of its query/key head (kHead), v its
 // value, g = exp(decay[t][h]) and b = beta[t][h], the head's state S (key dimension i,
 // value dimension j) becomes
 //
@@ -64,7 +69,7 @@ func (j *deltaJob) unit(_, h int) {
 	r := j.r
 	dim := r.Dim
 	s := j.states[h*dim*dim : (h+1)*dim*dim]
-	kh := (h % r.KHeads) * dim
+	kh := r.kHead(h) * dim
 	for t := range j.n {
 		base := t * r.Stride
 		q := j.q[base+kh : base+kh+dim]
@@ -86,6 +91,14 @@ func (j *deltaJob) unit(_, h int) {
 			o[jj] = vecDotF32(row, q) * j.scale
 		}
 	}
+}
+
+// kHead is the query/key head value head h reads.
+func (r DeltaRule) kHead(h int) int {
+	if r.Grouped {
+		return h / (r.VHeads / r.KHeads)
+	}
+	return h % r.KHeads
 }
 
 func madFloatsGo(row, k []float32, delta float32) {

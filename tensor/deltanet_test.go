@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -43,6 +44,64 @@ func TestGatedDeltaRuleByHand(t *testing.T) {
 		if math.Abs(float64(states[i]-wantS[i])) > 1e-6 {
 			t.Fatalf("states %v, want %v", states, wantS)
 		}
+	}
+}
+
+// TestGatedDeltaRuleGrouped holds Qwen3-Next's grouped value heads (run g of VHeads/KHeads
+// heads reads key head g) to Qwen3.5's tiled ones (head h reads key head h mod KHeads): the
+// grouped rule must give each value head exactly what the tiled rule gives the same head
+// moved to a tiled position over the same key head, bit for bit, outputs and states.
+func TestGatedDeltaRuleGrouped(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	const dim, kHeads, vHeads, n = 8, 2, 6, 5
+	ratio := vHeads / kHeads
+	stride := (2*kHeads + vHeads) * dim
+	rng := rand.New(rand.NewPCG(3, 4))
+	in := make([]float32, n*stride)
+	for i := range in {
+		in[i] = rng.Float32() - 0.5
+	}
+	decay, beta := make([]float32, n*vHeads), make([]float32, n*vHeads)
+	for i := range decay {
+		decay[i], beta[i] = -rng.Float32(), rng.Float32()
+	}
+	// tiled is the tiled position of grouped head h = g·ratio + j over key head g.
+	tiled := func(h int) int { return (h%ratio)*kHeads + h/ratio }
+	tin := slices.Clone(in)
+	tdecay, tbeta := make([]float32, len(decay)), make([]float32, len(beta))
+	for tok := range n {
+		v, tv := in[tok*stride+2*kHeads*dim:], tin[tok*stride+2*kHeads*dim:]
+		for h := range vHeads {
+			copy(tv[tiled(h)*dim:(tiled(h)+1)*dim], v[h*dim:(h+1)*dim])
+			tdecay[tok*vHeads+tiled(h)], tbeta[tok*vHeads+tiled(h)] = decay[tok*vHeads+h], beta[tok*vHeads+h]
+		}
+	}
+	run := func(in, decay, beta []float32, grouped bool) (o, states []float32) {
+		o, states = make([]float32, n*vHeads*dim), make([]float32, vHeads*dim*dim)
+		r := DeltaRule{Dim: dim, KHeads: kHeads, VHeads: vHeads, Stride: stride, Grouped: grouped}
+		if err := p.GatedDeltaRule(o, in, in[kHeads*dim:], in[2*kHeads*dim:], decay, beta, states, n, r); err != nil {
+			t.Fatal(err)
+		}
+		return o, states
+	}
+	o, states := run(in, decay, beta, true)
+	to, tstates := run(tin, tdecay, tbeta, false)
+	for h := range vHeads {
+		th := tiled(h)
+		for tok := range n {
+			got, want := o[(tok*vHeads+h)*dim:][:dim], to[(tok*vHeads+th)*dim:][:dim]
+			if !slices.Equal(got, want) {
+				t.Fatalf("token %d, value head %d: %v, the tiled rule's head %d gives %v", tok, h, got, th, want)
+			}
+		}
+		if !slices.Equal(states[h*dim*dim:(h+1)*dim*dim], tstates[th*dim*dim:(th+1)*dim*dim]) {
+			t.Fatalf("value head %d's state differs from the tiled rule's head %d", h, th)
+		}
+	}
+	// And the grouping matters: the tiled rule on the grouped layout reads other keys.
+	if o2, _ := run(in, decay, beta, false); slices.Equal(o, o2) {
+		t.Fatal("grouped and tiled value heads give the same outputs on this input")
 	}
 }
 

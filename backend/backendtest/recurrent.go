@@ -31,16 +31,17 @@ func causalConvSuite(e *env) {
 	}
 }
 
-// gatedDeltaRuleSuite runs the recurrence with as many value heads as key heads and more,
-// the query, key and value blocks at the start of wider rows (the gate's columns follow
+// gatedDeltaRuleSuite runs the recurrence with as many value heads as key heads and more
+// (tiled as Qwen3.5's and grouped as Qwen3-Next's), the query, key and value blocks at the start of wider rows (the gate's columns follow
 // them), inputs in test-backend-ops's ranges.
 func gatedDeltaRuleSuite(e *env) {
 	if !e.supports(tensor.F32) {
 		return
 	}
-	for _, r := range []tensor.DeltaRule{{Dim: 16, KHeads: 2, VHeads: 2}, {Dim: 32, KHeads: 1, VHeads: 4}, {Dim: 128, KHeads: 2, VHeads: 4}} {
+	for _, r := range []tensor.DeltaRule{{Dim: 16, KHeads: 2, VHeads: 2}, {Dim: 32, KHeads: 1, VHeads: 4}, {Dim: 128, KHeads: 2, VHeads: 4},
+		{Dim: 32, KHeads: 2, VHeads: 6, Grouped: true}} {
 		for _, n := range []int{1, 3, 7, 33} {
-			e.run(fmt.Sprintf("dim=%d,k-heads=%d,v-heads=%d,tokens=%d", r.Dim, r.KHeads, r.VHeads, n), func(c *tcase) {
+			e.run(fmt.Sprintf("dim=%d,k-heads=%d,v-heads=%d,grouped=%v,tokens=%d", r.Dim, r.KHeads, r.VHeads, r.Grouped, n), func(c *tcase) {
 				kd, vd := r.KHeads*r.Dim, r.VHeads*r.Dim
 				r.Stride = 2*kd + vd + 8
 				rows := c.uniform(n*r.Stride, -1, 1)

@@ -679,12 +679,14 @@ func llamaSizeType(m placement.Model) string {
 // llamaSizeTypes are the labels of the architectures moerun runs, by layer count, as each
 // one's load_hparams at llama.cpp 3f545bec sets them (src/models/*.cpp).
 var llamaSizeTypes = map[string]map[int]string{
-	"qwen3moe":  {48: "30B.A3B", 94: "235B.A22B"},
-	"deepseek2": {27: "16B", 47: "30B.A3B", 60: "236B", 61: "671B"},
-	"qwen2moe":  {24: "A2.7B", 28: "57B.A14B"},
-	"glm4moe":   {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
-	"gpt-oss":   {24: "20B", 36: "120B"},
-	"qwen35moe": {40: "35B.A3B", 48: "122B.A10B", 60: "397B.A17B"},
+	"qwen3moe":   {48: "30B.A3B", 94: "235B.A22B"},
+	"deepseek2":  {27: "16B", 47: "30B.A3B", 60: "236B", 61: "671B"},
+	"qwen2moe":   {24: "A2.7B", 28: "57B.A14B"},
+	"glm4moe":    {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
+	"gpt-oss":    {24: "20B", 36: "120B"},
+	"qwen35moe":  {40: "35B.A3B", 48: "122B.A10B", 60: "397B.A17B"},
+	"qwen3next":  {48: "80B.A3B"},
+	"minimax-m2": {62: "230B.A10B"},
 }
 
 // ftypeNames are llama.cpp's names of its file types (llama_ftype_name), by llama_ftype.

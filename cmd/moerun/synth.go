@@ -28,12 +28,13 @@ type synthCmd struct {
 
 	Layers           int  `help:"Keep the first N blocks (multi-token-prediction blocks stay after them)." placeholder:"N" group:"shape"`
 	NoMTP            bool `name:"no-mtp" help:"Leave out multi-token-prediction blocks, like the converter's --no-mtp." group:"shape"`
+	LegacySSMIn      bool `name:"legacy-ssm-in" help:"Write qwen3next's linear-attention input as one ssm_in matrix, as converters did before llama.cpp split it." group:"shape"`
 	NEmbd            int  `name:"n-embd" help:"Embedding length (hidden size)." placeholder:"N" group:"shape"`
 	NFF              int  `name:"n-ff" help:"Dense feed-forward length." placeholder:"N" group:"shape"`
 	Experts          int  `help:"Routed experts per MoE layer." placeholder:"N" group:"shape"`
 	ExpertsUsed      int  `help:"Experts used per token." placeholder:"N" group:"shape"`
 	ExpertFF         int  `name:"expert-ff" help:"Feed-forward length of one expert." placeholder:"N" group:"shape"`
-	SharedFF         int  `name:"shared-ff" help:"Feed-forward length of the shared expert (qwen2moe, qwen35moe)." placeholder:"N" group:"shape"`
+	SharedFF         int  `name:"shared-ff" help:"Feed-forward length of the shared expert (qwen2moe, qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
 	LeadingDense     int  `help:"Leading blocks with a dense FFN (deepseek2, glm4moe)." placeholder:"N" group:"shape"`
 	ExpertGroups     int  `help:"Expert groups (deepseek2)." placeholder:"N" group:"shape"`
 	ExpertGroupsUsed int  `help:"Expert groups used per token." placeholder:"N" group:"shape"`
@@ -44,9 +45,9 @@ type synthCmd struct {
 	RopeDim          int  `help:"Rotary dimensions (where the model has partial rotary or MLA)." placeholder:"N" group:"shape"`
 	QLoraRank        int  `name:"q-lora-rank" help:"MLA query LoRA rank." placeholder:"N" group:"shape"`
 	KVLoraRank       int  `name:"kv-lora-rank" help:"MLA key/value LoRA rank." placeholder:"N" group:"shape"`
-	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe)." placeholder:"N" group:"shape"`
-	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe)." placeholder:"N" group:"shape"`
-	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe)." placeholder:"N" group:"shape"`
+	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
+	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
+	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
 	VocabSize        int  `help:"Vocabulary size (rows of token_embd and output)." placeholder:"N" group:"shape"`
 	Context          int  `help:"Training context length." placeholder:"N" group:"shape"`
 }
@@ -73,7 +74,7 @@ func (c *synthCmd) Run(e *env) error {
 		ExpertFF: c.ExpertFF, SharedFF: c.SharedFF, ExpertGroups: c.ExpertGroups, ExpertGroupsUsed: c.ExpertGroupsUsed,
 		Heads: c.Heads, HeadsKV: c.HeadsKV, HeadDim: c.HeadDim, VHeadDim: c.VHeadDim, RopeDim: c.RopeDim,
 		QLoraRank: c.QLoraRank, KVLoraRank: c.KVLoraRank, SSMState: c.SSMState, SSMGroups: c.SSMGroups,
-		SSMHeads: c.SSMHeads, Vocab: c.VocabSize, Context: c.Context, LeadingDense: c.LeadingDense, NoMTP: c.NoMTP, Imatrix: c.Imatrix,
+		SSMHeads: c.SSMHeads, Vocab: c.VocabSize, Context: c.Context, LeadingDense: c.LeadingDense, NoMTP: c.NoMTP, LegacySSMIn: c.LegacySSMIn, Imatrix: c.Imatrix,
 	}
 	if c.Vocab != "" {
 		tok, err := readTokenizer(c.Vocab)

@@ -64,12 +64,14 @@ type archLayout struct {
 }
 
 var archs = map[string]archLayout{
-	"qwen3moe":  {keys: qwen3moeKeys, tensors: qwen3moeTensors},
-	"qwen2moe":  {keys: qwen2moeKeys, tensors: qwen2moeTensors},
-	"qwen35moe": {keys: qwen35moeKeys, tensors: qwen35moeTensors},
-	"deepseek2": {keys: deepseek2Keys, tensors: deepseek2Tensors},
-	"glm4moe":   {keys: glm4moeKeys, tensors: glm4moeTensors},
-	"gpt-oss":   {keys: gptOssKeys, tensors: gptOssTensors},
+	"qwen3moe":   {keys: qwen3moeKeys, tensors: qwen3moeTensors},
+	"qwen2moe":   {keys: qwen2moeKeys, tensors: qwen2moeTensors},
+	"qwen35moe":  {keys: qwen3nextKeys, tensors: qwen35moeTensors},
+	"qwen3next":  {keys: qwen3nextKeys, tensors: qwen3nextTensors},
+	"deepseek2":  {keys: deepseek2Keys, tensors: deepseek2Tensors},
+	"glm4moe":    {keys: glm4moeKeys, tensors: glm4moeTensors},
+	"gpt-oss":    {keys: gptOssKeys, tensors: gptOssTensors},
+	"minimax-m2": {keys: minimaxM2Keys, tensors: minimaxM2Tensors},
 	// llama.cpp names a Llama with 80 layers and grouped KV heads 70B (src/models/llama.cpp).
 	"llama": {keys: llamaKeys, tensors: llamaTensors, is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
 	"qwen2": {keys: qwen2Keys, tensors: qwen2Tensors, is70B: func(c *Config) bool { return c.Layers == 80 }},
@@ -241,19 +243,8 @@ func gatedSharedExpert(c *Config, t *tensorList, i int) {
 }
 
 // qwen35moe (src/models/qwen35moe.cpp): Gated DeltaNet linear attention in three of every
-// four layers, gated full attention in the rest, shared expert in every layer.
-
-func qwen35moeKeys(c *Config, kv *kvList) {
-	qwen2moeKeys(c, kv)
-	kv.u32("ssm.conv_kernel", c.SSMConv)
-	kv.u32("ssm.state_size", c.SSMState)
-	kv.u32("ssm.group_count", c.SSMGroups)
-	kv.u32("ssm.time_step_rank", c.SSMHeads)
-	kv.u32("ssm.inner_size", c.SSMState*c.SSMHeads)
-	kv.u32("full_attention_interval", c.FullAttnInterval)
-	kv.u32("rope.dimension_count", c.RopeDim)
-	kv.u32If("nextn_predict_layers", c.NextN)
-}
+// four layers, gated full attention in the rest, shared expert in every layer; its keys
+// are Qwen3-Next's (qwen3nextKeys) plus the M-RoPE sections baseKeys writes.
 
 // ropeSections splits the rotary half-dimensions into Qwen3.5's interleaved M-RoPE sections
 // in the published proportion 11:11:10 (of 32), the fourth section empty.
@@ -268,7 +259,48 @@ func (c *Config) isRecurrent(i int) bool {
 	return i < c.Layers && (i+1)%c.FullAttnInterval != 0
 }
 
+// hasDeltaNet reports the architectures with Gated DeltaNet layers, sized by the SSM fields.
+func (c *Config) hasDeltaNet() bool { return c.Arch == "qwen35moe" || c.Arch == "qwen3next" }
+
+// Qwen3.5's converter splits in_proj_ba into ssm_beta and ssm_alpha (one row per value
+// head each); Qwen3-Next's keeps it whole as ssm_ba.
 func qwen35moeTensors(c *Config, t *tensorList) {
+	hybridDeltaNetTensors(c, t, func(i int) {
+		t.blk(i, "ssm_beta.weight", c.Embd, c.SSMHeads)
+		t.blk(i, "ssm_alpha.weight", c.Embd, c.SSMHeads)
+	})
+}
+
+// qwen3next (src/models/qwen3next.cpp): Qwen3.5-MoE's layout before it, with the beta and
+// alpha projections in one tensor, NeoX RoPE without M-RoPE sections, and value heads in
+// the checkpoint's order, grouped by key head.
+
+// qwen3nextKeys is Qwen3NextModel.set_gguf_parameters (which Qwen3.5's converter inherits):
+// Qwen2-MoE's keys, the linear attention's sizes, the layer pattern and partial rotary
+// dimensions, then the MTP block count.
+func qwen3nextKeys(c *Config, kv *kvList) {
+	qwen2moeKeys(c, kv)
+	kv.u32("ssm.conv_kernel", c.SSMConv)
+	kv.u32("ssm.state_size", c.SSMState)
+	kv.u32("ssm.group_count", c.SSMGroups)
+	kv.u32("ssm.time_step_rank", c.SSMHeads)
+	kv.u32("ssm.inner_size", c.SSMState*c.SSMHeads)
+	kv.u32("full_attention_interval", c.FullAttnInterval)
+	kv.u32("rope.dimension_count", c.RopeDim)
+	kv.u32If("nextn_predict_layers", c.NextN)
+}
+
+func qwen3nextTensors(c *Config, t *tensorList) {
+	hybridDeltaNetTensors(c, t, func(i int) {
+		// in_proj_ba: for each key head, its value heads' beta rows, then their alpha rows.
+		t.blk(i, "ssm_ba.weight", c.Embd, 2*c.SSMHeads)
+	})
+}
+
+// hybridDeltaNetTensors is the Qwen3-Next family's layout: Gated DeltaNet layers (whose beta
+// and alpha projections betaAlpha adds) and gated full attention, each followed by routed
+// experts and a gated shared expert; the MTP blocks are full-attention blocks.
+func hybridDeltaNetTensors(c *Config, t *tensorList, betaAlpha func(i int)) {
 	embedding(c, t)
 	keyDim := c.SSMState * c.SSMGroups
 	valueDim := c.SSMState * c.SSMHeads
@@ -276,13 +308,17 @@ func qwen35moeTensors(c *Config, t *tensorList) {
 		t.blk(i, "attn_norm.weight", c.Embd)
 		t.blk(i, "post_attention_norm.weight", c.Embd)
 		if c.isRecurrent(i) {
-			t.blk(i, "attn_qkv.weight", c.Embd, 2*keyDim+valueDim)
-			t.blk(i, "attn_gate.weight", c.Embd, valueDim)
+			if c.LegacySSMIn {
+				// Each key head's query, key, values and z rows in turn.
+				t.blk(i, "ssm_in.weight", c.Embd, 2*keyDim+2*valueDim)
+			} else {
+				t.blk(i, "attn_qkv.weight", c.Embd, 2*keyDim+valueDim)
+				t.blk(i, "attn_gate.weight", c.Embd, valueDim)
+			}
 			t.blk(i, "ssm_conv1d.weight", c.SSMConv, 2*keyDim+valueDim)
 			t.blk(i, "ssm_dt.bias", c.SSMHeads)
 			t.blk(i, "ssm_a", c.SSMHeads)
-			t.blk(i, "ssm_beta.weight", c.Embd, c.SSMHeads)
-			t.blk(i, "ssm_alpha.weight", c.Embd, c.SSMHeads)
+			betaAlpha(i)
 			t.blk(i, "ssm_norm.weight", c.SSMState)
 			t.blk(i, "ssm_out.weight", valueDim, c.Embd)
 		} else {
@@ -432,6 +468,34 @@ func gptOssTensors(c *Config, t *tensorList) {
 		t.blk(i, "ffn_up_exps.bias", c.ExpertFF, c.Experts)
 		t.blk(i, "ffn_down_exps.weight", c.ExpertFF, c.Embd, c.Experts)
 		t.blk(i, "ffn_down_exps.bias", c.Embd, c.Experts)
+	}
+	outputHead(c, t)
+}
+
+// minimax-m2 (src/models/minimax-m2.cpp, conversion/minimax.py): grouped-query attention
+// with RMS norms over all query heads and over all key heads at once, partial NeoX RoPE, and
+// in every block routed experts behind a sigmoid router with a selection bias; no shared
+// expert. The converter writes intermediate_size as both feed_forward_length, by which
+// llama.cpp sizes the experts, and expert_feed_forward_length.
+
+func minimaxM2Keys(c *Config, kv *kvList) {
+	baseKeys(c, kv, true)
+	kv.u32("expert_feed_forward_length", c.ExpertFF)
+	kv.u32("rope.dimension_count", c.RopeDim)
+}
+
+func minimaxM2Tensors(c *Config, t *tensorList) {
+	embedding(c, t)
+	for i := range c.blocks() {
+		t.blk(i, "attn_norm.weight", c.Embd)
+		attentionQKV(c, t, i, c.Heads*c.headDim(), false)
+		t.blk(i, "attn_output.weight", c.Heads*c.headDim(), c.Embd)
+		t.blk(i, "attn_q_norm.weight", c.Heads*c.headDim())
+		t.blk(i, "attn_k_norm.weight", c.HeadsKV*c.headDim())
+		t.blk(i, "ffn_norm.weight", c.Embd)
+		t.blk(i, "ffn_gate_inp.weight", c.Embd, c.Experts)
+		t.blk(i, "exp_probs_b.bias", c.Experts)
+		routedExperts(c, t, i, c.ExpertFF)
 	}
 	outputHead(c, t)
 }

@@ -40,7 +40,7 @@ type Config struct {
 	ExpertsUsed  int // num_experts_per_tok
 	ExpertFF     int // moe_intermediate_size (llama-architecture experts are FF wide instead)
 	SharedCount  int // n_shared_experts (deepseek2, glm4moe): shared width = ExpertFF × SharedCount
-	SharedFF     int // shared_expert_intermediate_size (qwen2moe, qwen35moe)
+	SharedFF     int // shared_expert_intermediate_size (qwen2moe, qwen35moe, qwen3next)
 	LeadingDense int // first_k_dense_replace
 
 	ExpertGroups     int     // n_group (written when the config has it)
@@ -60,12 +60,14 @@ type Config struct {
 
 	SlidingWindow int // gpt-oss sliding_window
 
-	// Gated DeltaNet (qwen35moe) linear attention.
+	// Gated DeltaNet (qwen35moe, qwen3next) linear attention.
 	FullAttnInterval int // every n-th layer is full attention
 	SSMConv          int // linear_conv_kernel_dim
 	SSMState         int // linear_key_head_dim (= value head dim)
 	SSMGroups        int // linear_num_key_heads
 	SSMHeads         int // linear_num_value_heads
+	// LegacySSMIn is Options.LegacySSMIn: Qwen3-Next's in_proj_qkvz as one ssm_in matrix.
+	LegacySSMIn bool
 }
 
 // Yarn is a YaRN rope_scaling block.
@@ -218,6 +220,47 @@ var presets = []Preset{
 			Experts: 256, ExpertsUsed: 8, ExpertFF: 1024, SharedFF: 1024,
 			RMSEps: 1e-6, RopeBase: 1e7,
 			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 64,
+		},
+	},
+	{
+		Name: "qwen3-next-80b-a3b", Title: "Qwen3-Next-80B-A3B", Family: "qwen2",
+		Source: "Qwen/Qwen3-Next-80B-A3B-Instruct config.json (Thinking has the same shapes): 48 layers (36 Gated DeltaNet + " +
+			"12 gated attention, full_attention_interval 4), hidden 2048, 16 heads over 2 KV heads of 256 with partial_rotary_factor " +
+			"0.25, 512 experts of 512 with 10 routed and a 512-wide shared expert, linear attention 16 key heads and 32 value heads " +
+			"of 128, vocabulary 151936, untied output (rope_theta unchecked). The checkpoint's mtp.* block: the current converter " +
+			"appends it as blk.48; GGUFs converted before it have none (--no-mtp)",
+		Config: Config{
+			Arch: "qwen3next", Layers: 48, NextN: 1, Embd: 2048, Vocab: 151936, Context: 262144,
+			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+			FF: 5120, Experts: 512, ExpertsUsed: 10, ExpertFF: 512, SharedFF: 512,
+			RMSEps: 1e-6, RopeBase: 1e7,
+			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+		},
+	},
+	{
+		Name: "qwen3-coder-next", Title: "Qwen3-Coder-Next (80B-A3B)", Family: "qwen2",
+		Source: "Qwen/Qwen3-Coder-Next config.json as its quantized copies repeat it (mlx-community/Qwen3-Coder-Next-nvfp4, " +
+			"Open4bits/Qwen3-Coder-Next-mlx-2Bit): Qwen3-Next-80B-A3B's shapes; rope_theta 5e6 from the derived " +
+			"QuantTrio/Qwen3-Coder-Next-E336 config (unchecked against Qwen's own file)",
+		Config: Config{
+			Arch: "qwen3next", Layers: 48, NextN: 1, Embd: 2048, Vocab: 151936, Context: 262144,
+			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+			FF: 5120, Experts: 512, ExpertsUsed: 10, ExpertFF: 512, SharedFF: 512,
+			RMSEps: 1e-6, RopeBase: 5e6,
+			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+		},
+	},
+	{
+		Name: "minimax-m2", Aliases: []string{"minimax-m2.1", "minimax-m2.5", "minimax-m2.7"}, Title: "MiniMax-M2 (230B-A10B)", Family: "minimax",
+		Source: "MiniMaxAI/MiniMax-M2 configuration_minimax_m2.py defaults and the config.json copies of M2.1 (QuixiAI/MiniMax-M2.1-bf16) " +
+			"and M2.7 (amd/MiniMax-M2.7-BF16), the same shapes: 62 layers, hidden 3072, 48 heads over 8 KV heads of 128, rotary_dim 64, " +
+			"256 experts of 1536 with 8 routed, sigmoid scoring with a routing bias, vocabulary 200064, untied output; the checkpoint's " +
+			"MTP modules are not converted. Context 196608 (M2.7: 204800)",
+		Config: Config{
+			Arch: "minimax-m2", Layers: 62, Embd: 3072, Vocab: 200064, Context: 196608,
+			Heads: 48, HeadsKV: 8, HeadDim: 128, RopeDim: 64,
+			FF: 1536, Experts: 256, ExpertsUsed: 8, ExpertFF: 1536, GatingFunc: 2, ExpProbsBias: true,
+			RMSEps: 1e-6, RopeBase: 5e6,
 		},
 	},
 	{

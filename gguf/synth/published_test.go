@@ -6,58 +6,74 @@ import (
 )
 
 // publishedSizes are file sizes of real GGUF uploads, as their repositories list them (GB =
-// 10^9 bytes; GiB where the uploader printed llama.cpp's GiB). imatrix marks uploads made with
-// an importance matrix, which changes the types llama-quantize picks for q4_0 and iq4_xs.
+// 10^9 bytes; GiB where the uploader printed llama.cpp's GiB). opts marks uploads made with
+// an importance matrix, which changes the types llama-quantize picks for q4_0 and iq4_xs, and
+// files converted without the checkpoint's MTP block.
 var publishedSizes = []struct {
-	spec    string
-	imatrix bool
-	bytes   float64
-	source  string
+	spec   string
+	opts   Options
+	bytes  float64
+	source string
 }{
-	{"qwen3-30b-a3b:f16", false, 61.10e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README (bf16)"},
-	{"qwen3-30b-a3b:q8_0", false, 32.48e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
-	{"qwen3-30b-a3b:q6_k", false, 25.10e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
-	{"qwen3-30b-a3b:q5_k_m", false, 21.74e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
-	{"deepseek-v3:q8_0", false, 713.29e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
-	{"deepseek-v3:q6_k", false, 550.80e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
-	{"deepseek-v3:q5_k_m", false, 475.40e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
-	{"deepseek-v3:q4_k_m", false, 404.43e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
-	{"deepseek-v2-lite:f16", false, 31.4e9, "larenspear/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:q8_0", false, 16.7e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:q6_k", false, 14.1e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:q5_k_m", false, 11.9e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:q4_k_m", false, 10.4e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:iq4_xs", false, 8.65e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
-	{"deepseek-v2-lite:q4_0", false, 8.91e9, "second-state/DeepSeek-V2-Lite-Chat-GGUF files"},
-	{"qwen2-57b-a14b:q8_0", false, (31.1 + 29.9) * 1e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files (two parts)"},
-	{"qwen2-57b-a14b:q6_k", false, 47.1e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
-	{"qwen2-57b-a14b:q5_k_m", false, 40.8e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
-	{"qwen2-57b-a14b:q4_k_m", false, 34.9e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
-	{"qwen2-57b-a14b:iq4_xs", false, 31.0e9, "RichardErkhov/Qwen_-_Qwen2-57B-A14B-Instruct-gguf files"},
-	{"qwen2-57b-a14b:q4_0", false, 32.5e9, "RichardErkhov/Qwen_-_Qwen2-57B-A14B-Instruct-gguf files"},
-	{"glm-4.5-air:f16", false, 205.811 * (1 << 30), "ubergarm/GLM-4.5-Air-GGUF README (BF16 205.811 GiB)"},
-	{"glm-4.5-air:q8_0", false, 109.381 * (1 << 30), "ubergarm/GLM-4.5-Air-GGUF README (Q8_0 109.381 GiB)"},
-	{"gpt-oss-20b:mxfp4", true, 12.1e9, "bartowski/openai_gpt-oss-20b-GGUF README (MXFP4)"},
-	{"gpt-oss-20b:q6_k", true, 12.04e9, "bartowski/openai_gpt-oss-20b-GGUF README (Q6_K, experts kept MXFP4)"},
-	{"mixtral-8x7b:q8_0", false, 49.6e9, "shenberg1/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
-	{"mixtral-8x7b:q6_k", false, 38.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
-	{"mixtral-8x7b:q5_k_m", false, 33.2e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
-	{"mixtral-8x7b:q4_k_m", false, 28.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
-	{"mixtral-8x7b:q4_0", false, 26.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
-	{"llama-3.1-70b:q8_0", true, 74.98e9, "bartowski Llama-3.1-70B (Nemotron-70B) table, quoted at ozeki.chat/p_8590"},
-	{"llama-3.1-70b:q6_k", true, 57.89e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
-	{"llama-3.1-70b:q5_k_m", true, 49.95e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
-	{"llama-3.1-70b:q4_k_m", true, 42.52e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
-	{"llama-3.1-70b:q4_0", true, 40.12e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
-	{"llama-3.1-70b:iq4_xs", true, 37.90e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
-	{"qwen2.5-32b:q4_k_m", false, 19.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
-	{"qwen2.5-32b:q4_0", false, 18.6e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
-	{"qwen2.5-32b:iq4_xs", false, 17.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
+	{"qwen3-30b-a3b:f16", Options{}, 61.10e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README (bf16)"},
+	{"qwen3-30b-a3b:q8_0", Options{}, 32.48e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
+	{"qwen3-30b-a3b:q6_k", Options{}, 25.10e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
+	{"qwen3-30b-a3b:q5_k_m", Options{}, 21.74e9, "bartowski/Qwen_Qwen3-30B-A3B-GGUF README"},
+	{"deepseek-v3:q8_0", Options{}, 713.29e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
+	{"deepseek-v3:q6_k", Options{}, 550.80e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
+	{"deepseek-v3:q5_k_m", Options{}, 475.40e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
+	{"deepseek-v3:q4_k_m", Options{}, 404.43e9, "bartowski/deepseek-ai_DeepSeek-V3-0324-GGUF README"},
+	{"deepseek-v2-lite:f16", Options{}, 31.4e9, "larenspear/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:q8_0", Options{}, 16.7e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:q6_k", Options{}, 14.1e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:q5_k_m", Options{}, 11.9e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:q4_k_m", Options{}, 10.4e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:iq4_xs", Options{}, 8.65e9, "mradermacher/DeepSeek-V2-Lite-GGUF files"},
+	{"deepseek-v2-lite:q4_0", Options{}, 8.91e9, "second-state/DeepSeek-V2-Lite-Chat-GGUF files"},
+	{"qwen2-57b-a14b:q8_0", Options{}, (31.1 + 29.9) * 1e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files (two parts)"},
+	{"qwen2-57b-a14b:q6_k", Options{}, 47.1e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
+	{"qwen2-57b-a14b:q5_k_m", Options{}, 40.8e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
+	{"qwen2-57b-a14b:q4_k_m", Options{}, 34.9e9, "mradermacher/Qwen2-57B-A14B-Instruct-GGUF files"},
+	{"qwen2-57b-a14b:iq4_xs", Options{}, 31.0e9, "RichardErkhov/Qwen_-_Qwen2-57B-A14B-Instruct-gguf files"},
+	{"qwen2-57b-a14b:q4_0", Options{}, 32.5e9, "RichardErkhov/Qwen_-_Qwen2-57B-A14B-Instruct-gguf files"},
+	{"glm-4.5-air:f16", Options{}, 205.811 * (1 << 30), "ubergarm/GLM-4.5-Air-GGUF README (BF16 205.811 GiB)"},
+	{"glm-4.5-air:q8_0", Options{}, 109.381 * (1 << 30), "ubergarm/GLM-4.5-Air-GGUF README (Q8_0 109.381 GiB)"},
+	{"gpt-oss-20b:mxfp4", Options{Imatrix: true}, 12.1e9, "bartowski/openai_gpt-oss-20b-GGUF README (MXFP4)"},
+	{"gpt-oss-20b:q6_k", Options{Imatrix: true}, 12.04e9, "bartowski/openai_gpt-oss-20b-GGUF README (Q6_K, experts kept MXFP4)"},
+	{"mixtral-8x7b:q8_0", Options{}, 49.6e9, "shenberg1/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
+	{"mixtral-8x7b:q6_k", Options{}, 38.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
+	{"mixtral-8x7b:q5_k_m", Options{}, 33.2e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
+	{"mixtral-8x7b:q4_k_m", Options{}, 28.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
+	{"mixtral-8x7b:q4_0", Options{}, 26.4e9, "gobean/Mixtral-8x7B-Instruct-v0.1-GGUF files"},
+	{"llama-3.1-70b:q8_0", Options{Imatrix: true}, 74.98e9, "bartowski Llama-3.1-70B (Nemotron-70B) table, quoted at ozeki.chat/p_8590"},
+	{"llama-3.1-70b:q6_k", Options{Imatrix: true}, 57.89e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
+	{"llama-3.1-70b:q5_k_m", Options{Imatrix: true}, 49.95e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
+	{"llama-3.1-70b:q4_k_m", Options{Imatrix: true}, 42.52e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
+	{"llama-3.1-70b:q4_0", Options{Imatrix: true}, 40.12e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
+	{"llama-3.1-70b:iq4_xs", Options{Imatrix: true}, 37.90e9, "bartowski Llama-3.1-70B (Nemotron-70B) table"},
+	{"qwen2.5-32b:q4_k_m", Options{}, 19.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
+	{"qwen2.5-32b:q4_0", Options{}, 18.6e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
+	// Qwen's own GGUFs of Qwen3-Next-80B-A3B-Thinking were converted before the converter kept
+	// the MTP block and split in_proj_qkvz: with ssm_in, whose quantized type is the mix's
+	// default rather than attn_qkv's more bits, Q4_K_M and Q5_K_M come within 0.02% (48.41 and
+	// 56.71 GB; 48.49 and 56.75 with the split layout). Qwen3-Coder-Next, released later, fits
+	// the split layout as closely (48.49 GB; 48.41 with ssm_in).
+	{"qwen3-next-80b-a3b:f16", Options{NoMTP: true, LegacySSMIn: true}, (49 + 49.8 + 49.7 + 10.9) * 1e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files (BF16, four parts)"},
+	{"qwen3-next-80b-a3b:q8_0", Options{NoMTP: true, LegacySSMIn: true}, 84.8e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q6_k", Options{NoMTP: true, LegacySSMIn: true}, 65.5e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q5_k_m", Options{NoMTP: true, LegacySSMIn: true}, 56.7e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-next-80b-a3b:q4_k_m", Options{NoMTP: true, LegacySSMIn: true}, 48.4e9, "Qwen/Qwen3-Next-80B-A3B-Thinking-GGUF files"},
+	{"qwen3-coder-next:q4_k_m", Options{NoMTP: true}, 48.5e9, "steampunque/Qwen3-Coder-Next-Hybrid-GGUF README (its plain Q4_K_M: 48.5e9)"},
+	// An article on Unsloth's MiniMax-M2.5 GGUFs gives their BF16 file as 457 GB (M2.5 has
+	// M2's shapes; its 809 tensors and llama.cpp's 228.7B parameters, 5.00 BPW in 133.1 GiB in
+	// Goldkoron/MiniMax-M2.7's README, agree with the preset too).
+	{"minimax-m2:f16", Options{}, 457e9, "ai-manual.ru, \"MiniMax-2.5 na domashnem PK\" (Unsloth's BF16 GGUF: 457 GB)"},
+	{"qwen2.5-32b:iq4_xs", Options{}, 17.9e9, "RichardErkhov/unsloth_-_Qwen2.5-32B-Instruct-gguf files"},
 }
 
 func TestSizesMatchPublishedFiles(t *testing.T) {
 	for _, tc := range publishedSizes {
-		m, err := Build(tc.spec, Options{Imatrix: tc.imatrix})
+		m, err := Build(tc.spec, tc.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

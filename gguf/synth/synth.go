@@ -26,6 +26,9 @@ type Options struct {
 	LeadingDense int
 	// NoMTP leaves out multi-token-prediction blocks, like the converter's --no-mtp.
 	NoMTP bool
+	// LegacySSMIn writes Qwen3-Next's in_proj_qkvz as the one ssm_in matrix that converters
+	// wrote before llama.cpp split it into attn_qkv and attn_gate (llama.cpp still reads it).
+	LegacySSMIn bool
 
 	// Imatrix picks types as llama-quantize does when given an importance matrix (it
 	// changes the ffn_down types of q4_0 and iq4_xs).
@@ -215,6 +218,12 @@ func (p *Preset) apply(o Options) error {
 	if o.NoMTP {
 		c.NextN = 0
 	}
+	if o.LegacySSMIn {
+		if c.Arch != "qwen3next" {
+			return fmt.Errorf("%s has no ssm_in to write the legacy way (qwen3next has)", c.Arch)
+		}
+		c.LegacySSMIn = true
+	}
 	if o.LeadingDense != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe" {
 		return fmt.Errorf("%s has no leading dense blocks to set", c.Arch)
 	}
@@ -289,8 +298,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%d experts used cannot come from %d groups of %d experts", c.ExpertsUsed, c.ExpertGroupsUsed, perGroup)
 		}
 	}
-	if c.Arch == "qwen35moe" && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1) {
-		return fmt.Errorf("linear attention needs positive SSM state, groups and heads")
+	if c.Arch == "minimax-m2" && c.FF != c.ExpertFF {
+		return fmt.Errorf("minimax-m2's converter writes one intermediate size as the feed-forward and the expert length (here %d and %d): set both", c.FF, c.ExpertFF)
+	}
+	if c.hasDeltaNet() && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
+		return fmt.Errorf("linear attention needs positive SSM state, groups and heads, the heads a multiple of the groups")
 	}
 	return nil
 }

@@ -326,6 +326,8 @@ func TestSpecErrors(t *testing.T) {
 		{"qwen3-30b-a3b", Options{Embd: 1 << 30}, "out of range"},
 		{"mixtral-8x7b", Options{ExpertFF: 1024}, "as wide as the dense FFN"},
 		{"deepseek-v2-lite", Options{Layers: 2}, "only with 26 or 27 layers"},
+		{"qwen3.5-35b-a3b", Options{LegacySSMIn: true}, "no ssm_in to write the legacy way"},
+		{"qwen3-next-80b-a3b", Options{SSMHeads: 24}, "the heads a multiple of the groups"},
 	} {
 		_, err := Build(tc.spec, tc.opts)
 		if tc.want == "leading dense blocks" {

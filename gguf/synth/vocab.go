@@ -174,6 +174,15 @@ var vocabFamilies = map[string]vocabFamily{
 		template: "{{- bos_token -}}{%- for message in messages -%}{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' -}}" +
 			"{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%}",
 	},
+	// MiniMax-M2's role markers: "]~!b[" opens the conversation, "]~b]" a turn, "[e~[" ends
+	// one; the assistant's role is "ai".
+	"minimax": {
+		pre:      "minimax-m2",
+		specials: []string{"]~!b[", "]~b]", "[e~[", "<think>", "</think>"},
+		bos:      "]~!b[", eos: "[e~[",
+		template: "{{- bos_token -}}{%- for message in messages -%}{%- set role = 'ai' if message['role'] == 'assistant' else message['role'] -%}" +
+			"{{- ']~b]' + role + '\n' + message['content'] + '[e~[\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- ']~b]ai\n' -}}{%- endif -%}",
+	},
 	// Mixtral's real tokenizer is SentencePiece; the stand-in keeps its special tokens and
 	// prompt format on the byte-level BPE every other preset uses.
 	"mistral": {

@@ -9,7 +9,10 @@
 # moe/testdata/golden/synth-<arch>.json.gz (the model: moe/testdata/synth/<arch>.gguf).
 # moe's TestTeacherForced holds the runtime to them as to the shared goldens. Never run by CI.
 #
-#   LLAMA=/path/to/llama.cpp sh tools/oracle/synth_goldens.sh
+#   LLAMA=/path/to/llama.cpp sh tools/oracle/synth_goldens.sh [ARCH...]
+#
+# With model names (qwen3next, glm4moe, ...: the files' names), only their models and goldens are
+# remade; the others' committed files are left as they are.
 #
 # LLAMA is a checkout of ngxson/llama.cpp at 3f545beccee69d9975f466ec7e45fd9aacd8ba90 with a
 # CPU build in $LLAMA/build (DEVELOPERS.md, or tools/oracle/README.md, says how to get one:
@@ -29,9 +32,14 @@ g++ -O2 -std=c++17 "$root/tools/oracle/model_golden.cpp" -I"$LLAMA/include" -I"$
 (cd "$root" && go build -o "$tmp/moerun" ./cmd/moerun)
 
 common="--random --seed 7 --vocab-size 512"
+only="$*"
+wanted() { # NAME: whether this run remakes NAME
+	[ -z "$only" ] || case " $only " in *" $1 "*) ;; *) return 1 ;; esac
+}
 synth() { # NAME SPEC FLAGS...
 	name=$1
 	shift
+	wanted "$name" || return 0
 	"$tmp/moerun" synth "$@" $common -o "$out/$name.gguf"
 }
 # Shapes small enough to commit (about 1 MB each); widths that are not multiples of 256
@@ -45,6 +53,20 @@ synth qwen35moe qwen3.5-122b-a10b:q4_k_m --layers 4 --no-mtp --n-embd 128 --head
 	--ssm-state 16 --ssm-groups 2 --ssm-heads 4
 synth qwen2moe qwen2-57b-a14b:q6_k --layers 3 --n-embd 128 --heads 4 --heads-kv 2 --experts 8 \
 	--experts-used 2 --expert-ff 64 --shared-ff 128 --n-ff 192
+# Three value heads per key head, so that grouping them (Qwen3-Next) and tiling them
+# (Qwen3.5) differ; the MTP block is kept, for llama.cpp to check its layout.
+synth qwen3next qwen3-next-80b-a3b:q5_k_m --layers 4 --n-embd 128 --heads 4 --heads-kv 2 \
+	--head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 --shared-ff 64 \
+	--ssm-state 16 --ssm-groups 2 --ssm-heads 6
+# The same, as converters wrote it before llama.cpp split in_proj_qkvz (its legacy ssm_in path).
+synth qwen3next-ssm-in qwen3-next-80b-a3b:q5_k_m --legacy-ssm-in --no-mtp --layers 4 --n-embd 128 \
+	--heads 4 --heads-kv 2 --head-dim 32 --rope-dim 8 --experts 8 --experts-used 2 --expert-ff 64 \
+	--shared-ff 64 --ssm-state 16 --ssm-groups 2 --ssm-heads 6
+
+# 256 wide, for IQ4_XS to apply where rows allow it; experts as wide as the dense length, as
+# MiniMax-M2's converter writes them.
+synth minimax-m2 minimax-m2:iq4_xs --layers 3 --n-embd 256 --heads 4 --heads-kv 2 --head-dim 32 \
+	--rope-dim 16 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 64
 
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
@@ -59,6 +81,7 @@ Mixture of experts models route every token to a few experts; the router picks t
 cd "$out"
 for model in *.gguf; do
 	name=${model%.gguf}
+	wanted "$name" || continue
 	if ! "$tmp/model_golden" "$model" "hello=Hello world" "fox=The quick brown fox jumps over the lazy dog." \
 		"long=$long" >"$tmp/$name.json" 2>"$tmp/$name.log"; then
 		cat "$tmp/$name.log" >&2
