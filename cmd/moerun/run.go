@@ -138,6 +138,7 @@ func (c *runCmd) contextOn(model *moe.Model, plan *placement.Plan, rules placeme
 	opts := moe.DefaultContextOptions()
 	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
+	opts.SWAFull = rules.SWAFull
 	opts.SER = ser
 	if c.Attention == "precise" {
 		opts.Attention = tensor.AttnPrecise
