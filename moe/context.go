@@ -167,6 +167,18 @@ func checkCacheSize(m *Model, o ContextOptions, size, ubatch int) error {
 	return nil
 }
 
+// CacheBytes is the memory the context's KV caches and recurrent states take on each
+// device, by device name: what place's memory report gives for one sequence.
+func (c *Context) CacheBytes() map[string]int64 {
+	out := map[string]int64{}
+	for _, kv := range c.caches {
+		for _, buf := range kv.bufs {
+			out[buf.Device()] += buf.Size()
+		}
+	}
+	return out
+}
+
 // Size is the number of positions the context holds.
 func (c *Context) Size() int { return c.size }
 

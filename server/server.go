@@ -333,6 +333,17 @@ func New(c Config) (*Server, error) {
 	return s, nil
 }
 
+// CacheBytes is the memory the slots' KV caches take on each device, by device name.
+func (s *Server) CacheBytes() map[string]int64 {
+	out := map[string]int64{}
+	for _, sl := range s.allSlots {
+		for dev, n := range sl.ctx.CacheBytes() {
+			out[dev] += n
+		}
+	}
+	return out
+}
+
 // SlotSize is the context each slot holds, in tokens.
 func (s *Server) SlotSize() int { return s.slotSize }
 

@@ -129,7 +129,11 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 		return nil, nil, err
 	}
 	ctx, err := c.contextOn(model, plan, rules, ser)
-	return ctx, plan, err
+	if err != nil {
+		return nil, nil, err
+	}
+	reportCache(m.stderr, "KV cache", ctx.CacheBytes(), plan)
+	return ctx, plan, nil
 }
 
 // contextOn makes a context on a loaded model with the flags' cache, attention, SER and

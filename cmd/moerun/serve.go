@@ -254,6 +254,7 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 	if err != nil {
 		return nil, nil, badInput("%v", err)
 	}
+	reportCache(e.stderr, fmt.Sprintf("KV cache of %d slots", plan.Context.NSeq), srv.CacheBytes(), plan)
 	fmt.Fprintf(e.stderr, "moerun: %d slots of %d tokens (-c %d split as llama-server splits it), queue of %d; %d threads; ready in %.2f s\n",
 		plan.Context.NSeq, srv.SlotSize(), plan.Context.NCtx, c.QueueSize, threads, time.Since(start).Seconds())
 	return srv, f, nil
