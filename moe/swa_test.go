@@ -98,3 +98,50 @@ func TestSlidingWindowRing(t *testing.T) {
 		t.Errorf("a pass of %d tokens over a ring of %d cells: %v", cells-128+1, cells, err)
 	}
 }
+
+// TestSlidingWindowRingBatch decodes two gpt-oss sequences of different lengths in shared
+// batches, far past their rings' size, once with rings and once with --swa-full, and wants
+// the same bits step by step: each sequence writes and reads its own ring, which wraps at
+// its own steps.
+func TestSlidingWindowRingBatch(t *testing.T) {
+	m := openModel(t, archModel("gpt-oss"), 2)
+	prompt := promptOf(t, "tiny-gpt-oss", "long")
+	prompts := [][]int32{prompt, prompt[:40]}
+	o := DefaultContextOptions()
+	o.Size, o.UBatch = 1024, 64 // rings of 256 cells
+	type run struct {
+		b    *Batch
+		seqs []BatchSeq
+	}
+	runs := make([]run, 2)
+	for i, swaFull := range []bool{false, true} {
+		o.SWAFull = swaFull
+		r := &runs[i]
+		r.b = m.NewBatch()
+		defer r.b.Close()
+		for _, p := range prompts {
+			c := m.context(t, o)
+			logits, err := c.Eval(p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.seqs = append(r.seqs, BatchSeq{Context: c, Tokens: []int32{Greedy(logits)}, Logits: true})
+		}
+	}
+	for step := 0; runs[1].seqs[1].Context.Len() < 600; step++ {
+		for _, r := range runs {
+			if err := r.b.Eval(r.seqs); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+		}
+		for i := range prompts {
+			got, want := runs[0].b.Logits(i), runs[1].b.Logits(i)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d, sequence %d at position %d: rings and full caches differ: %+v",
+					step, i, runs[0].seqs[i].Context.Len(), compareLogits(got, want))
+			}
+			next := Greedy(got)
+			runs[0].seqs[i].Tokens[0], runs[1].seqs[i].Tokens[0] = next, next
+		}
+	}
+}
