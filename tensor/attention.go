@@ -25,9 +25,10 @@ type KV struct {
 	Cells      int
 }
 
-// cell is the row that holds position j.
+// cell is the row that holds position j (divided only past the first lap: a full cache
+// never wraps).
 func (c *KV) cell(j int) int {
-	if c.Cells > 0 {
+	if c.Cells > 0 && j >= c.Cells {
 		return j % c.Cells
 	}
 	return j
