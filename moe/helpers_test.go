@@ -121,8 +121,8 @@ func placeModel(t testing.TB, f *gguf.File, rules placement.Rules, devs []backen
 }
 
 // context makes a context of o, by default of 1024 positions: more than gpt-oss's
-// sliding-window rings hold (768 cells with a ubatch of 512, as llama.cpp made the
-// goldens with), so that its tests run on rings.
+// sliding-window rings hold (768 cells with the default ubatch of 512), so that its tests
+// run on rings.
 func (m *testModel) context(t testing.TB, o ContextOptions) *Context {
 	t.Helper()
 	if o.Size == 0 {
