@@ -12,10 +12,10 @@ import (
 // prompt which shares only part of what the context holds re-evaluates from the
 // checkpoint rather than from the start.
 type Checkpoint struct {
-	c     *Context
-	n     int
-	saved [][]byte // each forgetful layer's tensors (kvCache.saved), in layer order
-	lost  []int    // and each such layer's first position held
+	c      *Context
+	n      int
+	saved  [][]byte // each forgetful layer's tensors (kvCache.saved), in layer order
+	oldest []int    // and each such layer's first position held
 }
 
 // Len is the context length the checkpoint was taken at.
@@ -62,7 +62,7 @@ func (c *Context) Checkpoint() (*Checkpoint, error) {
 		if err := kv.b.Synchronize(); err != nil {
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
-		cp.lost = append(cp.lost, kv.lost)
+		cp.oldest = append(cp.oldest, kv.oldest)
 	}
 	return cp, nil
 }
@@ -91,7 +91,7 @@ func (c *Context) Restore(cp *Checkpoint) error {
 			}
 			saved = saved[1:]
 		}
-		kv.lost = cp.lost[layer]
+		kv.oldest = cp.oldest[layer]
 		layer++
 	}
 	c.n = cp.n

@@ -41,9 +41,9 @@ type kvCache struct {
 	k, v  value
 	state value // a recurrent layer's state, the zero value for an attention layer
 	ring  bool  // fewer cells than the context has positions
-	// lost is the first position of the sequence whose keys and values the cache still
+	// oldest is the first position of the sequence whose keys and values the cache still
 	// holds: those below were overwritten by later positions of a ring.
-	lost int
+	oldest int
 }
 
 // cacheCells is the number of cells llama.cpp gives a layer's cache in a context of size
@@ -120,7 +120,7 @@ func (c *kvCache) setRows(dst value, first int, src value) error {
 		}
 		done += n
 	}
-	c.lost = max(c.lost, first+src.Rows-cells)
+	c.oldest = max(c.oldest, first+src.Rows-cells)
 	return nil
 }
 
@@ -133,7 +133,7 @@ func (c *kvCache) holdsFrom(n int) bool {
 	if c.shape.window > 0 {
 		first = max(0, n-c.shape.window+1)
 	}
-	return first >= c.lost
+	return first >= c.oldest
 }
 
 // forgets reports whether the cache cannot go back to an earlier length by itself: a
@@ -158,7 +158,7 @@ func (c *kvCache) saved() []value {
 // reset empties the cache for a new sequence: its cells are overwritten as positions are
 // evaluated again, and a recurrent state starts from zero.
 func (c *kvCache) reset() {
-	c.lost = 0
+	c.oldest = 0
 	if c.state.Valid() {
 		// The state is small (a few MiB for the largest Qwen3.5 layer) and reset once per
 		// sequence.
