@@ -111,6 +111,9 @@ type Ops interface {
 	// kvLen positions (k and v: one row per position and KV head; heads query heads per
 	// token share them in groups), masked causally at pos and by p's window; sinks, unless
 	// the zero Tensor, holds a logit per head. dst receives [tokens·heads][V dim].
+	// Position j is row j mod k.Rows: a cache of fewer rows than kvLen is a ring (a
+	// sliding-window layer's), which must hold every position the queries see; the
+	// positions are attended in their order whichever rows hold them.
 	Attention(dst, q Tensor, heads int, pos []int32, k, v, sinks Tensor, kvLen int, p tensor.AttnParams) error
 
 	// Route is the MoE router of one layer for each row of logits: gating, selection

@@ -29,7 +29,7 @@ type gqa struct {
 }
 
 func (a *gqa) cacheShape() cacheShape {
-	return cacheShape{heads: a.kvHeads, kDim: a.dim, vDim: a.dim}
+	return cacheShape{heads: a.kvHeads, kDim: a.dim, vDim: a.dim, window: a.window}
 }
 
 func (a *gqa) forward(c *pass, il int, in value) value {

@@ -91,6 +91,9 @@ func (b *Batch) check(seqs []BatchSeq) error {
 		if err := c.checkTokens(s.Tokens); err != nil {
 			return fmt.Errorf("sequence %d of the batch: %w", i, err)
 		}
+		if err := c.checkPass(len(s.Tokens)); err != nil {
+			return fmt.Errorf("sequence %d of the batch: %w", i, err)
+		}
 	}
 	return nil
 }
@@ -320,20 +323,19 @@ func (c *pass) toCache(il int, xs ...*value) {
 // ggml_set_rows converts them.
 func (c *pass) store(il int, k, v value) {
 	dev := c.m.kvDev[il]
-	b := c.backendOf(dev)
 	k = c.to(dev, k)
 	for _, sg := range c.segs {
 		kv := sg.c.caches[il]
 		if c.err != nil {
 			return
 		}
-		c.fail(b.SetRows(kv.k, sg.c.n, sg.of(k.Reshape(kv.k.Cols))))
+		c.fail(kv.setRows(kv.k, sg.c.n, sg.of(k.Reshape(kv.k.Cols))))
 		if kv.shape.vInK {
 			continue
 		}
 		v = c.to(dev, v)
 		if c.err == nil {
-			c.fail(b.SetRows(kv.v, sg.c.n, sg.of(v.Reshape(kv.v.Cols))))
+			c.fail(kv.setRows(kv.v, sg.c.n, sg.of(v.Reshape(kv.v.Cols))))
 		}
 	}
 }

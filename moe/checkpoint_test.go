@@ -32,8 +32,8 @@ func TestCheckpoint(t *testing.T) {
 		if !slices.Equal(lengths, []int{at}) || cp.Len() != at {
 			t.Fatalf("%s: checkpoints at %v, want [%d]", baseName(path), lengths, at)
 		}
-		if c.Recurrent() != (cp.Bytes() > 0) {
-			t.Errorf("%s: recurrent %v but the checkpoint holds %d bytes", baseName(path), c.Recurrent(), cp.Bytes())
+		if c.NeedsCheckpoints() != (cp.Bytes() > 0) {
+			t.Errorf("%s: needs checkpoints %v but the checkpoint holds %d bytes", baseName(path), c.NeedsCheckpoints(), cp.Bytes())
 		}
 		if err := c.Restore(cp); err != nil {
 			t.Fatal(err)

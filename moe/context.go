@@ -27,6 +27,11 @@ type ContextOptions struct {
 	SER SER
 	// Stats, when not nil, records every routing decision (--expert-stats).
 	Stats *ExpertStats
+	// SWAFull (--swa-full) gives sliding-window layers a cache of the whole context, as
+	// full layers have, instead of llama.cpp's default ring of their window and a ubatch.
+	// The ring gives the same results in a fraction of the memory, but cannot go back
+	// further than its window (Truncate; the server keeps checkpoints for that).
+	SWAFull bool
 }
 
 // DefaultContextOptions are llama.cpp's defaults: the training context, ubatch 512, an F16
@@ -74,22 +79,39 @@ func (m *Model) NewContext(o ContextOptions) (*Context, error) {
 	if err := rc.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkCacheSize(m, o, size); err != nil {
+	ubatch := min(o.UBatch, size)
+	if err := checkCacheSize(m, o, size, ubatch); err != nil {
 		return nil, err
 	}
-	c := &Context{m: m, size: size, ubatch: min(o.UBatch, size), router: rc, stats: o.Stats, numerics: o.Attention,
+	c := &Context{m: m, size: size, ubatch: ubatch, router: rc, stats: o.Stats, numerics: o.Attention,
 		caches: make([]*kvCache, len(m.layers)), own: Batch{p: newPass(m)}}
 	for il, l := range m.layers {
-		dev := m.kvDev[il]
-		if err := checkCacheOps(m.backends[dev], l.attn.cacheShape(), o); err != nil {
+		dev, s := m.kvDev[il], l.attn.cacheShape()
+		if err := checkCacheOps(m.backends[dev], s, o); err != nil {
 			return nil, errors.Join(fmt.Errorf("layer %d: %w", il, err), c.Close())
 		}
 		var err error
-		if c.caches[il], err = newKVCache(m.backends[dev], dev, l.attn.cacheShape(), o.CacheK, o.CacheV, size); err != nil {
+		if c.caches[il], err = newKVCache(m.backends[dev], dev, s, o.CacheK, o.CacheV, cacheCells(s, size, ubatch, o.SWAFull), size); err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 	}
 	return c, nil
+}
+
+// checkPass makes sure n tokens of the context can be evaluated in one pass: a
+// sliding-window layer's ring holds the window before them and the n new positions, which
+// Eval's ubatches always fit.
+func (c *Context) checkPass(n int) error {
+	for _, kv := range c.caches {
+		if !kv.ring {
+			continue
+		}
+		if most := kv.k.Rows - kv.shape.window + 1; n > most {
+			return fmt.Errorf("%d tokens in one pass: the sliding-window cache of %d cells holds the window of %d and at most %d new positions (-ub)",
+				n, kv.k.Rows, kv.shape.window, most)
+		}
+	}
+	return nil
 }
 
 // checkCacheOps makes sure the device that holds a layer's cache runs the operations that
@@ -121,7 +143,7 @@ func checkCacheOps(b backend.Backend, s cacheShape, o ContextOptions) error {
 const maxCacheBytes = 1 << 40
 
 // checkCacheSize makes sure the cache's size is computable and sane before it is allocated.
-func checkCacheSize(m *Model, o ContextOptions, size int) error {
+func checkCacheSize(m *Model, o ContextOptions, size, ubatch int) error {
 	var total float64
 	for _, l := range m.layers {
 		s := l.attn.cacheShape()
@@ -137,12 +159,24 @@ func checkCacheSize(m *Model, o ContextOptions, size int) error {
 		if s.vInK {
 			v = 0
 		}
-		total += float64(size) * float64(s.heads) * float64(k+v)
+		total += float64(cacheCells(s, size, ubatch, o.SWAFull)) * float64(s.heads) * float64(k+v)
 	}
 	if total > maxCacheBytes {
 		return fmt.Errorf("a KV cache of %d positions would take %.3g GB: give a smaller context size (-c)", size, total/1e9)
 	}
 	return nil
+}
+
+// CacheBytes is the memory the context's KV caches and recurrent states take on each
+// device, by device name: what place's memory report gives for one sequence.
+func (c *Context) CacheBytes() map[string]int64 {
+	out := map[string]int64{}
+	for _, kv := range c.caches {
+		for _, buf := range kv.bufs {
+			out[buf.Device()] += buf.Size()
+		}
+	}
+	return out
 }
 
 // Size is the number of positions the context holds.
@@ -159,26 +193,26 @@ func (c *Context) Len() int { return c.n }
 func (c *Context) Reset() {
 	c.n = 0
 	for _, kv := range c.caches {
-		kv.clearState()
+		kv.reset()
 	}
 }
 
 // Truncate keeps the first n positions evaluated and forgets the rest, so that the next
 // Eval continues at position n: a prompt that shares its first n tokens with what the
-// context holds evaluates only the rest (llama-server's prompt cache). An attention layer's
-// cache allows any n up to Len, the positions after n being overwritten as they are
-// evaluated again; a recurrent layer's state exists only at Len, so a model with one can
-// only keep everything (n == Len). Truncate reports whether the context now holds exactly
-// the first n positions, and leaves it unchanged when it cannot.
+// context holds evaluates only the rest (llama-server's prompt cache). A full attention
+// layer's cache allows any n up to Len, the positions after n being overwritten as they
+// are evaluated again; a sliding-window layer's ring only an n whose window it still holds
+// (it has overwritten older positions); a recurrent layer's state exists only at Len, so a
+// model with one can only keep everything (n == Len). Truncate reports whether the context
+// now holds what evaluating on from n needs, and leaves it unchanged when it cannot: the
+// caller then restores a checkpoint or evaluates the prompt again.
 func (c *Context) Truncate(n int) bool {
 	if n < 0 || n > c.n {
 		return false
 	}
-	if n < c.n {
-		for _, kv := range c.caches {
-			if kv.state.Valid() {
-				return false
-			}
+	for _, kv := range c.caches {
+		if kv.state.Valid() && n < c.n || !kv.holdsFrom(n) {
+			return false
 		}
 	}
 	c.n = n

@@ -120,10 +120,13 @@ func placeModel(t testing.TB, f *gguf.File, rules placement.Rules, devs []backen
 	return plan
 }
 
+// context makes a context of o, by default of 1024 positions: more than gpt-oss's
+// sliding-window rings hold (768 cells with the default ubatch of 512), so that its tests
+// run on rings.
 func (m *testModel) context(t testing.TB, o ContextOptions) *Context {
 	t.Helper()
 	if o.Size == 0 {
-		o.Size = 512
+		o.Size = 1024
 	}
 	c, err := m.NewContext(o)
 	if err != nil {

@@ -14,18 +14,25 @@ import (
 // (DeepSeek's MLA) there is no V tensor: the values are the first vDim elements of each
 // key row, as llama.cpp's K-only MLA cache stores them. A recurrent layer (Qwen3.5's Gated
 // DeltaNet) keeps instead a fixed-size state of state float32 values, whatever the number
-// of positions, and its other fields are 0.
+// of positions, and its other fields are 0. A sliding-window layer (gpt-oss's) reads only
+// the last window positions.
 type cacheShape struct {
 	heads      int
 	kDim, vDim int
 	vInK       bool
+	window     int
 	state      int
 }
 
 // kvCache is one layer's memory, on the device the plan gives the layer's cache: for an
-// attention layer, cells positions of keys and values in the cache types (F16 by default,
-// as llama.cpp's -ctk/-ctv), one row of heads·dim values per position, written as tokens
-// are evaluated; for a recurrent layer, its state in float32 (as llama.cpp keeps it).
+// attention layer, cells of keys and values in the cache types (F16 by default, as
+// llama.cpp's -ctk/-ctv), one row of heads·dim values per position, written as tokens are
+// evaluated; for a recurrent layer, its state in float32 (as llama.cpp keeps it).
+//
+// Position j is kept in cell j mod cells. A full layer's cache has a cell for every
+// position of the context; a sliding-window layer's is a ring of its window and a ubatch
+// (llama.cpp's SWA cache, which a sequence fills in the same order), whose new positions
+// overwrite the oldest.
 type kvCache struct {
 	shape cacheShape
 	b     backend.Backend
@@ -33,14 +40,30 @@ type kvCache struct {
 	bufs  []backend.Buffer
 	k, v  value
 	state value // a recurrent layer's state, the zero value for an attention layer
+	ring  bool  // fewer cells than the context has positions
+	// oldest is the first position of the sequence whose keys and values the cache still
+	// holds: those below were overwritten by later positions of a ring.
+	oldest int
+}
+
+// cacheCells is the number of cells llama.cpp gives a layer's cache in a context of size
+// positions evaluated in ubatches of ubatch tokens (llama_kv_cache_iswa): the context's
+// size, or for a sliding-window layer its window and a ubatch rounded up to cacheBlock,
+// unless swaFull (--swa-full) asks for the whole context there too.
+func cacheCells(s cacheShape, size, ubatch int, swaFull bool) int {
+	if s.window <= 0 || swaFull {
+		return size
+	}
+	return min(size, (s.window+ubatch+cacheBlock-1)/cacheBlock*cacheBlock)
 }
 
 // cacheBlock is the number of cells llama.cpp pads the cache size and the attended length
 // to (llama_kv_cache::get_n_kv).
 const cacheBlock = 256
 
-func newKVCache(b backend.Backend, dev int, s cacheShape, kType, vType tensor.Type, cells int) (*kvCache, error) {
-	c := &kvCache{shape: s, b: b, dev: dev}
+// newKVCache allocates a layer's cache of cells positions in a context of size.
+func newKVCache(b backend.Backend, dev int, s cacheShape, kType, vType tensor.Type, cells, size int) (*kvCache, error) {
+	c := &kvCache{shape: s, b: b, dev: dev, ring: cells < size}
 	if s.state > 0 {
 		var err error
 		c.state, err = c.alloc(tensor.F32, s.state, 1)
@@ -85,8 +108,57 @@ func (c *kvCache) alloc(t tensor.Type, cols, rows int) (value, error) {
 	return backend.NewTensor(buf, 0, t, cols, rows)
 }
 
-// clearState zeroes a recurrent layer's state: a new sequence starts from nothing.
-func (c *kvCache) clearState() {
+// setRows writes src's rows, the keys or values of positions first on, into the cache
+// tensor dst (kv.k or kv.v), each in its cell: around the ring of a sliding-window layer.
+func (c *kvCache) setRows(dst value, first int, src value) error {
+	cells := dst.Rows
+	for done := 0; done < src.Rows; {
+		cell := (first + done) % cells
+		n := min(src.Rows-done, cells-cell)
+		if err := c.b.SetRows(dst, cell, src.Slice(done, done+n)); err != nil {
+			return err
+		}
+		done += n
+	}
+	c.oldest = max(c.oldest, first+src.Rows-cells)
+	return nil
+}
+
+// holdsFrom reports whether the cache still holds what evaluating the sequence on from
+// position n reads: every earlier position for a full layer, the window before n for a
+// sliding-window one. (A recurrent layer's state, which has no positions, is the
+// context's to check.)
+func (c *kvCache) holdsFrom(n int) bool {
+	first := 0
+	if c.shape.window > 0 {
+		first = max(0, n-c.shape.window+1)
+	}
+	return first >= c.oldest
+}
+
+// forgets reports whether the cache cannot go back to an earlier length by itself: a
+// recurrent state exists only at the sequence's end, a ring overwrites old positions.
+// A checkpoint keeps what it would need.
+func (c *kvCache) forgets() bool { return c.state.Valid() || c.ring }
+
+// saved are the tensors a checkpoint copies: a recurrent layer's state, a ring's keys and
+// values.
+func (c *kvCache) saved() []value {
+	switch {
+	case c.state.Valid():
+		return []value{c.state}
+	case !c.ring:
+		return nil
+	case c.shape.vInK:
+		return []value{c.k}
+	}
+	return []value{c.k, c.v}
+}
+
+// reset empties the cache for a new sequence: its cells are overwritten as positions are
+// evaluated again, and a recurrent state starts from zero.
+func (c *kvCache) reset() {
+	c.oldest = 0
 	if c.state.Valid() {
 		// The state is small (a few MiB for the largest Qwen3.5 layer) and reset once per
 		// sequence.

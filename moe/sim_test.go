@@ -17,22 +17,26 @@ type gpuPlacement struct {
 	ngl  int
 	item func() (placement.Item, error)
 	nkvo bool // -nkvo: the KV cache stays in RAM
+	// --swa-full: sliding-window layers keep the whole context's cache, not a ring
+	swaFull bool
 }
 
 // gpuPlacements are the placements the GPU tests run: everything on the CPU, everything
 // on the GPU, the routed experts on the CPU (the hybrid setup this project is for), one
 // layer's experts on the CPU, two layers on the GPU (the output layer and the last block),
-// and everything on the GPU but the KV cache.
+// everything on the GPU but the KV cache, and everything on the GPU with full-size
+// sliding-window caches.
 var gpuPlacements = []gpuPlacement{
-	{"-ngl 0", 0, nil, false},
-	{"-ngl 99", 99, nil, false},
+	{"-ngl 0", 0, nil, false, false},
+	{"-ngl 99", 99, nil, false, false},
 	{"-ngl 99 -ot exps=CPU", 99, func() (placement.Item, error) {
 		items, err := placement.ParseOverrideTensor("-ot", "exps=CPU")
 		return items[0], err
-	}, false},
-	{"-ngl 99 --n-cpu-moe 1", 99, func() (placement.Item, error) { return placement.NCPUMoEItem("--n-cpu-moe", "1") }, false},
-	{"-ngl 2", 2, nil, false},
-	{"-ngl 99 -nkvo", 99, nil, true},
+	}, false, false},
+	{"-ngl 99 --n-cpu-moe 1", 99, func() (placement.Item, error) { return placement.NCPUMoEItem("--n-cpu-moe", "1") }, false, false},
+	{"-ngl 2", 2, nil, false, false},
+	{"-ngl 99 -nkvo", 99, nil, true, false},
+	{"-ngl 99 --swa-full", 99, nil, false, true},
 }
 
 // rules are the placement's rules.
@@ -41,6 +45,7 @@ func (p gpuPlacement) rules(t *testing.T) placement.Rules {
 	rules := placement.DefaultRules()
 	rules.GPULayers = p.ngl
 	rules.KVOffload = !p.nkvo
+	rules.SWAFull = p.swaFull
 	if p.item != nil {
 		it, err := p.item()
 		if err != nil {
@@ -83,14 +88,14 @@ func TestSimulatedGPU(t *testing.T) {
 				}
 				tm := &testModel{Model: m, file: f, pool: pool}
 				o := DefaultContextOptions()
-				o.Size = plan.Context.NCtx
+				o.Size, o.SWAFull = plan.Context.NCtx, pl.swaFull
 				c := tm.context(t, o)
 				checkCacheBytes(t, c, plan)
 				got, traffic := stepsOn(t, c, prompt, decode, gpu)
 				if !slices.Equal(got, want) {
 					t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
 				}
-				if pl.ngl == 2 || pl.nkvo || pl.item != nil && pl.name != "-ngl 99 -ot exps=CPU" {
+				if pl.ngl == 2 || pl.nkvo || pl.swaFull || pl.item != nil && pl.name != "-ngl 99 -ot exps=CPU" {
 					return
 				}
 				moeLayers := 0
@@ -116,9 +121,8 @@ func TestSimulatedGPU(t *testing.T) {
 }
 
 // checkCacheBytes compares each layer's KV cache (or recurrent state) with place's layer
-// map: on the device it names, of the size it gives. Sliding-window layers are the
-// exception: llama.cpp keeps only the window's cells for them, moerun still the whole
-// context, and says so.
+// map: on the device it names, of the size it gives (a sliding-window layer's: llama.cpp's
+// ring of its window and a ubatch, or the whole context with --swa-full).
 func checkCacheBytes(t *testing.T, c *Context, plan *placement.Plan) {
 	t.Helper()
 	for _, l := range plan.Layers {
@@ -133,11 +137,8 @@ func checkCacheBytes(t *testing.T, c *Context, plan *placement.Plan) {
 		if dev := c.m.names[kv.dev]; dev != l.KVDevice {
 			t.Errorf("layer %d's cache is on %s, place says %s", l.Index, dev, l.KVDevice)
 		}
-		switch {
-		case l.Kind == "swa" && bytes > l.KVBytes:
-			t.Logf("layer %d (sliding window): %d bytes of cache, llama.cpp's window-sized cache %d", l.Index, bytes, l.KVBytes)
-		case bytes != l.KVBytes:
-			t.Errorf("layer %d: %d bytes of cache, place says %d", l.Index, bytes, l.KVBytes)
+		if bytes != l.KVBytes {
+			t.Errorf("layer %d (%s): %d bytes of cache, place says %d", l.Index, l.Kind, bytes, l.KVBytes)
 		}
 	}
 }

@@ -82,7 +82,13 @@ func (p *Plan) writeSummary(w io.Writer) {
 	if c.FlashAttn {
 		fa = "on"
 	}
-	fmt.Fprintf(tw, "context\t%d tokens (%s, %d sequences), batch %d, ubatch %d, flash attention %s\n", c.NCtx, cache, c.NSeq, c.NBatch, c.NUBatch, fa)
+	fmt.Fprintf(tw, "context\t%d tokens (%s, %d sequences), batch %d, ubatch %d, flash attention %s", c.NCtx, cache, c.NSeq, c.NBatch, c.NUBatch, fa)
+	if c.SWACells > 0 {
+		// llama_kv_cache_iswa's "creating SWA KV cache, size = N cells": the window and a
+		// ubatch, or the whole context with --swa-full.
+		fmt.Fprintf(tw, ", sliding-window cache %d cells", c.SWACells)
+	}
+	fmt.Fprintln(tw)
 	devs := "CPU only"
 	if len(s.ModelDevices) > 0 {
 		devs = strings.Join(s.ModelDevices, ", ")

@@ -187,3 +187,54 @@ func TestCheckpointEviction(t *testing.T) {
 		t.Fatalf("after the count: %v, want [30 50 70]", got)
 	}
 }
+
+// gptOSSLoaded is tiny-gpt-oss (sliding-window layers) for the prompt-cache tests.
+var gptOSSLoaded = sync.OnceValues(func() (*moe.Model, *tokenizer.Vocab) {
+	return loadModel("../testdata/models/tiny-gpt-oss.gguf")
+})
+
+// TestPromptCacheSlidingWindow: gpt-oss's sliding-window layers keep rings of their
+// window and a ubatch (256 cells here), which overwrite older positions as a slot goes on.
+// A prompt that shares a prefix whose window the rings have overwritten cannot reuse it
+// as it stands: the slot restores its checkpoint within the prefix (taken 4 + -ub tokens
+// before the last prompt's end) or, with none, evaluates the whole prompt again, as
+// llama-server does; with --swa-full the whole prefix is reused. Every way gives the
+// answer the prompt gets without the cache.
+func TestPromptCacheSlidingWindow(t *testing.T) {
+	gm, gv := gptOSSLoaded()
+	first := make([]int32, 300)
+	for i := range first {
+		first[i] = int32(1 + i%50)
+	}
+	// The next prompt shares first's 270 tokens, whose window (from 143 on) the rings no
+	// longer hold once the slot has gone on to about 500 positions.
+	next := append(append([]int32{}, first[:270]...), 60, 61, 62)
+	for _, c := range []struct {
+		name                    string
+		swaFull                 bool
+		checkpoints, wantCached int
+	}{
+		{"checkpoints", false, 0, 300 - 4 - 32},
+		{"no checkpoints", false, -1, 0},
+		{"--swa-full", true, -1, 270},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := newTestServer(t, func(cfg *Config) {
+				cfg.Slots, cfg.Model, cfg.Vocab, cfg.ContextCheckpoints = 1, gm, gv, c.checkpoints
+				cfg.Context.Size, cfg.Context.UBatch, cfg.Context.SWAFull = 1024, 32, c.swaFull
+			})
+			p, _ := json.Marshal(first)
+			status, body := call(t, ts, http.MethodPost, "/v1/completions",
+				fmt.Sprintf(`{"prompt": %s, "max_tokens": 200, "temperature": 0, "ignore_eos": true}`, p))
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			got := completeCached(t, ts, next, 6, true)
+			want := completeCached(t, ts, next, 6, false)
+			if got.Usage.PromptTokensDetails.CachedTokens != c.wantCached || got.Choices[0].Text != want.Choices[0].Text {
+				t.Errorf("%d cached tokens (want %d), text %q, without the cache %q",
+					got.Usage.PromptTokensDetails.CachedTokens, c.wantCached, got.Choices[0].Text, want.Choices[0].Text)
+			}
+		})
+	}
+}

@@ -68,8 +68,9 @@ func (sl *slot) report(nCtx int) map[string]any {
 	return r
 }
 
-// slotCheckpoint is a recurrent state the slot keeps (Server.checkpoints), with the request
-// that took it.
+// slotCheckpoint is a checkpoint the slot keeps (Server.checkpoints): the state its
+// context cannot go back to by itself (a recurrent state, a sliding-window ring), with the
+// request that took it.
 type slotCheckpoint struct {
 	*moe.Checkpoint
 	request int64
@@ -178,8 +179,10 @@ func (sl *slot) reuse(prompt []int32, cache bool) int {
 		n = min(commonPrefix(sl.tokens, prompt), len(prompt)-1)
 	}
 	if n > 0 && !sl.ctx.Truncate(n) {
-		// A model with recurrent layers keeps its state only where the cache ends, and
-		// where the slot kept a checkpoint: the latest within the shared prefix.
+		// A model with recurrent layers keeps its state only where the cache ends, a
+		// sliding-window layer's ring only the last positions, and either where the slot
+		// kept a checkpoint: the latest within the shared prefix. Without one the whole
+		// prompt is evaluated again, as llama-server does.
 		n = sl.restore(n)
 	}
 	if n <= 0 {
@@ -209,9 +212,10 @@ func (sl *slot) restore(n int) int {
 // checkpointsFor are the context lengths at which a request's prompt evaluation keeps
 // checkpoints (llama-server's: 4 + -ub and 4 tokens before the prompt's end, so that the
 // next turn of a conversation, whose template may write the end of this prompt otherwise,
-// finds one), where the model has a recurrent state and the slot keeps any.
+// finds one), where the context needs them (a recurrent state, a sliding-window ring) and
+// the slot keeps any.
 func (s *Server) checkpointsFor(sl *slot, cached, promptLen int) []int {
-	if s.checkpoints == 0 || !sl.ctx.Recurrent() {
+	if s.checkpoints == 0 || !sl.ctx.NeedsCheckpoints() {
 		return nil
 	}
 	var at []int

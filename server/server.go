@@ -74,12 +74,13 @@ type Config struct {
 	// NoSlots turns GET /slots off (llama-server's --no-slots); by default it reports each
 	// slot's state.
 	NoSlots bool
-	// ContextCheckpoints is how many copies of a recurrent model's state (Qwen3.5's) a slot
-	// keeps, taken a few tokens before each prompt's end as llama-server's
-	// --ctx-checkpoints: a later prompt that shares only part of the slot's tokens (a chat
-	// whose template rewrites the last answer) restarts from the latest one within the
-	// shared prefix rather than from the start. 0 means llama-server's 32; negative, none.
-	// Models without recurrent layers need none: their caches keep any prefix.
+	// ContextCheckpoints is how many copies of what a slot's context cannot go back to by
+	// itself (a recurrent model's state, Qwen3.5's; the sliding-window rings of gpt-oss
+	// without --swa-full) a slot keeps, taken a few tokens before each prompt's end as
+	// llama-server's --ctx-checkpoints: a later prompt that shares only part of the slot's
+	// tokens (a chat whose template rewrites the last answer) restarts from the latest one
+	// within the shared prefix rather than from the start. 0 means llama-server's 32;
+	// negative, none. Other models need none: their caches keep any prefix.
 	ContextCheckpoints int
 	// CheckpointMinStep is llama-server's --checkpoint-min-step: an older request's
 	// checkpoint within this many tokens after an earlier one is dropped when a new one is
@@ -348,6 +349,17 @@ func New(c Config) (*Server, error) {
 		s.routes[p] = s.routes["/v1"+p]
 	}
 	return s, nil
+}
+
+// CacheBytes is the memory the slots' KV caches take on each device, by device name.
+func (s *Server) CacheBytes() map[string]int64 {
+	out := map[string]int64{}
+	for _, sl := range s.allSlots {
+		for dev, n := range sl.ctx.CacheBytes() {
+			out[dev] += n
+		}
+	}
+	return out
 }
 
 // SlotSize is the context each slot holds, in tokens.

@@ -11,6 +11,10 @@ import (
 // Heads·HeadStride, HeadStride = the bytes of Dim elements); DeepSeek's MLA cache stores
 // one row [compressed kv | rope part] per position and uses its first kv_lora_rank elements
 // as V: a view with the same Data and PosStride and a smaller Dim.
+//
+// Cells, when positive, makes the cache a ring of that many rows: position j is kept at row
+// j mod Cells, as a sliding-window layer keeps only its last positions (llama.cpp's SWA
+// cache, whose cells a single sequence fills in this order). 0 means row j is position j.
 type KV struct {
 	Type       Type
 	Data       []byte
@@ -18,12 +22,36 @@ type KV struct {
 	Heads      int
 	PosStride  int
 	HeadStride int
+	Cells      int
+}
+
+// cell is the row that holds position j (divided only past the first lap: a full cache
+// never wraps).
+func (c *KV) cell(j int) int {
+	if c.Cells > 0 && j >= c.Cells {
+		return j % c.Cells
+	}
+	return j
+}
+
+// runEnd is the position after j at which the ring wraps to row 0 again: positions j up to
+// it lie in consecutive rows.
+func (c *KV) runEnd(j int) int {
+	if c.Cells > 0 {
+		return j - j%c.Cells + c.Cells
+	}
+	return math.MaxInt
 }
 
 // row returns the bytes of position j, head h.
 func (c *KV) row(j, h, rowBytes int) []byte {
-	off := j*c.PosStride + h*c.HeadStride
+	off := c.cell(j)*c.PosStride + h*c.HeadStride
 	return c.Data[off : off+rowBytes]
+}
+
+// at returns the cache from position j on, head h: rows of PosStride bytes up to runEnd(j).
+func (c *KV) at(j, h int) []byte {
+	return c.Data[c.cell(j)*c.PosStride+h*c.HeadStride:]
 }
 
 // AttnNumerics chooses how attention does its arithmetic.
@@ -167,12 +195,18 @@ func (j *attnJob) check() error {
 		if kv.HeadStride < 0 || kv.PosStride < 0 || (kv.Heads > 1 && kv.HeadStride < int(rowBytes)) {
 			return fmt.Errorf("attention: %s cache strides %d, %d for rows of %d bytes", c.name, kv.PosStride, kv.HeadStride, rowBytes)
 		}
-		if j.kvLen > 0 {
-			end := int64(j.kvLen-1)*int64(kv.PosStride) + int64(kv.Heads-1)*int64(kv.HeadStride) + rowBytes
+		if kv.Cells < 0 || kv.Cells != k.Cells {
+			return fmt.Errorf("attention: a %s cache of %d cells, K's has %d", c.name, kv.Cells, k.Cells)
+		}
+		if rows := j.rows(); rows > 0 {
+			end := int64(rows-1)*int64(kv.PosStride) + int64(kv.Heads-1)*int64(kv.HeadStride) + rowBytes
 			if end > int64(len(kv.Data)) {
 				return fmt.Errorf("attention: %d positions of the %s cache need %d bytes, it has %d", j.kvLen, c.name, end, len(kv.Data))
 			}
 		}
+	}
+	if err := j.checkRing(); err != nil {
+		return err
 	}
 	j.kRowBytes, _ = k.Type.RowBytes(int64(k.Dim))
 	j.vRowBytes, _ = v.Type.RowBytes(int64(v.Dim))
@@ -188,6 +222,34 @@ func (j *attnJob) check() error {
 		if err := QuantizeActivations(qt, nil, nil); err != nil { // is there a converter?
 			return fmt.Errorf("attention: queries for a %s cache: %w", k.Type, err)
 		}
+	}
+	return nil
+}
+
+// rows is how many rows of the caches the positions below kvLen occupy.
+func (j *attnJob) rows() int {
+	if j.k.Cells > 0 {
+		return min(j.kvLen, j.k.Cells)
+	}
+	return j.kvLen
+}
+
+// checkRing makes sure a ring cache holds every position the batch's queries see: they
+// must lie within Cells consecutive positions, or some would share a row.
+func (j *attnJob) checkRing() error {
+	if j.k.Cells == 0 || j.kvLen <= j.k.Cells || len(j.pos) == 0 {
+		return nil
+	}
+	first, last := math.MaxInt, -1
+	for t := range j.pos {
+		f, l := j.visible(t)
+		if f <= l {
+			first, last = min(first, f), max(last, l)
+		}
+	}
+	if last >= 0 && last-first+1 > j.k.Cells {
+		return fmt.Errorf("attention: the queries see positions %d to %d, more than the ring cache's %d cells hold (window %d)",
+			first, last, j.k.Cells, j.params.Window)
 	}
 	return nil
 }
@@ -514,9 +576,9 @@ func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
 	s.scores = grow(s.scores, group*perRowChunk)
 	s.exps = grow(s.exps, group*perRowChunk)
 	s.raised = grow(s.raised, group*perRowChunk)
-	for c0 := first; c0 <= last; c0 += perRowChunk {
-		c1 := min(c0+perRowChunk, last+1)
-		keys := j.k.Data[c0*j.k.PosStride+g*j.k.HeadStride:]
+	for c0, c1 := first, 0; c0 <= last; c0 = c1 {
+		c1 = min(c0+perRowChunk, last+1, j.k.runEnd(c0)) // a chunk's rows are consecutive
+		keys := j.k.at(c0, g)
 		scored := wide && active.f16Heads != nil && active.f16Heads(s.qWide[:group*dk], keys, j.k.PosStride, c1-c0, dk, s.scores, perRowChunk, s.keys) ||
 			!wide && j.scoreTokens4(s, keys, c1-c0)
 		if !scored {
@@ -597,7 +659,7 @@ func (j *attnJob) madHeads(s *attnScratch, g, c0, n int) {
 		}
 		s.sum[i] = sum
 	}
-	v := j.v.Data[c0*j.v.PosStride+g*j.v.HeadStride:]
+	v := j.v.at(c0, g)
 	for b := range blocks {
 		active.madHalfHeads(s.acc[b*8*dv:], v, j.v.PosStride, n, dv, s.ws[b*n*8:], s.ms[b*n*8:], s.raisedHeads[b*n:])
 	}

@@ -210,6 +210,82 @@ func TestAttentionAgainstReference(t *testing.T) {
 	}
 }
 
+// TestAttentionRing runs attention over a ring cache (KV.Cells: position j at row j mod
+// Cells, as a sliding-window layer keeps its cache) and over the whole cache holding the
+// same values, and wants the same bits: every kernel sees the same positions in the same
+// order, whichever rows hold them. The cases wrap the ring inside the window, inside a
+// per-row chunk, across the split of a long decode between threads and inside a tile of
+// the tiled kernel.
+func TestAttentionRing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	pools := []*Pool{NewPool(1), NewPool(3)}
+	for _, p := range pools {
+		defer p.Close()
+	}
+	const dim, heads, kvHeads = 64, 4, 2
+	cases := []struct {
+		name          string
+		pos           []int32
+		kvLen, window int
+		cells         int
+	}{
+		{"decode, wrapped", []int32{780}, 1024, 128, 256},
+		// Split across 3 threads at 854, the ring wrapping at 800.
+		{"decode split, wrapped", []int32{900}, 1280, 128, 200},
+		{"decode, window as large as the ring", []int32{600}, 768, 256, 256},
+		{"few tokens across the wrap", seq(510, 5), 768, 100, 256},
+		{"prefill across the wrap", seq(480, 70), 768, 128, 256},
+		{"a ring not yet full", []int32{100}, 256, 128, 256},
+	}
+	for _, typ := range attnCacheTypes() {
+		for _, c := range cases {
+			if len(c.pos) >= ggmlTile && typ != F16 && typ != F32 {
+				continue
+			}
+			q := randomFloats(rng, len(c.pos)*heads*dim)
+			k := denseKV(t, typ, randomFloats(rng, c.kvLen*kvHeads*dim), dim, kvHeads)
+			v := denseKV(t, typ, randomFloats(rng, c.kvLen*kvHeads*dim), dim, kvHeads)
+			// The cache holds the positions up to the last query's; those after it, up to
+			// kvLen, are padding that the causal mask hides.
+			written := int(c.pos[len(c.pos)-1]) + 1
+			kRing, vRing := ringOf(k, written, c.cells), ringOf(v, written, c.cells)
+			a := AttnParams{Scale: 1 / float32(math.Sqrt(dim)), Window: c.window, Sinks: randomFloats(rng, heads)}
+			for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+				a.Numerics = numerics
+				for _, p := range pools {
+					want := make([]float32, len(c.pos)*heads*dim)
+					got := make([]float32, len(want))
+					if err := p.Attention(want, q, heads, c.pos, k, v, c.kvLen, a); err != nil {
+						t.Fatalf("%s %s: %v", typ, c.name, err)
+					}
+					if err := p.Attention(got, q, heads, c.pos, kRing, vRing, c.kvLen, a); err != nil {
+						t.Fatalf("%s %s, ring: %v", typ, c.name, err)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Errorf("%s %s, numerics %d, %d threads: value %d is %g over the ring, %g over the whole cache",
+								typ, c.name, numerics, p.Threads(), i, got[i], want[i])
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// ringOf is a ring of cells rows holding what the dense cache c holds, its positions
+// 0..n-1 written in order to row j mod cells (each overwriting the one cells before).
+func ringOf(c KV, n, cells int) KV {
+	r := c
+	r.Cells = cells
+	r.Data = make([]byte, cells*c.PosStride)
+	for j := range n {
+		copy(r.Data[j%cells*c.PosStride:][:c.PosStride], c.Data[j*c.PosStride:])
+	}
+	return r
+}
+
 func seq(first, n int) []int32 {
 	out := make([]int32, n)
 	for i := range out {
@@ -279,6 +355,10 @@ func TestAttentionErrors(t *testing.T) {
 			v.HeadStride = 2
 		}, "V cache strides"},
 		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { a.Window = -1 }, "window -1"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) {
+			k.Cells, v.Cells = 2, 2
+		}, "see positions 0 to 3, more than the ring cache's 2 cells hold"},
+		{func(q, dst *[]float32, heads *int, pos *[]int32, k, v *KV, kvLen *int, a *AttnParams) { v.Cells = 2 }, "a V cache of 2 cells, K's has 0"},
 	} {
 		q, dst, heads, pos, k, v, kvLen, a := good()
 		c.change(&q, &dst, &heads, &pos, &k, &v, &kvLen, &a)

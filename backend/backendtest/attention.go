@@ -147,6 +147,7 @@ type attnConfig struct {
 	tokens         []int
 	kvLen          func(n int) int
 	pos            func(c *tcase, n, kvLen int) []int32
+	ring           int // rows of a ring cache (position j at row j mod ring); 0: kvLen+5 rows
 }
 
 // atEnd is the positions of n new tokens at the end of the cache: a prefill or decode step.
@@ -171,6 +172,12 @@ var attnConfigs = []attnConfig{
 		kvLen: func(n int) int { return 40 + n }, pos: atEnd},
 	{name: "sinks", heads: 4, kvHeads: 2, kDim: 64, vDim: 64, sinks: true, tokens: []int{1, 7},
 		kvLen: func(n int) int { return 20 + n }, pos: atEnd},
+	// gpt-oss's sliding-window layers keep a ring of cells: the positions wrap around it
+	// (twice here), inside the window and inside a long decode split across workers.
+	{name: "window-ring", heads: 8, kvHeads: 2, kDim: 64, vDim: 64, window: 16, sinks: true, tokens: []int{1, 7, 65},
+		kvLen: func(n int) int { return 200 + n }, pos: atEnd, ring: 96},
+	{name: "long-ring", heads: 2, kvHeads: 2, kDim: 64, vDim: 64, window: 64, tokens: []int{1},
+		kvLen: func(int) int { return 600 }, pos: atEnd, ring: 96},
 	// DeepSeek's MLA: one KV head, V the latent part of K's rows.
 	{name: "mla", heads: 4, kvHeads: 1, kDim: 96, vDim: 64, vOfK: true, tokens: []int{1, 7, 65},
 		kvLen: func(n int) int { return 25 + n }, pos: atEnd},
@@ -205,8 +212,12 @@ func attentionSuite(e *env) {
 func attentionCase(c *tcase, typ tensor.Type, ac attnConfig, n int, num tensor.AttnNumerics) {
 	kvLen := ac.kvLen(n)
 	capacity := kvLen + 5
+	if ac.ring > 0 {
+		capacity = ac.ring
+	}
 	pos := ac.pos(c, n, kvLen)
-	// cache is a cache of capacity positions of heads of dim, the first kvLen valid.
+	// cache is a cache of capacity positions of heads of dim, the first kvLen valid (all of
+	// a ring's rows).
 	cache := func(name string, dim int) Tensor {
 		cols := ac.kvHeads * dim
 		data := c.encoded(typ, cols*capacity)

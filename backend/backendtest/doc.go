@@ -40,7 +40,9 @@
 // memory; backend.Copy moves tensors between the backend, the host and a second instance.
 // The router is checked with group-limited selection and smart expert reduction, its
 // inputs drawn away from ties so that the expert ids must be identical; attention with
-// grouped queries, sinks, a sliding window, F16 and Q8_0 caches, both numerics, a decode
+// grouped queries, sinks, a sliding window over a whole cache and over a ring of fewer
+// rows than positions (a sliding-window layer's cache), F16 and Q8_0 caches, both
+// numerics, a decode
 // step over 600 positions (which a CPU on several workers splits between them), a batch
 // of 65 tokens (ggml's tiled kernel), and a V cache that is a view of the K cache (MLA:
 // v = k.Columns(0, vDim)); RoPE in normal and NeoX modes, partial (Dims and Offset), with

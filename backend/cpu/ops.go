@@ -431,7 +431,7 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 }
 
 // cache describes a KV cache tensor (a row per position, heads rows of dim each) to the
-// attention kernel.
+// attention kernel, as a ring of its rows (backend.Ops.Attention).
 func (b *Backend) cache(x backend.Tensor, dim int) (tensor.KV, error) {
 	if err := b.own(x, "attention"); err != nil {
 		return tensor.KV{}, err
@@ -442,7 +442,7 @@ func (b *Backend) cache(x backend.Tensor, dim int) (tensor.KV, error) {
 	}
 	data := x.Buf.(*buffer).data
 	end := min(x.Off+int64(x.Rows)*x.Stride, int64(len(data)))
-	return tensor.KV{Type: x.Type, Data: data[x.Off:end], Dim: dim, Heads: x.Cols / dim, PosStride: int(x.Stride), HeadStride: int(hb)}, nil
+	return tensor.KV{Type: x.Type, Data: data[x.Off:end], Dim: dim, Heads: x.Cols / dim, PosStride: int(x.Stride), HeadStride: int(hb), Cells: x.Rows}, nil
 }
 
 // Attention is tensor.Pool.Attention over the caches k and v.

@@ -129,7 +129,11 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 		return nil, nil, err
 	}
 	ctx, err := c.contextOn(model, plan, rules, ser)
-	return ctx, plan, err
+	if err != nil {
+		return nil, nil, err
+	}
+	reportCache(m.stderr, "KV cache", ctx.CacheBytes(), plan)
+	return ctx, plan, nil
 }
 
 // contextOn makes a context on a loaded model with the flags' cache, attention, SER and
@@ -138,6 +142,7 @@ func (c *runCmd) contextOn(model *moe.Model, plan *placement.Plan, rules placeme
 	opts := moe.DefaultContextOptions()
 	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
+	opts.SWAFull = rules.SWAFull
 	opts.SER = ser
 	if c.Attention == "precise" {
 		opts.Attention = tensor.AttnPrecise

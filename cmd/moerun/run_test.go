@@ -116,6 +116,31 @@ func TestRunReadsWeightsIntoMemory(t *testing.T) {
 	}
 }
 
+// run reports the memory its KV cache takes beside place's figure, and they agree for
+// gpt-oss's sliding-window layers: llama.cpp's ring of 768 cells (the window of 128 and a
+// ubatch of 512) in a context of 4096, 4.75 MiB in all, or the whole context with
+// --swa-full, 8 MiB; on a simulated GPU too.
+func TestRunReportsCache(t *testing.T) {
+	const tinyGPTOSS = "../../testdata/models/tiny-gpt-oss.gguf"
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "moerun: KV cache: CPU 4.75 MiB (place: 4.75 MiB)\n"},
+		{[]string{"--swa-full"}, "moerun: KV cache: CPU 8.00 MiB (place: 8.00 MiB)\n"},
+		{[]string{"--sim-gpu", "1GiB", "-ngl", "99"}, "moerun: KV cache: CUDA0 4.75 MiB (place: 4.75 MiB)\n"},
+	} {
+		args := append([]string{"run", "-m", tinyGPTOSS, "-c", "4096", "-n", "2", "--temp", "0", "--print-ids", "-t", "1", "--prompt-ids", "1,2,3"}, c.flags...)
+		code, _, errOut := moerun(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.flags, code, errOut)
+		}
+		if !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: no %q in:\n%s", c.flags, c.want, errOut)
+		}
+	}
+}
+
 // Without --print-ids the generated tokens are streamed as text: the detokenized ids.
 func TestRunStreamsText(t *testing.T) {
 	args := []string{"run", "-m", tinyQwen, "-p", "Hello world", "-n", "12", "--temp", "0", "--ignore-eos", "-t", "1"}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"strings"
+
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/moe"
+	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tokenizer"
 )
 
@@ -61,4 +66,19 @@ func openRunnable(path string) (*gguf.File, *tokenizer.Vocab, error) {
 		return nil, nil, badInput("%s: %v", path, err)
 	}
 	return f, vocab, nil
+}
+
+// reportCache prints the memory the runtime's KV caches take on each device beside what
+// place's report gives for it, so that a user (and a test) sees them agree: what names the
+// caches ("KV cache", "KV cache of 4 slots").
+func reportCache(w io.Writer, what string, bytes map[string]int64, plan *placement.Plan) {
+	var parts []string
+	for _, d := range plan.Devices {
+		got, ok := bytes[d.Device.Name]
+		if !ok && d.KV == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f MiB (place: %.2f MiB)", d.Device.Name, float64(got)/(1<<20), float64(d.KV)/(1<<20)))
+	}
+	fmt.Fprintf(w, "moerun: %s: %s\n", what, strings.Join(parts, ", "))
 }

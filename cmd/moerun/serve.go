@@ -45,7 +45,7 @@ type serveCmd struct {
 	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
 	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
 	Slots            bool    `name:"slots" negatable:"" default:"true" env:"LLAMA_ARG_ENDPOINT_SLOTS" help:"GET /slots reports each slot's state (default on; --no-slots answers it with 501)." group:"server"`
-	Checkpoints      int     `name:"ctx-checkpoints" placeholder:"N" default:"32" env:"LLAMA_ARG_CTX_CHECKPOINTS" help:"-ctxcp, --swa-checkpoints: copies of a recurrent model's state (Qwen3.5) a slot keeps, taken just before each prompt's end, so that the next turn of a chat whose template rewrites the last answer need not evaluate the whole conversation again; 0 keeps none." group:"server"`
+	Checkpoints      int     `name:"ctx-checkpoints" placeholder:"N" default:"32" env:"LLAMA_ARG_CTX_CHECKPOINTS" help:"-ctxcp, --swa-checkpoints: copies of a recurrent model's state (Qwen3.5) or of its sliding-window caches (gpt-oss without --swa-full) a slot keeps, taken just before each prompt's end, so that the next turn of a chat whose template rewrites the last answer need not evaluate the whole conversation again; 0 keeps none." group:"server"`
 	CheckpointStep   int     `name:"checkpoint-min-step" placeholder:"N" default:"8192" env:"LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT" help:"-cms: an earlier request's checkpoint within N tokens after the one before it is dropped when a new one is taken; 0: no minimum." group:"server"`
 	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
 	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
@@ -239,6 +239,7 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 	opts := moe.DefaultContextOptions()
 	opts.Size, opts.UBatch = slotContext(plan.Context), plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
+	opts.SWAFull = rules.SWAFull
 	if c.Attention == "precise" {
 		opts.Attention = tensor.AttnPrecise
 	}
@@ -251,6 +252,7 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 	if err != nil {
 		return nil, nil, badInput("%v", err)
 	}
+	reportCache(e.stderr, fmt.Sprintf("KV cache of %d slots", plan.Context.NSeq), srv.CacheBytes(), plan)
 	fmt.Fprintf(e.stderr, "moerun: %d slots of %d tokens (-c %d split as llama-server splits it), queue of %d; %d threads; ready in %.2f s\n",
 		plan.Context.NSeq, srv.SlotSize(), plan.Context.NCtx, c.QueueSize, threads, time.Since(start).Seconds())
 	return srv, f, nil

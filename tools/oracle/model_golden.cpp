@@ -11,6 +11,9 @@
 // A TEXT of the form ids:1,2,3 gives the prompt as token ids (to replay another golden's
 // prompts exactly). MODEL_GOLDEN_NGL=N sets n_gpu_layers (default 0: the CPU), so that a
 // GPU build of llama.cpp gives the same outputs for comparison with its CPU build.
+// MODEL_GOLDEN_SWA_FULL=0 gives sliding-window layers llama.cpp's small SWA cache (the
+// window and a ubatch, as llama-cli and llama-server use by default) instead of the
+// full-size one that llama_context_default_params asks for.
 //
 // Build line (LLAMA = a llama.cpp checkout with a CPU build in LLAMA/build):
 //   g++ -O2 -std=c++17 model_golden.cpp -I$LLAMA/include -I$LLAMA/ggml/include \
@@ -116,6 +119,9 @@ int main(int argc, char ** argv) {
         cp.n_ctx = 4096;
         cp.n_batch = 4096;
         cp.n_threads = cp.n_threads_batch = 2;
+        if (const char * swa_full = getenv("MODEL_GOLDEN_SWA_FULL")) {
+            cp.swa_full = atoi(swa_full) != 0;
+        }
         llama_context * ctx = llama_init_from_model(model, cp);
         if (!ctx) {
             fprintf(stderr, "model_golden: cannot create a context\n");

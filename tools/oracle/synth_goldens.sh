@@ -90,3 +90,19 @@ for model in *.gguf; do
 	gzip -9n <"$tmp/$name.json" >"../golden/synth-$name.json.gz"
 	echo "$name: $(grep -ci 'warn' "$tmp/$name.log" || true) lines of llama.cpp's log mention a warning" >&2
 done
+
+# gpt-oss past the wrap of llama.cpp's small SWA cache (768 cells with the default ubatch of
+# 512 in a context of 4096): 780 pseudo-random token ids, so that the decode steps' windows
+# straddle the wrap; once with that cache (what llama-server runs by default) and once with
+# the full-size one (llama_context_default_params' swa_full), which sums the window's
+# positions in another order (moe's TestSlidingWindowGolden).
+ids=$(awk 'BEGIN { x = 1; for (i = 0; i < 780; i++) { x = (x * 75 + 74) % 65537; printf "%s%d", (i ? "," : ""), 10 + x % 490 } }')
+for full in 0 1; do
+	suffix=swa
+	[ "$full" = 1 ] && suffix=swa-full
+	if ! MODEL_GOLDEN_SWA_FULL=$full "$tmp/model_golden" gpt-oss.gguf "wrap=ids:$ids" >"$tmp/swa.json" 2>"$tmp/swa.log"; then
+		cat "$tmp/swa.log" >&2
+		exit 1
+	fi
+	gzip -9n <"$tmp/swa.json" >"../golden/synth-gpt-oss-$suffix.json.gz"
+done
