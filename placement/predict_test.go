@@ -401,3 +401,43 @@ func TestDecodeBandwidthFromRun(t *testing.T) {
 		}
 	}
 }
+
+// A prompt's attention grows with the tokens before it. Qwen3-30B-A3B has 48 full-attention
+// layers with 32 query heads of 128 (its model card), so a token that sees n keys costs
+// 2·(4096 + 4096)·n FLOPs per layer: a ubatch of 512 after 8192 cached tokens does
+// 48·16384·(512·8192 + 512·513/2) more than the weights, at the CPU's rate here. A prompt
+// of 4 ubatches is slower per token than its first alone, by exactly its later ubatches'
+// extra attention.
+func TestPredictPromptAttention(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.UBatch = false, 16384, 512
+	plan, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := Hardware{CPU: CPUSpec{Threads: 8, DecodeBandwidth: 50, TFLOPS: 1}}
+	predict := func(o PredictOptions) *Prediction {
+		p, err := Predict(plan, hw, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pairs := func(u, depth float64) float64 { return u*depth + u*(u+1)/2 }
+	const perPair = 48 * 2 * (4096 + 4096) / 1e12 // seconds at 1 TFLOP/s
+	shallow, deep := predict(PredictOptions{}), predict(PredictOptions{Depth: 8192})
+	if got, want := deep.Prefill.AttentionSeconds, perPair*pairs(512, 8192); math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("attention of a ubatch after 8192 tokens: %.4f s, want %.4f", got, want)
+	}
+	if got, want := deep.Prefill.Seconds-shallow.Prefill.Seconds, perPair*(pairs(512, 8192)-pairs(512, 0)); math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("depth 8192 adds %.4f s per ubatch, want %.4f", got, want)
+	}
+	long := predict(PredictOptions{Prompt: 2048})
+	want := 4*shallow.Prefill.Seconds + perPair*(pairs(512, 512)+pairs(512, 1024)+pairs(512, 1536)-3*pairs(512, 0))
+	if got := 2048 / long.PP; long.Prompt != 2048 || math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("a prompt of 2048: %.4f s for %d tokens, want %.4f s", got, long.Prompt, want)
+	}
+	if _, err := Predict(plan, hw, PredictOptions{Prompt: -1}); err == nil {
+		t.Error("a negative prompt length was accepted")
+	}
+}
