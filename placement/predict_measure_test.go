@@ -116,7 +116,16 @@ func (m *publicRow) plan(tb testing.TB) (*Plan, Hardware) {
 	if m.ik {
 		r.Semantics = IKLlama
 	}
-	if err := applyFlags(&r, m.flags); err != nil {
+	flags := m.flags[:0:0]
+	for _, f := range m.flags {
+		switch f.Name {
+		case "--no-mmap": // a loading flag fit never writes
+			r.LoadMode = LoadNone
+		default:
+			flags = append(flags, f)
+		}
+	}
+	if err := applyFlags(&r, flags); err != nil {
 		tb.Fatalf("row %d: %v", m.line, err)
 	}
 	hw := m.hw
@@ -183,7 +192,9 @@ func predictRows(tb testing.TB) []rowPrediction {
 			tb.Fatalf("row %d: %v", m.line, err)
 		}
 		out[i].predTG, out[i].predPP, out[i].fits, out[i].problems = p.TG, p.PP, p.Fits, p.Problems
-		if got, want := float64(plans[i].Model.Bytes), m.modelGiB*gib; math.Abs(got/want-1) > 0.05 {
+		// Sources round sizes ("~20 GB") and mixes differ a little between quantizers: 10%
+		// still tells a wrong preset or mix.
+		if got, want := float64(plans[i].Model.Bytes), m.modelGiB*gib; math.Abs(got/want-1) > 0.10 {
 			tb.Errorf("row %d: the preset %s is %.2f GiB, the published file %.2f GiB", m.line, m.preset, got/gib, m.modelGiB)
 		}
 		if m.pp > 0 && p.Prefill != nil && p.Prefill.UBatch != min(plans[i].Context.NUBatch, m.prompt) {
