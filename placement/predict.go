@@ -706,15 +706,16 @@ func (p *Plan) checkFits() bool {
 }
 
 // DecodeBandwidthFromRun inverts the decode model: the CPU bandwidth (GB/s) at which the plan
-// decodes at the measured tokens/s on hw (whose CPU bandwidth is ignored). A CPU-only run of
-// any model calibrates the machine this way: performance-model.md's (CPU-only tg) × (bytes
-// read per token), less the per-token overhead and, for hybrid runs, the GPU's share.
-func DecodeBandwidthFromRun(plan *Plan, hw Hardware, tps float64) (float64, error) {
+// decodes at the measured tokens/s on hw (whose CPU bandwidth is ignored), at the run's
+// depth (opts.Depth; llama-bench's tg runs from an empty context). A CPU-only run of any
+// model calibrates the machine this way: performance-model.md's (CPU-only tg) × (bytes read
+// per token), less the per-token overhead and, for hybrid runs, the GPU's share.
+func DecodeBandwidthFromRun(plan *Plan, hw Hardware, tps float64, opts PredictOptions) (float64, error) {
 	if !(tps > 0) || math.IsInf(tps, 0) {
 		return 0, fmt.Errorf("measured speed %v tokens/s: want a positive number", tps)
 	}
 	hw.CPU.DecodeBandwidth, hw.CPU.DecodeSource = 1, "" // any figure: only the other terms are used
-	e, err := newEstimator(plan, hw, PredictOptions{})
+	e, err := newEstimator(plan, hw, PredictOptions{Depth: opts.Depth})
 	if err != nil {
 		return 0, err
 	}

@@ -29,6 +29,7 @@ type publicRow struct {
 	hw       Hardware
 	gpu      string // GPU model, "" for none
 	prompt   int    // tokens of the measured prompt (llama-bench's ppN); 0: prompt speed not measured
+	depth    int    // tokens in the context before the prompt and while decoding (llama-bench's -d)
 	pp, tg   float64
 	notes    string
 }
@@ -70,7 +71,7 @@ func readMeasurements(tb testing.TB) []publicRow {
 		}
 		r := publicRow{line: i + 1, source: get("source"), machine: get("machine"), model: get("model"), preset: get("preset"),
 			modelGiB: num("model_gib"), ik: get("engine") == "ik_llama.cpp", flags: parseFlags(get("flags")), gpu: get("gpu_model"),
-			prompt: int(num("pp_tokens")), pp: num("pp_tps"), tg: num("tg_tps"), notes: get("notes")}
+			prompt: int(num("pp_tokens")), depth: int(num("depth")), pp: num("pp_tps"), tg: num("tg_tps"), notes: get("notes")}
 		r.hw = Hardware{CPU: CPUSpec{Threads: int(num("threads")), ThreadsSource: "the CSV", RAMChannels: int(num("ram_channels")),
 			RAMSpeed: num("ram_mts"), RAMBandwidth: num("ram_gbps")}, PCIe: get("pcie")}
 		out = append(out, r)
@@ -168,7 +169,7 @@ func predictRows(tb testing.TB) []rowPrediction {
 	for i, m := range rows {
 		plans[i], hws[i] = m.plan(tb)
 		out[i].publicRow = m
-		bw, err := DecodeBandwidthFromRun(plans[i], hws[i], m.tg)
+		bw, err := DecodeBandwidthFromRun(plans[i], hws[i], m.tg, PredictOptions{Depth: m.depth})
 		if err != nil {
 			tb.Fatalf("row %d: %v", m.line, err)
 		}
@@ -187,7 +188,7 @@ func predictRows(tb testing.TB) []rowPrediction {
 		if n > 0 {
 			hw.CPU.DecodeBandwidth, out[i].cal = sum/float64(n), true
 		}
-		p, err := Predict(plans[i], hw, PredictOptions{Prompt: m.prompt})
+		p, err := Predict(plans[i], hw, PredictOptions{Prompt: m.prompt, Depth: m.depth})
 		if err != nil {
 			tb.Fatalf("row %d: %v", m.line, err)
 		}
@@ -244,7 +245,11 @@ func TestPredictMeasurements(t *testing.T) {
 			}
 			ppText = fmt.Sprintf("%8.0f %8.0f %+6.0f%%", r.pp, r.predPP, 100*ppErr)
 		}
-		t.Logf("%-4d %-8s %-24s %-44s %7.1f %7.1f %+6.1f%% %4s %s", r.line, r.machine, r.preset, joinFlags(r.flags, false),
+		flags := joinFlags(r.flags, false)
+		if r.depth > 0 {
+			flags += fmt.Sprintf(" -d %d", r.depth) // llama-bench's spelling
+		}
+		t.Logf("%-4d %-8s %-24s %-44s %7.1f %7.1f %+6.1f%% %4s %s", r.line, r.machine, r.preset, flags,
 			r.tg, r.predTG, 100*tgErr, how, ppText)
 	}
 	tgShare, ppShare := float64(tgIn)/float64(len(rows)), float64(ppIn)/float64(max(ppN, 1))
@@ -308,7 +313,7 @@ func TestPredictBuildMachineThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	two := Hardware{CPU: CPUSpec{Threads: 2}}
-	bw, err := DecodeBandwidthFromRun(plan, two, 56.4)
+	bw, err := DecodeBandwidthFromRun(plan, two, 56.4, PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -380,7 +380,7 @@ func TestPredictIdleGPU(t *testing.T) {
 func TestDecodeBandwidthFromRun(t *testing.T) {
 	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
 	hw := Hardware{CPU: CPUSpec{Threads: 16}}
-	bw, err := DecodeBandwidthFromRun(plan, hw, 27.2)
+	bw, err := DecodeBandwidthFromRun(plan, hw, 27.2, PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestDecodeBandwidthFromRun(t *testing.T) {
 		t.Errorf("predicted %.6f t/s from the bandwidth of a 27.2 t/s run", p.TG)
 	}
 	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN(), 1001} {
-		if _, err := DecodeBandwidthFromRun(plan, hw, bad); err == nil {
+		if _, err := DecodeBandwidthFromRun(plan, hw, bad, PredictOptions{}); err == nil {
 			t.Errorf("%v tokens/s accepted", bad)
 		}
 	}
