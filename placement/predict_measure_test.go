@@ -23,14 +23,14 @@ type publicRow struct {
 	machine  string // rows of one machine calibrate each other
 	model    string // rows of one machine and model are a ranking group
 	preset   string
-	modelGiB float64 // the published file's size
+	modelGiB float64 // the published file's size (0: not stated)
 	ik       bool    // ik_llama.cpp's rules
 	flags    []Flag
 	hw       Hardware
-	gpu      string // GPU model, "" for none
-	prompt   int    // tokens of the measured prompt (llama-bench's ppN); 0: prompt speed not measured
-	depth    int    // tokens in the context before the prompt and while decoding (llama-bench's -d)
-	pp, tg   float64
+	gpu      string  // GPU model, "" for none
+	prompt   int     // tokens of the measured prompt (llama-bench's ppN); 0: prompt speed not measured
+	depth    int     // tokens in the context before the prompt and while decoding (llama-bench's -d)
+	pp, tg   float64 // 0: not measured
 	notes    string
 }
 
@@ -169,6 +169,9 @@ func predictRows(tb testing.TB) []rowPrediction {
 	for i, m := range rows {
 		plans[i], hws[i] = m.plan(tb)
 		out[i].publicRow = m
+		if m.tg <= 0 {
+			continue // a prompt-only row
+		}
 		bw, err := DecodeBandwidthFromRun(plans[i], hws[i], m.tg, PredictOptions{Depth: m.depth})
 		if err != nil {
 			tb.Fatalf("row %d: %v", m.line, err)
@@ -179,7 +182,7 @@ func predictRows(tb testing.TB) []rowPrediction {
 		var sum float64
 		var n int
 		for j, o := range rows {
-			if o.machine == m.machine && j != i {
+			if o.machine == m.machine && j != i && out[j].implied > 0 {
 				sum += out[j].implied
 				n++
 			}
@@ -195,7 +198,7 @@ func predictRows(tb testing.TB) []rowPrediction {
 		out[i].predTG, out[i].predPP, out[i].fits, out[i].problems = p.TG, p.PP, p.Fits, p.Problems
 		// Sources round sizes ("~20 GB") and mixes differ a little between quantizers: 10%
 		// still tells a wrong preset or mix.
-		if got, want := float64(plans[i].Model.Bytes), m.modelGiB*gib; math.Abs(got/want-1) > 0.10 {
+		if got, want := float64(plans[i].Model.Bytes), m.modelGiB*gib; want > 0 && math.Abs(got/want-1) > 0.10 {
 			tb.Errorf("row %d: the preset %s is %.2f GiB, the published file %.2f GiB", m.line, m.preset, got/gib, m.modelGiB)
 		}
 		if m.pp > 0 && p.Prefill != nil && p.Prefill.UBatch != min(plans[i].Context.NUBatch, m.prompt) {
@@ -217,24 +220,29 @@ const (
 // not fall below the floors. The log (go test
 // -v -run Measurements) prints the table the docs quote.
 func TestPredictMeasurements(t *testing.T) {
-	// Decode meets its goal; prompt speed does not yet (4 of 9 rows, docs/predict.md's known
+	// Decode meets its goal; prompt speed does not yet (6 of 14 rows, docs/predict.md's known
 	// misses), so its floor is today's share.
-	const tgFloor, ppFloor = tgGoalShare, 4.0 / 9
+	const tgFloor, ppFloor = tgGoalShare, 6.0 / 14
 	rows := predictRows(t)
-	var tgIn, ppIn, ppN int
+	var tgIn, tgN, ppIn, ppN int
 	t.Logf("%-4s %-8s %-24s %-44s %7s %7s %7s %4s %8s %8s %7s", "row", "machine", "preset", "flags", "tg", "pred", "err", "", "pp", "pred", "err")
 	for _, r := range rows {
 		if !r.fits {
 			t.Errorf("row %d ran, but the plan does not fit: %s", r.line, strings.Join(r.problems, "; "))
 			continue
 		}
-		tgErr := r.predTG/r.tg - 1
-		if math.Abs(tgErr) <= tgGoalErr {
-			tgIn++
-		}
-		how := "unc"
-		if r.cal {
-			how = "cal"
+		tgText := ""
+		if r.tg > 0 {
+			tgN++
+			tgErr := r.predTG/r.tg - 1
+			if math.Abs(tgErr) <= tgGoalErr {
+				tgIn++
+			}
+			how := "unc"
+			if r.cal {
+				how = "cal"
+			}
+			tgText = fmt.Sprintf("%7.1f %7.1f %+6.1f%% %4s", r.tg, r.predTG, 100*tgErr, how)
 		}
 		ppText := ""
 		if r.pp > 0 {
@@ -249,20 +257,27 @@ func TestPredictMeasurements(t *testing.T) {
 		if r.depth > 0 {
 			flags += fmt.Sprintf(" -d %d", r.depth) // llama-bench's spelling
 		}
-		t.Logf("%-4d %-8s %-24s %-44s %7.1f %7.1f %+6.1f%% %4s %s", r.line, r.machine, r.preset, flags,
-			r.tg, r.predTG, 100*tgErr, how, ppText)
+		t.Logf("%-4d %-8s %-24s %-44s %29s %s", r.line, r.machine, r.preset, flags, tgText, ppText)
 	}
-	tgShare, ppShare := float64(tgIn)/float64(len(rows)), float64(ppIn)/float64(max(ppN, 1))
+	tgShare, ppShare := float64(tgIn)/float64(max(tgN, 1)), float64(ppIn)/float64(max(ppN, 1))
 	t.Logf("decode within ±%.0f%%: %d of %d (%.0f%%; goal %.0f%%); prompt within ±%.0f%%: %d of %d (%.0f%%; goal %.0f%%)",
-		100*tgGoalErr, tgIn, len(rows), 100*tgShare, 100*tgGoalShare, 100*ppGoalErr, ppIn, ppN, 100*ppShare, 100*ppGoalShare)
+		100*tgGoalErr, tgIn, tgN, 100*tgShare, 100*tgGoalShare, 100*ppGoalErr, ppIn, ppN, 100*ppShare, 100*ppGoalShare)
 	if tgShare < tgFloor || ppShare < ppFloor {
 		t.Errorf("accuracy fell: decode %.0f%% (floor %.0f%%), prompt %.0f%% (floor %.0f%%)", 100*tgShare, 100*tgFloor, 100*ppShare, 100*ppFloor)
 	}
 }
 
+// knownMisorders are the pairs of rows (CSV rows, prompt speed) the model ranks against
+// the measurement, and why (docs/predict.md's known misses). The ranking test fails when one
+// of them comes out right, so the list cannot go stale.
+var knownMisorders = map[[2]int]string{
+	{24, 26}: "DeepSeek-V2-Lite on the RTX 4080 is slower with one 4096-token ubatch than with 1024 or 2048; the model has no cost that grows with the ubatch beyond attention",
+	{25, 26}: "as rows 24 and 26",
+}
+
 // Configurations measured on one machine with one model come out in the measured order,
 // decode and prompt, wherever the measured speeds differ by more than 2% (run-to-run noise
-// of llama-bench is about 1%).
+// of llama-bench is about 1%), but for the known misorders.
 func TestPredictMeasuredRanking(t *testing.T) {
 	rows := predictRows(t)
 	const noise = 0.02
@@ -272,7 +287,14 @@ func TestPredictMeasuredRanking(t *testing.T) {
 			return
 		}
 		pairs++
-		if (measA > measB) != (predA > predB) {
+		right := (measA > measB) == (predA > predB)
+		why, known := knownMisorders[[2]int{a.line, b.line}]
+		switch {
+		case known && what == "prompt" && right:
+			t.Errorf("rows %d and %d now rank as measured: drop them from knownMisorders", a.line, b.line)
+		case known && what == "prompt":
+			t.Logf("known misorder, rows %d and %d: %s", a.line, b.line, why)
+		case !right:
 			t.Errorf("%s on %s, %s: rows %d and %d measured %.1f and %.1f, predicted %.1f and %.1f: wrong order",
 				what, a.machine, a.model, a.line, b.line, measA, measB, predA, predB)
 		}
