@@ -590,7 +590,9 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 		bytes := float64(t.Bytes) * readShare
 		flops := 2 * float64(elements(t.Shape)) * flopShare * tokens
 		where := t.Device
-		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" {
+		// ggml's scheduler offloads only weights in host buffers: the CPU's repack buffer
+		// type is not one, so repacked weights are computed where they are.
+		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" && t.Storage != StorageRepacked {
 			where = out.OffloadTo
 			out.CopyBytes += int64(bytes)
 			bytes = 0 // copied, then read from VRAM at a rate that makes it negligible

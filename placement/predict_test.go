@@ -441,3 +441,42 @@ func TestPredictPromptAttention(t *testing.T) {
 		t.Error("a negative prompt length was accepted")
 	}
 }
+
+// With --no-host the CPU's weights are either repacked (not a host buffer: ggml's scheduler
+// computes them on the CPU) or plain CPU buffers (host memory: copied to the GPU for large
+// ubatches), so a prompt copies exactly the hit share of the plain ones.
+func TestPredictPrefillRepackedStay(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.GPULayers, r.NoHost = false, 4096, NGLAll, true
+	r.Items = []Item{CPUMoEItem("--cpu-moe")}
+	plan, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.GPU(0, 24<<30), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Predict(plan, testHardware(), PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := hitProbability(8.0/128, plan.Context.NUBatch)
+	var plain, repacked float64
+	for _, tu := range plan.Tensors {
+		if tu.Device != "CPU" || len(tu.Shape) < 2 || tu.Class.String() == "embedding" {
+			continue
+		}
+		b := float64(tu.Bytes)
+		if tu.Class.String() == "routed_expert" {
+			b *= share
+		}
+		if tu.Storage == StorageRepacked {
+			repacked += b
+		} else {
+			plain += b
+		}
+	}
+	if repacked == 0 || plain == 0 {
+		t.Fatalf("plain %.0f and repacked %.0f bytes on the CPU: the case needs both", plain, repacked)
+	}
+	if got := float64(p.Prefill.CopyBytes); p.Prefill.OffloadTo != "CUDA0" || math.Abs(got-plain) > 1<<20 {
+		t.Errorf("copied %.0f bytes to %q, want the %.0f of the plain CPU weights (%.0f repacked stay)", got, p.Prefill.OffloadTo, plain, repacked)
+	}
+}
