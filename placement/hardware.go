@@ -164,18 +164,13 @@ func (l PCIeLink) String() string { return fmt.Sprintf("%dx%d", l.Gen, l.Lanes) 
 // Theoretical is the link's rate per direction, GB/s.
 func (l PCIeLink) Theoretical() float64 { return pcieLaneGBs[l.Gen] * float64(l.Lanes) }
 
-// Effective is what copies of weights reach (performance-model.md: about 12, 25 and 50 GB/s
-// on x16 links of generations 3, 4 and 5 from pinned memory, 0.78 of the link). Weights used
+// Effective is what copies of weights reach: 0.78 of the link (performance-model.md: about
+// 12, 25 and 50 GB/s on x16 links of generations 3, 4 and 5 from pinned memory). Weights used
 // in place from the file mapping are pageable memory, which the driver stages through a
-// pinned bounce buffer: moerun assumes half that rate, a guess the references only bound
-// ("much lower").
-func (l PCIeLink) Effective(pinned bool) float64 {
-	bw := 0.78 * l.Theoretical()
-	if !pinned {
-		bw /= 2
-	}
-	return bw
-}
+// pinned buffer; public prompt measurements of mapped weights (gpt-oss-120b with
+// --n-cpu-moe on an RTX 3090, docs/predict.md) imply at least this rate, not less, so
+// mapped and pinned weights are copied at the same rate.
+func (l PCIeLink) Effective() float64 { return 0.78 * l.Theoretical() }
 
 // defaultPCIe is assumed when neither flags nor the profile name a link.
 var defaultPCIe = PCIeLink{Gen: 4, Lanes: 16}

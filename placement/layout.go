@@ -54,6 +54,7 @@ type Context struct {
 	NUBatch   int
 	NTokens   int // tokens in the worst-case graph the compute buffers are sized for
 	SWACells  int // cells of the sliding-window cache (0: none)
+	SWAWindow int // tokens a sliding-window layer attends to (0: none)
 	FlashAttn bool
 }
 
@@ -82,6 +83,7 @@ func (p *planner) context(nCtx int) Context {
 	c.NTokens = min(c.NCtx, c.NUBatch)
 	c.FlashAttn = r.FlashAttn != FlashOff
 	if slices.Contains(p.hp.swa, true) {
+		c.SWAWindow = p.hp.nSWA
 		c.SWACells = c.NCtxSeq
 		if !r.SWAFull {
 			window := p.hp.nSWA

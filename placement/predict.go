@@ -36,9 +36,14 @@ const (
 
 // PredictOptions are the workload a prediction is for.
 type PredictOptions struct {
-	// Depth is the number of tokens already in the context while decoding: each new token
-	// reads their KV cache. 0 (the default) is llama-bench's tg from an empty context.
+	// Depth is the number of tokens already in the context (llama-bench's -d): each new
+	// token reads their KV cache, and a prompt's tokens attend to them. 0 (the default) is
+	// llama-bench's tg and pp from an empty context.
 	Depth int
+	// Prompt is the length of the prompt PP is the mean speed of (llama-bench's ppN): ubatches
+	// of the plan's -ub run one after another, each attending to everything before it, so
+	// a long prompt is slower per token than its first ubatch. 0: one full ubatch.
+	Prompt int
 	// Routing, when set, holds measured per-expert routing frequencies: prefill then copies
 	// the share of each layer's experts a ubatch really hits instead of assuming uniform
 	// routing. Decode with whole-layer placement does not depend on it.
@@ -51,9 +56,10 @@ type Prediction struct {
 	Fits     bool
 	Problems []string // why it does not fit (a device over its capacity with the margin)
 	TG       float64  // decode tokens/s; 0 when it does not fit
-	PP       float64  // prompt tokens/s with full ubatches; 0 when it does not fit or is unknown
+	PP       float64  // mean prompt tokens/s over Prompt tokens; 0 when it does not fit or is unknown
 	UBatch   int
 	Depth    int
+	Prompt   int          // tokens of the prompt PP is for
 	Decode   *DecodeTime  // nil when it does not fit
 	Prefill  *PrefillTime // nil when it does not fit
 	Machine  Machine
@@ -98,10 +104,15 @@ func (d *DeviceDecode) Bound() string {
 	return "memory"
 }
 
-// PrefillTime is the time of one ubatch of prompt processing.
+// PrefillTime is the time of one ubatch of prompt processing: the prompt's first, at the
+// prediction's depth.
 type PrefillTime struct {
 	UBatch  int
 	Seconds float64
+	// AttentionSeconds is the part of Seconds spent in attention itself (scores and
+	// weighted sums over the cached and the ubatch's own tokens), on the devices holding
+	// the KV cache.
+	AttentionSeconds float64
 	// OffloadTo is the GPU that computes the CPU-held weights for this ubatch size (ggml's op
 	// offload), "" when the CPU computes them.
 	OffloadTo   string
@@ -208,7 +219,7 @@ func resolve(hw Hardware, plan *Plan) (*machine, error) {
 		by = "given"
 	}
 	m.PCIe, m.PCIeBy = link.String(), by
-	m.PCIeGBs = link.Effective(!plan.Settings.Mmap)
+	m.PCIeGBs = link.Effective()
 	m.pcie = m.PCIeGBs * gbps
 	pos := 0
 	for _, d := range plan.Devices {
@@ -285,9 +296,10 @@ func Predict(plan *Plan, hw Hardware, opts PredictOptions) (*Prediction, error) 
 	}
 	pred.Decode = e.decode()
 	pred.TG = 1 / pred.Decode.Seconds
-	pred.Prefill = e.prefill()
+	var promptSeconds float64
+	pred.Prefill, pred.Prompt, promptSeconds = e.prefill()
 	if pred.Prefill.Unknown == "" {
-		pred.PP = float64(pred.Prefill.UBatch) / pred.Prefill.Seconds
+		pred.PP = float64(pred.Prompt) / promptSeconds
 	} else {
 		pred.Notes = append(pred.Notes, "prompt speed not predicted: "+pred.Prefill.Unknown)
 	}
@@ -303,23 +315,27 @@ func capacityFlag(k backend.Kind) string {
 
 // estimator computes the times of one plan.
 type estimator struct {
-	plan  *Plan
-	m     *machine
-	depth int
-	k, e  float64 // experts used, experts per layer
-	stats *RoutingStats
-	kind  map[string]backend.Kind // by device name
+	plan   *Plan
+	m      *machine
+	depth  int
+	prompt int
+	k, e   float64 // experts used, experts per layer
+	stats  *RoutingStats
+	kind   map[string]backend.Kind // by device name
 }
 
 func newEstimator(plan *Plan, hw Hardware, opts PredictOptions) (*estimator, error) {
 	if opts.Depth < 0 || opts.Depth > maxDepth {
 		return nil, fmt.Errorf("decode depth %d: want 0 to %d tokens", opts.Depth, maxDepth)
 	}
+	if opts.Prompt < 0 || opts.Prompt > maxDepth {
+		return nil, fmt.Errorf("prompt length %d: want 0 to %d tokens", opts.Prompt, maxDepth)
+	}
 	m, err := resolve(hw, plan)
 	if err != nil {
 		return nil, err
 	}
-	e := &estimator{plan: plan, m: m, depth: opts.Depth, k: float64(plan.Model.ExpertsUsed), e: float64(plan.Model.Experts), stats: opts.Routing}
+	e := &estimator{plan: plan, m: m, depth: opts.Depth, prompt: opts.Prompt, k: float64(plan.Model.ExpertsUsed), e: float64(plan.Model.Experts), stats: opts.Routing}
 	if e.stats != nil {
 		if err := e.stats.check(plan); err != nil {
 			return nil, err
@@ -520,10 +536,30 @@ func crossings(plan *Plan) int {
 	return n
 }
 
-// prefill is the time of one ubatch.
-func (e *estimator) prefill() *PrefillTime {
-	c := e.plan.Context
-	u := max(c.NUBatch, 1)
+// prefill is the time of the prompt: its first ubatch in detail, the prompt's length and
+// the time of all its ubatches, each at the depth the ones before it leave. Ubatches past
+// the first differ only in attention, but each is computed in full: a short loop.
+func (e *estimator) prefill() (first *PrefillTime, prompt int, seconds float64) {
+	u := max(e.plan.Context.NUBatch, 1)
+	prompt = e.prompt
+	if prompt <= 0 {
+		prompt = u
+	}
+	for done := 0; done < prompt; done += u {
+		t := e.ubatch(min(u, prompt-done), e.depth+done)
+		if first == nil {
+			first = t
+		}
+		if t.Unknown != "" {
+			return t, prompt, 0
+		}
+		seconds += t.Seconds
+	}
+	return first, prompt, seconds
+}
+
+// ubatch is the time of one ubatch of u tokens after depth tokens.
+func (e *estimator) ubatch(u, depth int) *PrefillTime {
 	out := &PrefillTime{UBatch: u}
 	for _, d := range e.plan.Devices {
 		if d.Staging > 0 && u >= offloadBatch && out.OffloadTo == "" {
@@ -554,7 +590,9 @@ func (e *estimator) prefill() *PrefillTime {
 		bytes := float64(t.Bytes) * readShare
 		flops := 2 * float64(elements(t.Shape)) * flopShare * tokens
 		where := t.Device
-		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" {
+		// ggml's scheduler offloads only weights in host buffers: the CPU's repack buffer
+		// type is not one, so repacked weights are computed where they are.
+		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" && t.Storage != StorageRepacked {
 			where = out.OffloadTo
 			out.CopyBytes += int64(bytes)
 			bytes = 0 // copied, then read from VRAM at a rate that makes it negligible
@@ -578,12 +616,60 @@ func (e *estimator) prefill() *PrefillTime {
 	if cpuExpert > 0 {
 		out.ActiveShare = cpuExpertActive / cpuExpert
 	}
+	for dev, flops := range e.attentionFLOPs(u, depth) {
+		dp := byName[dev]
+		_, fl := e.rates(dev, e.kind[dev])
+		if dp == nil || fl <= 0 {
+			continue // no KV cache there, or a GPU whose compute is unknown: checked above when it holds weights
+		}
+		s := flops / fl
+		dp.FLOPs += flops
+		dp.ComputeSeconds += s
+		dp.Seconds += s
+		out.AttentionSeconds += s
+	}
 	out.CopySeconds = float64(out.CopyBytes) / e.m.pcie
 	out.CrossingSeconds = float64(crossings(e.plan)) * crossingTime
 	out.OverheadSeconds = tokenOverhead
 	out.Seconds = out.CopySeconds + out.CrossingSeconds + out.OverheadSeconds
 	for _, d := range out.Devices {
 		out.Seconds += d.Seconds
+	}
+	return out
+}
+
+// attentionFLOPs is, per device holding KV cache, the attention work of u prompt tokens
+// after depth others: each token scores its query against every key it sees (the cached
+// ones and, causally, the ubatch's own before it; at most the window on sliding-window
+// layers) and sums as many values, 2·(q + v) FLOPs per pair, with q and v the widths of
+// the layer's query projection and its output projection's input. Recurrent layers scan a
+// fixed-size state: their work is in their weights. MLA layers attend in their compressed
+// space, wider than this counts: a known underestimate.
+func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
+	width := map[int]float64{} // layer → q + v
+	for i := range e.plan.Tensors {
+		t := &e.plan.Tensors[i]
+		if t.Class != gguf.ClassAttention || len(t.Shape) < 2 {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(t.Name, ".attn_q.weight"), strings.HasSuffix(t.Name, ".attn_q_b.weight"):
+			width[t.Layer] += float64(t.Shape[1])
+		case strings.HasSuffix(t.Name, ".attn_output.weight"):
+			width[t.Layer] += float64(t.Shape[0])
+		}
+	}
+	out := map[string]float64{}
+	for _, l := range e.plan.Layers {
+		if l.KVDevice == "" || (l.Kind != "attention" && l.Kind != "swa") {
+			continue
+		}
+		// Σ over the ubatch's tokens of the keys each sees: depth + 1 … depth + u.
+		pairs := float64(u)*float64(depth) + float64(u)*float64(u+1)/2
+		if w := e.plan.Context.SWAWindow; l.Kind == "swa" && w > 0 {
+			pairs = min(pairs, float64(u)*float64(w))
+		}
+		out[l.KVDevice] += 2 * width[l.Index] * pairs
 	}
 	return out
 }
@@ -622,15 +708,16 @@ func (p *Plan) checkFits() bool {
 }
 
 // DecodeBandwidthFromRun inverts the decode model: the CPU bandwidth (GB/s) at which the plan
-// decodes at the measured tokens/s on hw (whose CPU bandwidth is ignored). A CPU-only run of
-// any model calibrates the machine this way: performance-model.md's (CPU-only tg) × (bytes
-// read per token), less the per-token overhead and, for hybrid runs, the GPU's share.
-func DecodeBandwidthFromRun(plan *Plan, hw Hardware, tps float64) (float64, error) {
+// decodes at the measured tokens/s on hw (whose CPU bandwidth is ignored), at the run's
+// depth (opts.Depth; llama-bench's tg runs from an empty context). A CPU-only run of any
+// model calibrates the machine this way: performance-model.md's (CPU-only tg) × (bytes read
+// per token), less the per-token overhead and, for hybrid runs, the GPU's share.
+func DecodeBandwidthFromRun(plan *Plan, hw Hardware, tps float64, opts PredictOptions) (float64, error) {
 	if !(tps > 0) || math.IsInf(tps, 0) {
 		return 0, fmt.Errorf("measured speed %v tokens/s: want a positive number", tps)
 	}
 	hw.CPU.DecodeBandwidth, hw.CPU.DecodeSource = 1, "" // any figure: only the other terms are used
-	e, err := newEstimator(plan, hw, PredictOptions{})
+	e, err := newEstimator(plan, hw, PredictOptions{Depth: opts.Depth})
 	if err != nil {
 		return 0, err
 	}

@@ -16,6 +16,7 @@ type jsonPrediction struct {
 	PP       *float64      `json:"pp_tps"`
 	UBatch   int           `json:"ubatch"`
 	Depth    int           `json:"depth"`
+	Prompt   int           `json:"prompt"`
 	Decode   *jsonDecode   `json:"decode"`
 	Prefill  *jsonPrefill  `json:"prefill"`
 	Machine  jsonMachine   `json:"machine"`
@@ -47,15 +48,16 @@ type jsonDeviceDecode struct {
 }
 
 type jsonPrefill struct {
-	UBatch          int                 `json:"ubatch"`
-	Seconds         float64             `json:"seconds"`
-	OffloadTo       string              `json:"offload_to"`
-	CopyBytes       int64               `json:"copy_bytes"`
-	CopySeconds     float64             `json:"copy_seconds"`
-	ActiveShare     float64             `json:"active_share"`
-	CrossingSeconds float64             `json:"crossing_seconds"`
-	OverheadSeconds float64             `json:"overhead_seconds"`
-	Devices         []jsonDevicePrefill `json:"devices"`
+	UBatch           int                 `json:"ubatch"`
+	Seconds          float64             `json:"seconds"`
+	AttentionSeconds float64             `json:"attention_seconds"`
+	OffloadTo        string              `json:"offload_to"`
+	CopyBytes        int64               `json:"copy_bytes"`
+	CopySeconds      float64             `json:"copy_seconds"`
+	ActiveShare      float64             `json:"active_share"`
+	CrossingSeconds  float64             `json:"crossing_seconds"`
+	OverheadSeconds  float64             `json:"overhead_seconds"`
+	Devices          []jsonDevicePrefill `json:"devices"`
 }
 
 type jsonDevicePrefill struct {
@@ -120,7 +122,7 @@ func (p *Prediction) toJSON() *jsonPrediction {
 		return nil
 	}
 	m := p.Machine
-	out := &jsonPrediction{Fits: p.Fits, Problems: nonNil(p.Problems), UBatch: p.UBatch, Depth: p.Depth, Notes: nonNil(p.Notes),
+	out := &jsonPrediction{Fits: p.Fits, Problems: nonNil(p.Problems), UBatch: p.UBatch, Depth: p.Depth, Prompt: p.Prompt, Notes: nonNil(p.Notes),
 		Machine: jsonMachine{CPUBandwidth: m.CPUBandwidth, CPUBandwidthBy: m.CPUBandwidthBy, CPUThreads: m.CPUThreads, CPUThreadsBy: m.CPUThreadsBy,
 			CPUTFLOPS: m.CPUTFLOPS, CPUTFLOPSBy: m.CPUTFLOPSBy, GPUs: []jsonMachineGPU{}, PCIe: m.PCIe, PCIeBy: m.PCIeBy, PCIeGBs: m.PCIeGBs},
 		Constant: jsonConstants{gpuEfficiency, crossingTime, tokenOverhead, gpuComputeEff, offloadBatch},
@@ -143,7 +145,7 @@ func (p *Prediction) toJSON() *jsonPrediction {
 		}
 	}
 	if f := p.Prefill; f != nil && f.Unknown == "" {
-		out.Prefill = &jsonPrefill{UBatch: f.UBatch, Seconds: f.Seconds, OffloadTo: f.OffloadTo, CopyBytes: f.CopyBytes, CopySeconds: f.CopySeconds,
+		out.Prefill = &jsonPrefill{UBatch: f.UBatch, Seconds: f.Seconds, AttentionSeconds: f.AttentionSeconds, OffloadTo: f.OffloadTo, CopyBytes: f.CopyBytes, CopySeconds: f.CopySeconds,
 			ActiveShare: f.ActiveShare, CrossingSeconds: f.CrossingSeconds, OverheadSeconds: f.OverheadSeconds, Devices: []jsonDevicePrefill{}}
 		for _, d := range f.Devices {
 			out.Prefill.Devices = append(out.Prefill.Devices, jsonDevicePrefill(d))
@@ -213,6 +215,9 @@ func (p *Prediction) writePrefill(w io.Writer) {
 		if d.Seconds > 0 {
 			fmt.Fprintf(w, " %s %s,", d.Device, ms(d.Seconds))
 		}
+	}
+	if f.AttentionSeconds > 0 {
+		fmt.Fprintf(w, " of which attention %s,", ms(f.AttentionSeconds))
 	}
 	if f.OffloadTo != "" {
 		fmt.Fprintf(w, " copies of CPU weights to %s %s (%s, %.0f%% of the expert bytes hit)", f.OffloadTo, ms(f.CopySeconds),

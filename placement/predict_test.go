@@ -380,7 +380,7 @@ func TestPredictIdleGPU(t *testing.T) {
 func TestDecodeBandwidthFromRun(t *testing.T) {
 	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
 	hw := Hardware{CPU: CPUSpec{Threads: 16}}
-	bw, err := DecodeBandwidthFromRun(plan, hw, 27.2)
+	bw, err := DecodeBandwidthFromRun(plan, hw, 27.2, PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,8 +396,87 @@ func TestDecodeBandwidthFromRun(t *testing.T) {
 		t.Errorf("predicted %.6f t/s from the bandwidth of a 27.2 t/s run", p.TG)
 	}
 	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN(), 1001} {
-		if _, err := DecodeBandwidthFromRun(plan, hw, bad); err == nil {
+		if _, err := DecodeBandwidthFromRun(plan, hw, bad, PredictOptions{}); err == nil {
 			t.Errorf("%v tokens/s accepted", bad)
 		}
+	}
+}
+
+// A prompt's attention grows with the tokens before it. Qwen3-30B-A3B has 48 full-attention
+// layers with 32 query heads of 128 (its model card), so a token that sees n keys costs
+// 2·(4096 + 4096)·n FLOPs per layer: a ubatch of 512 after 8192 cached tokens does
+// 48·16384·(512·8192 + 512·513/2) more than the weights, at the CPU's rate here. A prompt
+// of 4 ubatches is slower per token than its first alone, by exactly its later ubatches'
+// extra attention.
+func TestPredictPromptAttention(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.UBatch = false, 16384, 512
+	plan, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw := Hardware{CPU: CPUSpec{Threads: 8, DecodeBandwidth: 50, TFLOPS: 1}}
+	predict := func(o PredictOptions) *Prediction {
+		p, err := Predict(plan, hw, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pairs := func(u, depth float64) float64 { return u*depth + u*(u+1)/2 }
+	const perPair = 48 * 2 * (4096 + 4096) / 1e12 // seconds at 1 TFLOP/s
+	shallow, deep := predict(PredictOptions{}), predict(PredictOptions{Depth: 8192})
+	if got, want := deep.Prefill.AttentionSeconds, perPair*pairs(512, 8192); math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("attention of a ubatch after 8192 tokens: %.4f s, want %.4f", got, want)
+	}
+	if got, want := deep.Prefill.Seconds-shallow.Prefill.Seconds, perPair*(pairs(512, 8192)-pairs(512, 0)); math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("depth 8192 adds %.4f s per ubatch, want %.4f", got, want)
+	}
+	long := predict(PredictOptions{Prompt: 2048})
+	want := 4*shallow.Prefill.Seconds + perPair*(pairs(512, 512)+pairs(512, 1024)+pairs(512, 1536)-3*pairs(512, 0))
+	if got := 2048 / long.PP; long.Prompt != 2048 || math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("a prompt of 2048: %.4f s for %d tokens, want %.4f s", got, long.Prompt, want)
+	}
+	if _, err := Predict(plan, hw, PredictOptions{Prompt: -1}); err == nil {
+		t.Error("a negative prompt length was accepted")
+	}
+}
+
+// With --no-host the CPU's weights are either repacked (not a host buffer: ggml's scheduler
+// computes them on the CPU) or plain CPU buffers (host memory: copied to the GPU for large
+// ubatches), so a prompt copies exactly the hit share of the plain ones.
+func TestPredictPrefillRepackedStay(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.GPULayers, r.NoHost = false, 4096, NGLAll, true
+	r.Items = []Item{CPUMoEItem("--cpu-moe")}
+	plan, err := Place(presetModel(t, "qwen3-30b-a3b:q4_k_m"), r, []backend.Device{backend.GPU(0, 24<<30), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Predict(plan, testHardware(), PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := hitProbability(8.0/128, plan.Context.NUBatch)
+	var plain, repacked float64
+	for _, tu := range plan.Tensors {
+		if tu.Device != "CPU" || len(tu.Shape) < 2 || tu.Class.String() == "embedding" {
+			continue
+		}
+		b := float64(tu.Bytes)
+		if tu.Class.String() == "routed_expert" {
+			b *= share
+		}
+		if tu.Storage == StorageRepacked {
+			repacked += b
+		} else {
+			plain += b
+		}
+	}
+	if repacked == 0 || plain == 0 {
+		t.Fatalf("plain %.0f and repacked %.0f bytes on the CPU: the case needs both", plain, repacked)
+	}
+	if got := float64(p.Prefill.CopyBytes); p.Prefill.OffloadTo != "CUDA0" || math.Abs(got-plain) > 1<<20 {
+		t.Errorf("copied %.0f bytes to %q, want the %.0f of the plain CPU weights (%.0f repacked stay)", got, p.Prefill.OffloadTo, plain, repacked)
 	}
 }

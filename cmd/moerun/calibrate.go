@@ -144,7 +144,7 @@ func (c *calibCmd) fromRun(prof *placement.Profile) error {
 	if err != nil {
 		return placeError(err)
 	}
-	bw, err := placement.DecodeBandwidthFromRun(plan, prof.Hardware, c.FromRun)
+	bw, err := placement.DecodeBandwidthFromRun(plan, prof.Hardware, c.FromRun, placement.PredictOptions{})
 	if err != nil {
 		return badInput("--from-run: %v", err)
 	}

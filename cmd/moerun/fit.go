@@ -103,7 +103,7 @@ func (c *fitCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	opts.Predict = placement.PredictOptions{Depth: c.Hardware.Depth, Routing: stats}
+	opts.Predict = placement.PredictOptions{Depth: c.Hardware.Depth, Prompt: c.Hardware.Prompt, Routing: stats}
 	source := &placeCmd{Gguf: c.Gguf, Model: c.Model, Preset: c.Preset} // the same model flags as place
 	model, closeModel, err := source.model()
 	if err != nil {
@@ -246,6 +246,7 @@ func (c *fitCmd) commandArgs() (llama, moerun string) {
 	add("--cpu-threads", strconv.Itoa(h.CPUThreads))
 	add("--pcie", h.PCIe)
 	add("--depth", strconv.Itoa(h.Depth))
+	add("--prompt-tokens", strconv.Itoa(h.Prompt))
 	add("--expert-stats", h.ExpertStats)
 	return llama, strings.Join(parts, " ")
 }

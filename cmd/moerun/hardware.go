@@ -65,7 +65,8 @@ type hardwareFlags struct {
 	CPUBWEff     float64 `name:"cpu-bw-eff" placeholder:"GB/s" help:"The CPU's effective bandwidth inside decode, measured; wins over the theoretical one."`
 	CPUTFLOPS    float64 `name:"cpu-tflops" placeholder:"TFLOPS" help:"The CPU's quantized matmul throughput with all threads (default: threads × 0.08)."`
 	CPUThreads   int     `name:"cpu-threads" placeholder:"N" help:"CPU threads (default: -t of a pasted command line, the profile's, or this machine's cores)."`
-	Depth        int     `name:"depth" placeholder:"N" help:"Tokens already in the context while decoding: each new token reads their KV cache (default 0)."`
+	Depth        int     `name:"depth" placeholder:"N" help:"Tokens already in the context while decoding and before the prompt: each new token reads their KV cache (default 0)."`
+	Prompt       int     `name:"prompt-tokens" placeholder:"N" help:"Tokens of the prompt whose mean speed pp is, each ubatch attending to those before it (llama-bench's -p; default: one ubatch)."`
 	ExpertStats  string  `name:"expert-stats" placeholder:"FILE" type:"path" help:"Routing statistics (moerun.expert-stats/v1): prompt copies as measured, and the expert-granular what-if."`
 }
 
@@ -95,8 +96,8 @@ func (h *hardwareFlags) hardware(threads int) (placement.Hardware, error) {
 	if prof != nil {
 		hw = prof.Hardware
 	}
-	if h.CPUBWEff < 0 || h.CPUTFLOPS < 0 || h.CPUThreads < 0 || h.Depth < 0 {
-		return hw, badInput("--cpu-bw-eff, --cpu-tflops, --cpu-threads and --depth must be positive")
+	if h.CPUBWEff < 0 || h.CPUTFLOPS < 0 || h.CPUThreads < 0 || h.Depth < 0 || h.Prompt < 0 {
+		return hw, badInput("--cpu-bw-eff, --cpu-tflops, --cpu-threads, --depth and --prompt-tokens must be positive")
 	}
 	if err := h.apply(&hw); err != nil {
 		return hw, err
@@ -247,7 +248,7 @@ func (h *hardwareFlags) predict(plan *placement.Plan, hw placement.Hardware) err
 	if err != nil {
 		return err
 	}
-	opts := placement.PredictOptions{Depth: h.Depth, Routing: stats}
+	opts := placement.PredictOptions{Depth: h.Depth, Prompt: h.Prompt, Routing: stats}
 	pred, err := placement.Predict(plan, hw, opts)
 	if err != nil {
 		return badInput("--predict: %v", err)

@@ -18,6 +18,7 @@ type predictDoc struct {
 		PP      *float64 `json:"pp_tps"`
 		UBatch  int      `json:"ubatch"`
 		Depth   int      `json:"depth"`
+		Prompt  int      `json:"prompt"`
 		Machine struct {
 			CPUBW   float64 `json:"cpu_bw_gbps"`
 			CPUBWBy string  `json:"cpu_bw_source"`
@@ -85,6 +86,12 @@ func TestPlacePredictJSON(t *testing.T) {
 	// --gpu-model sized the dry-run GPU: 8 GiB.
 	if doc.Devices[0].Name != "CUDA0" || doc.Devices[0].Capacity != 8<<30 {
 		t.Errorf("devices %+v", doc.Devices)
+	}
+	// --prompt-tokens 4096: eight ubatches, the later ones attending to more tokens, so a slower mean.
+	long := placePredict(t, "--preset", "qwen3-30b-a3b:q4_k_m", "-ngl", "99", "--n-cpu-moe", "36", "-c", "8192", "--gpu-model", "rtx2080",
+		"--ram-bw", "102", "--cpu-threads", "10", "--pcie", "3x16", "--depth", "1000", "--prompt-tokens", "4096", "--predict").Prediction
+	if long == nil || long.Prompt != 4096 || p.Prompt != 512 || long.PP == nil || *long.PP >= *p.PP {
+		t.Errorf("--prompt-tokens 4096: %+v; one ubatch: prompt %d, %v t/s", long, p.Prompt, *p.PP)
 	}
 }
 
