@@ -110,6 +110,19 @@ func openModel(t testing.TB, path string, threads int) *testModel {
 	return &testModel{Model: m, file: f, pool: pool}
 }
 
+// configError is the error reading the configuration of the model at path gives (an
+// edited copy, in tests of bad metadata).
+func configError(t *testing.T, path string) error {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, _, err = readConfig(placement.Model{Name: "bad", Metadata: f.Metadata, Tensors: f.Tensors})
+	return err
+}
+
 func placeModel(t testing.TB, f *gguf.File, rules placement.Rules, devs []backend.Device) *placement.Plan {
 	t.Helper()
 	rules.Parallel = 1

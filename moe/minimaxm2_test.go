@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/moerun/moerun/gguf"
-	"github.com/moerun/moerun/placement"
 )
 
 // TestMiniMaxM2BadMetadata checks that files llama.cpp refuses (expert_feed_forward_length
@@ -22,13 +21,7 @@ func TestMiniMaxM2BadMetadata(t *testing.T) {
 		{modelEdit{set: map[string]gguf.Value{"{arch}.attention.value_length": gguf.NewValue(uint32(16))}}, "equal key and value head sizes"},
 	} {
 		path := rewriteModel(t, synthModel("minimax-m2"), tc.edit)
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = readConfig(placement.Model{Name: "bad", Metadata: f.Metadata, Tensors: f.Tensors})
-		f.Close()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := configError(t, path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one about %q", tc.edit, err, tc.want)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/moerun/moerun/gguf"
-	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -253,13 +252,7 @@ func TestQwen35BadMetadata(t *testing.T) {
 		{"{arch}.rope.dimension_sections", gguf.NewArray([]int32{1, 1, 2, 0}), "fourth section"},
 	} {
 		path := rewriteModel(t, qwen35Model, modelEdit{set: map[string]gguf.Value{tc.key: tc.value}})
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = readConfig(placement.Model{Name: "bad", Metadata: f.Metadata, Tensors: f.Tensors})
-		f.Close()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := configError(t, path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s = %v: error %v, want one about %q", tc.key, tc.value, err, tc.want)
 		}
 	}
