@@ -476,48 +476,92 @@ func TestFused(t *testing.T) {
 	}
 }
 
-// TestHostMemory: the backend's buffers are host memory named after the GPU, the
-// operations without a weight are the CPU's (bit for bit), and Supports says so.
-func TestHostMemory(t *testing.T) {
+// TestDeviceMemory: the backend's buffers are device memory (crossings are copies),
+// allocated zeroed; Set, Get and a strided Copy move the values exactly; Supports lists the
+// operations with kernels and those run through the host; and another device's tensor is
+// refused.
+func TestDeviceMemory(t *testing.T) {
 	g, c := testBackends(t)
 	buf, err := g.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if buf.Device() != g.Device().Name || buf.Host() == nil || buf.Size() != 64 {
-		t.Errorf("a buffer on %s of %d bytes (host memory %v), want host memory on %s", buf.Device(), buf.Size(), buf.Host() != nil, g.Device().Name)
+	if buf.Device() != g.Device().Name || buf.Host() != nil || buf.Size() != 64 {
+		t.Errorf("a buffer on %s of %d bytes (host memory %v), want device memory on %s", buf.Device(), buf.Size(), buf.Host() != nil, g.Device().Name)
 	}
+	zeros, err := backend.NewTensor(buf, 0, tensor.F32, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, g, zeros); !slices.Equal(got, make([]float32, 16)) {
+		t.Errorf("a new buffer holds %v, want zeros", got)
+	}
+	if err := g.Free(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Free(buf); err == nil {
+		t.Error("a second Free of a buffer succeeded")
+	}
+
 	rng := rand.New(rand.NewPCG(2, 2))
-	a, b := randomVector(3*40, rng), randomVector(40, rng)
-	gx, cx := f32s(t, g, 40, make([]float32, len(a))), f32s(t, c, 40, make([]float32, len(a)))
-	if err := g.RMSNorm(gx, f32s(t, g, 40, a), f32s(t, g, 40, b), 1e-6); err != nil {
+	a := randomVector(3*40, rng)
+	gx := f32s(t, g, 40, a)
+	// A strided view (columns 8..24 of each row) copied into a contiguous tensor, and back
+	// into the view of another tensor.
+	view := gx.Columns(8, 16)
+	packed := f32s(t, g, 16, make([]float32, 3*16))
+	if err := g.Copy(packed, view); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RMSNorm(cx, f32s(t, c, 40, a), f32s(t, c, 40, b), 1e-6); err != nil {
+	var want []float32
+	for r := range 3 {
+		want = append(want, a[r*40+8:r*40+24]...)
+	}
+	if got := values(t, g, packed); !slices.Equal(got, want) {
+		t.Errorf("strided copy %v, want %v", got[:4], want[:4])
+	}
+	other := f32s(t, g, 40, make([]float32, 3*40))
+	if err := g.Copy(other.Columns(8, 16), packed); err != nil {
 		t.Fatal(err)
 	}
-	got, want := values(t, g, gx), values(t, c, cx)
-	if !slices.Equal(got, want) {
-		t.Errorf("RMSNorm %v, CPU %v", got[:4], want[:4])
+	back := values(t, g, other)
+	for r := range 3 {
+		for col := range 40 {
+			w := float32(0)
+			if col >= 8 && col < 24 {
+				w = a[r*40+col]
+			}
+			if back[r*40+col] != w {
+				t.Fatalf("copy into a view: row %d column %d = %g, want %g", r, col, back[r*40+col], w)
+			}
+		}
 	}
-	// A crossing to the host is a copy between host buffers.
+
+	// A crossing to the host is a Get, without staging.
 	var staging []byte
 	host := f32s(t, c, 40, make([]float32, len(a)))
 	if err := backend.Copy(c, host, g, gx, &staging); err != nil {
 		t.Fatal(err)
 	}
-	if crossed := values(t, c, host); !slices.Equal(crossed, got) || staging != nil {
-		t.Errorf("copied to the host: %v, want %v (staging %d bytes)", crossed[:4], got[:4], len(staging))
+	if err := g.Synchronize(); err != nil {
+		t.Fatal(err)
 	}
-	if err := g.Add(gx, gx, f32s(t, c, 40, b)); err == nil {
-		t.Error("Add of the CPU's tensor succeeded")
+	if crossed := values(t, c, host); !slices.Equal(crossed, a) || staging != nil {
+		t.Errorf("copied to the host: %v, want %v (staging %d bytes)", crossed[:4], a[:4], len(staging))
+	}
+	if err := g.Copy(gx, f32s(t, c, 40, a)); err == nil || !strings.Contains(err.Error(), "copy it to") {
+		t.Errorf("Copy of the CPU's tensor: %v", err)
 	}
 	for _, op := range backend.AllOps() {
 		for _, typ := range tensor.Types() {
-			want := c.Supports(op, typ)
+			want := false
 			switch op {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
-				want = want || kernels.Supported(typ)
+				want = c.Supports(op, typ) || kernels.Supported(typ)
+			case backend.OpCopy:
+				want = typ == tensor.F32
+			case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+				want = c.Supports(op, typ) // through the host
 			}
 			if got := g.Supports(op, typ); got != want {
 				t.Errorf("Supports(%s, %s) = %v, want %v", op, typ, got, want)

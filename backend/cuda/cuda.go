@@ -1,11 +1,14 @@
 //go:build cuda
 
 // Package cuda is the NVIDIA GPU backend, built only with the build tag cuda (it needs the
-// CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Weights live in
-// device memory; the matmul kernels (package kernels, embedded PTX) dequantize them on the
-// fly. For now the backend's buffers, and so its activations, are host memory (a CPU
-// backend with the GPU's name holds them and runs every operation without a weight): each
-// weight operation copies its input in and its result out.
+// CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Execution is
+// device-resident: weights, the backend's buffers and so the activations of the layers it
+// holds live in device memory, and copies and kernels (package kernels, embedded PTX) are
+// queued in order on the backend's stream. The weight operations (matmuls, expert matmuls,
+// row lookups; the kernels dequantize on the fly) and strided copies run on the GPU; the
+// operations with no kernel yet report so through Supports, and the runtime runs them on
+// the host, copying their operands. Weights of types with no kernel stay in host memory
+// and are computed by the host pool on copies of their operands.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build

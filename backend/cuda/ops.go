@@ -10,24 +10,36 @@ import (
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/cuda/kernels"
 	"github.com/moerun/moerun/tensor"
+	"gorgonia.org/cu"
 )
 
-// The weight operations of backend.Ops. Their operands are tensors of the embedded CPU
-// backend's buffers, which are host memory: each operation takes the host values out of
-// the tensors and hands them to the GPU code (matMul, mulMatID, getRows), which copies
-// them in and the results back. A weight of a type with no CUDA kernel is the CPU
-// backend's, and the operation is the CPU backend's too. Every other operation is the
-// embedded CPU backend's own.
+// The operations of backend.Ops. Their operands are tensors in the backend's device memory;
+// each operation checks them, then queues its kernels on the stream. A weight of a type
+// with no CUDA kernel is the host backend's, and its operations run there on copies of
+// their operands (onHost), as do the cache's operations until they have kernels. Any other
+// operation without a kernel yet is an error, and Supports says false for it, so that the
+// runtime runs it on a device that has it.
 
 // Supports reports what the backend runs: the weight operations on the types with CUDA
-// kernels and, through the host, on every type the CPU computes; every other operation as
-// the CPU backend, which runs it.
+// kernels and, through the host, on every other type the CPU computes; the operations with
+// kernels (ops.cuh) on F32 values; and, through the host, the operations that must run
+// where their cache or state is.
 func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	switch op {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
-		return kernels.Supported(t) || b.Backend.Supports(op, t)
+		return kernels.Supported(t) || b.host.Supports(op, t)
+	case backend.OpCopy:
+		return t == tensor.F32
+	case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+		// Through the host, for now (onHost).
+		return b.host.Supports(op, t)
 	}
-	return b.Backend.Supports(op, t)
+	return false
+}
+
+// notOnGPU is the error of an operation the backend has no kernel for.
+func (b *Backend) notOnGPU(op backend.Op) error {
+	return fmt.Errorf("%s does not run %s: it has no CUDA kernel yet (Supports says so; run it on a device that has it)", b.dev.Name, op)
 }
 
 // GetRows decodes rows ids of a 2-D weight into dst on the GPU (the embedding lookup).
@@ -37,14 +49,25 @@ func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) err
 		return err
 	}
 	if cw.host != nil {
-		b.stats.HostOps++
-		return b.Backend.GetRows(dst, cw.host, ids)
+		return b.onHost([]backend.Tensor{dst}, nil, func(out, _ []backend.Tensor) error { return b.host.GetRows(out[0], cw.host, ids) })
 	}
-	d, err := b.f32(dst, "get-rows")
+	d, err := b.contiguous(dst, tensor.F32, "get-rows")
 	if err != nil {
 		return err
 	}
-	return b.getRows(d, cw, ids)
+	if err := cw.m.CheckGetRows(dst.Elements(), ids); err != nil {
+		return fmt.Errorf("tensor %s: %w", cw.name, err)
+	}
+	if len(ids) == 0 {
+		return nil // a launch needs a grid of at least one block
+	}
+	return b.run("get-rows of "+cw.name, func() error {
+		if err := b.send(&b.route, ids); err != nil {
+			return err
+		}
+		return b.launch(b.getrows[cw.m.Type()], min(len(ids), kernels.MaxGridX), 1, kernels.GetRowsBlockX, 1,
+			uint64(cw.ptr), uint64(b.route.ptr), uint64(d), uint64(cw.m.Cols()), uint64(len(ids)), uint64(cw.rowBytes))
+	})
 }
 
 // MatMul is ggml_mul_mat on the GPU (see matMul).
@@ -54,22 +77,31 @@ func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor)
 		return err
 	}
 	if cw.host != nil {
-		b.stats.HostOps++
-		return b.Backend.MatMul(dst, cw.host, x)
+		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{x}, func(out, in []backend.Tensor) error {
+			return b.host.MatMul(out[0], cw.host, in[0])
+		})
 	}
-	d, err := b.f32(dst, "mul-mat")
+	d, xp, err := b.productOperands(dst, x, "mul-mat")
 	if err != nil {
 		return err
 	}
-	xs, err := b.f32(x, "mul-mat")
+	tokens, err := cw.m.CheckMatMul(dst.Elements(), x.Elements())
 	if err != nil {
-		return err
+		return fmt.Errorf("tensor %s: %w", cw.name, err)
 	}
-	return b.matMul(d, cw, xs)
+	if tokens == 0 {
+		return nil
+	}
+	return b.run("mul-mat of "+cw.name, func() error {
+		xp, err := b.aligned(xp, x.Bytes())
+		if err != nil {
+			return err
+		}
+		return b.matMul(d, cw, xp, tokens)
+	})
 }
 
-// MatMuls runs MatMul for each weight in turn: the GPU code has no fused launch, so x is
-// copied in once per weight (as when the runtime called the weights one by one).
+// MatMuls runs MatMul for each weight in turn: the GPU has no fused launch.
 func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.Tensor) error {
 	if len(dsts) != len(ws) {
 		return fmt.Errorf("%s: mul-mat: %d outputs for %d weights", b.dev.Name, len(dsts), len(ws))
@@ -84,71 +116,107 @@ func (b *Backend) MatMuls(dsts []backend.Tensor, ws []backend.Weight, x backend.
 
 // MulMatID is ggml_mul_mat_id on the GPU (see mulMatID).
 func (b *Backend) MulMatID(dst backend.Tensor, w backend.Weight, x, ids backend.Tensor, k int) error {
-	cw, err := b.weightOf(w)
-	if err != nil {
-		return err
-	}
-	if cw.host != nil {
-		b.stats.HostOps++
-		return b.Backend.MulMatID(dst, cw.host, x, ids, k)
-	}
-	d, err := b.f32(dst, "mul-mat-id")
-	if err != nil {
-		return err
-	}
-	xs, err := b.f32(x, "mul-mat-id")
-	if err != nil {
-		return err
-	}
-	is, err := b.i32(ids, "mul-mat-id")
-	if err != nil {
-		return err
-	}
-	return b.mulMatID(d, cw, xs, is, k)
+	return b.MulMatIDs([]backend.Tensor{dst}, []backend.Weight{w}, x, ids, k)
 }
 
-// MulMatIDs runs MulMatID for each stack in turn (the ids and x copied in for each).
+// MulMatIDs is MulMatID for several stacks with the same routing. The ids are read back
+// to the host (a wait for the stream) and grouped there once for all the stacks.
 func (b *Backend) MulMatIDs(dsts []backend.Tensor, ws []backend.Weight, x, ids backend.Tensor, k int) error {
 	if len(dsts) != len(ws) {
 		return fmt.Errorf("%s: mul-mat-id: %d outputs for %d expert stacks", b.dev.Name, len(dsts), len(ws))
 	}
+	if _, err := b.contiguous(ids, tensor.I32, "mul-mat-id"); err != nil {
+		return err
+	}
+	read := false
 	for i, w := range ws {
-		if err := b.MulMatID(dsts[i], w, x, ids, k); err != nil {
+		cw, err := b.weightOf(w)
+		if err != nil {
+			return err
+		}
+		if cw.host != nil {
+			err := b.onHost(dsts[i:i+1], []backend.Tensor{x, ids}, func(out, in []backend.Tensor) error {
+				return b.host.MulMatID(out[0], cw.host, in[0], in[1], k)
+			})
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if !read {
+			if err := b.readIDs(ids); err != nil {
+				return err
+			}
+			read = true
+		}
+		if err := b.mulMatIDOf(dsts[i], cw, x, b.ids, k, "mul-mat-id"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// readIDs copies ids (a contiguous I32 tensor of this backend) into b.ids and waits for
+// them.
+func (b *Backend) readIDs(ids backend.Tensor) error {
+	b.ids = slices.Grow(b.ids[:0], ids.Elements())[:ids.Elements()]
+	if err := b.Get(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.ids))), 4*len(b.ids)), ids); err != nil {
+		return err
+	}
+	return b.Synchronize()
+}
+
+// mulMatIDOf queues ggml_mul_mat_id of GPU-resident cw by the host ids: the pairs grouped
+// by expert, the work list copied in, dst zeroed where a slot is unused, the kernel.
+func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, ids []int32, k int, op string) error {
+	d, xp, err := b.productOperands(dst, x, op)
+	if err != nil {
+		return err
+	}
+	shared, err := cw.m.CheckMulMatID(dst.Elements(), x.Elements(), ids, k)
+	if err != nil {
+		return fmt.Errorf("tensor %s: %w", cw.name, err)
+	}
+	b.routing.group(ids, cw.m.Experts())
+	return b.run(op+" of "+cw.name, func() error {
+		if slices.ContainsFunc(ids, func(e int32) bool { return e < 0 }) {
+			if err := cu.MemsetD32Async(d, 0, int64(dst.Elements()), b.stream); err != nil {
+				return err
+			}
+		}
+		if err := b.sendRouting(); err != nil {
+			return err
+		}
+		xp, err := b.aligned(xp, x.Bytes())
+		if err != nil {
+			return err
+		}
+		return b.mulMatID(d, cw, xp, k, shared)
+	})
+}
+
 // MatMulStack multiplies row i of x by matrix i mod Experts of w. The GPU runs it as
-// MulMatID with those ids (k = Experts, one x row per slot), as the runtime ran it on
-// this backend before backends had MatMulStack: the products are ggml_mul_mat_id's, so
-// for float weights (F32, F16, BF16) they may differ from ggml_mul_mat's (and the CPU
-// backend's MatMulStack) in the last bits, the sums being taken in another order. A weight
-// without a CUDA kernel goes to the CPU backend's MatMulStack, which for those (quantized)
-// types is MulMatID's arithmetic anyway (see tensor.Pool.MatMulStack).
+// MulMatID with those ids (k = Experts, one x row per slot): the products are
+// ggml_mul_mat_id's, so for float weights (F32, F16, BF16) they may differ from
+// ggml_mul_mat's (and the CPU backend's MatMulStack) in the last bits, the sums being taken
+// in another order. A weight without a CUDA kernel goes to the host backend's MatMulStack,
+// which for those (quantized) types is MulMatID's arithmetic anyway (see
+// tensor.Pool.MatMulStack).
 func (b *Backend) MatMulStack(dst backend.Tensor, w backend.Weight, x backend.Tensor) error {
 	cw, err := b.weightOf(w)
 	if err != nil {
 		return err
 	}
 	if cw.host != nil {
-		b.stats.HostOps++
-		return b.Backend.MatMulStack(dst, cw.host, x)
-	}
-	d, err := b.f32(dst, "mul-mat-stack")
-	if err != nil {
-		return err
-	}
-	xs, err := b.f32(x, "mul-mat-stack")
-	if err != nil {
-		return err
+		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{x}, func(out, in []backend.Tensor) error {
+			return b.host.MatMulStack(out[0], cw.host, in[0])
+		})
 	}
 	e := cw.m.Experts()
 	if x.Rows%e != 0 {
 		return fmt.Errorf("%s: mul-mat-stack: %d rows over %d matrices of %s", b.dev.Name, x.Rows, e, cw.name)
 	}
-	return b.mulMatID(d, cw, xs, b.stack(x.Rows, e), e)
+	return b.mulMatIDOf(dst, cw, x, b.stack(x.Rows, e), e, "mul-mat-stack")
 }
 
 // stack returns ids 0, 1, …, experts-1 repeated over rows rows, in a slice it reuses.
@@ -160,48 +228,197 @@ func (b *Backend) stack(rows, experts int) []int32 {
 	return b.stackIDs
 }
 
-// hostBytes is the memory of x, a contiguous tensor of type t in one of this backend's
-// buffers (which are the embedded CPU backend's host memory), for operation op.
-func (b *Backend) hostBytes(x backend.Tensor, t tensor.Type, op string) ([]byte, error) {
-	if b.closed {
-		return nil, errClosed
+// productOperands is the device addresses of a product's output and input, contiguous F32
+// tensors of this backend.
+func (b *Backend) productOperands(dst, x backend.Tensor, op string) (cu.DevicePtr, cu.DevicePtr, error) {
+	d, err := b.contiguous(dst, tensor.F32, op)
+	if err != nil {
+		return 0, 0, err
 	}
-	if x.Buf == nil {
-		return nil, fmt.Errorf("%s: %s of a tensor on no device", b.dev.Name, op)
-	}
-	if x.Type != t || !x.Contiguous() || x.Rows < 0 || x.Cols < 0 {
-		return nil, fmt.Errorf("%s: %s of %s, want contiguous %s", b.dev.Name, op, x, t)
-	}
-	if x.Off < 0 || x.Off+x.Bytes() > x.Buf.Size() {
-		return nil, fmt.Errorf("%s: %s of %s outside its buffer", b.dev.Name, op, x)
-	}
-	// Only the CPU backend knows its buffers: an empty Get from the tensor's buffer
-	// succeeds exactly when the buffer is its (and costs nothing). Its buffers are host
-	// memory (Host is nil only for an empty one).
-	h := x.Buf.Host()
-	if h == nil && x.Buf.Size() > 0 || b.Backend.Get(nil, x.Slice(0, 0)) != nil {
-		return nil, fmt.Errorf("%s: %s of a tensor on %s: copy it to %s first", b.dev.Name, op, x.Buf.Device(), b.dev.Name)
-	}
-	if x.Off%t.BlockBytes() != 0 {
-		return nil, fmt.Errorf("%s: %s of %s at byte %d, not aligned to its elements", b.dev.Name, op, x, x.Off)
-	}
-	return h[x.Off : x.Off+x.Bytes()], nil
+	xp, err := b.contiguous(x, tensor.F32, op)
+	return d, xp, err
 }
 
-// f32 is the values of a contiguous F32 tensor of this backend (nil when it has none).
-func (b *Backend) f32(x backend.Tensor, op string) ([]float32, error) {
-	h, err := b.hostBytes(x, tensor.F32, op)
-	if err != nil || len(h) == 0 {
-		return nil, err
+// aligned returns x, n bytes of activations, at a 16-byte aligned address, as mmv reads
+// them: x itself, or a copy queued into the backend's scratch.
+func (b *Backend) aligned(x cu.DevicePtr, n int64) (cu.DevicePtr, error) {
+	if x%16 == 0 {
+		return x, nil
 	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&h[0])), len(h)/4), nil
+	if err := b.x.reserve(n, &b.stream); err != nil {
+		return 0, err
+	}
+	return b.x.ptr, cu.MemcpyDtoDAsync(b.x.ptr, x, n, b.stream)
 }
 
-// i32 is the values of a contiguous I32 tensor of this backend (nil when it has none).
-func (b *Backend) i32(x backend.Tensor, op string) ([]int32, error) {
-	h, err := b.hostBytes(x, tensor.I32, op)
-	if err != nil || len(h) == 0 {
-		return nil, err
+// onHost runs an operation on the host backend, on host copies of its operands: each
+// tensor of ins and outs (tensors of this backend; the zero Tensor stays absent) is
+// mirrored by a host tensor of the same shape and stride over a copy of its bytes; the
+// inputs, and the outputs that are strided (their gaps must survive) or also inputs, are
+// copied out and waited for; op runs on the mirrors; the outputs are copied back. It is how
+// the weights without a CUDA kernel are computed, and the operations that must run where
+// their cache is (set-rows, attention, the recurrent state's) until they have kernels.
+func (b *Backend) onHost(outs, ins []backend.Tensor, op func(outs, ins []backend.Tensor) error) error {
+	mirror := func(xs []backend.Tensor) ([]backend.Tensor, error) {
+		hs := make([]backend.Tensor, len(xs))
+		for i, x := range xs {
+			if !x.Valid() {
+				continue
+			}
+			if _, err := b.address(x, "a host-run operation"); err != nil {
+				return nil, err
+			}
+			buf, err := b.host.Alloc(x.Bytes())
+			if err != nil {
+				return nil, err
+			}
+			hs[i] = x
+			hs[i].Buf, hs[i].Off = buf, 0
+		}
+		return hs, nil
 	}
-	return unsafe.Slice((*int32)(unsafe.Pointer(&h[0])), len(h)/4), nil
+	hostOuts, err := mirror(outs)
+	if err != nil {
+		return err
+	}
+	hostIns, err := mirror(ins)
+	if err != nil {
+		return err
+	}
+	for i, x := range ins {
+		if x.Valid() {
+			if err := b.span(x, hostIns[i].Buf.Host(), false); err != nil {
+				return err
+			}
+		}
+	}
+	for i, x := range outs {
+		if !x.Contiguous() || slices.Contains(ins, x) {
+			if err := b.span(x, hostOuts[i].Buf.Host(), false); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.Synchronize(); err != nil {
+		return err
+	}
+	if err := op(hostOuts, hostIns); err != nil {
+		return err
+	}
+	b.stats.HostOps++
+	for i, x := range outs {
+		if err := b.span(x, hostOuts[i].Buf.Host(), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// span queues a copy of the bytes x spans in its buffer (from its first row's start to
+// its last row's end) into host, or from host when in.
+func (b *Backend) span(x backend.Tensor, host []byte, in bool) error {
+	if len(host) == 0 {
+		return nil
+	}
+	p := x.Buf.(*buffer).ptr + cu.DevicePtr(x.Off)
+	if in {
+		b.stats.CopyInBytes += int64(len(host))
+		return b.copying("copy in", func() error { return cu.MemcpyHtoDAsync(p, unsafe.Pointer(&host[0]), int64(len(host)), b.stream) })
+	}
+	b.stats.CopyOutBytes += int64(len(host))
+	return b.copying("copy out", func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&host[0]), p, int64(len(host)), b.stream) })
+}
+
+// Copy copies src into dst (F32, the same shape; either may be a strided view).
+func (b *Backend) Copy(dst, src backend.Tensor) error {
+	if dst.Rows != src.Rows || dst.Cols != src.Cols || dst.Type != src.Type || src.Type != tensor.F32 {
+		return fmt.Errorf("%s: copy: %s into %s, want f32 tensors of one shape", b.dev.Name, src, dst)
+	}
+	d, err := b.address(dst, "copy")
+	if err != nil {
+		return err
+	}
+	s, err := b.address(src, "copy")
+	if err != nil || src.Elements() == 0 {
+		return err
+	}
+	return b.run("copy", func() error {
+		return b.launchRows(kernels.CopyF32, src.Rows, uint64(d), uint64(s), uint64(src.Cols), uint64(src.Rows),
+			uint64(dst.Stride/4), uint64(src.Stride/4))
+	})
+}
+
+// launchRows queues one of ops.cuh's kernels with a block per row (up to kernels.MaxGridX).
+func (b *Backend) launchRows(name string, rows int, args ...uint64) error {
+	return b.launch(b.op[name], min(rows, kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
+}
+
+// The operations with no CUDA kernel yet.
+
+func (b *Backend) RMSNorm(dst, x, w backend.Tensor, eps float32) error {
+	return b.notOnGPU(backend.OpRMSNorm)
+}
+func (b *Backend) L2Norm(x backend.Tensor, eps float32) error { return b.notOnGPU(backend.OpL2Norm) }
+func (b *Backend) Add(dst, x, y backend.Tensor) error         { return b.notOnGPU(backend.OpAdd) }
+func (b *Backend) Mul(dst, x, y backend.Tensor) error         { return b.notOnGPU(backend.OpMul) }
+func (b *Backend) Scale(dst, x backend.Tensor, s float32) error {
+	return b.notOnGPU(backend.OpScale)
+}
+func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error { return b.notOnGPU(backend.OpScale) }
+func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
+	return b.notOnGPU(backend.OpUnary)
+}
+func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error { return b.notOnGPU(backend.OpSwiGLU) }
+func (b *Backend) SwiGLUOAI(dst, gate, up backend.Tensor, alpha, limit float32) error {
+	return b.notOnGPU(backend.OpSwiGLU)
+}
+func (b *Backend) RoPE(x backend.Tensor, rowLen int, r *tensor.RoPE, pos []int32) error {
+	return b.notOnGPU(backend.OpRoPE)
+}
+
+// The operations that run where their cache or state is (the runtime cannot move them to
+// another device) and have no kernel yet run on the host through copies (onHost): correct,
+// and slow (attention copies the cache's first kvLen rows out each time).
+
+// SetRows converts rows of src into rows first.. of the cache dst.
+func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) error {
+	if first < 0 || first+src.Rows > dst.Rows || src.Cols != dst.Cols {
+		return fmt.Errorf("%s: set-rows: %s at row %d of %s", b.dev.Name, src, first, dst)
+	}
+	rows := dst.Slice(first, first+src.Rows)
+	return b.onHost([]backend.Tensor{rows}, []backend.Tensor{src}, func(out, in []backend.Tensor) error {
+		return b.host.SetRows(out[0], 0, in[0])
+	})
+}
+
+// Attention runs the host's flash attention over the cache's first kvLen positions.
+func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {
+	if kvLen < 0 || kvLen > k.Rows || kvLen > v.Rows {
+		return fmt.Errorf("%s: attention over %d positions of caches of %d and %d", b.dev.Name, kvLen, k.Rows, v.Rows)
+	}
+	return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, kvLen), v.Slice(0, kvLen), sinks}, func(out, in []backend.Tensor) error {
+		return b.host.Attention(out[0], in[0], heads, pos, in[1], in[2], in[3], kvLen, p)
+	})
+}
+
+// CausalConv runs the host's causal convolution, the state updated in place.
+func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
+	return b.onHost([]backend.Tensor{dst, state}, []backend.Tensor{x, state, w}, func(out, in []backend.Tensor) error {
+		return b.host.CausalConv(out[0], in[0], out[1], in[2])
+	})
+}
+
+// GatedDeltaRule runs the host's Gated DeltaNet recurrence, the states updated in place.
+func (b *Backend) GatedDeltaRule(o, qkv, decay, beta, states backend.Tensor, r tensor.DeltaRule) error {
+	return b.onHost([]backend.Tensor{o, states}, []backend.Tensor{qkv, decay, beta, states}, func(out, in []backend.Tensor) error {
+		return b.host.GatedDeltaRule(out[0], in[0], in[1], in[2], out[1], r)
+	})
+}
+
+func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, r tensor.RouterConfig) error {
+	return b.notOnGPU(backend.OpRoute)
+}
+func (b *Backend) AddID(x, bias, ids backend.Tensor) error { return b.notOnGPU(backend.OpAddID) }
+func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
+	return b.notOnGPU(backend.OpWeightedSum)
 }

@@ -6,7 +6,8 @@
 // current sources.
 //
 // Each supported weight type has two entry points, whose exact parameters and launch shapes
-// matvec.cu's header documents:
+// matvec.cu's header documents (ops.cuh's header those of the operations between the
+// products, on F32 values):
 //
 //	mmv_<type>: Y = W·X for up to GroupSize activation rows per pass over the weights,
 //	  plain or grouped by expert (MulMatID);
@@ -48,7 +49,19 @@ const (
 	MaxGridY = 65535
 	// GetRowsBlockX is getrows' blockDim.x; grid.x is the number of rows.
 	GetRowsBlockX = 128
+	// OpBlockX is the blockDim.x of the operations between the products (ops.cuh); their
+	// grid.x is the number of rows, or fewer (at most MaxGridX): blocks stride over rows.
+	OpBlockX = 128
+	MaxGridX = 1<<31 - 1
 )
+
+// The operations between the products (ops.cuh's MOERUN_OPS), by entry name.
+const (
+	CopyF32 = "copy_f32" // strided copy
+)
+
+// ops lists them, for Entries.
+var ops = []string{CopyF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{
@@ -69,11 +82,14 @@ func MatVec(t tensor.Type) string { return "mmv_" + t.String() }
 // GetRows names t's row-dequantizing kernel; PTX defines it only when Supported(t).
 func GetRows(t tensor.Type) string { return "getrows_" + t.String() }
 
+// Ops lists the entry names of the operations between the products.
+func Ops() []string { return slices.Clone(ops) }
+
 // Entries lists every kernel PTX defines.
 func Entries() []string {
 	var names []string
 	for _, t := range types {
 		names = append(names, MatVec(t), GetRows(t))
 	}
-	return names
+	return append(names, ops...)
 }
