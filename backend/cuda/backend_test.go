@@ -558,7 +558,8 @@ func TestDeviceMemory(t *testing.T) {
 			switch op {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 				want = c.Supports(op, typ) || kernels.Supported(typ)
-			case backend.OpCopy:
+			case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
+				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum:
 				want = typ == tensor.F32
 			case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
 				want = c.Supports(op, typ) // through the host
@@ -680,5 +681,81 @@ func TestRouting(t *testing.T) {
 	r.group([]int32{-1, -1}, 4)
 	if len(r.groupExpert) != 0 || !slices.Equal(r.groupStart, []int32{0}) {
 		t.Errorf("all unused: groups %v starting %v", r.groupExpert, r.groupStart)
+	}
+}
+
+// TestExactOps: the operations between the products whose arithmetic is only roundings of
+// single operations (no exp or log) give the CPU backend's bits, on contiguous and strided
+// operands; the conformance suite checks them, and the rest, within its tolerances.
+func TestExactOps(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	const cols, rows, k = 70, 6, 3
+	x, y, row := randomVector(rows*cols, rng), randomVector(rows*cols, rng), randomVector(cols, rng)
+	factors, slotW := randomVector(rows, rng), randomVector(rows*k, rng)
+	ys := randomVector(rows*k*cols, rng)
+	ids := []int32{2, -1, 0, 1, 1, -1}
+	wide := randomVector(rows*(cols+10), rng)
+	cases := []struct {
+		name string
+		run  func(b backend.Backend) (backend.Tensor, error)
+	}{
+		{"add", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Add(d, f32s(t, b, cols, x), f32s(t, b, cols, y))
+		}},
+		{"add a repeated row", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Add(d, f32s(t, b, cols, x), f32s(t, b, cols, row))
+		}},
+		{"mul a repeated row", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Mul(d, f32s(t, b, cols, x), f32s(t, b, cols, row))
+		}},
+		{"scale", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Scale(d, f32s(t, b, cols, x), 0.37)
+		}},
+		{"scale rows", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.ScaleRows(d, f32s(t, b, cols, x), f32s(t, b, 1, factors))
+		}},
+		{"rms-norm of a strided view, weighted", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.RMSNorm(d, f32s(t, b, cols+10, wide).Columns(4, cols), f32s(t, b, cols, row), 1e-6)
+		}},
+		{"rms-norm in place", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, x)
+			return d, b.RMSNorm(d, d, backend.Tensor{}, 1e-5)
+		}},
+		{"l2-norm of a strided view", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols+10, wide)
+			return d, b.L2Norm(d.Columns(8, cols), 1e-6)
+		}},
+		{"add-id", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, x)
+			return d, b.AddID(d, f32s(t, b, cols, y[:3*cols]), i32s(t, b, 1, ids))
+		}},
+		{"weighted-sum", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.WeightedSum(d, f32s(t, b, cols, ys), f32s(t, b, 1, slotW), k)
+		}},
+	}
+	for _, tc := range cases {
+		gd, err := tc.run(g)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.name, g.Device().Name, err)
+		}
+		cd, err := tc.run(c)
+		if err != nil {
+			t.Fatalf("%s on the CPU: %v", tc.name, err)
+		}
+		got, want := values(t, g, gd), values(t, c, cd)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Errorf("%s: element %d = %g, CPU %g", tc.name, i, got[i], want[i])
+				break
+			}
+		}
 	}
 }

@@ -4,11 +4,15 @@
 // CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Execution is
 // device-resident: weights, the backend's buffers and so the activations of the layers it
 // holds live in device memory, and copies and kernels (package kernels, embedded PTX) are
-// queued in order on the backend's stream. The weight operations (matmuls, expert matmuls,
-// row lookups; the kernels dequantize on the fly) and strided copies run on the GPU; the
-// operations with no kernel yet report so through Supports, and the runtime runs them on
-// the host, copying their operands. Weights of types with no kernel stay in host memory
-// and are computed by the host pool on copies of their operands.
+// queued in order on the backend's stream. On the GPU run the weight operations (matmuls,
+// expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
+// between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
+// norms, add-id and the experts' weighted sum. RoPE and the router have no kernel yet:
+// Supports says so, and the runtime runs them on the host, copying their operands. The
+// operations on the KV cache and the recurrent state (set-rows, attention, the causal
+// convolution, the delta rule) must run where the cache is, so until they have kernels the
+// backend runs them on the host pool through copies of their operands; so are the weights
+// of types with no kernel computed, which stay in host memory.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -28,7 +29,8 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	switch op {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 		return kernels.Supported(t) || b.host.Supports(op, t)
-	case backend.OpCopy:
+	case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
+		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum:
 		return t == tensor.F32
 	case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
 		// Through the host, for now (onHost).
@@ -353,25 +355,204 @@ func (b *Backend) launchRows(name string, rows int, args ...uint64) error {
 	return b.launch(b.op[name], min(rows, kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
 }
 
-// The operations with no CUDA kernel yet.
+// launchWarpRows queues one of ops.cuh's row kernels, a warp per row.
+func (b *Backend) launchWarpRows(name string, rows int, args ...uint64) error {
+	return b.launch(b.op[name], min(ceilDiv(rows, kernels.OpRowsPerBlock), kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
+}
 
-func (b *Backend) RMSNorm(dst, x, w backend.Tensor, eps float32) error {
-	return b.notOnGPU(backend.OpRMSNorm)
+// f64 passes a float parameter to a kernel, which declares it double (exactly the float's
+// value).
+func f64(v float32) uint64 { return math.Float64bits(float64(v)) }
+
+// f32Operand is the device address of an F32 tensor of this backend and the distance
+// between its rows in elements.
+func (b *Backend) f32Operand(x backend.Tensor, op backend.Op) (cu.DevicePtr, uint64, error) {
+	p, err := b.address(x, op.String())
+	if err == nil && x.Type != tensor.F32 {
+		err = fmt.Errorf("%s: %s of a %s tensor, want f32", b.dev.Name, op, x.Type)
+	}
+	return p, uint64(x.Stride / 4), err
 }
-func (b *Backend) L2Norm(x backend.Tensor, eps float32) error { return b.notOnGPU(backend.OpL2Norm) }
-func (b *Backend) Add(dst, x, y backend.Tensor) error         { return b.notOnGPU(backend.OpAdd) }
-func (b *Backend) Mul(dst, x, y backend.Tensor) error         { return b.notOnGPU(backend.OpMul) }
+
+// elementwise checks the operands of an element-wise operation (F32 tensors of this
+// backend, each input of dst's shape, the last one possibly a single row that broadcast
+// repeats) and queues kernel name over them. Its parameters are dst and the inputs, params,
+// cols and rows, then the row stride of dst and of each input (0 for a repeated row).
+func (b *Backend) elementwise(op backend.Op, name string, dst backend.Tensor, ins []backend.Tensor, broadcast bool, params ...uint64) error {
+	d, ds, err := b.f32Operand(dst, op)
+	if err != nil {
+		return err
+	}
+	ptrs, strides := []uint64{uint64(d)}, []uint64{ds}
+	for i, x := range ins {
+		oneRow := broadcast && i == len(ins)-1 && x.Rows == 1
+		if x.Cols != dst.Cols || x.Rows != dst.Rows && !oneRow {
+			return fmt.Errorf("%s: %s: %s into %s", b.dev.Name, op, x, dst)
+		}
+		p, s, err := b.f32Operand(x, op)
+		if err != nil {
+			return err
+		}
+		if oneRow {
+			s = 0
+		}
+		ptrs, strides = append(ptrs, uint64(p)), append(strides, s)
+	}
+	if dst.Elements() == 0 {
+		return nil
+	}
+	args := append(append(append(ptrs, params...), uint64(dst.Cols), uint64(dst.Rows)), strides...)
+	return b.run(op.String(), func() error { return b.launchRows(name, dst.Rows, args...) })
+}
+
+// Add sets dst = a + b; b has a's rows or one row, repeated.
+func (b *Backend) Add(dst, x, y backend.Tensor) error {
+	return b.elementwise(backend.OpAdd, kernels.AddF32, dst, []backend.Tensor{x, y}, true)
+}
+
+// Mul sets dst = a·b; b has a's rows or one row, repeated.
+func (b *Backend) Mul(dst, x, y backend.Tensor) error {
+	return b.elementwise(backend.OpMul, kernels.MulF32, dst, []backend.Tensor{x, y}, true)
+}
+
+// Scale sets dst = x·s.
 func (b *Backend) Scale(dst, x backend.Tensor, s float32) error {
-	return b.notOnGPU(backend.OpScale)
+	return b.elementwise(backend.OpScale, kernels.ScaleF32, dst, []backend.Tensor{x}, false, f64(s))
 }
-func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error { return b.notOnGPU(backend.OpScale) }
+
+// ScaleRows multiplies row t of x by s[t] (one column, contiguous).
+func (b *Backend) ScaleRows(dst, x, s backend.Tensor) error {
+	sp, err := b.contiguous(s, tensor.F32, "scale")
+	if err != nil {
+		return err
+	}
+	if s.Elements() != x.Rows {
+		return fmt.Errorf("%s: scale: %d factors for %d rows", b.dev.Name, s.Elements(), x.Rows)
+	}
+	return b.elementwise(backend.OpScale, kernels.ScaleRowsF32, dst, []backend.Tensor{x}, false, uint64(sp))
+}
+
+// unaryKernels are Unary's kernels.
+var unaryKernels = map[backend.Unary]string{backend.Sigmoid: kernels.SigmoidF32, backend.Softplus: kernels.SoftplusF32,
+	backend.SiLU: kernels.SiLUF32}
+
+// Unary applies f element-wise.
 func (b *Backend) Unary(dst, x backend.Tensor, f backend.Unary) error {
-	return b.notOnGPU(backend.OpUnary)
+	name, ok := unaryKernels[f]
+	if !ok {
+		return fmt.Errorf("%s: unary: unknown function %d", b.dev.Name, f)
+	}
+	return b.elementwise(backend.OpUnary, name, dst, []backend.Tensor{x}, false)
 }
-func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error { return b.notOnGPU(backend.OpSwiGLU) }
+
+// SwiGLU sets dst = silu(gate)·up.
+func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) error {
+	return b.elementwise(backend.OpSwiGLU, kernels.SwiGLUF32, dst, []backend.Tensor{gate, up}, false)
+}
+
+// SwiGLUOAI is gpt-oss's clamped SwiGLU.
 func (b *Backend) SwiGLUOAI(dst, gate, up backend.Tensor, alpha, limit float32) error {
-	return b.notOnGPU(backend.OpSwiGLU)
+	return b.elementwise(backend.OpSwiGLU, kernels.SwiGLUOAIF32, dst, []backend.Tensor{gate, up}, false, f64(alpha), f64(limit))
 }
+
+// RMSNorm normalises each row of x into dst, times w (one row) unless w is absent.
+func (b *Backend) RMSNorm(dst, x, w backend.Tensor, eps float32) error {
+	var wp cu.DevicePtr
+	if w.Valid() {
+		var err error
+		if wp, err = b.contiguous(w, tensor.F32, "rms-norm"); err != nil {
+			return err
+		}
+		if w.Elements() != x.Cols {
+			return fmt.Errorf("%s: rms-norm: weights of %d for rows of %d", b.dev.Name, w.Elements(), x.Cols)
+		}
+	}
+	d, ds, err := b.f32Operand(dst, backend.OpRMSNorm)
+	if err != nil {
+		return err
+	}
+	xp, xs, err := b.f32Operand(x, backend.OpRMSNorm)
+	if err != nil {
+		return err
+	}
+	if dst.Rows != x.Rows || dst.Cols != x.Cols {
+		return fmt.Errorf("%s: rms-norm: %s into %s", b.dev.Name, x, dst)
+	}
+	if x.Elements() == 0 {
+		return nil
+	}
+	return b.run("rms-norm", func() error {
+		return b.launchWarpRows(kernels.RMSNormF32, x.Rows, uint64(d), uint64(xp), uint64(wp), f64(eps),
+			uint64(x.Cols), uint64(x.Rows), ds, xs)
+	})
+}
+
+// L2Norm scales each row of x in place to unit L2 norm, the norm clamped below at eps.
+func (b *Backend) L2Norm(x backend.Tensor, eps float32) error {
+	xp, xs, err := b.f32Operand(x, backend.OpL2Norm)
+	if err != nil || x.Elements() == 0 {
+		return err
+	}
+	return b.run("l2-norm", func() error {
+		return b.launchWarpRows(kernels.L2NormF32, x.Rows, uint64(xp), f64(eps), uint64(x.Cols), uint64(x.Rows), xs)
+	})
+}
+
+// AddID adds to each slot's row of x the row of bias its expert id selects. The ids are
+// the router's, on the device: one outside the rows of bias is skipped, not reported (the
+// check would need them on the host).
+func (b *Backend) AddID(x, bias, ids backend.Tensor) error {
+	xp, xs, err := b.f32Operand(x, backend.OpAddID)
+	if err != nil {
+		return err
+	}
+	bp, bs, err := b.f32Operand(bias, backend.OpAddID)
+	if err != nil {
+		return err
+	}
+	ip, err := b.contiguous(ids, tensor.I32, "add-id")
+	if err != nil {
+		return err
+	}
+	if bias.Cols != x.Cols || ids.Elements() != x.Rows {
+		return fmt.Errorf("%s: add-id: rows of %s by %s from %s", b.dev.Name, x, ids, bias)
+	}
+	if x.Elements() == 0 {
+		return nil
+	}
+	return b.run("add-id", func() error {
+		return b.launchRows(kernels.AddIDF32, x.Rows, uint64(xp), uint64(bp), uint64(ip), uint64(x.Cols), uint64(x.Rows),
+			uint64(bias.Rows), xs, bs)
+	})
+}
+
+// WeightedSum sets dst[t] to the sum over slots j of y[t·k+j]·w[t·k+j], in slot order.
+func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
+	d, err := b.contiguous(dst, tensor.F32, "weighted-sum")
+	if err != nil {
+		return err
+	}
+	yp, err := b.contiguous(y, tensor.F32, "weighted-sum")
+	if err != nil {
+		return err
+	}
+	wp, err := b.contiguous(w, tensor.F32, "weighted-sum")
+	if err != nil {
+		return err
+	}
+	n, cols := dst.Rows, dst.Cols
+	if k <= 0 || y.Cols != cols || y.Rows != n*k || w.Elements() != n*k {
+		return fmt.Errorf("%s: weighted-sum: %s weighted by %s into %s, %d slots", b.dev.Name, y, w, dst, k)
+	}
+	if dst.Elements() == 0 {
+		return nil
+	}
+	return b.run("weighted-sum", func() error {
+		return b.launchRows(kernels.WeightedSumF32, n, uint64(d), uint64(yp), uint64(wp), uint64(k), uint64(cols), uint64(n))
+	})
+}
+
+// RoPE has no CUDA kernel yet.
 func (b *Backend) RoPE(x backend.Tensor, rowLen int, r *tensor.RoPE, pos []int32) error {
 	return b.notOnGPU(backend.OpRoPE)
 }
@@ -415,10 +596,7 @@ func (b *Backend) GatedDeltaRule(o, qkv, decay, beta, states backend.Tensor, r t
 	})
 }
 
+// Route has no CUDA kernel yet.
 func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, r tensor.RouterConfig) error {
 	return b.notOnGPU(backend.OpRoute)
-}
-func (b *Backend) AddID(x, bias, ids backend.Tensor) error { return b.notOnGPU(backend.OpAddID) }
-func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
-	return b.notOnGPU(backend.OpWeightedSum)
 }

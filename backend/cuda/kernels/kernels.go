@@ -57,11 +57,29 @@ const (
 
 // The operations between the products (ops.cuh's MOERUN_OPS), by entry name.
 const (
-	CopyF32 = "copy_f32" // strided copy
+	CopyF32        = "copy_f32" // strided copy
+	AddF32         = "add_f32"
+	MulF32         = "mul_f32"
+	ScaleF32       = "scale_f32"
+	ScaleRowsF32   = "scale_rows_f32"
+	SigmoidF32     = "sigmoid_f32"
+	SoftplusF32    = "softplus_f32"
+	SiLUF32        = "silu_f32"
+	SwiGLUF32      = "swiglu_f32"
+	SwiGLUOAIF32   = "swiglu_oai_f32"
+	RMSNormF32     = "rms_norm_f32" // a warp per row, OpRowsPerBlock rows per block
+	L2NormF32      = "l2_norm_f32"  // likewise
+	AddIDF32       = "add_id_f32"
+	WeightedSumF32 = "weighted_sum_f32"
 )
 
+// OpRowsPerBlock is how many rows a block of the row kernels (RMSNormF32, L2NormF32) serves:
+// a warp each.
+const OpRowsPerBlock = OpBlockX / 32
+
 // ops lists them, for Entries.
-var ops = []string{CopyF32}
+var ops = []string{CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
+	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

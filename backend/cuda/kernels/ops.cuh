@@ -9,16 +9,176 @@
 // stride over the rows, threads over a row's columns. No kernel here needs a barrier or
 // shared memory.
 //
+// The row kernels (rms_norm_f32, l2_norm_f32) give each row a warp: blockDim is
+// (kOpThreads, 1, 1) as for the others, rows go kOpThreads/32 to a block, grid.x =
+// ceil(rows / (kOpThreads/32)) or fewer.
+//
 // copy_f32(dst, src, cols, rows, dstStride, srcStride): dst[r][c] = src[r][c].
+// add_f32, mul_f32(dst, a, b, cols, rows, dstStride, aStride, bStride): dst = a + b or a·b,
+//   bStride 0 to repeat b's one row over every row of a.
+// scale_f32(dst, x, s, cols, rows, dstStride, xStride): dst = x·s.
+// scale_rows_f32(dst, x, s, cols, rows, dstStride, xStride): dst[r] = x[r]·s[r].
+// sigmoid_f32, softplus_f32, silu_f32(dst, x, cols, rows, dstStride, xStride).
+// swiglu_f32(dst, gate, up, cols, rows, dstStride, gateStride, upStride): silu(gate)·up.
+// swiglu_oai_f32(dst, gate, up, alpha, limit, cols, rows, dstStride, gateStride, upStride).
+// rms_norm_f32(dst, x, w, eps, cols, rows, dstStride, xStride): x / sqrt(mean(x²) + eps),
+//   times w (one row) unless w is null.
+// l2_norm_f32(x, eps, cols, rows, stride): x / max(‖x‖, eps), in place.
+// add_id_f32(x, b, ids, cols, rows, bRows, xStride, bStride): x[r] += b[ids[r]] where
+//   0 ≤ ids[r] < bRows (the router's ids; -1, an unused slot, leaves the row alone).
+// weighted_sum_f32(dst, y, w, k, cols, rows): dst[t] = Σ_j y[t·k+j]·w[t·k+j] over rows
+//   tokens t, each product rounded before it is added, in slot order (y and dst contiguous).
+//
+// The arithmetic is package tensor's, operation for operation: each product that feeds an
+// addition is rounded first (__fmul_rn, never fused), the norms sum the rounded squares in
+// double. expf and logf are CUDA's (within 2 ulp; tensor uses glibc's), so those kernels
+// match the CPU within the conformance suite's bounds rather than bit for bit.
 #pragma once
 
 constexpr int kOpThreads = 128;
+constexpr int kRowsPerOpBlock = kOpThreads / 32;
+
+// forEach runs f(r, c) for every element of a rows × cols tensor, blocks over rows.
+template <class F>
+__device__ __forceinline__ void forEach(i64 cols, i64 rows, F f) {
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x)
+        for (i64 c = threadIdx.x; c < cols; c += blockDim.x) f(r, c);
+}
+
+__device__ __forceinline__ float sigmoidOf(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ __forceinline__ float siluOf(float v) { return v / (1.0f + expf(-v)); }
 
 extern "C" __global__ void __launch_bounds__(kOpThreads)
     copy_f32(float* dst, const float* src, i64 cols, i64 rows, i64 dstStride, i64 srcStride) {
-    for (i64 r = blockIdx.x; r < rows; r += gridDim.x)
-        for (i64 c = threadIdx.x; c < cols; c += blockDim.x) dst[r * dstStride + c] = __ldg(src + r * srcStride + c);
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = src[r * srcStride + c]; });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    add_f32(float* dst, const float* a, const float* b, i64 cols, i64 rows, i64 dstStride, i64 aStride, i64 bStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = __fadd_rn(a[r * aStride + c], b[r * bStride + c]); });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    mul_f32(float* dst, const float* a, const float* b, i64 cols, i64 rows, i64 dstStride, i64 aStride, i64 bStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = __fmul_rn(a[r * aStride + c], b[r * bStride + c]); });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    scale_f32(float* dst, const float* x, double s, i64 cols, i64 rows, i64 dstStride, i64 xStride) {
+    const float f = float(s);
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = __fmul_rn(x[r * xStride + c], f); });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    scale_rows_f32(float* dst, const float* x, const float* s, i64 cols, i64 rows, i64 dstStride, i64 xStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = __fmul_rn(x[r * xStride + c], s[r]); });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    sigmoid_f32(float* dst, const float* x, i64 cols, i64 rows, i64 dstStride, i64 xStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = sigmoidOf(x[r * xStride + c]); });
+}
+
+// softplus_f32: x above 20 as it is, else log(1 + e^x), the logarithm taken in double.
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    softplus_f32(float* dst, const float* x, i64 cols, i64 rows, i64 dstStride, i64 xStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) {
+        const float v = x[r * xStride + c];
+        dst[r * dstStride + c] = v > 20.0f ? v : float(log(double(1.0f + expf(v))));
+    });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    silu_f32(float* dst, const float* x, i64 cols, i64 rows, i64 dstStride, i64 xStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { dst[r * dstStride + c] = siluOf(x[r * xStride + c]); });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    swiglu_f32(float* dst, const float* gate, const float* up, i64 cols, i64 rows, i64 dstStride, i64 gateStride,
+               i64 upStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) {
+        dst[r * dstStride + c] = __fmul_rn(siluOf(gate[r * gateStride + c]), up[r * upStride + c]);
+    });
+}
+
+// swiglu_oai_f32: g = min(gate, limit), u = clamp(up, -limit, limit),
+// g·sigmoid(alpha·g)·(u + 1), as tensor.SwiGLUOAI rounds it.
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    swiglu_oai_f32(float* dst, const float* gate, const float* up, double alpha, double limit, i64 cols, i64 rows,
+                   i64 dstStride, i64 gateStride, i64 upStride) {
+    const float a = float(alpha), l = float(limit);
+    forEach(cols, rows, [&](i64 r, i64 c) {
+        const float g = fminf(gate[r * gateStride + c], l);
+        const float u = fmaxf(-l, fminf(up[r * upStride + c], l));
+        const float out = g / (1.0f + expf(__fmul_rn(a, -g)));
+        dst[r * dstStride + c] = __fmul_rn(out, u + 1.0f);
+    });
+}
+
+__device__ __forceinline__ double warpSumDouble(double v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    return v;
+}
+
+// sumSquares is the double sum of a row's rounded squares, every lane of the warp getting
+// it.
+__device__ __forceinline__ double sumSquares(const float* row, i64 cols, int lane) {
+    double sum = 0;
+    for (i64 c = lane; c < cols; c += 32) {
+        const float v = row[c];
+        sum += double(__fmul_rn(v, v));
+    }
+    return warpSumDouble(sum);
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    rms_norm_f32(float* dst, const float* x, const float* w, double eps, i64 cols, i64 rows, i64 dstStride,
+                 i64 xStride) {
+    const int lane = threadIdx.x % 32;
+    for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < rows; r += i64(gridDim.x) * kRowsPerOpBlock) {
+        const float* in = x + r * xStride;
+        const float mean = float(sumSquares(in, cols, lane) / double(cols));
+        const float scale = 1.0f / float(sqrt(double(mean + float(eps))));
+        float* out = dst + r * dstStride;
+        for (i64 c = lane; c < cols; c += 32) {
+            const float v = __fmul_rn(in[c], scale);
+            out[c] = w ? __fmul_rn(v, w[c]) : v;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    l2_norm_f32(float* x, double eps, i64 cols, i64 rows, i64 stride) {
+    const int lane = threadIdx.x % 32;
+    for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < rows; r += i64(gridDim.x) * kRowsPerOpBlock) {
+        float* row = x + r * stride;
+        const float norm = float(sqrt(double(float(sumSquares(row, cols, lane)))));
+        const float scale = 1.0f / fmaxf(norm, float(eps));
+        for (i64 c = lane; c < cols; c += 32) row[c] = __fmul_rn(row[c], scale);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    add_id_f32(float* x, const float* b, const int* ids, i64 cols, i64 rows, i64 bRows, i64 xStride, i64 bStride) {
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const i64 id = ids[r];
+        if (id < 0 || id >= bRows) continue;
+        for (i64 c = threadIdx.x; c < cols; c += blockDim.x) x[r * xStride + c] = __fadd_rn(x[r * xStride + c], b[id * bStride + c]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    weighted_sum_f32(float* dst, const float* y, const float* w, i64 k, i64 cols, i64 rows) {
+    forEach(cols, rows, [&](i64 t, i64 c) {
+        float acc = __fmul_rn(y[t * k * cols + c], w[t * k]);
+        for (i64 j = 1; j < k; j++) acc = __fadd_rn(acc, __fmul_rn(y[(t * k + j) * cols + c], w[t * k + j]));
+        dst[t * cols + c] = acc;
+    });
 }
 
 // MOERUN_OPS lists the entry points above.
-#define MOERUN_OPS(X) X(copy_f32)
+#define MOERUN_OPS(X)                                                                                         \
+    X(copy_f32)                                                                                               \
+    X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
+        X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32)

@@ -120,3 +120,4 @@ inline __half __float2half_rn(float f) {
 }
 
 float __shfl_xor_sync(unsigned int mask, float v, int laneMask);
+double __shfl_xor_sync(unsigned int mask, double v, int laneMask);

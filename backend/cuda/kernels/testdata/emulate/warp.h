@@ -30,7 +30,7 @@ inline ucontext_t starter, laneStarts[kLanes];
 inline jmp_buf scheduler, lanes[kLanes];
 inline int current, base;  // the running lane; the block's thread index of lane 0
 inline bool finished[kLanes];
-inline float shuffled[kLanes];
+inline double shuffled[kLanes];
 
 inline std::string kernel;
 inline std::vector<void*> args;
@@ -120,10 +120,15 @@ inline void run(int warpBase) {
 
 }  // namespace warp
 
-inline float __shfl_xor_sync(unsigned int, float v, int laneMask) {
+// A float widens to double exactly and back, so one exchange serves both types.
+inline double __shfl_xor_sync(unsigned int, double v, int laneMask) {
     warp::shuffled[warp::current] = v;
     warp::next();  // every lane has written
-    const float r = warp::shuffled[warp::current ^ laneMask];
+    const double r = warp::shuffled[warp::current ^ laneMask];
     warp::next();  // every lane has read
     return r;
+}
+
+inline float __shfl_xor_sync(unsigned int mask, float v, int laneMask) {
+    return float(__shfl_xor_sync(mask, double(v), laneMask));
 }
