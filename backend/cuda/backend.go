@@ -55,6 +55,8 @@ type Backend struct {
 	staging  pinned    // host memory weights are uploaded through
 	stackIDs []int32   // MatMulStack's matrix for each row of x
 	buffers  []*buffer // live allocations, which Close frees
+	angles   []ropeAngles
+	nextRoPE int
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -296,6 +298,9 @@ func (b *Backend) Close() error {
 		}
 		for _, buf := range []*deviceBuffer{&b.x, &b.route} {
 			errs = append(errs, buf.free())
+		}
+		for i := range b.angles {
+			errs = append(errs, b.angles[i].dev.free())
 		}
 		errs = append(errs, b.staging.free(), b.mod.Unload(), b.stream.Destroy())
 		return errors.Join(errs...)

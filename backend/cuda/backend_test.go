@@ -559,9 +559,11 @@ func TestDeviceMemory(t *testing.T) {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 				want = c.Supports(op, typ) || kernels.Supported(typ)
 			case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum:
+				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE:
 				want = typ == tensor.F32
-			case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+			case backend.OpSetRows:
+				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0
+			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
 				want = c.Supports(op, typ) // through the host
 			}
 			if got := g.Supports(op, typ); got != want {
@@ -756,6 +758,83 @@ func TestExactOps(t *testing.T) {
 				t.Errorf("%s: element %d = %g, CPU %g", tc.name, i, got[i], want[i])
 				break
 			}
+		}
+	}
+}
+
+// TestExactRoPEAndSetRows: RoPE (normal and NeoX, partial, YaRN, frequency factors) gives the
+// CPU backend's bits, its angles being tensor's own; SetRows writes the CPU's bytes into F32,
+// F16 and Q8_0 caches, rows first.. only.
+func TestExactRoPEAndSetRows(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(10, 10))
+	const rowLen, heads = 64, 3
+	pos := []int32{0, 7, 300, 4095}
+	x := randomVector(len(pos)*heads*rowLen, rng)
+	factors := make([]float32, 16)
+	for i := range factors {
+		factors[i] = 1 + float32(i)/4
+	}
+	ropes := []tensor.RoPE{
+		{Mode: tensor.RoPENeoX, Dims: rowLen, Base: 1e6, FreqScale: 1, AttnFactor: 1},
+		{Mode: tensor.RoPENormal, Dims: 32, Offset: 16, Base: 1e4, FreqScale: 1, AttnFactor: 1, FreqFactors: factors},
+		{Mode: tensor.RoPENeoX, Dims: 32, Base: 1e4, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigCtx: 4096},
+	}
+	for i := range ropes {
+		r := &ropes[i]
+		gx, cx := f32s(t, g, heads*rowLen, x), f32s(t, c, heads*rowLen, x)
+		if err := g.RoPE(gx, rowLen, r, pos); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RoPE(cx, rowLen, r, pos); err != nil {
+			t.Fatal(err)
+		}
+		got, want := values(t, g, gx), values(t, c, cx)
+		for j := range want {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+				t.Errorf("rope %d: element %d = %g, CPU %g", i, j, got[j], want[j])
+				break
+			}
+		}
+	}
+	if err := g.RoPE(f32s(t, g, rowLen, x[:rowLen*5]), rowLen, &ropes[0], pos); err == nil {
+		t.Error("RoPE of 5 rows at 4 positions succeeded")
+	}
+
+	const cols, cacheRows, first = 96, 9, 3
+	src := randomVector(4*cols, rng)
+	src[5] = 0 // a block with a zero, and one all zeros
+	clear(src[cols+32 : cols+64])
+	for _, typ := range []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0} {
+		caches := [2]backend.Tensor{}
+		for i, b := range []backend.Backend{g, c} {
+			rb, err := typ.RowBytes(cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf, err := b.Alloc(rb * cacheRows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if caches[i], err = backend.NewTensor(buf, 0, typ, cols, cacheRows); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.SetRows(caches[i], first, f32s(t, b, cols, src)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, want := make([]byte, caches[0].Bytes()), make([]byte, caches[1].Bytes())
+		if err := g.Get(got, caches[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(want, caches[1]); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("set-rows into %s: the cache's bytes differ from the CPU's", typ)
 		}
 	}
 }

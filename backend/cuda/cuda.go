@@ -7,9 +7,9 @@
 // queued in order on the backend's stream. On the GPU run the weight operations (matmuls,
 // expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
 // between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
-// norms, add-id and the experts' weighted sum. RoPE and the router have no kernel yet:
-// Supports says so, and the runtime runs them on the host, copying their operands. The
-// operations on the KV cache and the recurrent state (set-rows, attention, the causal
+// norms, RoPE, set-rows into F32, F16 and Q8_0 KV caches, add-id and the experts' weighted
+// sum. The router has no kernel yet: Supports says so, and the runtime runs it on the host,
+// copying its operands. Attention and the recurrent state's operations (the causal
 // convolution, the delta rule) must run where the cache is, so until they have kernels the
 // backend runs them on the host pool through copies of their operands; so are the weights
 // of types with no kernel computed, which stay in host memory.

@@ -56,9 +56,7 @@ func (b *Backend) Alloc(size int64) (backend.Buffer, error) {
 			free, _, _ := cu.MemInfo()
 			return fmt.Errorf("allocating %d KiB (%d MiB free): %w", size>>10, free>>20, err)
 		}
-		// Every allocation is at least 256-byte aligned, so the length rounded up to
-		// 4 bytes is still inside it.
-		return cu.MemsetD32Async(u.ptr, 0, (size+3)/4, b.stream)
+		return cu.MemsetD8Async(u.ptr, 0, size, b.stream)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.dev.Name, errors.Join(err, b.do(u.release)))

@@ -30,9 +30,11 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 		return kernels.Supported(t) || b.host.Supports(op, t)
 	case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum:
+		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE:
 		return t == tensor.F32
-	case backend.OpSetRows, backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+	case backend.OpSetRows:
+		return kernels.SetRows(t) != ""
+	case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
 		// Through the host, for now (onHost).
 		return b.host.Supports(op, t)
 	}
@@ -552,25 +554,102 @@ func (b *Backend) WeightedSum(dst, y, w backend.Tensor, k int) error {
 	})
 }
 
-// RoPE has no CUDA kernel yet.
+// RoPE rotates x in place (rows of rowLen values, the rows of token t at pos[t]). The
+// angles are tensor.RoPE's own, computed on the host (so bit for bit the CPU's) and copied
+// in; the rotation is the kernel's, the CPU's arithmetic.
 func (b *Backend) RoPE(x backend.Tensor, rowLen int, r *tensor.RoPE, pos []int32) error {
-	return b.notOnGPU(backend.OpRoPE)
-}
-
-// The operations that run where their cache or state is (the runtime cannot move them to
-// another device) and have no kernel yet run on the host through copies (onHost): correct,
-// and slow (attention copies the cache's first kvLen rows out each time).
-
-// SetRows converts rows of src into rows first.. of the cache dst.
-func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) error {
-	if first < 0 || first+src.Rows > dst.Rows || src.Cols != dst.Cols {
-		return fmt.Errorf("%s: set-rows: %s at row %d of %s", b.dev.Name, src, first, dst)
+	xp, err := b.contiguous(x, tensor.F32, "rope")
+	if err != nil {
+		return err
 	}
-	rows := dst.Slice(first, first+src.Rows)
-	return b.onHost([]backend.Tensor{rows}, []backend.Tensor{src}, func(out, in []backend.Tensor) error {
-		return b.host.SetRows(out[0], 0, in[0])
+	n := x.Elements()
+	if rowLen <= 0 || n%rowLen != 0 || len(pos) == 0 || n/rowLen%len(pos) != 0 || r.Dims <= 0 || r.Dims%2 != 0 ||
+		r.Offset < 0 || r.Offset+r.Dims > rowLen || r.Mode != tensor.RoPENormal && r.Mode != tensor.RoPENeoX ||
+		r.FreqFactors != nil && len(r.FreqFactors) < r.Dims/2 {
+		return fmt.Errorf("%s: rope: rows of %d over %s at %d positions, %d dims at offset %d, mode %d", b.dev.Name, rowLen, x,
+			len(pos), r.Dims, r.Offset, r.Mode)
+	}
+	rows := n / rowLen
+	neox := uint64(0)
+	if r.Mode == tensor.RoPENeoX {
+		neox = 1
+	}
+	return b.run("rope", func() error {
+		table, err := b.ropeTable(r, pos)
+		if err != nil {
+			return err
+		}
+		return b.launchRows(kernels.RoPEF32, rows, uint64(xp), uint64(table), uint64(rowLen), uint64(rows),
+			uint64(rows/len(pos)), uint64(r.Dims/2), uint64(r.Offset), neox)
 	})
 }
+
+// ropeAngles are the cosines and sines of one RoPE at the positions pos, in device memory:
+// computed for the first layer that asks, reused by the others.
+type ropeAngles struct {
+	rope  tensor.RoPE
+	pos   []int32
+	table []float32
+	dev   deviceBuffer
+}
+
+// ropeTables is how many sets of angles the backend keeps, as the CPU backend does: every
+// layer of a model shares one, or two where sliding-window layers have their own base.
+const ropeTables = 4
+
+// ropeTable returns the device address of r's angles at pos, computing and copying them in
+// unless a kept set matches. A set is overwritten only by a copy queued after the kernels
+// that read it.
+func (b *Backend) ropeTable(r *tensor.RoPE, pos []int32) (cu.DevicePtr, error) {
+	for i := range b.angles {
+		if a := &b.angles[i]; a.rope.SameAngles(r) && slices.Equal(a.pos, pos) {
+			return a.dev.ptr, nil
+		}
+	}
+	if len(b.angles) < ropeTables {
+		b.angles = append(b.angles, ropeAngles{})
+	}
+	a := &b.angles[b.nextRoPE%len(b.angles)]
+	b.nextRoPE++
+	a.rope, a.pos = *r, append(a.pos[:0], pos...)
+	a.rope.FreqFactors = slices.Clone(r.FreqFactors) // SameAngles compares them later
+	a.table = slices.Grow(a.table[:0], len(pos)*r.Dims)[:len(pos)*r.Dims]
+	r.Angles(a.table, pos)
+	n := int64(len(a.table)) * 4
+	if err := a.dev.reserve(n, &b.stream); err != nil {
+		return 0, err
+	}
+	b.stats.CopyInBytes += n
+	return a.dev.ptr, cu.MemcpyHtoDAsync(a.dev.ptr, unsafe.Pointer(&a.table[0]), n, b.stream)
+}
+
+// SetRows converts rows of src (F32) into rows first.. of the cache dst (F32, F16 or
+// Q8_0), as tensor.QuantizeActivations.
+func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) error {
+	if src.Cols != dst.Cols || first < 0 || first+src.Rows > dst.Rows {
+		return fmt.Errorf("%s: set-rows: %s at row %d of %s", b.dev.Name, src, first, dst)
+	}
+	name := kernels.SetRows(dst.Type)
+	if name == "" || dst.Type == tensor.Q8_0 && dst.Cols%32 != 0 {
+		return fmt.Errorf("%s: set-rows into %s: want an f32, f16 or q8_0 cache", b.dev.Name, dst)
+	}
+	sp, ss, err := b.f32Operand(src, backend.OpSetRows)
+	if err != nil {
+		return err
+	}
+	rows := dst.Slice(first, first+src.Rows)
+	d, err := b.address(rows, "set-rows")
+	if err != nil || src.Elements() == 0 {
+		return err
+	}
+	return b.run("set-rows", func() error {
+		return b.launchRows(name, src.Rows, uint64(d), uint64(sp), uint64(src.Cols), uint64(src.Rows), uint64(rows.Stride), ss)
+	})
+}
+
+// The operations that run where their cache or state is// The operations that read the cache or state where it is (the runtime cannot move them to
+// another device) and have no kernel yet run on the host through copies (onHost): correct,
+// and slow (attention copies the cache's first kvLen rows out each time).
 
 // Attention runs the host's flash attention over the cache's first kvLen positions.
 func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {

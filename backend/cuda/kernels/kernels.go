@@ -71,7 +71,18 @@ const (
 	L2NormF32      = "l2_norm_f32"  // likewise
 	AddIDF32       = "add_id_f32"
 	WeightedSumF32 = "weighted_sum_f32"
+	RoPEF32        = "rope_f32"
 )
+
+// SetRows names the kernel that converts F32 rows into a cache of type t (F32, F16 or
+// Q8_0; "" for another type).
+func SetRows(t tensor.Type) string {
+	switch t {
+	case tensor.F32, tensor.F16, tensor.Q8_0:
+		return "set_rows_" + t.String()
+	}
+	return ""
+}
 
 // OpRowsPerBlock is how many rows a block of the row kernels (RMSNormF32, L2NormF32) serves:
 // a warp each.
@@ -79,7 +90,8 @@ const OpRowsPerBlock = OpBlockX / 32
 
 // ops lists them, for Entries.
 var ops = []string{CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
-	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32}
+	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
+	SetRows(tensor.Q8_0)}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

@@ -28,6 +28,16 @@
 //   0 ≤ ids[r] < bRows (the router's ids; -1, an unused slot, leaves the row alone).
 // weighted_sum_f32(dst, y, w, k, cols, rows): dst[t] = Σ_j y[t·k+j]·w[t·k+j] over rows
 //   tokens t, each product rounded before it is added, in slot order (y and dst contiguous).
+// rope_f32(x, table, rowLen, rows, heads, half, offset, neox): rotates, in each of rows rows
+//   of rowLen values (contiguous, heads rows a token), the window of 2·half values at offset
+//   by token t's angles: table holds for each token half cosines then half sines (as
+//   tensor.RoPE's Angles). NeoX (neox != 0) pairs x[i] with x[i+half], normal x[2i] with
+//   x[2i+1]; x0·cos − x1·sin and x0·sin + x1·cos, the first product fused as in ggml.
+// set_rows_f32, set_rows_f16, set_rows_q8_0(dst, src, cols, rows, dstRowBytes, srcStride):
+//   row r of src (F32) converted into the row of dst at byte r·dstRowBytes: F16 rounds to
+//   nearest even; Q8_0 is ggml's x86 activation quantizer, as tensor.QuantizeActivations:
+//   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
+//   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
 //
 // The arithmetic is package tensor's, operation for operation: each product that feeds an
 // addition is rounded first (__fmul_rn, never fused), the norms sum the rounded squares in
@@ -177,8 +187,61 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     });
 }
 
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    rope_f32(float* x, const float* table, i64 rowLen, i64 rows, i64 heads, i64 half, i64 offset, i64 neox) {
+    const i64 other = neox ? half : 1, step = neox ? 1 : 2;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* cosines = table + (r / heads) * 2 * half;
+        const float* sines = cosines + half;
+        float* w = x + r * rowLen + offset;
+        for (i64 i = threadIdx.x; i < half; i += blockDim.x) {
+            float* a = w + i * step;
+            float* b = a + other;
+            const float x0 = *a, x1 = *b, c = cosines[i], s = sines[i];
+            *a = fmaf(x0, c, -__fmul_rn(x1, s));
+            *b = fmaf(x0, s, __fmul_rn(x1, c));
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    set_rows_f32(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) { reinterpret_cast<float*>(dst + r * dstRowBytes)[c] = src[r * srcStride + c]; });
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    set_rows_f16(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    forEach(cols, rows, [&](i64 r, i64 c) {
+        reinterpret_cast<unsigned short*>(dst + r * dstRowBytes)[c] = __half_as_ushort(__float2half_rn(src[r * srcStride + c]));
+    });
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    set_rows_q8_0(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const i64 blocks = cols / 32;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (i64 blk = warp; blk < blocks; blk += kRowsPerOpBlock) {
+            const float v = src[r * srcStride + blk * 32 + lane];
+            const float amax = warpMax(fabsf(v));
+            const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            u8* block = dst + r * dstRowBytes + blk * 34;
+            const float q = fminf(fmaxf(rintf(__fmul_rn(v, id)), -128.0f), 127.0f);
+            block[2 + lane] = u8(int(q));
+            if (lane == 0) *reinterpret_cast<unsigned short*>(block) = __half_as_ushort(__float2half_rn(d));
+        }
+    }
+}
+
 // MOERUN_OPS lists the entry points above.
 #define MOERUN_OPS(X)                                                                                         \
     X(copy_f32)                                                                                               \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
-        X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32)
+        X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
+            X(set_rows_f16) X(set_rows_q8_0)

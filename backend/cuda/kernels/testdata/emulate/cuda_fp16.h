@@ -87,6 +87,7 @@ struct __half {
     unsigned short bits;
 };
 inline __half __ushort_as_half(unsigned short b) { return {b}; }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
 
 // __half2float widens IEEE binary16 exactly, NaN payloads kept.
 inline float __half2float(__half h) {
