@@ -63,8 +63,8 @@ type Backend struct {
 	stats    Stats
 	closed   bool
 
-	args [16]uint64 // kernel parameters: cu copies 8 bytes from each
-	argp [16]unsafe.Pointer
+	args [20]uint64 // kernel parameters: cu copies 8 bytes from each
+	argp [20]unsafe.Pointer
 }
 
 // Stats count what a backend did since it was made.
@@ -261,6 +261,9 @@ func (b *Backend) sendRouting() error { return b.send(&b.route, b.routing.packed
 // launch queues kernel fn on the backend's stream with the given grid and block and 8-byte
 // parameters (pointers, 64-bit integers and doubles, as the kernels declare them).
 func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args ...uint64) error {
+	if len(args) > len(b.args) {
+		return fmt.Errorf("a kernel of %d parameters: the launcher passes at most %d", len(args), len(b.args))
+	}
 	n := copy(b.args[:], args)
 	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, b.stream, b.argp[:n])
 }

@@ -838,3 +838,84 @@ func TestExactRoPEAndSetRows(t *testing.T) {
 		}
 	}
 }
+
+// TestAttention: the GPU's attention against the CPU's precise kernel, far inside the
+// conformance suite's bound (float32 scores instead of float64 are its only difference):
+// grouped heads, a sliding window, sinks, MLA's V as a view of K's rows, each cache type
+// the kernel reads; and heads too large for the kernel, which run on the host.
+func TestAttention(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(12, 12))
+	cases := []struct {
+		name                   string
+		heads, kvHeads, dk, dv int
+		vOfK, sinks            bool
+		window, tokens, kvLen  int
+		typ                    tensor.Type
+	}{
+		{"gqa f16", 8, 2, 64, 64, false, false, 0, 5, 40, tensor.F16},
+		{"window sinks q8_0", 4, 2, 64, 64, false, true, 9, 3, 30, tensor.Q8_0},
+		{"mla f32", 4, 1, 96, 64, true, false, 0, 2, 20, tensor.F32},
+		{"large heads on the host", 2, 1, 640, 640, false, false, 0, 1, 10, tensor.F16},
+	}
+	for _, tc := range cases {
+		capacity := tc.kvLen + 3
+		pos := make([]int32, tc.tokens)
+		for i := range pos {
+			pos[i] = int32(tc.kvLen - tc.tokens + i)
+		}
+		q := randomVector(tc.tokens*tc.heads*tc.dk, rng)
+		sinks := randomVector(tc.heads, rng)
+		cacheBytes := func(dim int) []byte {
+			cols := tc.kvHeads * dim
+			rb, err := tc.typ.RowBytes(int64(cols))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, rb*int64(capacity))
+			if err := tensor.Quantize(tc.typ, randomVector(cols*capacity, rng), data); err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}
+		kData, vData := cacheBytes(tc.dk), cacheBytes(tc.dv)
+		var outs [2][]float32
+		for i, b := range []backend.Backend{g, c} {
+			k := newBytes(t, b, tc.typ, tc.kvHeads*tc.dk, capacity, kData)
+			v := k.Columns(0, tc.dv)
+			if !tc.vOfK {
+				v = newBytes(t, b, tc.typ, tc.kvHeads*tc.dv, capacity, vData)
+			}
+			var s backend.Tensor
+			if tc.sinks {
+				s = f32s(t, b, tc.heads, sinks)
+			}
+			dst := f32s(t, b, tc.dv, make([]float32, tc.tokens*tc.heads*tc.dv))
+			p := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(tc.dk))), Window: tc.window, Numerics: tensor.AttnPrecise}
+			if err := b.Attention(dst, f32s(t, b, tc.dk, q), tc.heads, pos, k, v, s, tc.kvLen, p); err != nil {
+				t.Fatalf("%s on %s: %v", tc.name, b.Device().Name, err)
+			}
+			outs[i] = values(t, b, dst)
+		}
+		if e := nmse(widen(outs[0]), widen(outs[1])); !(e <= 1e-10) {
+			t.Errorf("%s: NMSE against the CPU's precise attention %.3g > 1e-10", tc.name, e)
+		}
+	}
+}
+
+// newBytes is a tensor of type typ on b holding data.
+func newBytes(t *testing.T, b backend.Backend, typ tensor.Type, cols, rows int, data []byte) backend.Tensor {
+	t.Helper()
+	buf, err := b.Alloc(int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := backend.NewTensor(buf, 0, typ, cols, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Set(x, data); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}

@@ -34,7 +34,10 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 		return t == tensor.F32
 	case backend.OpSetRows:
 		return kernels.SetRows(t) != ""
-	case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+	case backend.OpAttention:
+		_, ok := kernels.AttentionCache(t)
+		return ok
+	case backend.OpCausalConv, backend.OpGatedDeltaRule:
 		// Through the host, for now (onHost).
 		return b.host.Supports(op, t)
 	}
@@ -648,16 +651,65 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 }
 
 // The operations that run where their cache or state is// The operations that read the cache or state where it is (the runtime cannot move them to
-// another device) and have no kernel yet run on the host through copies (onHost): correct,
-// and slow (attention copies the cache's first kvLen rows out each time).
+// another device) and have no kernel run on the host through copies (onHost): correct, and
+// slow (attention over large heads copies the cache's first kvLen rows out each time).
 
-// Attention runs the host's flash attention over the cache's first kvLen positions.
+// Attention is flash attention of q over the cache's first kvLen positions (see
+// kernels.AttentionF32), a warp per (token, query head); heads larger than the kernel
+// takes run on the host (onHost). Either numerics is the kernel's own: float32 scores and
+// an online softmax, as tensor's precise kernel, within the conformance suite's bounds of
+// both.
 func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {
-	if kvLen < 0 || kvLen > k.Rows || kvLen > v.Rows {
-		return fmt.Errorf("%s: attention over %d positions of caches of %d and %d", b.dev.Name, kvLen, k.Rows, v.Rows)
+	dk, dv := q.Cols, dst.Cols
+	kType, kOK := kernels.AttentionCache(k.Type)
+	vType, vOK := kernels.AttentionCache(v.Type)
+	if dk <= 0 || dv <= 0 || k.Cols%dk != 0 || v.Cols%dv != 0 || kvLen < 0 || kvLen > k.Rows || kvLen > v.Rows || p.Window < 0 {
+		return fmt.Errorf("%s: attention: queries %s into %s over caches %s and %s, %d positions", b.dev.Name, q, dst, k, v, kvLen)
 	}
-	return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, kvLen), v.Slice(0, kvLen), sinks}, func(out, in []backend.Tensor) error {
-		return b.host.Attention(out[0], in[0], heads, pos, in[1], in[2], in[3], kvLen, p)
+	kvHeads := k.Cols / dk
+	if heads <= 0 || heads%kvHeads != 0 || v.Cols/dv != kvHeads || q.Rows != len(pos)*heads || dst.Rows != q.Rows {
+		return fmt.Errorf("%s: attention: %d query heads of %d tokens (%s) over %d K heads and %d V heads", b.dev.Name, heads, len(pos), q, kvHeads, v.Cols/dv)
+	}
+	if !kOK || !vOK || dk > kernels.AttentionMaxDim || dv > kernels.AttentionMaxDim {
+		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, kvLen), v.Slice(0, kvLen), sinks}, func(out, in []backend.Tensor) error {
+			return b.host.Attention(out[0], in[0], heads, pos, in[1], in[2], in[3], kvLen, p)
+		})
+	}
+	d, err := b.contiguous(dst, tensor.F32, "attention")
+	if err != nil {
+		return err
+	}
+	qp, err := b.contiguous(q, tensor.F32, "attention")
+	if err != nil {
+		return err
+	}
+	kp, err := b.address(k, "attention")
+	if err != nil {
+		return err
+	}
+	vp, err := b.address(v, "attention")
+	if err != nil {
+		return err
+	}
+	var sp cu.DevicePtr
+	if sinks.Valid() {
+		if sp, err = b.contiguous(sinks, tensor.F32, "attention"); err != nil {
+			return err
+		}
+		if sinks.Elements() != heads {
+			return fmt.Errorf("%s: attention: %d sinks for %d heads", b.dev.Name, sinks.Elements(), heads)
+		}
+	}
+	if q.Rows == 0 {
+		return nil
+	}
+	return b.run("attention", func() error {
+		if err := b.send(&b.route, pos); err != nil {
+			return err
+		}
+		return b.launchWarpRows(kernels.AttentionF32, q.Rows, uint64(d), uint64(qp), uint64(kp), uint64(vp), uint64(sp),
+			uint64(b.route.ptr), uint64(heads), uint64(kvHeads), uint64(dk), uint64(dv), kType, vType, uint64(kvLen),
+			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)))
 	})
 }
 

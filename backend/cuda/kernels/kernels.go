@@ -72,7 +72,25 @@ const (
 	AddIDF32       = "add_id_f32"
 	WeightedSumF32 = "weighted_sum_f32"
 	RoPEF32        = "rope_f32"
+	// AttentionF32 is flash attention over F32, F16 or Q8_0 caches (AttentionCache codes),
+	// heads of at most AttentionMaxDim values, a warp per (token, query head).
+	AttentionF32    = "attention_f32"
+	AttentionMaxDim = 576
 )
+
+// AttentionCache is the code attention_f32 takes for a cache of type t, and whether it
+// reads that type.
+func AttentionCache(t tensor.Type) (uint64, bool) {
+	switch t {
+	case tensor.F32:
+		return 0, true
+	case tensor.F16:
+		return 1, true
+	case tensor.Q8_0:
+		return 2, true
+	}
+	return 0, false
+}
 
 // SetRows names the kernel that converts F32 rows into a cache of type t (F32, F16 or
 // Q8_0; "" for another type).
@@ -91,7 +109,7 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0)}
+	SetRows(tensor.Q8_0), AttentionF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

@@ -38,6 +38,17 @@
 //   nearest even; Q8_0 is ggml's x86 activation quantizer, as tensor.QuantizeActivations:
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
+// attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
+//   kPosStride, vPosStride, scale, window, tokens): flash attention, a warp per (token, query
+//   head): query row t·heads + h (dk floats, contiguous) over the cache positions token t
+//   sees (j ≤ pos[t], j < kvLen, pos[t] − j < window unless window is 0) of KV head
+//   h / (heads / kvHeads); the caches hold per position kvHeads rows of dk (K) or dv (V)
+//   values of type kType or vType (kCacheF32, kCacheF16, kCacheQ8_0), positions kPosStride
+//   or vPosStride bytes apart, heads one row's bytes apart. The softmax runs online over the
+//   positions as tensor's precise kernel does (float32 scores and sums); a sink logit per
+//   head (sinks, or null) joins its denominator after them. dst row t·heads + h gets dv
+//   floats. dk and dv are at most kAttnMaxDim. Rows = tokens·heads go a warp each, as the
+//   norms' rows.
 //
 // The arithmetic is package tensor's, operation for operation: each product that feeds an
 // addition is rounded first (__fmul_rn, never fused), the norms sum the rounded squares in
@@ -239,9 +250,92 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+// The cache types attention reads, as its kType and vType parameters name them.
+constexpr int kCacheF32 = 0, kCacheF16 = 1, kCacheQ8_0 = 2;
+constexpr int kAttnMaxDim = 576;  // DeepSeek's MLA key: 512 latent and 64 rotated values
+constexpr int kAttnPerLane = kAttnMaxDim / 32;
+
+// cacheValue decodes value d of a cache row of type t.
+__device__ __forceinline__ float cacheValue(const u8* row, i64 d, int t) {
+    if (t == kCacheF32) return reinterpret_cast<const float*>(row)[d];
+    if (t == kCacheF16) return halfBits(reinterpret_cast<const unsigned short*>(row)[d]);
+    const u8* block = row + (d / 32) * 34;
+    return __fmul_rn(float(static_cast<signed char>(block[2 + d % 32])),
+                     halfBits(*reinterpret_cast<const unsigned short*>(block)));
+}
+
+// cacheRowBytes is the size of a row of n values of type t.
+__device__ __forceinline__ i64 cacheRowBytes(i64 n, int t) { return t == kCacheF32 ? 4 * n : t == kCacheF16 ? 2 * n : n / 32 * 34; }
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    attention_f32(float* dst, const float* q, const u8* k, const u8* v, const float* sinks, const int* pos, i64 heads,
+                  i64 kvHeads, i64 dk, i64 dv, i64 kType, i64 vType, i64 kvLen, i64 kPosStride, i64 vPosStride,
+                  double scale, i64 window, i64 tokens) {
+    const int lane = threadIdx.x % 32;
+    const float s = float(scale);
+    const i64 rows = tokens * heads, group = heads / kvHeads;
+    const i64 kHeadBytes = cacheRowBytes(dk, int(kType)), vHeadBytes = cacheRowBytes(dv, int(vType));
+    for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < rows; r += i64(gridDim.x) * kRowsPerOpBlock) {
+        const i64 t = r / heads, h = r % heads, g = h / group;
+        float qv[kAttnPerLane], acc[kAttnPerLane];
+#pragma unroll
+        for (int i = 0; i < kAttnPerLane; i++) {
+            const i64 d = lane + 32 * i;
+            qv[i] = d < dk ? q[r * dk + d] : 0.0f;
+            acc[i] = 0.0f;
+        }
+        const i64 p = pos[t];
+        const i64 first = window > 0 ? max(i64(0), p - window + 1) : 0, last = min(p, kvLen - 1);
+        float m = -INFINITY, sum = 0.0f;
+        for (i64 j = first; j <= last; j++) {
+            const u8* krow = k + j * kPosStride + g * kHeadBytes;
+            const u8* vrow = v + j * vPosStride + g * vHeadBytes;
+            float dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kAttnPerLane; i++) {
+                const i64 d = lane + 32 * i;
+                if (d < dk) dot = fmaf(qv[i], cacheValue(krow, d, int(kType)), dot);
+            }
+            const float score = __fmul_rn(warpSum(dot), s);
+            // A new maximum rescales what came before by e^(old - new); otherwise the
+            // position weighs e^(score - max).
+            float ms = 1.0f, vs;
+            if (score > m) {
+                ms = expf(m - score), vs = 1.0f, m = score;
+            } else {
+                vs = expf(score - m);
+            }
+            sum = fmaf(sum, ms, vs);
+#pragma unroll
+            for (int i = 0; i < kAttnPerLane; i++) {
+                const i64 d = lane + 32 * i;
+                if (d < dv) acc[i] = fmaf(cacheValue(vrow, d, int(vType)), vs, __fmul_rn(acc[i], ms));
+            }
+        }
+        if (sinks != nullptr) {
+            const float sink = sinks[h];
+            float ms = 1.0f, vs = 1.0f;
+            if (sink > m) {
+                ms = expf(m - sink);
+            } else {
+                vs = expf(sink - m);
+            }
+            sum = fmaf(sum, ms, vs);
+#pragma unroll
+            for (int i = 0; i < kAttnPerLane; i++) acc[i] = __fmul_rn(acc[i], ms);
+        }
+        const float inv = sum != 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+        for (int i = 0; i < kAttnPerLane; i++) {
+            const i64 d = lane + 32 * i;
+            if (d < dv) dst[r * dv + d] = __fmul_rn(acc[i], inv);
+        }
+    }
+}
+
 // MOERUN_OPS lists the entry points above.
 #define MOERUN_OPS(X)                                                                                         \
     X(copy_f32)                                                                                               \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
-            X(set_rows_f16) X(set_rows_q8_0)
+            X(set_rows_f16) X(set_rows_q8_0) X(attention_f32)

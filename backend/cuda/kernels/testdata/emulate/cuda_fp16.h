@@ -47,6 +47,7 @@ inline T __ldg(const T* p) {
 }
 
 inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 inline float __int_as_float(int i) {
     float f;
