@@ -48,15 +48,17 @@ type Backend struct {
 	host            *cpu.Backend
 	hostIn, hostOut []byte
 
-	x        deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
-	route    deviceBuffer // one operation's routing lists or row ids
-	routing  routing
-	ids      []int32   // MulMatID's expert ids, read back to group the pairs
-	staging  pinned    // host memory weights are uploaded through
-	stackIDs []int32   // MatMulStack's matrix for each row of x
-	buffers  []*buffer // live allocations, which Close frees
-	angles   []ropeAngles
-	nextRoPE int
+	x     deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
+	route deviceBuffer // one operation's routing lists, row ids or positions
+	// routeScratch is the router kernel's per-token working memory.
+	routeScratch deviceBuffer
+	routing      routing
+	ids          []int32   // MulMatID's expert ids, read back to group the pairs
+	staging      pinned    // host memory weights are uploaded through
+	stackIDs     []int32   // MatMulStack's matrix for each row of x
+	buffers      []*buffer // live allocations, which Close frees
+	angles       []ropeAngles
+	nextRoPE     int
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -299,7 +301,7 @@ func (b *Backend) Close() error {
 		for _, u := range b.buffers {
 			errs = append(errs, u.release())
 		}
-		for _, buf := range []*deviceBuffer{&b.x, &b.route} {
+		for _, buf := range []*deviceBuffer{&b.x, &b.route, &b.routeScratch} {
 			errs = append(errs, buf.free())
 		}
 		for i := range b.angles {

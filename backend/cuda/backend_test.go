@@ -559,7 +559,7 @@ func TestDeviceMemory(t *testing.T) {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 				want = c.Supports(op, typ) || kernels.Supported(typ)
 			case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE:
+				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
 				want = typ == tensor.F32
 			case backend.OpSetRows:
 				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0
@@ -918,4 +918,39 @@ func newBytes(t *testing.T, b backend.Backend, typ tensor.Type, cols, rows int, 
 		t.Fatal(err)
 	}
 	return x
+}
+
+// TestRouteTies: experts with equal scores are picked in the CPU's order (the lower index
+// first), which the conformance suite's tie-free logits leave open; the weights are the
+// CPU's within float rounding (a GPU's expf may differ from glibc's in the last bits).
+func TestRouteTies(t *testing.T) {
+	g, c := testBackends(t)
+	cfg := tensor.RouterConfig{Experts: 12, Used: 5, Gating: tensor.GatingSigmoid, NormWeights: true, Scale: 2.5}
+	logits := []float32{0.5, 1, 0.5, -1, 1, 1, 0.25, 0.5, 0, 1, -2, 0.5, // four 1s, then the 0.5s from expert 0 on
+		3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}
+	var ids [2][]int32
+	var weights [2][]float32
+	for i, b := range []backend.Backend{g, c} {
+		it, wt := i32s(t, b, cfg.Used, make([]int32, 2*cfg.Used)), f32s(t, b, cfg.Used, make([]float32, 2*cfg.Used))
+		if err := b.Route(it, wt, f32s(t, b, cfg.Experts, logits), backend.Tensor{}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		raw := make([]int32, 2*cfg.Used)
+		if err := b.Get(asBytes(raw), it); err != nil {
+			t.Fatal(err)
+		}
+		ids[i], weights[i] = raw, values(t, b, wt)
+	}
+	if want := []int32{1, 4, 5, 9, 0, 0, 1, 2, 3, 4}; !slices.Equal(ids[1], want) {
+		t.Fatalf("the CPU picked %v, the test expects %v", ids[1], want)
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Errorf("GPU ids %v, CPU %v", ids[0], ids[1])
+	}
+	for i, w := range weights[1] {
+		if math.Abs(float64(weights[0][i]-w)) > 1e-6*math.Abs(float64(w)) {
+			t.Errorf("GPU weights %v, CPU %v", weights[0], weights[1])
+			break
+		}
+	}
 }

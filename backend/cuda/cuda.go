@@ -7,13 +7,13 @@
 // queued in order on the backend's stream. On the GPU run the weight operations (matmuls,
 // expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
 // between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
-// norms, RoPE, set-rows into and attention over F32, F16 and Q8_0 KV caches, add-id and
-// the experts' weighted sum. The router has no kernel yet: Supports says so, and the
-// runtime runs it on the host, copying its operands. The recurrent state's operations (the
+// norms, RoPE, set-rows into and attention over F32, F16 and Q8_0 KV caches, the MoE
+// router, add-id and the experts' weighted sum. The recurrent state's operations (the
 // causal convolution, the delta rule), and attention over heads larger than its kernel
-// takes, must run where the cache is, so the backend runs them on the host pool through
-// copies of their operands; so are the weights of types with no kernel computed, which stay
-// in host memory.
+// takes, must run where the state or cache is, so the backend runs them on the host pool
+// through copies of their operands; so are the weights of types with no kernel computed,
+// which stay in host memory. Expert matmuls read the routing back to the host (one wait)
+// to group the pairs by expert.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build

@@ -30,7 +30,7 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 		return kernels.Supported(t) || b.host.Supports(op, t)
 	case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE:
+		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
 		return t == tensor.F32
 	case backend.OpSetRows:
 		return kernels.SetRows(t) != ""
@@ -727,7 +727,48 @@ func (b *Backend) GatedDeltaRule(o, qkv, decay, beta, states backend.Tensor, r t
 	})
 }
 
-// Route has no CUDA kernel yet.
+// Route is the MoE router for each row of logits (see kernels.RouteF32): ids (I32) and
+// weights receive r.Used slots per token.
 func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, r tensor.RouterConfig) error {
-	return b.notOnGPU(backend.OpRoute)
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("%s: route: %w", b.dev.Name, err)
+	}
+	lp, err := b.contiguous(logits, tensor.F32, "route")
+	if err != nil {
+		return err
+	}
+	ip, err := b.contiguous(ids, tensor.I32, "route")
+	if err != nil {
+		return err
+	}
+	wp, err := b.contiguous(weights, tensor.F32, "route")
+	if err != nil {
+		return err
+	}
+	var bp cu.DevicePtr
+	if bias.Valid() {
+		if bp, err = b.contiguous(bias, tensor.F32, "route"); err != nil {
+			return err
+		}
+	}
+	n, e, k := logits.Rows, r.Experts, r.Used
+	if logits.Cols != e || ids.Elements() != n*k || weights.Elements() != n*k || bias.Valid() && bias.Elements() != e {
+		return fmt.Errorf("%s: route: logits %s, ids %s, weights %s for %d experts, %d used", b.dev.Name, logits, ids, weights, e, k)
+	}
+	if n == 0 {
+		return nil
+	}
+	groups := max(r.Groups, 1)
+	norm := uint64(0)
+	if r.NormWeights {
+		norm = 1
+	}
+	return b.run("route", func() error {
+		if err := b.routeScratch.reserve(int64(n)*int64(kernels.RouteScratchWords(e, groups))*4, &b.stream); err != nil {
+			return err
+		}
+		return b.launch(b.op[kernels.RouteF32], min(ceilDiv(n, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1,
+			uint64(ip), uint64(wp), uint64(lp), uint64(bp), uint64(b.routeScratch.ptr), uint64(e), uint64(k), uint64(r.Gating),
+			norm, f64(r.Scale), uint64(groups), uint64(r.GroupsUsed), uint64(max(r.SER.MinExperts, 0)), f64(r.SER.Threshold), uint64(n))
+	})
 }

@@ -76,7 +76,13 @@ const (
 	// heads of at most AttentionMaxDim values, a warp per (token, query head).
 	AttentionF32    = "attention_f32"
 	AttentionMaxDim = 576
+	// RouteF32 is the MoE router, a thread per token, with RouteScratchWords(experts,
+	// groups) 4-byte words of scratch per token.
+	RouteF32 = "route_f32"
 )
+
+// RouteScratchWords is the scratch RouteF32 needs per token.
+func RouteScratchWords(experts, groups int) int { return 3*experts + groups }
 
 // AttentionCache is the code attention_f32 takes for a cache of type t, and whether it
 // reads that type.
@@ -109,7 +115,7 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0), AttentionF32}
+	SetRows(tensor.Q8_0), AttentionF32, RouteF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

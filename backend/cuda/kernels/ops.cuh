@@ -49,6 +49,13 @@
 //   head (sinks, or null) joins its denominator after them. dst row t·heads + h gets dv
 //   floats. dk and dv are at most kAttnMaxDim. Rows = tokens·heads go a warp each, as the
 //   norms' rows.
+// route_f32(ids, weights, logits, bias, scratch, experts, used, gating, norm, scale, groups,
+//   groupsUsed, serMin, serThreshold, tokens): the MoE router of tensor.Router.Route, a
+//   thread per token (grid.x = ceil(tokens / kOpThreads), or fewer): logits has experts
+//   values per token, bias (or null) experts; ids and weights receive used slots per token;
+//   scratch holds (3·experts + groups) 4-byte words per token. gating is tensor.Gating's
+//   value; norm divides by the weights' sum; scale applies unless 0 or 1; SER is off unless
+//   serMin and serThreshold are both positive.
 //
 // The arithmetic is package tensor's, operation for operation: each product that feeds an
 // addition is rounded first (__fmul_rn, never fused), the norms sum the rounded squares in
@@ -333,9 +340,125 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+// softmaxInPlace is tensor's softmaxRow: exponentials of y − max, their sum in double, then
+// a multiplication by the float reciprocal.
+__device__ __forceinline__ void softmaxInPlace(float* y, i64 n) {
+    float m = -INFINITY;
+    for (i64 i = 0; i < n; i++)
+        if (!(m > y[i])) m = y[i];  // C's MAX(m, v), which lets a NaN through like ggml
+    double sum = 0;
+    for (i64 i = 0; i < n; i++) {
+        y[i] = expf(y[i] - m);
+        sum += double(y[i]);
+    }
+    const float inv = float(1.0 / sum);
+    for (i64 i = 0; i < n; i++) y[i] = __fmul_rn(y[i], inv);
+}
+
+// topIndices writes to top[:k] the indices of the k highest of n scores, highest first,
+// equal scores keeping the lower index first (tensor's topIndices).
+__device__ __forceinline__ void topIndices(int* top, const float* score, i64 n, i64 k) {
+    i64 count = 0;
+    for (i64 i = 0; i < n; i++) {
+        const float s = score[i];
+        if (count == k && !(s > score[top[count - 1]])) continue;
+        i64 j = min(count, k - 1);
+        for (; j > 0 && s > score[top[j - 1]]; j--) top[j] = top[j - 1];
+        top[j] = int(i);
+        count = min(count + 1, k);
+    }
+}
+
+// The gatings, as tensor.Gating numbers them.
+constexpr int kGatingSoftmax = 1, kGatingSigmoid = 2, kGatingSoftmaxWeight = 3, kGatingSqrtSoftplus = 4;
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    route_f32(int* ids, float* weights, const float* logits, const float* bias, float* scratch, i64 experts, i64 used,
+              i64 gating, i64 norm, double scale, i64 groups, i64 groupsUsed, i64 serMin, double serThreshold,
+              i64 tokens) {
+    const bool ser = serMin > 0 && serThreshold > 0;
+    const float threshold = float(serThreshold);
+    for (i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x; t < tokens; t += i64(gridDim.x) * blockDim.x) {
+        float* probs = scratch + t * (3 * experts + groups);
+        float* sel = probs + experts;
+        int* order = reinterpret_cast<int*>(sel + experts);
+        float* groupScores = reinterpret_cast<float*>(order + experts);
+        const float* x = logits + t * experts;
+        int* tokenIDs = ids + t * used;
+        float* w = weights + t * used;
+
+        for (i64 i = 0; i < experts; i++) {
+            const float v = x[i];
+            switch (int(gating)) {
+            case kGatingSigmoid: probs[i] = sigmoidOf(v); break;
+            case kGatingSqrtSoftplus: {
+                const double d = v > 20.0f ? double(v) : log1p(exp(double(v)));
+                probs[i] = float(sqrt(d));
+                break;
+            }
+            default: probs[i] = v;  // softmax follows; softmax-over-selected selects on logits
+            }
+        }
+        if (gating == kGatingSoftmax) softmaxInPlace(probs, experts);
+        for (i64 i = 0; i < experts; i++) sel[i] = bias ? __fadd_rn(probs[i], bias[i]) : probs[i];
+
+        if (groups > 1) {
+            // Keep the groupsUsed groups whose two best scores sum highest.
+            const i64 size = experts / groups;
+            for (i64 g = 0; g < groups; g++) {
+                float first = -INFINITY, second = -INFINITY;
+                for (i64 i = g * size; i < (g + 1) * size; i++) {
+                    const float s = sel[i];
+                    if (s > first) {
+                        second = first, first = s;
+                    } else if (s > second) {
+                        second = s;
+                    }
+                }
+                groupScores[g] = __fadd_rn(first, second);
+            }
+            topIndices(order, groupScores, groups, groupsUsed);
+            for (i64 g = 0; g < groups; g++) {
+                bool keep = false;
+                for (i64 j = 0; j < groupsUsed; j++) keep = keep || order[j] == g;
+                if (!keep)
+                    for (i64 i = g * size; i < (g + 1) * size; i++) sel[i] = -INFINITY;
+            }
+        }
+
+        topIndices(order, sel, experts, used);
+        const float best = sel[order[0]];
+        for (i64 j = 0; j < used; j++) {
+            const int e = order[j];
+            bool drop = false;
+            if (ser && j >= serMin)
+                drop = gating == kGatingSoftmaxWeight ? float(exp(double(__fsub_rn(sel[e], best)))) < threshold
+                                                      : sel[e] < __fmul_rn(threshold, best);
+            tokenIDs[j] = drop ? -1 : e;
+            w[j] = drop ? 0.0f : probs[e];
+        }
+        if (gating == kGatingSoftmaxWeight) {
+            // The softmax over the kept slots' weights, gathered in front and spread back.
+            i64 n = 0;
+            for (i64 j = 0; j < used; j++)
+                if (tokenIDs[j] >= 0) w[n++] = w[j];
+            if (n > 0) softmaxInPlace(w, n);
+            for (i64 j = used - 1; j >= 0; j--) w[j] = tokenIDs[j] >= 0 ? w[--n] : 0.0f;
+        }
+        if (norm) {
+            double sum = 0;
+            for (i64 j = 0; j < used; j++) sum += double(w[j]);
+            const float s = fmaxf(float(sum), 6.103515625e-5f);  // llama.cpp clamps to the smallest normal f16
+            for (i64 j = 0; j < used; j++) w[j] = w[j] / s;
+        }
+        if (scale != 0 && scale != 1)
+            for (i64 j = 0; j < used; j++) w[j] = __fmul_rn(w[j], float(scale));
+    }
+}
+
 // MOERUN_OPS lists the entry points above.
 #define MOERUN_OPS(X)                                                                                         \
     X(copy_f32)                                                                                               \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
-            X(set_rows_f16) X(set_rows_q8_0) X(attention_f32)
+            X(set_rows_f16) X(set_rows_q8_0) X(attention_f32) X(route_f32)
