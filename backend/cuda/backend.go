@@ -72,7 +72,7 @@ type Backend struct {
 // Stats count what a backend did since it was made.
 type Stats struct {
 	Ops          int           // operations run on the GPU
-	HostOps      int           // operations on weights the GPU has no kernel for, run on the CPU
+	HostOps      int           // operations run on the host pool through copies (onHost)
 	Time         time.Duration // wall time spent issuing GPU work and waiting for it
 	CopyInBytes  int64         // bytes copied to the device: Set, routing lists, row ids
 	CopyOutBytes int64         // bytes copied back: Get, and ids read back for grouping
