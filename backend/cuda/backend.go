@@ -43,17 +43,17 @@ type Backend struct {
 	mmv, getrows map[tensor.Type]cu.Function
 	op           map[string]cu.Function
 
-	// host computes the weights of types without a CUDA kernel, on host copies of their
-	// operands (hostIn, hostOut, grown as needed).
-	host            *cpu.Backend
-	hostIn, hostOut []byte
+	// host computes the weights of types without a CUDA kernel, and the operations that
+	// run through the host, on host copies of their operands (onHost).
+	host *cpu.Backend
 
-	x     deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
-	route deviceBuffer // one operation's routing lists, row ids or positions
+	x        deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
+	route    deviceBuffer // one operation's work list (groupPairs), row ids or positions
+	groups   int          // the groups of the work list in route
+	stackDev deviceBuffer // MatMulStack's ids
+	zeroIDs  []int32      // ids of the right count for MulMatID's shape check
 	// routeScratch is the router kernel's per-token working memory.
 	routeScratch deviceBuffer
-	routing      routing
-	ids          []int32   // MulMatID's expert ids, read back to group the pairs
 	staging      pinned    // host memory weights are uploaded through
 	stackIDs     []int32   // MatMulStack's matrix for each row of x
 	buffers      []*buffer // live allocations, which Close frees
@@ -74,8 +74,8 @@ type Stats struct {
 	Ops          int           // operations run on the GPU
 	HostOps      int           // operations run on the host pool through copies (onHost)
 	Time         time.Duration // wall time spent issuing GPU work and waiting for it
-	CopyInBytes  int64         // bytes copied to the device: Set, routing lists, row ids
-	CopyOutBytes int64         // bytes copied back: Get, and ids read back for grouping
+	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
+	CopyOutBytes int64         // bytes copied back: Get
 }
 
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream
@@ -235,30 +235,45 @@ func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens in
 		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
 }
 
-// mulMatID queues ggml_mul_mat_id on the GPU for the work list b.routing holds (built by
-// group and copied to the device by sendRouting). The (token, slot) pairs are grouped by
-// expert into groups of at most kernels.GroupSize; each group is one CUDA block column,
-// so an expert's weights are read once per group of pairs routed to it. Outputs of unused
-// slots (id -1) are left as they are: the caller zeroes dst first. k is the slots per
-// token; shared says x has one row per token rather than one per slot.
-func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, k int, shared bool) error {
-	r := &b.routing
-	if len(r.groupExpert) == 0 { // every slot unused
-		return nil
+// groupPairs queues group_pairs over the n expert ids at ids (device memory), building
+// mmv's work list in b.route: the pairs of each expert in groups of at most
+// kernels.GroupSize, padded with empty groups to b.groups, a bound the host knows without
+// the ids.
+func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
+	b.groups = ceilDiv(n, kernels.GroupSize) + min(experts, n)
+	words := n + (b.groups + 1) + b.groups + experts // sel, gstart, gexpert, scratch
+	if err := b.route.reserve(int64(words)*4, &b.stream); err != nil {
+		return err
 	}
+	sel, gstart, gexpert := b.workList(n)
+	next := gexpert + 4*uint64(b.groups)
+	return b.launch(b.op[kernels.GroupPairs], 1, 1, kernels.MatVecBlockX, 1,
+		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups))
+}
+
+// workList is the device addresses of the work list groupPairs built for n pairs.
+func (b *Backend) workList(n int) (sel, gstart, gexpert uint64) {
+	sel = uint64(b.route.ptr)
+	gstart = sel + 4*uint64(n)
+	gexpert = gstart + 4*uint64(b.groups+1)
+	return sel, gstart, gexpert
+}
+
+// mulMatID queues ggml_mul_mat_id on the GPU for the work list of n pairs groupPairs
+// built: each group is one CUDA block column, so an expert's weights are read once per
+// group of pairs routed to it. Outputs of pairs in no group are left as they are. k is the
+// slots per token; shared says x has one row per token rather than one per slot.
+func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k int, shared bool) error {
 	xPerSlot := uint64(1)
 	if shared {
 		xPerSlot = 0
 	}
-	sel, gstart, gexpert := r.offsets(b.route.ptr)
-	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(len(r.groupExpert), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
+	sel, gstart, gexpert := b.workList(n)
+	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
 		uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
-		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(len(r.groupExpert)), uint64(k), xPerSlot,
+		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
 		uint64(cw.rowBytes), uint64(cw.expertBytes))
 }
-
-// sendRouting copies the work list b.routing holds to the device (b.route).
-func (b *Backend) sendRouting() error { return b.send(&b.route, b.routing.packed) }
 
 // launch queues kernel fn on the backend's stream with the given grid and block and 8-byte
 // parameters (pointers, 64-bit integers and doubles, as the kernels declare them).
@@ -301,7 +316,7 @@ func (b *Backend) Close() error {
 		for _, u := range b.buffers {
 			errs = append(errs, u.release())
 		}
-		for _, buf := range []*deviceBuffer{&b.x, &b.route, &b.routeScratch} {
+		for _, buf := range []*deviceBuffer{&b.x, &b.route, &b.stackDev, &b.routeScratch} {
 			errs = append(errs, buf.free())
 		}
 		for i := range b.angles {

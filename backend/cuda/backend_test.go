@@ -658,34 +658,6 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestRouting(t *testing.T) {
-	var r routing
-	// 3 slots per token; expert 1 gets 10 pairs (two groups), expert 3 one, expert 0 none.
-	ids := []int32{1, 3, -1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, -1, -1}
-	r.group(ids, 4)
-	wantSel := []int32{0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1}
-	if !slices.Equal(r.sel, wantSel) {
-		t.Errorf("sel %v, want %v", r.sel, wantSel)
-	}
-	if want := []int32{0, 8, 10, 11, 12}; !slices.Equal(r.groupStart, want) {
-		t.Errorf("group starts %v, want %v", r.groupStart, want)
-	}
-	if want := []int32{1, 1, 2, 3}; !slices.Equal(r.groupExpert, want) {
-		t.Errorf("group experts %v, want %v", r.groupExpert, want)
-	}
-	if len(r.packed) != len(r.sel)+len(r.groupStart)+len(r.groupExpert) {
-		t.Errorf("packed holds %d values", len(r.packed))
-	}
-	sel, gs, ge := r.offsets(1000)
-	if sel != 1000 || gs != 1000+4*12 || ge != 1000+4*17 {
-		t.Errorf("offsets %d %d %d", sel, gs, ge)
-	}
-	r.group([]int32{-1, -1}, 4)
-	if len(r.groupExpert) != 0 || !slices.Equal(r.groupStart, []int32{0}) {
-		t.Errorf("all unused: groups %v starting %v", r.groupExpert, r.groupStart)
-	}
-}
-
 // TestExactOps: the operations between the products whose arithmetic is only roundings of
 // single operations (no exp or log) give the CPU backend's bits, on contiguous and strided
 // operands; the conformance suite checks them, and the rest, within its tolerances.

@@ -12,8 +12,8 @@
 // causal convolution, the delta rule), and attention over heads larger than its kernel
 // takes, must run where the state or cache is, so the backend runs them on the host pool
 // through copies of their operands; so are the weights of types with no kernel computed,
-// which stay in host memory. Expert matmuls read the routing back to the host (one wait)
-// to group the pairs by expert.
+// which stay in host memory. Expert matmuls group their (token, slot) pairs by expert on
+// the device, so nothing in a forward pass waits for the GPU but the crossings to the host.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build

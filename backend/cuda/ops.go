@@ -126,16 +126,20 @@ func (b *Backend) MulMatID(dst backend.Tensor, w backend.Weight, x, ids backend.
 	return b.MulMatIDs([]backend.Tensor{dst}, []backend.Weight{w}, x, ids, k)
 }
 
-// MulMatIDs is MulMatID for several stacks with the same routing. The ids are read back
-// to the host (a wait for the stream) and grouped there once for all the stacks.
+// MulMatIDs is MulMatID for several stacks with the same routing. The ids stay on the
+// device: group_pairs turns them into the work list there, once for all the stacks, so
+// nothing waits for them. An id outside the stack (which the CPU reports) belongs to no
+// group there, its slot's outputs zero like an unused one's: the device cannot report it
+// without a wait.
 func (b *Backend) MulMatIDs(dsts []backend.Tensor, ws []backend.Weight, x, ids backend.Tensor, k int) error {
 	if len(dsts) != len(ws) {
 		return fmt.Errorf("%s: mul-mat-id: %d outputs for %d expert stacks", b.dev.Name, len(dsts), len(ws))
 	}
-	if _, err := b.contiguous(ids, tensor.I32, "mul-mat-id"); err != nil {
+	ip, err := b.contiguous(ids, tensor.I32, "mul-mat-id")
+	if err != nil {
 		return err
 	}
-	read := false
+	grouped := false
 	for i, w := range ws {
 		cw, err := b.weightOf(w)
 		if err != nil {
@@ -150,55 +154,49 @@ func (b *Backend) MulMatIDs(dsts []backend.Tensor, ws []backend.Weight, x, ids b
 			}
 			continue
 		}
-		if !read {
-			if err := b.readIDs(ids); err != nil {
-				return err
-			}
-			read = true
-		}
-		if err := b.mulMatIDOf(dsts[i], cw, x, b.ids, k, "mul-mat-id"); err != nil {
+		if err := b.mulMatIDOf(dsts[i], cw, x, ip, ids.Elements(), k, !grouped, true, "mul-mat-id"); err != nil {
 			return err
 		}
+		grouped = true
 	}
 	return nil
 }
 
-// readIDs copies ids (a contiguous I32 tensor of this backend) into b.ids and waits for
-// them.
-func (b *Backend) readIDs(ids backend.Tensor) error {
-	b.ids = slices.Grow(b.ids[:0], ids.Elements())[:ids.Elements()]
-	if err := b.Get(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.ids))), 4*len(b.ids)), ids); err != nil {
-		return err
-	}
-	return b.Synchronize()
-}
-
-// mulMatIDOf queues ggml_mul_mat_id of GPU-resident cw by the host ids: the pairs grouped
-// by expert, the work list copied in, dst zeroed where a slot is unused, the kernel.
-func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, ids []int32, k int, op string) error {
+// mulMatIDOf queues ggml_mul_mat_id of GPU-resident cw by the n expert ids at ids (device
+// memory, k per token): the work list built from them unless group is false (the previous
+// stack of the same routing built it), dst zeroed first if some slots may be unused, then
+// the kernel.
+func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, ids cu.DevicePtr, n, k int, group, unused bool, op string) error {
 	d, xp, err := b.productOperands(dst, x, op)
 	if err != nil {
 		return err
 	}
-	shared, err := cw.m.CheckMulMatID(dst.Elements(), x.Elements(), ids, k)
+	// The shapes only: the ids are on the device (zeros pass the range check).
+	b.zeroIDs = slices.Grow(b.zeroIDs[:0], n)[:n]
+	clear(b.zeroIDs)
+	shared, err := cw.m.CheckMulMatID(dst.Elements(), x.Elements(), b.zeroIDs, k)
 	if err != nil {
 		return fmt.Errorf("tensor %s: %w", cw.name, err)
 	}
-	b.routing.group(ids, cw.m.Experts())
+	if n == 0 {
+		return nil
+	}
 	return b.run(op+" of "+cw.name, func() error {
-		if slices.ContainsFunc(ids, func(e int32) bool { return e < 0 }) {
-			if err := cu.MemsetD32Async(d, 0, int64(dst.Elements()), b.stream); err != nil {
+		if group {
+			if err := b.groupPairs(ids, n, cw.m.Experts()); err != nil {
 				return err
 			}
 		}
-		if err := b.sendRouting(); err != nil {
-			return err
+		if unused {
+			if err := cu.MemsetD32Async(d, 0, int64(dst.Elements()), b.stream); err != nil {
+				return err
+			}
 		}
 		xp, err := b.aligned(xp, x.Bytes())
 		if err != nil {
 			return err
 		}
-		return b.mulMatID(d, cw, xp, k, shared)
+		return b.mulMatID(d, cw, xp, n, k, shared)
 	})
 }
 
@@ -223,7 +221,12 @@ func (b *Backend) MatMulStack(dst backend.Tensor, w backend.Weight, x backend.Te
 	if x.Rows%e != 0 {
 		return fmt.Errorf("%s: mul-mat-stack: %d rows over %d matrices of %s", b.dev.Name, x.Rows, e, cw.name)
 	}
-	return b.mulMatIDOf(dst, cw, x, b.stack(x.Rows, e), e, "mul-mat-stack")
+	ids := b.stack(x.Rows, e)
+	err = b.do(func() error { return b.send(&b.stackDev, ids) })
+	if err != nil {
+		return fmt.Errorf("%s: mul-mat-stack: %w", b.dev.Name, err)
+	}
+	return b.mulMatIDOf(dst, cw, x, b.stackDev.ptr, len(ids), e, true, false, "mul-mat-stack")
 }
 
 // stack returns ids 0, 1, …, experts-1 repeated over rows rows, in a slice it reuses.

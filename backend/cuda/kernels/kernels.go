@@ -57,7 +57,8 @@ const (
 
 // The operations between the products (ops.cuh's MOERUN_OPS), by entry name.
 const (
-	CopyF32        = "copy_f32" // strided copy
+	GroupPairs     = "group_pairs" // mmv's grouped work list from expert ids (matvec.cu)
+	CopyF32        = "copy_f32"    // strided copy
 	AddF32         = "add_f32"
 	MulF32         = "mul_f32"
 	ScaleF32       = "scale_f32"
@@ -113,7 +114,7 @@ func SetRows(t tensor.Type) string {
 const OpRowsPerBlock = OpBlockX / 32
 
 // ops lists them, for Entries.
-var ops = []string{CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
+var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
 	SetRows(tensor.Q8_0), AttentionF32, RouteF32}
 

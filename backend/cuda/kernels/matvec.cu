@@ -227,5 +227,42 @@ __device__ __forceinline__ void getRows(const u8* __restrict__ W, const int* __r
 
 MOERUN_TYPES(KERNELS)
 
+// group_pairs(ids, sel, gstart, gexpert, next, n, experts, maxGroups) builds mmv's grouped
+// work list on the device from n expert ids (one per (token, slot) pair; ids outside
+// [0, experts), such as -1 for an unused slot, belong to no group): the pairs of each
+// expert in pair order in sel, cut into groups of at most kGroup; maxGroups groups are
+// written, the ones past the last real group empty (gstart = the pairs used), so that the
+// host can launch mmv with grid.y = maxGroups without reading the ids back. maxGroups must
+// be at least ceil(n / kGroup) + min(experts, n). next is scratch of experts ints. One warp:
+// blockDim = (32, 1, 1), grid (1, 1).
+extern "C" __global__ void __launch_bounds__(kWarp)
+    group_pairs(const int* ids, int* sel, int* gstart, int* gexpert, int* next, i64 n, i64 experts, i64 maxGroups) {
+    const int lane = threadIdx.x;
+    for (i64 e = lane; e < experts; e += kWarp) {
+        int count = 0;
+        for (i64 p = 0; p < n; p++) count += ids[p] == e;
+        next[e] = count;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        // Each expert's pairs start where the previous expert's end; its groups cover them.
+        i64 used = 0, g = 0;
+        for (i64 e = 0; e < experts; e++) {
+            const i64 count = next[e];
+            for (i64 s = used; s < used + count; s += kGroup) gstart[g] = int(s), gexpert[g] = int(e), g++;
+            next[e] = int(used);
+            used += count;
+        }
+        for (; g < maxGroups; g++) gstart[g] = int(used), gexpert[g] = 0;
+        gstart[maxGroups] = int(used);
+    }
+    __syncwarp();
+    for (i64 e = lane; e < experts; e += kWarp) {
+        int at = next[e];
+        for (i64 p = 0; p < n; p++)
+            if (ids[p] == e) sel[at++] = int(p);
+    }
+}
+
 // The operations between the products, on F32 values.
 #include "ops.cuh"

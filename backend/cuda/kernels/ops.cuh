@@ -456,9 +456,10 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
-// MOERUN_OPS lists the entry points above.
+// MOERUN_OPS lists the entry points above and matvec.cu's group_pairs: every entry but the
+// per-type ones.
 #define MOERUN_OPS(X)                                                                                         \
-    X(copy_f32)                                                                                               \
+    X(group_pairs) X(copy_f32)                                                                                \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
             X(set_rows_f16) X(set_rows_q8_0) X(attention_f32) X(route_f32)

@@ -122,4 +122,5 @@ inline __half __float2half_rn(float f) {
 }
 
 float __shfl_xor_sync(unsigned int mask, float v, int laneMask);
+void __syncwarp(unsigned int mask = 0xFFFFFFFFu);
 double __shfl_xor_sync(unsigned int mask, double v, int laneMask);

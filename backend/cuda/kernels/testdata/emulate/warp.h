@@ -120,6 +120,9 @@ inline void run(int warpBase) {
 
 }  // namespace warp
 
+// __syncwarp is a barrier: every lane takes its turn once before any continues.
+inline void __syncwarp(unsigned int) { warp::next(); }
+
 // A float widens to double exactly and back, so one exchange serves both types.
 inline double __shfl_xor_sync(unsigned int, double v, int laneMask) {
     warp::shuffled[warp::current] = v;
