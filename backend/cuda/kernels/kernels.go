@@ -1,5 +1,5 @@
-// Package kernels holds moerun's CUDA kernels: CUDA C sources (matvec.cu, quants.cuh)
-// compiled ahead of time to PTX, which is embedded here so that building moerun needs no
+// Package kernels holds moerun's CUDA kernels: CUDA C sources (matvec.cu, quants.cuh,
+// ops.cuh) compiled ahead of time to PTX, which is embedded here so that building moerun needs no
 // CUDA toolkit; the driver compiles the PTX for the GPU at hand when package cuda loads it.
 // This package is plain Go (no cgo, no build tag), so CI builds and tests it everywhere;
 // its test checks that the embedded PTX defines every entry point and was built from the
@@ -16,7 +16,10 @@
 // <type> is the type's ggml name as tensor.Type's String() gives it ("q4_K", "iq4_xs").
 // Every dequantizer is bit-exact with package tensor's (NaN payloads aside), so GetRows
 // matches the CPU's values exactly and MatVec up to float32 summation order. The test runs
-// the CUDA source itself on the CPU (testdata/emulate) against package tensor.
+// the CUDA source itself on the CPU (testdata/emulate) against package tensor. The other
+// entry points (Ops: group_pairs, which builds MulMatID's work list on the device, and the
+// operations between the products) are checked against the CPU backend by package cuda's
+// tests, on a GPU or on the fake driver (make cuda-fake) that runs them the same way.
 package kernels
 
 //go:generate sh gen.sh
@@ -109,8 +112,8 @@ func SetRows(t tensor.Type) string {
 	return ""
 }
 
-// OpRowsPerBlock is how many rows a block of the row kernels (RMSNormF32, L2NormF32) serves:
-// a warp each.
+// OpRowsPerBlock is how many rows a block of the warp-per-row kernels (RMSNormF32,
+// L2NormF32, AttentionF32) serves.
 const OpRowsPerBlock = OpBlockX / 32
 
 // ops lists them, for Entries.
