@@ -926,3 +926,37 @@ func TestRouteTies(t *testing.T) {
 		}
 	}
 }
+
+// TestMulMatIDNoGroups: slots that select no expert of the stack (every slot unused, or an
+// id past the stack, which the device cannot report without a wait) get zero outputs, over
+// outputs that held NaNs; the other slots are MulMatID's as usual.
+func TestMulMatIDNoGroups(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(13, 13))
+	const cols, rows, experts, k = 64, 5, 3, 2
+	p := randomWeight(t, g, c, tensor.Q8_0, cols, rows, experts, rng)
+	x := randomVector(2*cols, rng)
+	nan := make([]float32, 2*k*rows)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	for _, ids := range [][]int32{{-1, -1, -1, -1}, {1, 7, -1, 2}} {
+		dst := f32s(t, g, rows, nan)
+		if err := g.MulMatID(dst, p.gpu, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
+			t.Fatal(err)
+		}
+		got := values(t, g, dst)
+		for slot, e := range ids {
+			for r := range rows {
+				v := got[slot*rows+r]
+				want := float32(0)
+				if e >= 0 && e < experts {
+					want = float32(exactMatVec(p.m, int(e), r, x[slot/k*cols:(slot/k+1)*cols]))
+				}
+				if !(math.Abs(float64(v-want)) <= 1e-4*(1+math.Abs(float64(want)))) {
+					t.Errorf("ids %v: slot %d row %d = %g, want %g", ids, slot, r, v, want)
+				}
+			}
+		}
+	}
+}
