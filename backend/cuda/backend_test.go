@@ -811,10 +811,11 @@ func TestExactRoPEAndSetRows(t *testing.T) {
 	}
 }
 
-// TestAttention: the GPU's attention against the CPU's precise kernel, far inside the
-// conformance suite's bound (float32 scores instead of float64 are its only difference):
-// grouped heads, a sliding window, sinks, MLA's V as a view of K's rows, each cache type
-// the kernel reads; and heads too large for the kernel, which run on the host.
+// TestAttention: the GPU's attention against the CPU's in both numerics, far inside the
+// conformance suite's bound (the order of a score's sum is the difference; ggml's per-row
+// numerics round the queries and an F16 V's sums the same way on both): grouped heads, a
+// sliding window, sinks, MLA's V as a view of K's rows, each cache type the kernel reads;
+// and heads too large for the kernel, which run on the host.
 func TestAttention(t *testing.T) {
 	g, c := testBackends(t)
 	rng := rand.New(rand.NewPCG(12, 12))
@@ -851,26 +852,28 @@ func TestAttention(t *testing.T) {
 			return data
 		}
 		kData, vData := cacheBytes(tc.dk), cacheBytes(tc.dv)
-		var outs [2][]float32
-		for i, b := range []backend.Backend{g, c} {
-			k := newBytes(t, b, tc.typ, tc.kvHeads*tc.dk, capacity, kData)
-			v := k.Columns(0, tc.dv)
-			if !tc.vOfK {
-				v = newBytes(t, b, tc.typ, tc.kvHeads*tc.dv, capacity, vData)
+		for _, num := range []tensor.AttnNumerics{tensor.AttnPrecise, tensor.AttnGGML} {
+			var outs [2][]float32
+			for i, b := range []backend.Backend{g, c} {
+				k := newBytes(t, b, tc.typ, tc.kvHeads*tc.dk, capacity, kData)
+				v := k.Columns(0, tc.dv)
+				if !tc.vOfK {
+					v = newBytes(t, b, tc.typ, tc.kvHeads*tc.dv, capacity, vData)
+				}
+				var s backend.Tensor
+				if tc.sinks {
+					s = f32s(t, b, tc.heads, sinks)
+				}
+				dst := f32s(t, b, tc.dv, make([]float32, tc.tokens*tc.heads*tc.dv))
+				p := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(tc.dk))), Window: tc.window, Numerics: num}
+				if err := b.Attention(dst, f32s(t, b, tc.dk, q), tc.heads, pos, k, v, s, tc.kvLen, p); err != nil {
+					t.Fatalf("%s on %s: %v", tc.name, b.Device().Name, err)
+				}
+				outs[i] = values(t, b, dst)
 			}
-			var s backend.Tensor
-			if tc.sinks {
-				s = f32s(t, b, tc.heads, sinks)
+			if e := nmse(widen(outs[0]), widen(outs[1])); !(e <= 1e-10) {
+				t.Errorf("%s, numerics %d: NMSE against the CPU's attention %.3g > 1e-10", tc.name, num, e)
 			}
-			dst := f32s(t, b, tc.dv, make([]float32, tc.tokens*tc.heads*tc.dv))
-			p := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(tc.dk))), Window: tc.window, Numerics: tensor.AttnPrecise}
-			if err := b.Attention(dst, f32s(t, b, tc.dk, q), tc.heads, pos, k, v, s, tc.kvLen, p); err != nil {
-				t.Fatalf("%s on %s: %v", tc.name, b.Device().Name, err)
-			}
-			outs[i] = values(t, b, dst)
-		}
-		if e := nmse(widen(outs[0]), widen(outs[1])); !(e <= 1e-10) {
-			t.Errorf("%s: NMSE against the CPU's precise attention %.3g > 1e-10", tc.name, e)
 		}
 	}
 }

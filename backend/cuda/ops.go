@@ -659,9 +659,10 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 
 // Attention is flash attention of q over the cache's first kvLen positions (see
 // kernels.AttentionF32), a warp per (token, query head); heads larger than the kernel
-// takes run on the host (onHost). Either numerics is the kernel's own: float32 scores and
-// an online softmax, as tensor's precise kernel, within the conformance suite's bounds of
-// both.
+// takes run on the host (onHost). tensor.AttnPrecise, and tensor.AttnGGML for the batches
+// ggml runs its tiled kernel on, get float32 queries; AttnGGML below them gets ggml-cpu's
+// per-row numerics (queries converted to the K cache's dot-product type, an F16 V summed in
+// F16), as package tensor's kernels do.
 func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {
 	dk, dv := q.Cols, dst.Cols
 	kType, kOK := kernels.AttentionCache(k.Type)
@@ -706,13 +707,17 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 	if q.Rows == 0 {
 		return nil
 	}
+	ggml := uint64(0)
+	if p.Numerics == tensor.AttnGGML && !tensor.TiledAttention(len(pos), tensor.KV{Type: k.Type, Dim: dk}, tensor.KV{Type: v.Type, Dim: dv}) {
+		ggml = 1
+	}
 	return b.run("attention", func() error {
 		if err := b.send(&b.route, pos); err != nil {
 			return err
 		}
 		return b.launchWarpRows(kernels.AttentionF32, q.Rows, uint64(d), uint64(qp), uint64(kp), uint64(vp), uint64(sp),
 			uint64(b.route.ptr), uint64(heads), uint64(kvHeads), uint64(dk), uint64(dv), kType, vType, uint64(kvLen),
-			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)))
+			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)), ggml)
 	})
 }
 

@@ -39,15 +39,18 @@
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
 // attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
-//   kPosStride, vPosStride, scale, window, tokens): flash attention, a warp per (token, query
-//   head): query row t·heads + h (dk floats, contiguous) over the cache positions token t
+//   kPosStride, vPosStride, scale, window, tokens, ggml): flash attention, a warp per (token,
+//   query head): query row t·heads + h (dk floats, contiguous) over the cache positions token t
 //   sees (j ≤ pos[t], j < kvLen, pos[t] − j < window unless window is 0) of KV head
 //   h / (heads / kvHeads); the caches hold per position kvHeads rows of dk (K) or dv (V)
 //   values of type kType or vType (kCacheF32, kCacheF16, kCacheQ8_0), positions kPosStride
 //   or vPosStride bytes apart, heads one row's bytes apart. The softmax runs online over the
-//   positions as tensor's precise kernel does (float32 scores and sums); a sink logit per
+//   positions as tensor's kernels do (float32 scores and sums, fused steps); a sink logit per
 //   head (sinks, or null) joins its denominator after them. dst row t·heads + h gets dv
-//   floats. dk and dv are at most kAttnMaxDim. Rows = tokens·heads go a warp each, as the
+//   floats. ggml != 0 takes ggml-cpu's per-row numerics (tensor.AttnGGML below its tiled
+//   kernel's batches): queries rounded to F16 for an F16 K, or quantized to Q8_0 blocks for a
+//   Q8_0 K (a score is then the blocks' integer dot products times both scales), and an F16 V
+//   accumulated in F16, rounded after every step. dk and dv are at most kAttnMaxDim. Rows = tokens·heads go a warp each, as the
 //   norms' rows.
 // route_f32(ids, weights, logits, bias, scratch, experts, used, gating, norm, scale, groups,
 //   groupsUsed, serMin, serThreshold, tokens): the MoE router of tensor.Router.Route, a
@@ -274,36 +277,76 @@ __device__ __forceinline__ float cacheValue(const u8* row, i64 d, int t) {
 // cacheRowBytes is the size of a row of n values of type t.
 __device__ __forceinline__ i64 cacheRowBytes(i64 n, int t) { return t == kCacheF32 ? 4 * n : t == kCacheF16 ? 2 * n : n / 32 * 34; }
 
+__device__ __forceinline__ float roundToHalf(float v) { return __half2float(__float2half_rn(v)); }
+
+// quantizeQ8 turns a lane's query values into Q8_0 codes (as floats, exact) and each 32-value
+// block's scale, as tensor.QuantizeActivations(Q8_0) does: value i of the lane is element
+// lane of block i.
+__device__ __forceinline__ void quantizeQ8(float (&qv)[kAttnPerLane], float (&scales)[kAttnPerLane]) {
+#pragma unroll
+    for (int i = 0; i < kAttnPerLane; i++) {
+        const float amax = warpMax(fabsf(qv[i]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        scales[i] = roundToHalf(amax / 127.0f);
+        qv[i] = fminf(fmaxf(rintf(__fmul_rn(qv[i], id)), -128.0f), 127.0f);
+    }
+}
+
+// q8Dot is a Q8_0 score: for each block the integer dot product of the codes (exact in
+// float) times both scales, summed over the blocks in order.
+__device__ __forceinline__ float q8Dot(const float (&qv)[kAttnPerLane], const float (&scales)[kAttnPerLane], const u8* krow,
+                                       i64 dk) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kAttnPerLane; i++) {
+        if (32 * i >= dk) break;  // the same for the whole warp
+        const u8* block = krow + i * 34;
+        const float products = warpSum(qv[i] * float(static_cast<signed char>(block[2 + threadIdx.x % 32])));
+        const float d = __fmul_rn(halfBits(*reinterpret_cast<const unsigned short*>(block)), scales[i]);
+        sum = __fadd_rn(sum, __fmul_rn(products, d));
+    }
+    return sum;
+}
+
 extern "C" __global__ void __launch_bounds__(kOpThreads)
     attention_f32(float* dst, const float* q, const u8* k, const u8* v, const float* sinks, const int* pos, i64 heads,
                   i64 kvHeads, i64 dk, i64 dv, i64 kType, i64 vType, i64 kvLen, i64 kPosStride, i64 vPosStride,
-                  double scale, i64 window, i64 tokens) {
+                  double scale, i64 window, i64 tokens, i64 ggml) {
     const int lane = threadIdx.x % 32;
     const float s = float(scale);
     const i64 rows = tokens * heads, group = heads / kvHeads;
     const i64 kHeadBytes = cacheRowBytes(dk, int(kType)), vHeadBytes = cacheRowBytes(dv, int(vType));
+    const bool q8 = ggml && kType == kCacheQ8_0, halfV = ggml && vType == kCacheF16;
     for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < rows; r += i64(gridDim.x) * kRowsPerOpBlock) {
         const i64 t = r / heads, h = r % heads, g = h / group;
-        float qv[kAttnPerLane], acc[kAttnPerLane];
+        float qv[kAttnPerLane], acc[kAttnPerLane], scales[kAttnPerLane];
 #pragma unroll
         for (int i = 0; i < kAttnPerLane; i++) {
             const i64 d = lane + 32 * i;
             qv[i] = d < dk ? q[r * dk + d] : 0.0f;
+            if (ggml && kType == kCacheF16) qv[i] = roundToHalf(qv[i]);
             acc[i] = 0.0f;
         }
+        if (q8) quantizeQ8(qv, scales);
         const i64 p = pos[t];
         const i64 first = window > 0 ? max(i64(0), p - window + 1) : 0, last = min(p, kvLen - 1);
         float m = -INFINITY, sum = 0.0f;
         for (i64 j = first; j <= last; j++) {
             const u8* krow = k + j * kPosStride + g * kHeadBytes;
             const u8* vrow = v + j * vPosStride + g * vHeadBytes;
-            float dot = 0.0f;
+            float dot;
+            if (q8) {
+                dot = q8Dot(qv, scales, krow, dk);
+            } else {
+                dot = 0.0f;
 #pragma unroll
-            for (int i = 0; i < kAttnPerLane; i++) {
-                const i64 d = lane + 32 * i;
-                if (d < dk) dot = fmaf(qv[i], cacheValue(krow, d, int(kType)), dot);
+                for (int i = 0; i < kAttnPerLane; i++) {
+                    const i64 d = lane + 32 * i;
+                    if (d < dk) dot = fmaf(qv[i], cacheValue(krow, d, int(kType)), dot);
+                }
+                dot = warpSum(dot);
             }
-            const float score = __fmul_rn(warpSum(dot), s);
+            const float score = __fmul_rn(dot, s);
             // A new maximum rescales what came before by e^(old - new); otherwise the
             // position weighs e^(score - max).
             float ms = 1.0f, vs;
@@ -316,7 +359,11 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
 #pragma unroll
             for (int i = 0; i < kAttnPerLane; i++) {
                 const i64 d = lane + 32 * i;
-                if (d < dv) acc[i] = fmaf(cacheValue(vrow, d, int(vType)), vs, __fmul_rn(acc[i], ms));
+                if (d < dv) {
+                    const float scaled = halfV ? roundToHalf(__fmul_rn(acc[i], ms)) : __fmul_rn(acc[i], ms);
+                    acc[i] = fmaf(cacheValue(vrow, d, int(vType)), vs, scaled);
+                    if (halfV) acc[i] = roundToHalf(acc[i]);
+                }
             }
         }
         if (sinks != nullptr) {
