@@ -17,14 +17,14 @@ import (
 // The operations of backend.Ops. Their operands are tensors in the backend's device memory;
 // each operation checks them, then queues its kernels on the stream. A weight of a type
 // with no CUDA kernel is the host backend's, and its operations run there on copies of
-// their operands (onHost), as do the cache's operations until they have kernels. Any other
-// operation without a kernel yet is an error, and Supports says false for it, so that the
-// runtime runs it on a device that has it.
+// their operands (onHost), as do the recurrent state's operations and attention over heads
+// larger than its kernel takes: they must run where their state or cache is.
 
 // Supports reports what the backend runs: the weight operations on the types with CUDA
-// kernels and, through the host, on every other type the CPU computes; the operations with
-// kernels (ops.cuh) on F32 values; and, through the host, the operations that must run
-// where their cache or state is.
+// kernels and, through the host, on every other type the CPU computes; the operations
+// between them on F32 values; set-rows and attention on F32, F16 and Q8_0 caches; and,
+// through the host, the recurrent state's operations. Any other (operation, type) is
+// false, and the runtime runs it on a device that has it.
 func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	switch op {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
@@ -42,11 +42,6 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 		return b.host.Supports(op, t)
 	}
 	return false
-}
-
-// notOnGPU is the error of an operation the backend has no kernel for.
-func (b *Backend) notOnGPU(op backend.Op) error {
-	return fmt.Errorf("%s does not run %s: it has no CUDA kernel yet (Supports says so; run it on a device that has it)", b.dev.Name, op)
 }
 
 // GetRows decodes rows ids of a 2-D weight into dst on the GPU (the embedding lookup).
@@ -266,8 +261,9 @@ func (b *Backend) aligned(x cu.DevicePtr, n int64) (cu.DevicePtr, error) {
 // mirrored by a host tensor of the same shape and stride over a copy of its bytes; the
 // inputs, and the outputs that are strided (their gaps must survive) or also inputs, are
 // copied out and waited for; op runs on the mirrors; the outputs are copied back. It is how
-// the weights without a CUDA kernel are computed, and the operations that must run where
-// their cache is (set-rows, attention, the recurrent state's) until they have kernels.
+// the weights without a CUDA kernel are computed, and the operations without a kernel that
+// must run where their state or cache is (the recurrent state's, attention over large
+// heads).
 func (b *Backend) onHost(outs, ins []backend.Tensor, op func(outs, ins []backend.Tensor) error) error {
 	mirror := func(xs []backend.Tensor) ([]backend.Tensor, error) {
 		hs := make([]backend.Tensor, len(xs))
@@ -653,10 +649,6 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 	})
 }
 
-// The operations that run where their cache or state is// The operations that read the cache or state where it is (the runtime cannot move them to
-// another device) and have no kernel run on the host through copies (onHost): correct, and
-// slow (attention over large heads copies the cache's first kvLen rows out each time).
-
 // Attention is flash attention of q over the cache's first kvLen positions (see
 // kernels.AttentionF32), a warp per (token, query head); heads larger than the kernel
 // takes run on the host (onHost). tensor.AttnPrecise, and tensor.AttnGGML for the batches
@@ -720,6 +712,10 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)), ggml)
 	})
 }
+
+// The recurrent state's operations have no kernel yet and must run where the state is (the
+// runtime cannot move them to another device), so they run on the host through copies
+// (onHost): correct, and slow.
 
 // CausalConv runs the host's causal convolution, the state updated in place.
 func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
