@@ -17,63 +17,73 @@ import (
 
 // Options configure a CUDA backend.
 type Options struct {
-	// Host is the host's worker pool, shared with the CPU backend; it is required. The
-	// backend's buffers are host memory and it runs every operation without a weight, and
-	// the weight operations on types with no CUDA kernel (whose bytes stay in host memory,
-	// as llama.cpp's scheduler runs an op its GPU backend does not support on the CPU), on
-	// this pool with the CPU's kernels.
+	// Host is the host's worker pool, shared with the CPU backend; it is required. It
+	// computes the weights whose type has no CUDA kernel: their bytes stay in host memory
+	// and each of their operations copies its operands out of device memory and its result
+	// back.
 	Host *tensor.Pool
 }
 
 // Backend is one CUDA device. It is not safe for concurrent use.
 //
-// For now only the weight operations run on the GPU: the embedded CPU backend, made with
-// this device's description, holds the backend's buffers in host memory (Buffer.Host is
-// not nil, so crossings to and from the host are plain copies) and runs the other
-// operations with the CPU's kernels; each weight operation copies its input in, launches a
-// kernel and copies the result back into the host tensor. Weights of types with no CUDA
-// kernel are the CPU backend's, and their operations run there too.
+// Its buffers are device memory (Buffer.Host is nil, so every crossing to or from the
+// host is a copy), and Set, Get and the operations are queued in order on the backend's
+// stream; Get's bytes are valid after Synchronize. The operations that have kernels run on
+// the GPU (Supports lists them); the runtime runs the others on a device that has them,
+// copying their operands. The weight operations on types with no CUDA kernel run on the
+// host pool, the weight in host memory, the operands copied out and the result back in.
 type Backend struct {
-	*cpu.Backend
-
 	dev     backend.Device
 	ordinal cu.Device
 	ctx     cu.CUContext
 	mod     cu.Module
-	// Each type's kernels: the PTX entries mmv_<type> and getrows_<type>.
+	stream  cu.Stream
+	// Each weight type's kernels (the PTX entries mmv_<type> and getrows_<type>) and the
+	// operations between the products, by entry name.
 	mmv, getrows map[tensor.Type]cu.Function
+	op           map[string]cu.Function
 
-	// Device buffers of one operation's activations, outputs and expert routing, grown
-	// as needed and reused.
-	x, y, route deviceBuffer
-	routing     routing
-	staging     pinned    // host memory weights are uploaded through
-	roundedX    []float32 // activations rounded for F16 and BF16 weights
-	stackIDs    []int32   // MatMulStack's matrix for each row of x
+	// host computes the weights of types without a CUDA kernel, and the operations that
+	// run through the host, on host copies of their operands (onHost).
+	host *cpu.Backend
+
+	x        deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
+	route    deviceBuffer // one operation's work list (groupPairs), row ids or positions
+	groups   int          // the groups of the work list in route
+	stackDev deviceBuffer // MatMulStack's ids
+	zeroIDs  []int32      // ids of the right count for MulMatID's shape check
+	// routeScratch is the router kernel's per-token working memory.
+	routeScratch deviceBuffer
+	staging      pinned    // host memory weights are uploaded through
+	stackIDs     []int32   // MatMulStack's matrix for each row of x
+	buffers      []*buffer // live allocations, which Close frees
+	angles       []ropeAngles
+	nextRoPE     int
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
 	stats    Stats
 	closed   bool
 
-	args [16]uint64 // kernel parameters: cu copies 8 bytes from each
-	argp [16]unsafe.Pointer
+	args [20]uint64 // kernel parameters: cu copies 8 bytes from each
+	argp [20]unsafe.Pointer
 }
 
 // Stats count what a backend did since it was made.
 type Stats struct {
-	Ops          int           // matmuls, expert matmuls and row lookups run on the GPU
-	HostOps      int           // operations on weights the GPU has no kernel for, run on the CPU
-	Time         time.Duration // wall time of the GPU operations, copies and waits included
-	CopyInBytes  int64         // activation and routing bytes copied to the device
-	CopyOutBytes int64         // result bytes copied back
+	Ops          int           // operations run on the GPU
+	HostOps      int           // operations run on the host pool through copies (onHost)
+	Time         time.Duration // wall time spent issuing GPU work and waiting for it
+	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
+	CopyOutBytes int64         // bytes copied back: Get
 }
 
-// New opens GPU ordinal (CUDA<ordinal>): retains its primary context and loads the kernels,
-// which the driver compiles from PTX for this GPU (once; it caches the result).
+// New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream
+// its work is queued on and loads the kernels, which the driver compiles from PTX for this
+// GPU (once; it caches the result).
 func New(ordinal int, opts Options) (*Backend, error) {
 	if opts.Host == nil {
-		return nil, fmt.Errorf("CUDA%d: cuda.Options.Host is nil: the backend needs the host's pool, which runs its operations without a weight", ordinal)
+		return nil, fmt.Errorf("CUDA%d: cuda.Options.Host is nil: the backend needs the host's pool, which computes the weights without a CUDA kernel", ordinal)
 	}
 	n, err := Count()
 	if err != nil {
@@ -83,7 +93,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
 	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
-		getrows: map[tensor.Type]cu.Function{}}
+		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}}
 	// The context first: describe's own retain then finds it alive instead of creating
 	// and destroying one (a context costs tens to hundreds of milliseconds).
 	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
@@ -98,13 +108,30 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		if b.mod, err = cu.LoadData(kernels.PTX); err != nil {
 			return fmt.Errorf("loading the kernels: %w", err)
 		}
+		function := func(name string) (cu.Function, error) {
+			fn, err := b.mod.Function(name)
+			if err != nil {
+				return fn, fmt.Errorf("kernel %s: %w", name, err)
+			}
+			return fn, nil
+		}
 		for _, t := range kernels.Types() {
-			if b.mmv[t], err = b.mod.Function(kernels.MatVec(t)); err != nil {
-				return fmt.Errorf("kernel %s: %w", kernels.MatVec(t), err)
+			if b.mmv[t], err = function(kernels.MatVec(t)); err != nil {
+				return err
 			}
-			if b.getrows[t], err = b.mod.Function(kernels.GetRows(t)); err != nil {
-				return fmt.Errorf("kernel %s: %w", kernels.GetRows(t), err)
+			if b.getrows[t], err = function(kernels.GetRows(t)); err != nil {
+				return err
 			}
+		}
+		for _, name := range kernels.Ops() {
+			if b.op[name], err = function(name); err != nil {
+				return err
+			}
+		}
+		// A stream of its own, which orders the backend's copies and launches with each
+		// other only (the legacy default stream would also wait for other streams).
+		if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+			return fmt.Errorf("creating a stream: %w", err)
 		}
 		return nil
 	})
@@ -115,7 +142,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 	for i := range b.argp {
 		b.argp[i] = unsafe.Pointer(&b.args[i])
 	}
-	b.Backend = cpu.New(cpu.Options{Device: desc, Pool: opts.Host})
+	b.host = cpu.New(cpu.Options{Device: backend.CPU(0), Pool: opts.Host})
 	return b, nil
 }
 
@@ -134,16 +161,12 @@ func (b *Backend) do(fn func() error) error { return onContext(b.ctx, fn) }
 // weight is a tensor on the GPU, or on the host when its type has no kernel.
 type weight struct {
 	name        string
-	m           *tensor.Matrix // shape and type; the host's copy computes host-run weights
+	m           *tensor.Matrix // shape and type
 	ptr         cu.DevicePtr
 	rowBytes    int64
 	expertBytes int64
-	host        backend.Weight // the CPU backend's, when the CPU computes this weight
+	host        backend.Weight // the host backend's, when the CPU computes this weight
 	owner       *Backend
-	// round is how ggml rounds the activations before a dot product with this weight:
-	// to F16 or BF16 for weights of those types (vec_dot_f16, and the cuBLAS path of
-	// ggml-cuda), nil for the rest, whose kernels take float32 activations as they are.
-	round func(float32) float32
 }
 
 func (w *weight) Name() string      { return w.name }
@@ -166,12 +189,11 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	}
 	w := &weight{name: name, m: m, owner: b}
 	if !kernels.Supported(t) {
-		if w.host, err = b.Backend.Load(name, t, shape, data); err != nil {
+		if w.host, err = b.host.Load(name, t, shape, data); err != nil {
 			return nil, err
 		}
 		return w, nil
 	}
-	w.round = activationRounding(t)
 	if w.rowBytes, err = t.RowBytes(int64(m.Cols())); err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
 	}
@@ -204,176 +226,107 @@ func (b *Backend) weightOf(w backend.Weight) (*weight, error) {
 	return cw, nil
 }
 
-// matMul is ggml_mul_mat on the GPU: x is copied in, each CUDA block computes
-// kernels.MatVecBlockY rows for up to kernels.GroupSize tokens, and the outputs are copied
-// back. cw is a GPU-resident weight.
-func (b *Backend) matMul(dst []float32, cw *weight, x []float32) error {
-	tokens, err := cw.m.CheckMatMul(len(dst), len(x))
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", cw.name, err)
-	}
-	if tokens == 0 {
-		return nil // a launch needs a grid of at least one block
-	}
-	x = b.rounded(cw, x)
-	return b.run(cw, func() error {
-		if err := copyIn(b, &b.x, x); err != nil {
-			return err
-		}
-		if err := b.y.reserve(int64(len(dst)) * 4); err != nil {
-			return err
-		}
-		err := b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-			uint64(cw.ptr), uint64(b.x.ptr), uint64(b.y.ptr), 0, 0, 0,
-			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
-		if err != nil {
-			return err
-		}
-		return b.copyOut(dst, &b.y)
-	})
+// matMul queues ggml_mul_mat on the GPU: each CUDA block computes kernels.MatVecBlockY
+// rows of dst for up to kernels.GroupSize tokens. cw is a GPU-resident weight; x and dst
+// are device addresses of tokens rows (x 16-byte aligned).
+func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens int) error {
+	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
+		uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
+		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
 }
 
-// mulMatID is ggml_mul_mat_id on the GPU. The (token, slot) pairs are grouped by expert on
-// the host (a counting sort) into groups of at most kernels.GroupSize that share an expert;
-// each group is one CUDA block column, so an expert's weights are read once per group of
-// pairs routed to it. Unused slots (id -1) get zero outputs. cw is a GPU-resident weight.
-func (b *Backend) mulMatID(dst []float32, cw *weight, x []float32, ids []int32, k int) error {
-	shared, err := cw.m.CheckMulMatID(len(dst), len(x), ids, k)
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", cw.name, err)
+// groupPairs queues group_pairs over the n expert ids at ids (device memory), building
+// mmv's work list in b.route: the pairs of each expert in groups of at most
+// kernels.GroupSize, padded with empty groups to b.groups, a bound the host knows without
+// the ids.
+func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
+	b.groups = ceilDiv(n, kernels.GroupSize) + min(experts, n)
+	words := n + (b.groups + 1) + b.groups + experts // sel, gstart, gexpert, scratch
+	if err := b.route.reserve(int64(words)*4, &b.stream); err != nil {
+		return err
 	}
-	x = b.rounded(cw, x)
-	r := &b.routing
-	r.group(ids, cw.m.Experts())
+	sel, gstart, gexpert := b.workList(n)
+	next := gexpert + 4*uint64(b.groups)
+	return b.launch(b.op[kernels.GroupPairs], 1, 1, kernels.MatVecBlockX, 1,
+		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups))
+}
+
+// workList is the device addresses of the work list groupPairs built for n pairs.
+func (b *Backend) workList(n int) (sel, gstart, gexpert uint64) {
+	sel = uint64(b.route.ptr)
+	gstart = sel + 4*uint64(n)
+	gexpert = gstart + 4*uint64(b.groups+1)
+	return sel, gstart, gexpert
+}
+
+// mulMatID queues ggml_mul_mat_id on the GPU for the work list of n pairs groupPairs
+// built: each group is one CUDA block column, so an expert's weights are read once per
+// group of pairs routed to it. Outputs of pairs in no group are left as they are. k is the
+// slots per token; shared says x has one row per token rather than one per slot.
+func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k int, shared bool) error {
 	xPerSlot := uint64(1)
 	if shared {
 		xPerSlot = 0
 	}
-	err = b.run(cw, func() error {
-		if len(r.groupExpert) == 0 { // every slot unused
-			return nil
-		}
-		if err := copyIn(b, &b.x, x); err != nil {
-			return err
-		}
-		if err := copyIn(b, &b.route, r.packed); err != nil {
-			return err
-		}
-		if err := b.y.reserve(int64(len(dst)) * 4); err != nil {
-			return err
-		}
-		sel, gstart, gexpert := r.offsets(b.route.ptr)
-		err := b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(len(r.groupExpert), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-			uint64(cw.ptr), uint64(b.x.ptr), uint64(b.y.ptr), sel, gstart, gexpert,
-			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(len(r.groupExpert)), uint64(k), xPerSlot,
-			uint64(cw.rowBytes), uint64(cw.expertBytes))
-		if err != nil {
-			return err
-		}
-		return b.copyOut(dst, &b.y)
-	})
-	if err != nil {
-		return err
-	}
-	rows := cw.m.Rows()
-	for i, e := range ids {
-		if e < 0 {
-			clear(dst[i*rows : (i+1)*rows])
-		}
-	}
-	return nil
+	sel, gstart, gexpert := b.workList(n)
+	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
+		uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
+		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
+		uint64(cw.rowBytes), uint64(cw.expertBytes))
 }
 
-// getRows decodes rows of a weight on the GPU. cw is a GPU-resident weight.
-func (b *Backend) getRows(dst []float32, cw *weight, ids []int32) error {
-	if err := cw.m.CheckGetRows(len(dst), ids); err != nil {
-		return fmt.Errorf("tensor %s: %w", cw.name, err)
+// launch queues kernel fn on the backend's stream with the given grid and block and 8-byte
+// parameters (pointers, 64-bit integers and doubles, as the kernels declare them).
+func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args ...uint64) error {
+	if len(args) > len(b.args) {
+		return fmt.Errorf("a kernel of %d parameters: the launcher passes at most %d", len(args), len(b.args))
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	return b.run(cw, func() error {
-		if err := copyIn(b, &b.route, ids); err != nil {
-			return err
-		}
-		if err := b.y.reserve(int64(len(dst)) * 4); err != nil {
-			return err
-		}
-		err := b.launch(b.getrows[cw.m.Type()], min(len(ids), 1<<31-1), 1, kernels.GetRowsBlockX, 1,
-			uint64(cw.ptr), uint64(b.route.ptr), uint64(b.y.ptr), uint64(cw.m.Cols()), uint64(len(ids)), uint64(cw.rowBytes))
-		if err != nil {
-			return err
-		}
-		return b.copyOut(dst, &b.y)
-	})
+	n := copy(b.args[:], args)
+	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, b.stream, b.argp[:n])
 }
 
-// activationRounding is ggml's activation format for a weight type, as a rounding of
-// float32 values, or nil when the activations stay float32 (quantized weights: ggml
-// quantizes them to 8 bits, the kernels here multiply them exactly instead).
-func activationRounding(t tensor.Type) func(float32) float32 {
-	switch t {
-	case tensor.F16:
-		return func(v float32) float32 { return tensor.F16ToF32(tensor.F32ToF16(v)) }
-	case tensor.BF16:
-		return func(v float32) float32 { return tensor.BF16ToF32(tensor.F32ToBF16(v)) }
+// run runs one GPU operation with the context current, timing it and naming the device
+// and what (an operation, or an operation and tensor) in its error.
+func (b *Backend) run(what string, op func() error) error {
+	if b.closed {
+		return errClosed
 	}
-	return nil
-}
-
-// rounded returns x as the weight's dot product sees it: x itself, or a rounded copy in
-// the backend's host scratch.
-func (b *Backend) rounded(w *weight, x []float32) []float32 {
-	if w.round == nil {
-		return x
-	}
-	b.roundedX = append(b.roundedX[:0], x...)
-	for i, v := range b.roundedX {
-		b.roundedX[i] = w.round(v)
-	}
-	return b.roundedX
-}
-
-// run runs one GPU operation on weight w with the context current, timing it and naming
-// the device and tensor in its error.
-func (b *Backend) run(w *weight, op func() error) error {
 	start := time.Now()
 	err := b.do(op)
 	b.stats.Ops++
 	b.stats.Time += time.Since(start)
 	if err != nil {
-		return fmt.Errorf("%s: tensor %s: %w", b.dev.Name, w.name, err)
+		return fmt.Errorf("%s: %s: %w", b.dev.Name, what, err)
 	}
 	return nil
 }
 
-// launch starts kernel fn on the default stream with the given grid and block and 8-byte
-// parameters (pointers and 64-bit integers, as the kernels declare them).
-func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args ...uint64) error {
-	n := copy(b.args[:], args)
-	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, cu.NoStream, b.argp[:n])
-}
-
-// Close frees the device memory, closes the CPU backend (the host buffers are the
-// garbage collector's to free; the pool is the caller's) and releases the primary context.
+// Close waits for the queued work, frees the device memory, closes the host backend (the
+// pool is the caller's) and releases the primary context.
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
 	}
 	b.closed = true
 	err := b.do(func() error {
-		var errs []error
+		errs := []error{b.stream.Synchronize()}
 		for _, p := range b.weights {
 			errs = append(errs, cu.MemFree(p))
 		}
-		for _, buf := range []*deviceBuffer{&b.x, &b.y, &b.route} {
+		for _, u := range b.buffers {
+			errs = append(errs, u.release())
+		}
+		for _, buf := range []*deviceBuffer{&b.x, &b.route, &b.stackDev, &b.routeScratch} {
 			errs = append(errs, buf.free())
 		}
-		errs = append(errs, b.staging.free(), b.mod.Unload())
+		for i := range b.angles {
+			errs = append(errs, b.angles[i].dev.free())
+		}
+		errs = append(errs, b.staging.free(), b.mod.Unload(), b.stream.Destroy())
 		return errors.Join(errs...)
 	})
-	b.weights, b.resident = nil, 0
-	return errors.Join(err, b.Backend.Close(), b.ordinal.ReleasePrimaryCtx())
+	b.weights, b.buffers, b.resident = nil, nil, 0
+	return errors.Join(err, b.host.Close(), b.ordinal.ReleasePrimaryCtx())
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

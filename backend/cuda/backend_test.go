@@ -476,48 +476,95 @@ func TestFused(t *testing.T) {
 	}
 }
 
-// TestHostMemory: the backend's buffers are host memory named after the GPU, the
-// operations without a weight are the CPU's (bit for bit), and Supports says so.
-func TestHostMemory(t *testing.T) {
+// TestDeviceMemory: the backend's buffers are device memory (crossings are copies),
+// allocated zeroed; Set, Get and a strided Copy move the values exactly; Supports lists the
+// operations with kernels and those run through the host; and another device's tensor is
+// refused.
+func TestDeviceMemory(t *testing.T) {
 	g, c := testBackends(t)
 	buf, err := g.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if buf.Device() != g.Device().Name || buf.Host() == nil || buf.Size() != 64 {
-		t.Errorf("a buffer on %s of %d bytes (host memory %v), want host memory on %s", buf.Device(), buf.Size(), buf.Host() != nil, g.Device().Name)
+	if buf.Device() != g.Device().Name || buf.Host() != nil || buf.Size() != 64 {
+		t.Errorf("a buffer on %s of %d bytes (host memory %v), want device memory on %s", buf.Device(), buf.Size(), buf.Host() != nil, g.Device().Name)
 	}
+	zeros, err := backend.NewTensor(buf, 0, tensor.F32, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, g, zeros); !slices.Equal(got, make([]float32, 16)) {
+		t.Errorf("a new buffer holds %v, want zeros", got)
+	}
+	if err := g.Free(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Free(buf); err == nil {
+		t.Error("a second Free of a buffer succeeded")
+	}
+
 	rng := rand.New(rand.NewPCG(2, 2))
-	a, b := randomVector(3*40, rng), randomVector(40, rng)
-	gx, cx := f32s(t, g, 40, make([]float32, len(a))), f32s(t, c, 40, make([]float32, len(a)))
-	if err := g.RMSNorm(gx, f32s(t, g, 40, a), f32s(t, g, 40, b), 1e-6); err != nil {
+	a := randomVector(3*40, rng)
+	gx := f32s(t, g, 40, a)
+	// A strided view (columns 8..24 of each row) copied into a contiguous tensor, and back
+	// into the view of another tensor.
+	view := gx.Columns(8, 16)
+	packed := f32s(t, g, 16, make([]float32, 3*16))
+	if err := g.Copy(packed, view); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RMSNorm(cx, f32s(t, c, 40, a), f32s(t, c, 40, b), 1e-6); err != nil {
+	var want []float32
+	for r := range 3 {
+		want = append(want, a[r*40+8:r*40+24]...)
+	}
+	if got := values(t, g, packed); !slices.Equal(got, want) {
+		t.Errorf("strided copy %v, want %v", got[:4], want[:4])
+	}
+	other := f32s(t, g, 40, make([]float32, 3*40))
+	if err := g.Copy(other.Columns(8, 16), packed); err != nil {
 		t.Fatal(err)
 	}
-	got, want := values(t, g, gx), values(t, c, cx)
-	if !slices.Equal(got, want) {
-		t.Errorf("RMSNorm %v, CPU %v", got[:4], want[:4])
+	back := values(t, g, other)
+	for r := range 3 {
+		for col := range 40 {
+			w := float32(0)
+			if col >= 8 && col < 24 {
+				w = a[r*40+col]
+			}
+			if back[r*40+col] != w {
+				t.Fatalf("copy into a view: row %d column %d = %g, want %g", r, col, back[r*40+col], w)
+			}
+		}
 	}
-	// A crossing to the host is a copy between host buffers.
+
+	// A crossing to the host is a Get, without staging.
 	var staging []byte
 	host := f32s(t, c, 40, make([]float32, len(a)))
 	if err := backend.Copy(c, host, g, gx, &staging); err != nil {
 		t.Fatal(err)
 	}
-	if crossed := values(t, c, host); !slices.Equal(crossed, got) || staging != nil {
-		t.Errorf("copied to the host: %v, want %v (staging %d bytes)", crossed[:4], got[:4], len(staging))
+	if err := g.Synchronize(); err != nil {
+		t.Fatal(err)
 	}
-	if err := g.Add(gx, gx, f32s(t, c, 40, b)); err == nil {
-		t.Error("Add of the CPU's tensor succeeded")
+	if crossed := values(t, c, host); !slices.Equal(crossed, a) || staging != nil {
+		t.Errorf("copied to the host: %v, want %v (staging %d bytes)", crossed[:4], a[:4], len(staging))
+	}
+	if err := g.Copy(gx, f32s(t, c, 40, a)); err == nil || !strings.Contains(err.Error(), "copy it to") {
+		t.Errorf("Copy of the CPU's tensor: %v", err)
 	}
 	for _, op := range backend.AllOps() {
 		for _, typ := range tensor.Types() {
-			want := c.Supports(op, typ)
+			want := false
 			switch op {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
-				want = want || kernels.Supported(typ)
+				want = c.Supports(op, typ) || kernels.Supported(typ)
+			case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
+				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
+				want = typ == tensor.F32
+			case backend.OpSetRows:
+				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0
+			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+				want = c.Supports(op, typ) // through the host
 			}
 			if got := g.Supports(op, typ); got != want {
 				t.Errorf("Supports(%s, %s) = %v, want %v", op, typ, got, want)
@@ -611,30 +658,308 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestRouting(t *testing.T) {
-	var r routing
-	// 3 slots per token; expert 1 gets 10 pairs (two groups), expert 3 one, expert 0 none.
-	ids := []int32{1, 3, -1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, -1, -1}
-	r.group(ids, 4)
-	wantSel := []int32{0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1}
-	if !slices.Equal(r.sel, wantSel) {
-		t.Errorf("sel %v, want %v", r.sel, wantSel)
+// TestExactOps: the operations between the products whose arithmetic is only roundings of
+// single operations (no exp or log) give the CPU backend's bits, on contiguous and strided
+// operands; the conformance suite checks them, and the rest, within its tolerances.
+func TestExactOps(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	const cols, rows, k = 70, 6, 3
+	x, y, row := randomVector(rows*cols, rng), randomVector(rows*cols, rng), randomVector(cols, rng)
+	factors, slotW := randomVector(rows, rng), randomVector(rows*k, rng)
+	ys := randomVector(rows*k*cols, rng)
+	ids := []int32{2, -1, 0, 1, 1, -1}
+	wide := randomVector(rows*(cols+10), rng)
+	cases := []struct {
+		name string
+		run  func(b backend.Backend) (backend.Tensor, error)
+	}{
+		{"add", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Add(d, f32s(t, b, cols, x), f32s(t, b, cols, y))
+		}},
+		{"add a repeated row", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Add(d, f32s(t, b, cols, x), f32s(t, b, cols, row))
+		}},
+		{"mul a repeated row", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Mul(d, f32s(t, b, cols, x), f32s(t, b, cols, row))
+		}},
+		{"scale", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.Scale(d, f32s(t, b, cols, x), 0.37)
+		}},
+		{"scale rows", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.ScaleRows(d, f32s(t, b, cols, x), f32s(t, b, 1, factors))
+		}},
+		{"rms-norm of a strided view, weighted", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.RMSNorm(d, f32s(t, b, cols+10, wide).Columns(4, cols), f32s(t, b, cols, row), 1e-6)
+		}},
+		{"rms-norm in place", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, x)
+			return d, b.RMSNorm(d, d, backend.Tensor{}, 1e-5)
+		}},
+		{"l2-norm of a strided view", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols+10, wide)
+			return d, b.L2Norm(d.Columns(8, cols), 1e-6)
+		}},
+		{"add-id", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, x)
+			return d, b.AddID(d, f32s(t, b, cols, y[:3*cols]), i32s(t, b, 1, ids))
+		}},
+		{"weighted-sum", func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			return d, b.WeightedSum(d, f32s(t, b, cols, ys), f32s(t, b, 1, slotW), k)
+		}},
 	}
-	if want := []int32{0, 8, 10, 11, 12}; !slices.Equal(r.groupStart, want) {
-		t.Errorf("group starts %v, want %v", r.groupStart, want)
+	for _, tc := range cases {
+		gd, err := tc.run(g)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", tc.name, g.Device().Name, err)
+		}
+		cd, err := tc.run(c)
+		if err != nil {
+			t.Fatalf("%s on the CPU: %v", tc.name, err)
+		}
+		got, want := values(t, g, gd), values(t, c, cd)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Errorf("%s: element %d = %g, CPU %g", tc.name, i, got[i], want[i])
+				break
+			}
+		}
 	}
-	if want := []int32{1, 1, 2, 3}; !slices.Equal(r.groupExpert, want) {
-		t.Errorf("group experts %v, want %v", r.groupExpert, want)
+}
+
+// TestExactRoPEAndSetRows: RoPE (normal and NeoX, partial, YaRN, frequency factors) gives the
+// CPU backend's bits, its angles being tensor's own; SetRows writes the CPU's bytes into F32,
+// F16 and Q8_0 caches, rows first.. only.
+func TestExactRoPEAndSetRows(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(10, 10))
+	const rowLen, heads = 64, 3
+	pos := []int32{0, 7, 300, 4095}
+	x := randomVector(len(pos)*heads*rowLen, rng)
+	factors := make([]float32, 16)
+	for i := range factors {
+		factors[i] = 1 + float32(i)/4
 	}
-	if len(r.packed) != len(r.sel)+len(r.groupStart)+len(r.groupExpert) {
-		t.Errorf("packed holds %d values", len(r.packed))
+	ropes := []tensor.RoPE{
+		{Mode: tensor.RoPENeoX, Dims: rowLen, Base: 1e6, FreqScale: 1, AttnFactor: 1},
+		{Mode: tensor.RoPENormal, Dims: 32, Offset: 16, Base: 1e4, FreqScale: 1, AttnFactor: 1, FreqFactors: factors},
+		{Mode: tensor.RoPENeoX, Dims: 32, Base: 1e4, FreqScale: 0.25, ExtFactor: 1, AttnFactor: 1, BetaFast: 32, BetaSlow: 1, OrigCtx: 4096},
 	}
-	sel, gs, ge := r.offsets(1000)
-	if sel != 1000 || gs != 1000+4*12 || ge != 1000+4*17 {
-		t.Errorf("offsets %d %d %d", sel, gs, ge)
+	for i := range ropes {
+		r := &ropes[i]
+		gx, cx := f32s(t, g, heads*rowLen, x), f32s(t, c, heads*rowLen, x)
+		if err := g.RoPE(gx, rowLen, r, pos); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RoPE(cx, rowLen, r, pos); err != nil {
+			t.Fatal(err)
+		}
+		got, want := values(t, g, gx), values(t, c, cx)
+		for j := range want {
+			if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+				t.Errorf("rope %d: element %d = %g, CPU %g", i, j, got[j], want[j])
+				break
+			}
+		}
 	}
-	r.group([]int32{-1, -1}, 4)
-	if len(r.groupExpert) != 0 || !slices.Equal(r.groupStart, []int32{0}) {
-		t.Errorf("all unused: groups %v starting %v", r.groupExpert, r.groupStart)
+	if err := g.RoPE(f32s(t, g, rowLen, x[:rowLen*5]), rowLen, &ropes[0], pos); err == nil {
+		t.Error("RoPE of 5 rows at 4 positions succeeded")
+	}
+
+	const cols, cacheRows, first = 96, 9, 3
+	src := randomVector(4*cols, rng)
+	src[5] = 0 // a block with a zero, and one all zeros
+	clear(src[cols+32 : cols+64])
+	for _, typ := range []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0} {
+		caches := [2]backend.Tensor{}
+		for i, b := range []backend.Backend{g, c} {
+			rb, err := typ.RowBytes(cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf, err := b.Alloc(rb * cacheRows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if caches[i], err = backend.NewTensor(buf, 0, typ, cols, cacheRows); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.SetRows(caches[i], first, f32s(t, b, cols, src)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, want := make([]byte, caches[0].Bytes()), make([]byte, caches[1].Bytes())
+		if err := g.Get(got, caches[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(want, caches[1]); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("set-rows into %s: the cache's bytes differ from the CPU's", typ)
+		}
+	}
+}
+
+// TestAttention: the GPU's attention against the CPU's in both numerics, far inside the
+// conformance suite's bound (the order of a score's sum is the difference; ggml's per-row
+// numerics round the queries and an F16 V's sums the same way on both): grouped heads, a
+// sliding window, sinks, MLA's V as a view of K's rows, each cache type the kernel reads;
+// and heads too large for the kernel, which run on the host.
+func TestAttention(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(12, 12))
+	cases := []struct {
+		name                   string
+		heads, kvHeads, dk, dv int
+		vOfK, sinks            bool
+		window, tokens, kvLen  int
+		typ                    tensor.Type
+	}{
+		{"gqa f16", 8, 2, 64, 64, false, false, 0, 5, 40, tensor.F16},
+		{"window sinks q8_0", 4, 2, 64, 64, false, true, 9, 3, 30, tensor.Q8_0},
+		{"mla f32", 4, 1, 96, 64, true, false, 0, 2, 20, tensor.F32},
+		{"large heads on the host", 2, 1, 640, 640, false, false, 0, 1, 10, tensor.F16},
+	}
+	for _, tc := range cases {
+		capacity := tc.kvLen + 3
+		pos := make([]int32, tc.tokens)
+		for i := range pos {
+			pos[i] = int32(tc.kvLen - tc.tokens + i)
+		}
+		q := randomVector(tc.tokens*tc.heads*tc.dk, rng)
+		sinks := randomVector(tc.heads, rng)
+		cacheBytes := func(dim int) []byte {
+			cols := tc.kvHeads * dim
+			rb, err := tc.typ.RowBytes(int64(cols))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, rb*int64(capacity))
+			if err := tensor.Quantize(tc.typ, randomVector(cols*capacity, rng), data); err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}
+		kData, vData := cacheBytes(tc.dk), cacheBytes(tc.dv)
+		for _, num := range []tensor.AttnNumerics{tensor.AttnPrecise, tensor.AttnGGML} {
+			var outs [2][]float32
+			for i, b := range []backend.Backend{g, c} {
+				k := newBytes(t, b, tc.typ, tc.kvHeads*tc.dk, capacity, kData)
+				v := k.Columns(0, tc.dv)
+				if !tc.vOfK {
+					v = newBytes(t, b, tc.typ, tc.kvHeads*tc.dv, capacity, vData)
+				}
+				var s backend.Tensor
+				if tc.sinks {
+					s = f32s(t, b, tc.heads, sinks)
+				}
+				dst := f32s(t, b, tc.dv, make([]float32, tc.tokens*tc.heads*tc.dv))
+				p := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(tc.dk))), Window: tc.window, Numerics: num}
+				if err := b.Attention(dst, f32s(t, b, tc.dk, q), tc.heads, pos, k, v, s, tc.kvLen, p); err != nil {
+					t.Fatalf("%s on %s: %v", tc.name, b.Device().Name, err)
+				}
+				outs[i] = values(t, b, dst)
+			}
+			if e := nmse(widen(outs[0]), widen(outs[1])); !(e <= 1e-10) {
+				t.Errorf("%s, numerics %d: NMSE against the CPU's attention %.3g > 1e-10", tc.name, num, e)
+			}
+		}
+	}
+}
+
+// newBytes is a tensor of type typ on b holding data.
+func newBytes(t *testing.T, b backend.Backend, typ tensor.Type, cols, rows int, data []byte) backend.Tensor {
+	t.Helper()
+	buf, err := b.Alloc(int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := backend.NewTensor(buf, 0, typ, cols, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Set(x, data); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestRouteTies: experts with equal scores are picked in the CPU's order (the lower index
+// first), which the conformance suite's tie-free logits leave open; the weights are the
+// CPU's within float rounding (a GPU's expf may differ from glibc's in the last bits).
+func TestRouteTies(t *testing.T) {
+	g, c := testBackends(t)
+	cfg := tensor.RouterConfig{Experts: 12, Used: 5, Gating: tensor.GatingSigmoid, NormWeights: true, Scale: 2.5}
+	logits := []float32{0.5, 1, 0.5, -1, 1, 1, 0.25, 0.5, 0, 1, -2, 0.5, // four 1s, then the 0.5s from expert 0 on
+		3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}
+	var ids [2][]int32
+	var weights [2][]float32
+	for i, b := range []backend.Backend{g, c} {
+		it, wt := i32s(t, b, cfg.Used, make([]int32, 2*cfg.Used)), f32s(t, b, cfg.Used, make([]float32, 2*cfg.Used))
+		if err := b.Route(it, wt, f32s(t, b, cfg.Experts, logits), backend.Tensor{}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		raw := make([]int32, 2*cfg.Used)
+		if err := b.Get(asBytes(raw), it); err != nil {
+			t.Fatal(err)
+		}
+		ids[i], weights[i] = raw, values(t, b, wt)
+	}
+	if want := []int32{1, 4, 5, 9, 0, 0, 1, 2, 3, 4}; !slices.Equal(ids[1], want) {
+		t.Fatalf("the CPU picked %v, the test expects %v", ids[1], want)
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Errorf("GPU ids %v, CPU %v", ids[0], ids[1])
+	}
+	for i, w := range weights[1] {
+		if math.Abs(float64(weights[0][i]-w)) > 1e-6*math.Abs(float64(w)) {
+			t.Errorf("GPU weights %v, CPU %v", weights[0], weights[1])
+			break
+		}
+	}
+}
+
+// TestMulMatIDNoGroups: slots that select no expert of the stack (every slot unused, or an
+// id past the stack, which the device cannot report without a wait) get zero outputs, over
+// outputs that held NaNs; the other slots are MulMatID's as usual.
+func TestMulMatIDNoGroups(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(13, 13))
+	const cols, rows, experts, k = 64, 5, 3, 2
+	p := randomWeight(t, g, c, tensor.Q8_0, cols, rows, experts, rng)
+	x := randomVector(2*cols, rng)
+	nan := make([]float32, 2*k*rows)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	for _, ids := range [][]int32{{-1, -1, -1, -1}, {1, 7, -1, 2}} {
+		dst := f32s(t, g, rows, nan)
+		if err := g.MulMatID(dst, p.gpu, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
+			t.Fatal(err)
+		}
+		got := values(t, g, dst)
+		for slot, e := range ids {
+			for r := range rows {
+				v := got[slot*rows+r]
+				want := float32(0)
+				if e >= 0 && e < experts {
+					want = float32(exactMatVec(p.m, int(e), r, x[slot/k*cols:(slot/k+1)*cols]))
+				}
+				if !(math.Abs(float64(v-want)) <= 1e-4*(1+math.Abs(float64(want)))) {
+					t.Errorf("ids %v: slot %d row %d = %g, want %g", ids, slot, r, v, want)
+				}
+			}
+		}
 	}
 }

@@ -1,11 +1,19 @@
 //go:build cuda
 
 // Package cuda is the NVIDIA GPU backend, built only with the build tag cuda (it needs the
-// CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Weights live in
-// device memory; the matmul kernels (package kernels, embedded PTX) dequantize them on the
-// fly. For now the backend's buffers, and so its activations, are host memory (a CPU
-// backend with the GPU's name holds them and runs every operation without a weight): each
-// weight operation copies its input in and its result out.
+// CUDA driver headers and libcuda to build, and the NVIDIA driver to run). Execution is
+// device-resident: weights, the backend's buffers and so the activations of the layers it
+// holds live in device memory, and copies and kernels (package kernels, embedded PTX) are
+// queued in order on the backend's stream. On the GPU run the weight operations (matmuls,
+// expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
+// between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
+// norms, RoPE, set-rows into and attention over F32, F16 and Q8_0 KV caches, the MoE
+// router, add-id and the experts' weighted sum. The recurrent state's operations (the
+// causal convolution, the delta rule), and attention over heads larger than its kernel
+// takes, must run where the state or cache is, so the backend runs them on the host pool
+// through copies of their operands; so are the weights of types with no kernel computed,
+// which stay in host memory. Expert matmuls group their (token, slot) pairs by expert on
+// the device, so nothing in a forward pass waits for the GPU but the crossings to the host.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package
 // init exits the process when cuInit fails (guard.c intercepts cuInit, so a CUDA build

@@ -16,8 +16,8 @@ import (
 	"gorgonia.org/cu"
 )
 
-// The memory the GPU copies from and to. Every function here needs the backend's context
-// current. Weights go through page-locked ("pinned") host memory, which the GPU reads by
+// The scratch memory of the GPU's operations, and the copies into it. Every function here
+// needs the backend's context current. Weights go through page-locked ("pinned") host memory, which the GPU reads by
 // DMA at full speed; cu has no wrapper for cuMemAllocHost, hence this file's cgo.
 
 // pinned is a grow-only page-locked host buffer.
@@ -58,18 +58,24 @@ type deviceBuffer struct {
 }
 
 // reserve makes the buffer hold at least n bytes (with headroom, so that growing token
-// counts do not reallocate every time).
-func (d *deviceBuffer) reserve(n int64) error {
+// counts do not reallocate every time). Work queued on stream may still read the old
+// allocation, so it waits for the stream before freeing it.
+func (d *deviceBuffer) reserve(n int64, stream *cu.Stream) error {
 	if n <= d.size {
 		return nil
 	}
 	size := max(n, d.size+d.size/2, 1<<16)
+	if d.ptr != 0 {
+		if err := stream.Synchronize(); err != nil {
+			return err
+		}
+	}
 	if err := d.free(); err != nil {
 		return err
 	}
 	ptr, err := cu.MemAlloc(size)
 	if err != nil {
-		return fmt.Errorf("allocating a %d KiB activation buffer: %w", size>>10, err)
+		return fmt.Errorf("allocating a %d KiB scratch buffer: %w", size>>10, err)
 	}
 	d.ptr, d.size = ptr, size
 	return nil
@@ -84,31 +90,19 @@ func (d *deviceBuffer) free() error {
 	return err
 }
 
-// copyIn copies host values into a device buffer, growing it first. The copy from Go
-// memory is synchronous on the default stream, which also orders it before the kernel.
-// (Copies through pinned mirrors queued on a stream, with one wait per operation, are the
-// next step; they are not measured yet.)
-func copyIn[T float32 | int32](b *Backend, buf *deviceBuffer, src []T) error {
+// send queues a copy of host ids into a device buffer, growing it first. The values
+// are Go memory, which the driver copies into its own staging before the call returns, so
+// the caller may reuse them at once.
+func (b *Backend) send(buf *deviceBuffer, src []int32) error {
 	n := int64(len(src)) * 4
-	if err := buf.reserve(n); err != nil {
+	if err := buf.reserve(n, &b.stream); err != nil {
 		return err
 	}
 	if n == 0 {
 		return nil
 	}
 	b.stats.CopyInBytes += n
-	return cu.MemcpyHtoD(buf.ptr, unsafe.Pointer(&src[0]), n)
-}
-
-// copyOut copies len(dst) floats back from a device buffer; the copy waits for the kernel
-// before it on the default stream.
-func (b *Backend) copyOut(dst []float32, buf *deviceBuffer) error {
-	n := int64(len(dst)) * 4
-	if n == 0 {
-		return nil
-	}
-	b.stats.CopyOutBytes += n
-	return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), buf.ptr, n)
+	return cu.MemcpyHtoDAsync(buf.ptr, unsafe.Pointer(&src[0]), n, b.stream)
 }
 
 // stagingBytes is the size of the pinned buffer weights pass through on their way to the

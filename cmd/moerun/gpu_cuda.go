@@ -21,7 +21,7 @@ func (b cudaBackend) Busy() time.Duration { return b.Stats().Time }
 
 func (b cudaBackend) Summary() string {
 	s := b.Stats()
-	return fmt.Sprintf("%.0f MiB of weights; %d GPU ops in %.1f ms (%.1f MiB in, %.1f MiB out), %d ops on the CPU for types without a CUDA kernel",
+	return fmt.Sprintf("%.0f MiB of weights; %d GPU ops, %.1f ms issuing and waiting (%.1f MiB in, %.1f MiB out), %d ops through the host (weights without a CUDA kernel, recurrent state)",
 		float64(b.Resident())/(1<<20), s.Ops, float64(s.Time.Microseconds())/1e3, float64(s.CopyInBytes)/(1<<20), float64(s.CopyOutBytes)/(1<<20), s.HostOps)
 }
 

@@ -37,7 +37,7 @@ func TestEmulated(t *testing.T) {
 	}
 	// The compiler reads the sources, not this process: reading them here puts them in the
 	// go test cache's key, so editing one reruns the test.
-	for _, src := range []string{"matvec.cu", "quants.cuh", "testdata/emulate/emulate.cc", "testdata/emulate/cuda_fp16.h"} {
+	for _, src := range []string{"matvec.cu", "quants.cuh", "ops.cuh", "testdata/emulate/emulate.cc", "testdata/emulate/cuda_fp16.h", "testdata/emulate/warp.h"} {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
 		}
@@ -223,12 +223,23 @@ func addCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int
 		x[i] = float32(rng.NormFloat64())
 	}
 	wFile, xFile := s.file(t, w), s.file(t, x)
+	// The activations as the dot products see them: rounded to F16 or BF16 for weights of
+	// those types (the kernels round them as they read them).
+	xSeen := slices.Clone(x)
+	for i, v := range xSeen {
+		switch typ {
+		case tensor.F16:
+			xSeen[i] = tensor.F16ToF32(tensor.F32ToF16(v))
+		case tensor.BF16:
+			xSeen[i] = tensor.BF16ToF32(tensor.F32ToBF16(v))
+		}
+	}
 	// expect sets output row yRow, weight row wRow (of all experts) times activation row xRow.
 	expect := func(l *launch, yRow, wRow, xRow int) {
 		for r := range rows {
 			var sum, abs float64
 			for c := range cols {
-				p := float64(wf[(wRow+r)*cols+c]) * float64(x[xRow*cols+c])
+				p := float64(wf[(wRow+r)*cols+c]) * float64(xSeen[xRow*cols+c])
 				sum, abs = sum+p, abs+math.Abs(p)
 			}
 			l.want[yRow*rows+r] = float32(sum)

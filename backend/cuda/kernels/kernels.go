@@ -1,12 +1,13 @@
-// Package kernels holds moerun's CUDA kernels: CUDA C sources (matvec.cu, quants.cuh)
-// compiled ahead of time to PTX, which is embedded here so that building moerun needs no
+// Package kernels holds moerun's CUDA kernels: CUDA C sources (matvec.cu, quants.cuh,
+// ops.cuh) compiled ahead of time to PTX, which is embedded here so that building moerun needs no
 // CUDA toolkit; the driver compiles the PTX for the GPU at hand when package cuda loads it.
 // This package is plain Go (no cgo, no build tag), so CI builds and tests it everywhere;
 // its test checks that the embedded PTX defines every entry point and was built from the
 // current sources.
 //
 // Each supported weight type has two entry points, whose exact parameters and launch shapes
-// matvec.cu's header documents:
+// matvec.cu's header documents (ops.cuh's header those of the operations between the
+// products, on F32 values):
 //
 //	mmv_<type>: Y = W·X for up to GroupSize activation rows per pass over the weights,
 //	  plain or grouped by expert (MulMatID);
@@ -15,7 +16,10 @@
 // <type> is the type's ggml name as tensor.Type's String() gives it ("q4_K", "iq4_xs").
 // Every dequantizer is bit-exact with package tensor's (NaN payloads aside), so GetRows
 // matches the CPU's values exactly and MatVec up to float32 summation order. The test runs
-// the CUDA source itself on the CPU (testdata/emulate) against package tensor.
+// the CUDA source itself on the CPU (testdata/emulate) against package tensor. The other
+// entry points (Ops: group_pairs, which builds MulMatID's work list on the device, and the
+// operations between the products) are checked against the CPU backend by package cuda's
+// tests, on a GPU or on the fake driver (make cuda-fake) that runs them the same way.
 package kernels
 
 //go:generate sh gen.sh
@@ -48,7 +52,74 @@ const (
 	MaxGridY = 65535
 	// GetRowsBlockX is getrows' blockDim.x; grid.x is the number of rows.
 	GetRowsBlockX = 128
+	// OpBlockX is the blockDim.x of the operations between the products (ops.cuh); their
+	// grid.x is the number of rows, or fewer (at most MaxGridX): blocks stride over rows.
+	OpBlockX = 128
+	MaxGridX = 1<<31 - 1
 )
+
+// The operations between the products (ops.cuh's MOERUN_OPS), by entry name.
+const (
+	GroupPairs     = "group_pairs" // mmv's grouped work list from expert ids (matvec.cu)
+	CopyF32        = "copy_f32"    // strided copy
+	AddF32         = "add_f32"
+	MulF32         = "mul_f32"
+	ScaleF32       = "scale_f32"
+	ScaleRowsF32   = "scale_rows_f32"
+	SigmoidF32     = "sigmoid_f32"
+	SoftplusF32    = "softplus_f32"
+	SiLUF32        = "silu_f32"
+	SwiGLUF32      = "swiglu_f32"
+	SwiGLUOAIF32   = "swiglu_oai_f32"
+	RMSNormF32     = "rms_norm_f32" // a warp per row, OpRowsPerBlock rows per block
+	L2NormF32      = "l2_norm_f32"  // likewise
+	AddIDF32       = "add_id_f32"
+	WeightedSumF32 = "weighted_sum_f32"
+	RoPEF32        = "rope_f32"
+	// AttentionF32 is flash attention over F32, F16 or Q8_0 caches (AttentionCache codes),
+	// heads of at most AttentionMaxDim values, a warp per (token, query head).
+	AttentionF32    = "attention_f32"
+	AttentionMaxDim = 576
+	// RouteF32 is the MoE router, a thread per token, with RouteScratchWords(experts,
+	// groups) 4-byte words of scratch per token.
+	RouteF32 = "route_f32"
+)
+
+// RouteScratchWords is the scratch RouteF32 needs per token.
+func RouteScratchWords(experts, groups int) int { return 3*experts + groups }
+
+// AttentionCache is the code attention_f32 takes for a cache of type t, and whether it
+// reads that type.
+func AttentionCache(t tensor.Type) (uint64, bool) {
+	switch t {
+	case tensor.F32:
+		return 0, true
+	case tensor.F16:
+		return 1, true
+	case tensor.Q8_0:
+		return 2, true
+	}
+	return 0, false
+}
+
+// SetRows names the kernel that converts F32 rows into a cache of type t (F32, F16 or
+// Q8_0; "" for another type).
+func SetRows(t tensor.Type) string {
+	switch t {
+	case tensor.F32, tensor.F16, tensor.Q8_0:
+		return "set_rows_" + t.String()
+	}
+	return ""
+}
+
+// OpRowsPerBlock is how many rows a block of the warp-per-row kernels (RMSNormF32,
+// L2NormF32, AttentionF32) serves.
+const OpRowsPerBlock = OpBlockX / 32
+
+// ops lists them, for Entries.
+var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
+	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
+	SetRows(tensor.Q8_0), AttentionF32, RouteF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{
@@ -69,11 +140,14 @@ func MatVec(t tensor.Type) string { return "mmv_" + t.String() }
 // GetRows names t's row-dequantizing kernel; PTX defines it only when Supported(t).
 func GetRows(t tensor.Type) string { return "getrows_" + t.String() }
 
+// Ops lists the entry names of the operations between the products.
+func Ops() []string { return slices.Clone(ops) }
+
 // Entries lists every kernel PTX defines.
 func Entries() []string {
 	var names []string
 	for _, t := range types {
 		names = append(names, MatVec(t), GetRows(t))
 	}
-	return names
+	return append(names, ops...)
 }

@@ -10,7 +10,8 @@
 //      for densely stacked experts; anything for a plain matmul). W must be 16-byte aligned
 //      and readable to the end of its last 4-byte word (every cudaMalloc allocation is):
 //      the loads rely on rows being as aligned as the type's blocks (quants.cuh).
-//   X: activations, `cols` floats per row, 16-byte aligned; Y: outputs, `rows` floats per row.
+//   X: activations, `cols` floats per row, 16-byte aligned, rounded to F16 or BF16 as they
+//      are read for weights of those types (activation); Y: outputs, `rows` floats per row.
 //   Plain (sel == NULL): Y[t·rows + r] = Σ_c W[r][c]·X[t·cols + c] for tokens t < n.
 //   Grouped (sel != NULL): n groups; group g covers the pairs p = sel[gstart[g] ..
 //      gstart[g+1]), all with expert gexpert[g]: Y[p·rows + r] = Σ_c W_e[r][c]·X[x·cols + c]
@@ -61,6 +62,23 @@ __device__ __forceinline__ void member(const int* sel, i64 i, i64 k, i64 xPerSlo
     }
 }
 
+// activation is a value of X as ggml's dot product with a weight of type T sees it: rounded
+// to F16 or BF16 for weights of those types (vec_dot_f16, and ggml-cuda's cuBLAS path),
+// as it is for the rest (ggml quantizes those activations to 8 bits; these kernels
+// multiply them exactly instead).
+template <class T>
+__device__ __forceinline__ float activation(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ float activation<TypeF16>(float v) {
+    return __half2float(__float2half_rn(v));
+}
+template <>
+__device__ __forceinline__ float activation<TypeBF16>(float v) {
+    return roundToBF16(v);
+}
+
 // matVecPass computes output row r for members first .. first+count-1 (count ≤ kGroup) in
 // one pass over the weight row: each chunk is dequantized once and used for all of them.
 template <class T>
@@ -91,7 +109,7 @@ __device__ __forceinline__ void matVecPass(const u8* row, i64 first, int count, 
                 // always for the block formats.
                 loadFloats<T::kBlockValues != 1>(x[j] + 16 * c, xv);
 #pragma unroll
-                for (int i = 0; i < 16; i++) acc[j] = fmaf(w[i], xv[i], acc[j]);
+                for (int i = 0; i < 16; i++) acc[j] = fmaf(w[i], activation<T>(xv[i]), acc[j]);
             }
         }
     }
@@ -102,7 +120,7 @@ __device__ __forceinline__ void matVecPass(const u8* row, i64 first, int count, 
             const float w = T::value(row, i);
 #pragma unroll
             for (int j = 0; j < kGroup; j++)
-                if (j < count) acc[j] = fmaf(w, __ldg(x[j] + i), acc[j]);
+                if (j < count) acc[j] = fmaf(w, activation<T>(__ldg(x[j] + i)), acc[j]);
         }
     }
 #pragma unroll
@@ -208,3 +226,43 @@ __device__ __forceinline__ void getRows(const u8* __restrict__ W, const int* __r
     X(mxfp4, TypeMXFP4)
 
 MOERUN_TYPES(KERNELS)
+
+// group_pairs(ids, sel, gstart, gexpert, next, n, experts, maxGroups) builds mmv's grouped
+// work list on the device from n expert ids (one per (token, slot) pair; ids outside
+// [0, experts), such as -1 for an unused slot, belong to no group): the pairs of each
+// expert in pair order in sel, cut into groups of at most kGroup; maxGroups groups are
+// written, the ones past the last real group empty (gstart = the pairs used), so that the
+// host can launch mmv with grid.y = maxGroups without reading the ids back. maxGroups must
+// be at least ceil(n / kGroup) + min(experts, n). next is scratch of experts ints. One warp:
+// blockDim = (32, 1, 1), grid (1, 1).
+extern "C" __global__ void __launch_bounds__(kWarp)
+    group_pairs(const int* ids, int* sel, int* gstart, int* gexpert, int* next, i64 n, i64 experts, i64 maxGroups) {
+    const int lane = threadIdx.x;
+    for (i64 e = lane; e < experts; e += kWarp) {
+        int count = 0;
+        for (i64 p = 0; p < n; p++) count += ids[p] == e;
+        next[e] = count;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        // Each expert's pairs start where the previous expert's end; its groups cover them.
+        i64 used = 0, g = 0;
+        for (i64 e = 0; e < experts; e++) {
+            const i64 count = next[e];
+            for (i64 s = used; s < used + count; s += kGroup) gstart[g] = int(s), gexpert[g] = int(e), g++;
+            next[e] = int(used);
+            used += count;
+        }
+        for (; g < maxGroups; g++) gstart[g] = int(used), gexpert[g] = 0;
+        gstart[maxGroups] = int(used);
+    }
+    __syncwarp();
+    for (i64 e = lane; e < experts; e += kWarp) {
+        int at = next[e];
+        for (i64 p = 0; p < n; p++)
+            if (ids[p] == e) sel[at++] = int(p);
+    }
+}
+
+// The operations between the products, on F32 values.
+#include "ops.cuh"

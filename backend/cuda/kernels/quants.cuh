@@ -64,6 +64,14 @@ __device__ __forceinline__ u32 load16bits(const u8* p) {
 
 __device__ __forceinline__ float halfBits(u32 h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
+// roundToBF16 rounds v to the nearest BF16, ties to even, as package tensor's F32ToBF16 (a
+// NaN stays a NaN, made quiet).
+__device__ __forceinline__ float roundToBF16(float v) {
+    const u32 b = __float_as_uint(v);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return __uint_as_float((b | 0x00400000u) & 0xFFFF0000u);
+    return __uint_as_float((b + 0x7FFFu + ((b >> 16) & 1)) & 0xFFFF0000u);
+}
+
 // byteValue returns byte I of w minus bias, exactly, without the slow integer-to-float
 // conversion: the byte becomes the low mantissa bits of 2^23 (0x4B0000bb), and one
 // subtraction of 2^23 + bias leaves bb - bias. The bias is a small integer, so the constant

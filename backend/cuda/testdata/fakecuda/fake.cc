@@ -95,6 +95,29 @@ int cuMemcpyDtoH_v2(void* dst, DevPtr src, size_t n) {
     memcpy(dst, (const void*)src, n);
     return 0;
 }
+// One stream, the default one: every copy and launch runs at once, in order, so a stream
+// has nothing to wait for.
+int dummyStream;
+int cuStreamCreate(void** s, unsigned) { *s = &dummyStream; return 0; }
+int cuStreamDestroy_v2(void*) { return 0; }
+int cuStreamSynchronize(void*) { return 0; }
+int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t n, void*) { return cuMemcpyHtoD_v2(dst, src, n); }
+int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t n, void*) { return cuMemcpyDtoH_v2(dst, src, n); }
+int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t n, void*) {
+    if (!inside(dst, n) || !inside(src, n)) return 1;
+    memmove((void*)dst, (const void*)src, n);
+    return 0;
+}
+int cuMemsetD32Async(DevPtr dst, unsigned v, size_t n, void*) {
+    if (!inside(dst, 4 * n)) return 1;
+    for (size_t i = 0; i < n; i++) memcpy((char*)dst + 4 * i, &v, 4);
+    return 0;
+}
+int cuMemsetD8Async(DevPtr dst, unsigned char v, size_t n, void*) {
+    if (!inside(dst, n)) return 1;
+    memset((void*)dst, v, n);
+    return 0;
+}
 int cuModuleLoadData(void** m, const void*) { *m = &dummyModule; return 0; }
 int cuModuleUnload(void*) { return 0; }
 int cuModuleGetFunction(void** f, void*, const char* name) {
@@ -106,8 +129,8 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
                    unsigned shared, void* stream, void** kp, void** extra) {
     if (gx == 0 || gy == 0 || gz != 1 || bz != 1) return 1;  // CUDA_ERROR_INVALID_VALUE
     warp::kernel = static_cast<Func*>(f)->name;
-    // The kernels' parameters are 8 bytes each (pointers and 64-bit integers).
-    const size_t n = warp::kernel.rfind("mmv_", 0) == 0 ? 13 : 6;
+    // The kernels' parameters are 8 bytes each (pointers, 64-bit integers and doubles).
+    const size_t n = warp::entries.at(warp::kernel).params;
     warp::args.assign(n, nullptr);
     for (size_t i = 0; i < n; i++) memcpy(&warp::args[i], kp[i], sizeof(void*));
     gridDim = {gx, gy, 1};

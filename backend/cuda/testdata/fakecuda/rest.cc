@@ -77,12 +77,9 @@ int cuMemcpyAtoD_v2() { return 100; }
 int cuMemcpyAtoHAsync_v2() { return 100; }
 int cuMemcpyAtoH_v2() { return 100; }
 int cuMemcpyDtoA_v2() { return 100; }
-int cuMemcpyDtoDAsync_v2() { return 100; }
 int cuMemcpyDtoD_v2() { return 100; }
-int cuMemcpyDtoHAsync_v2() { return 100; }
 int cuMemcpyHtoAAsync_v2() { return 100; }
 int cuMemcpyHtoA_v2() { return 100; }
-int cuMemcpyHtoDAsync_v2() { return 100; }
 int cuMemcpyPeer() { return 100; }
 int cuMemcpyPeerAsync() { return 100; }
 int cuMemsetD16Async() { return 100; }
@@ -93,9 +90,7 @@ int cuMemsetD2D32Async() { return 100; }
 int cuMemsetD2D32_v2() { return 100; }
 int cuMemsetD2D8Async() { return 100; }
 int cuMemsetD2D8_v2() { return 100; }
-int cuMemsetD32Async() { return 100; }
 int cuMemsetD32_v2() { return 100; }
-int cuMemsetD8Async() { return 100; }
 int cuMemsetD8_v2() { return 100; }
 int cuModuleGetGlobal_v2() { return 100; }
 int cuModuleGetSurfRef() { return 100; }
@@ -108,13 +103,10 @@ int cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags() { return 100; }
 int cuPointerGetAttribute() { return 100; }
 int cuPointerSetAttribute() { return 100; }
 int cuStreamAttachMemAsync() { return 100; }
-int cuStreamCreate() { return 100; }
 int cuStreamCreateWithPriority() { return 100; }
-int cuStreamDestroy_v2() { return 100; }
 int cuStreamGetFlags() { return 100; }
 int cuStreamGetPriority() { return 100; }
 int cuStreamQuery() { return 100; }
-int cuStreamSynchronize() { return 100; }
 int cuStreamWaitEvent() { return 100; }
 int cuStreamWaitValue32() { return 100; }
 int cuStreamWriteValue32() { return 100; }

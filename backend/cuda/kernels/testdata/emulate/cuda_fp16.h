@@ -47,11 +47,17 @@ inline T __ldg(const T* p) {
 }
 
 inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 inline float __int_as_float(int i) {
     float f;
     memcpy(&f, &i, 4);
     return f;
+}
+inline unsigned int __float_as_uint(float f) {
+    unsigned int i;
+    memcpy(&i, &f, 4);
+    return i;
 }
 inline float __uint_as_float(unsigned int i) {
     float f;
@@ -82,6 +88,7 @@ struct __half {
     unsigned short bits;
 };
 inline __half __ushort_as_half(unsigned short b) { return {b}; }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
 
 // __half2float widens IEEE binary16 exactly, NaN payloads kept.
 inline float __half2float(__half h) {
@@ -92,4 +99,28 @@ inline float __half2float(__half h) {
     return sign ? -v : v;
 }
 
+// __float2half_rn rounds to the nearest binary16, ties to even (cvt.rn.f16.f32): overflow
+// gives infinity, values below half the smallest subnormal zero; a NaN stays a NaN.
+inline __half __float2half_rn(float f) {
+    const unsigned int b = __float_as_uint(f), mant = b & 0x7FFFFF;
+    const unsigned short sign = (b >> 16) & 0x8000;
+    const int exp = (b >> 23) & 0xFF, e = exp - 127 + 15;
+    if (exp == 0xFF) return {(unsigned short)(sign | (mant ? 0x7E00 : 0x7C00))};
+    if (e >= 0x1F) return {(unsigned short)(sign | 0x7C00)};
+    if (e < -10) return {sign};
+    // The binary16 bits before rounding (a normal's exponent and mantissa, or a
+    // subnormal's shifted significand) and the bits shifted out.
+    unsigned int shift, h;
+    if (e > 0) {
+        shift = 13, h = unsigned(e) << 10 | mant >> 13;
+    } else {
+        shift = unsigned(14 - e), h = (mant | 0x800000) >> shift;
+    }
+    const unsigned int rest = (mant | (e > 0 ? 0 : 0x800000)) & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1))) h++;  // a carry may raise the exponent, up to infinity
+    return {(unsigned short)(sign | h)};
+}
+
 float __shfl_xor_sync(unsigned int mask, float v, int laneMask);
+void __syncwarp(unsigned int mask = 0xFFFFFFFFu);
+double __shfl_xor_sync(unsigned int mask, double v, int laneMask);

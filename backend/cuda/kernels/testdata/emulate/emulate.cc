@@ -2,7 +2,7 @@
 // on stdin:
 //
 //	launch <kernel> <grid.x> <grid.y> <block.x> <block.y> <output file> <output floats>
-//	buf <file> | i64 <value> | null | out      (one line per kernel parameter)
+//	buf <file> | i64 <value> | f64 <value> | null | out      (one line per kernel parameter)
 //	end
 //
 // loads each buffer into a 16-byte aligned allocation, fills the output with NaN, runs
@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -93,6 +94,12 @@ int main() {
             } else if (kind == "i64") {
                 if (scanf("%lld", &v) != 1) fail("bad script");
                 warp::args.push_back((void*)v);
+            } else if (kind == "f64") {
+                double d;
+                if (scanf("%lf", &d) != 1) fail("bad script");
+                void* bits;
+                memcpy(&bits, &d, sizeof d);
+                warp::args.push_back(bits);
             } else if (kind == "null") {
                 warp::args.push_back(nullptr);
             } else {

@@ -1,8 +1,8 @@
 // A CUDA warp's 32 lanes as fibers on the CPU, and a launch of moerun's kernels on them:
 // shared by the emulator (emulate.cc, TestEmulated) and the fake libcuda
 // (backend/cuda/testdata/fakecuda). Include it after the kernels (matvec.cu); the includer
-// sets warp::kernel and warp::args (each argument's value: a pointer, or an integer in a
-// pointer's bytes) and calls warp::run for every warp of every block.
+// sets warp::kernel and warp::args (each argument's value: a pointer, or an integer or a
+// double in a pointer's bytes) and calls warp::run for every warp of every block.
 //
 // A shuffle switches to the next lane twice (once all lanes have written their value, once
 // all have read it), so the lanes of a warp advance together as on the GPU. A fiber starts
@@ -14,8 +14,11 @@
 #include <setjmp.h>
 #include <ucontext.h>
 
+#include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace warp {
@@ -27,7 +30,7 @@ inline ucontext_t starter, laneStarts[kLanes];
 inline jmp_buf scheduler, lanes[kLanes];
 inline int current, base;  // the running lane; the block's thread index of lane 0
 inline bool finished[kLanes];
-inline float shuffled[kLanes];
+inline double shuffled[kLanes];
 
 inline std::string kernel;
 inline std::vector<void*> args;
@@ -50,26 +53,43 @@ inline void next() {
     enter(from);
 }
 
-typedef void (*MatVecFn)(const u8*, const float*, float*, const int*, const int*, const int*, i64, i64, i64, i64,
-                         i64, i64, i64);
-typedef void (*GetRowsFn)(const u8*, const int*, float*, i64, i64, i64);
+// An entry point: its parameter count and a call that unpacks the launch's arguments (each
+// 8 bytes: a pointer, a 64-bit integer or a double, as the kernels declare them) into it.
+struct Entry {
+    size_t params;
+    void (*call)(void* const* args);
+};
 
-#define MOERUN_WARP_ENTRY(name, T) {"mmv_" #name, (void*)mmv_##name}, {"getrows_" #name, (void*)getrows_##name},
-inline const std::map<std::string, void*> entries = {MOERUN_TYPES(MOERUN_WARP_ENTRY)};
+template <class T>
+inline T param(void* a) {
+    if constexpr (std::is_same_v<T, double>) {
+        double d;
+        memcpy(&d, &a, sizeof d);
+        return d;
+    } else {
+        return (T)(a);
+    }
+}
+
+template <auto F, class... A, size_t... I>
+inline void callWith(void* const* a, std::index_sequence<I...>) {
+    F(param<A>(a[I])...);
+}
+
+template <auto F, class... A>
+inline Entry entryOf(void (*)(A...)) {
+    return {sizeof...(A), [](void* const* a) { callWith<F, A...>(a, std::index_sequence_for<A...>{}); }};
+}
+
+#define MOERUN_WARP_ENTRY(name) {#name, entryOf<name>(name)},
+#define MOERUN_WARP_TYPE_ENTRIES(name, T) MOERUN_WARP_ENTRY(mmv_##name) MOERUN_WARP_ENTRY(getrows_##name)
+inline const std::map<std::string, Entry> entries = {MOERUN_TYPES(MOERUN_WARP_TYPE_ENTRIES) MOERUN_OPS(MOERUN_WARP_ENTRY)};
 
 // runLane is a lane's fiber: it records where to resume it and returns to run, which starts
 // all lanes before running any.
 inline void runLane() {
     if (_setjmp(lanes[current]) == 0) swapcontext(&laneStarts[current], &starter);
-    void* const* a = args.data();
-    if (kernel.rfind("mmv_", 0) == 0) {
-        ((MatVecFn)entries.at(kernel))((const u8*)a[0], (const float*)a[1], (float*)a[2], (const int*)a[3],
-                                       (const int*)a[4], (const int*)a[5], (i64)a[6], (i64)a[7], (i64)a[8],
-                                       (i64)a[9], (i64)a[10], (i64)a[11], (i64)a[12]);
-    } else {
-        ((GetRowsFn)entries.at(kernel))((const u8*)a[0], (const int*)a[1], (float*)a[2], (i64)a[3], (i64)a[4],
-                                        (i64)a[5]);
-    }
+    entries.at(kernel).call(args.data());
     finished[current] = true;
     // Park: a finished lane still takes its turn, so the others' shuffles keep their count
     // (the kernels retire whole warps, so no lane shuffles after another has finished).
@@ -100,10 +120,18 @@ inline void run(int warpBase) {
 
 }  // namespace warp
 
-inline float __shfl_xor_sync(unsigned int, float v, int laneMask) {
+// __syncwarp is a barrier: every lane takes its turn once before any continues.
+inline void __syncwarp(unsigned int) { warp::next(); }
+
+// A float widens to double exactly and back, so one exchange serves both types.
+inline double __shfl_xor_sync(unsigned int, double v, int laneMask) {
     warp::shuffled[warp::current] = v;
     warp::next();  // every lane has written
-    const float r = warp::shuffled[warp::current ^ laneMask];
+    const double r = warp::shuffled[warp::current ^ laneMask];
     warp::next();  // every lane has read
     return r;
+}
+
+inline float __shfl_xor_sync(unsigned int mask, float v, int laneMask) {
+    return float(__shfl_xor_sync(mask, double(v), laneMask));
 }
