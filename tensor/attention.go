@@ -234,22 +234,29 @@ func (j *attnJob) rows() int {
 	return j.kvLen
 }
 
-// checkRing makes sure a ring cache holds every position the batch's queries see: they
-// must lie within Cells consecutive positions, or some would share a row.
+// checkRing makes sure a ring cache holds every position the batch's queries see.
 func (j *attnJob) checkRing() error {
-	if j.k.Cells == 0 || j.kvLen <= j.k.Cells || len(j.pos) == 0 {
+	return CheckRing(j.pos, j.kvLen, j.params.Window, j.k.Cells)
+}
+
+// CheckRing makes sure a ring cache of cells rows (0: not a ring) holds every position the
+// queries at pos see among the first kvLen, with a sliding window of window positions (0:
+// none): they must lie within cells consecutive positions, or some would share a row. Every
+// backend's attention checks it.
+func CheckRing(pos []int32, kvLen, window, cells int) error {
+	if cells == 0 || kvLen <= cells || len(pos) == 0 {
 		return nil
 	}
 	first, last := math.MaxInt, -1
-	for t := range j.pos {
-		f, l := j.visible(t)
+	for _, p := range pos {
+		f, l := visibleRange(int(p), kvLen, window)
 		if f <= l {
 			first, last = min(first, f), max(last, l)
 		}
 	}
-	if last >= 0 && last-first+1 > j.k.Cells {
+	if last >= 0 && last-first+1 > cells {
 		return fmt.Errorf("attention: the queries see positions %d to %d, more than the ring cache's %d cells hold (window %d)",
-			first, last, j.k.Cells, j.params.Window)
+			first, last, cells, window)
 	}
 	return nil
 }
@@ -384,9 +391,15 @@ func (j *attnJob) unit(w, u int) {
 // visible is the range of positions query token t sees: causal, and inside the window if
 // any.
 func (j *attnJob) visible(t int) (first, last int) {
-	first, last = 0, min(int(j.pos[t]), j.kvLen-1)
-	if j.params.Window > 0 {
-		first = max(first, int(j.pos[t])-j.params.Window+1)
+	return visibleRange(int(j.pos[t]), j.kvLen, j.params.Window)
+}
+
+// visibleRange is the positions a query at pos sees among the first kvLen, with a sliding
+// window of window positions (0: none).
+func visibleRange(pos, kvLen, window int) (first, last int) {
+	first, last = 0, min(pos, kvLen-1)
+	if window > 0 {
+		first = max(first, pos-window+1)
 	}
 	return first, last
 }

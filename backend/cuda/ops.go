@@ -659,15 +659,20 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 	dk, dv := q.Cols, dst.Cols
 	kType, kOK := kernels.AttentionCache(k.Type)
 	vType, vOK := kernels.AttentionCache(v.Type)
-	if dk <= 0 || dv <= 0 || k.Cols%dk != 0 || v.Cols%dv != 0 || kvLen < 0 || kvLen > k.Rows || kvLen > v.Rows || p.Window < 0 {
+	if dk <= 0 || dv <= 0 || k.Cols%dk != 0 || v.Cols%dv != 0 || kvLen < 0 || k.Rows <= 0 || v.Rows != k.Rows || p.Window < 0 {
 		return fmt.Errorf("%s: attention: queries %s into %s over caches %s and %s, %d positions", b.dev.Name, q, dst, k, v, kvLen)
+	}
+	// A cache of fewer rows than positions is a ring (position j at row j mod its rows).
+	if err := tensor.CheckRing(pos, kvLen, p.Window, k.Rows); err != nil {
+		return fmt.Errorf("%s: %w", b.dev.Name, err)
 	}
 	kvHeads := k.Cols / dk
 	if heads <= 0 || heads%kvHeads != 0 || v.Cols/dv != kvHeads || q.Rows != len(pos)*heads || dst.Rows != q.Rows {
 		return fmt.Errorf("%s: attention: %d query heads of %d tokens (%s) over %d K heads and %d V heads", b.dev.Name, heads, len(pos), q, kvHeads, v.Cols/dv)
 	}
 	if !kOK || !vOK || dk > kernels.AttentionMaxDim || dv > kernels.AttentionMaxDim {
-		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, kvLen), v.Slice(0, kvLen), sinks}, func(out, in []backend.Tensor) error {
+		held := min(kvLen, k.Rows)
+		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, held), v.Slice(0, held), sinks}, func(out, in []backend.Tensor) error {
 			return b.host.Attention(out[0], in[0], heads, pos, in[1], in[2], in[3], kvLen, p)
 		})
 	}
@@ -709,7 +714,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 		}
 		return b.launchWarpRows(kernels.AttentionF32, q.Rows, uint64(d), uint64(qp), uint64(kp), uint64(vp), uint64(sp),
 			uint64(b.route.ptr), uint64(heads), uint64(kvHeads), uint64(dk), uint64(dv), kType, vType, uint64(kvLen),
-			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)), ggml)
+			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)), ggml, uint64(k.Rows))
 	})
 }
 

@@ -39,12 +39,13 @@
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
 // attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
-//   kPosStride, vPosStride, scale, window, tokens, ggml): flash attention, a warp per (token,
-//   query head): query row t·heads + h (dk floats, contiguous) over the cache positions token t
-//   sees (j ≤ pos[t], j < kvLen, pos[t] − j < window unless window is 0) of KV head
-//   h / (heads / kvHeads); the caches hold per position kvHeads rows of dk (K) or dv (V)
-//   values of type kType or vType (kCacheF32, kCacheF16, kCacheQ8_0), positions kPosStride
-//   or vPosStride bytes apart, heads one row's bytes apart. The softmax runs online over the
+//   kPosStride, vPosStride, scale, window, tokens, ggml, cells): flash attention, a
+//   warp per (token, query head): query row t·heads + h (dk floats, contiguous) over the cache
+//   positions token t sees (j ≤ pos[t], j < kvLen, pos[t] − j < window unless window is 0),
+//   in position order, of KV head h / (heads / kvHeads); the caches hold per position kvHeads
+//   rows of dk (K) or dv (V) values of type kType or vType (kCacheF32, kCacheF16, kCacheQ8_0),
+//   positions kPosStride or vPosStride bytes apart, heads one row's bytes apart; position j
+//   is at row j mod cells of both, a sliding window's ring cache (tensor.KV.Cells). The softmax runs online over the
 //   positions as tensor's kernels do (float32 scores and sums, fused steps); a sink logit per
 //   head (sinks, or null) joins its denominator after them. dst row t·heads + h gets dv
 //   floats. ggml != 0 takes ggml-cpu's per-row numerics (tensor.AttnGGML below its tiled
@@ -311,7 +312,7 @@ __device__ __forceinline__ float q8Dot(const float (&qv)[kAttnPerLane], const fl
 extern "C" __global__ void __launch_bounds__(kOpThreads)
     attention_f32(float* dst, const float* q, const u8* k, const u8* v, const float* sinks, const int* pos, i64 heads,
                   i64 kvHeads, i64 dk, i64 dv, i64 kType, i64 vType, i64 kvLen, i64 kPosStride, i64 vPosStride,
-                  double scale, i64 window, i64 tokens, i64 ggml) {
+                  double scale, i64 window, i64 tokens, i64 ggml, i64 cells) {
     const int lane = threadIdx.x % 32;
     const float s = float(scale);
     const i64 rows = tokens * heads, group = heads / kvHeads;
@@ -332,8 +333,8 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
         const i64 first = window > 0 ? max(i64(0), p - window + 1) : 0, last = min(p, kvLen - 1);
         float m = -INFINITY, sum = 0.0f;
         for (i64 j = first; j <= last; j++) {
-            const u8* krow = k + j * kPosStride + g * kHeadBytes;
-            const u8* vrow = v + j * vPosStride + g * vHeadBytes;
+            const u8* krow = k + (j % cells) * kPosStride + g * kHeadBytes;
+            const u8* vrow = v + (j % cells) * vPosStride + g * vHeadBytes;
             float dot;
             if (q8) {
                 dot = q8Dot(qv, scales, krow, dk);
