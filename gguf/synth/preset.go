@@ -127,7 +127,7 @@ var presets = []Preset{
 		Source: "moonshotai/Kimi-K2-Instruct config.json (DeepseekV3ForCausalLM, converted by conversion/deepseek.py): DeepSeek-V3's " +
 			"attention and expert widths with 64 heads, 384 experts of 2048 with 8 routed and 1 shared, one leading dense layer, " +
 			"n_group 1, sigmoid scoring, routed_scaling_factor 2.827, vocabulary 163840, rope_theta 50000 with YaRN factor 32 over " +
-			"4096 (beta_fast 1, beta_slow 1, mscale_all_dim 1), num_nextn_predict_layers 0. K2-Instruct-0905 and K2-Thinking have " +
+			"4096 (beta_fast 1, beta_slow 1, mscale_all_dim 1; rms_norm_eps 1e-6 unchecked), num_nextn_predict_layers 0. K2-Instruct-0905 and K2-Thinking have " +
 			"the same shapes with a 262144 context (Thinking's experts are published in INT4; GGUFs of it are converted from BF16)",
 		Config: Config{
 			Arch: "deepseek2", Layers: 61, Embd: 7168, Vocab: 163840, Context: 131072,
