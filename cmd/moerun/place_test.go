@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/gguf/synth"
 	"github.com/moerun/moerun/placement/placetest"
 )
 
@@ -442,6 +443,36 @@ func TestNewUserHints(t *testing.T) {
 		code, _, errOut := moerun(t, args...)
 		if code != 2 || !strings.Contains(errOut, "--preset NAME") || !strings.Contains(errOut, "moerun synth") {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+}
+
+// place --preset takes every built-in layout with llama.cpp's usual hybrid flags: the
+// routed experts stay in RAM, everything else but the input embedding goes to the GPU, and
+// the NextN/MTP blocks are not loaded, as llama.cpp does without MTP decoding.
+func TestPlaceEveryPreset(t *testing.T) {
+	for _, p := range synth.Presets() {
+		m, err := synth.Build(p.Name, synth.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := placeJSON(t, "--preset", p.Name, "--gpu", "4TiB", "--ram", "4TiB", "-ngl", "99", "-ot", "exps=CPU", "-c", "4096")
+		devices := doc.tensorDevices()
+		if len(devices) != len(m.Tensors) {
+			t.Errorf("%s: place lists %d tensors, the layout has %d", p.Name, len(devices), len(m.Tensors))
+		}
+		for _, ts := range m.Tensors {
+			want := "CUDA0"
+			layer, inBlock := gguf.LayerOf(ts.Name)
+			switch {
+			case inBlock && layer >= p.Layers:
+				want = "" // NextN/MTP block: not loaded
+			case strings.Contains(ts.Name, "_exps."), ts.Name == "token_embd.weight":
+				want = "CPU"
+			}
+			if got, ok := devices[ts.Name]; !ok || got != want {
+				t.Errorf("%s: %s on %q, want %q", p.Name, ts.Name, got, want)
+			}
 		}
 	}
 }

@@ -184,7 +184,8 @@ func baseKeys(c *Config, kv *kvList, gating bool) {
 	}
 	groupKeys(c, kv)
 	if gating {
-		kv.u32("expert_gating_func", int(c.GatingFunc))
+		// Written when the config names a scoring function (GLM-4.7-Flash's has none).
+		kv.u32If("expert_gating_func", int(c.GatingFunc))
 	}
 	// A config with head_dim gets key and value lengths here; MLA models write their own.
 	if c.HeadDim != 0 && c.KVLoraRank == 0 {
@@ -360,6 +361,9 @@ func deepseek2Keys(c *Config, kv *kvList) {
 	if c.Yarn != nil {
 		kv.f32If("rope.scaling.yarn_log_multiplier", c.Yarn.LogMul)
 	}
+	// Glm4MoeLiteModel (conversion/glm.py) keeps GLM-4.7-Flash's MTP block and says so
+	// after the DeepSeek keys; DeepSeek-V3's converter drops its MTP layer.
+	kv.u32If("nextn_predict_layers", c.NextN)
 }
 
 func groupKeys(c *Config, kv *kvList) {
@@ -397,6 +401,10 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 		}
 		routedExperts(c, t, i, c.ExpertFF)
 		sharedExpert(c, t, i, c.ExpertFF*c.SharedCount)
+		if i >= c.Layers {
+			// GLM-4.7-Flash's MTP block has its own embedding and head, as GLM-4.5's.
+			nextnHead(c, t, i, true)
+		}
 	}
 	outputHead(c, t)
 }

@@ -122,6 +122,24 @@ var presets = []Preset{
 		},
 	},
 	{
+		Name: "kimi-k2", Aliases: []string{"kimi-k2-instruct", "kimi-k2-instruct-0905", "kimi-k2-thinking"},
+		Title: "Kimi-K2 (1T-A32B)", Family: "kimi-k2",
+		Source: "moonshotai/Kimi-K2-Instruct config.json (DeepseekV3ForCausalLM, converted by conversion/deepseek.py): DeepSeek-V3's " +
+			"attention and expert widths with 64 heads, 384 experts of 2048 with 8 routed and 1 shared, one leading dense layer, " +
+			"n_group 1, sigmoid scoring, routed_scaling_factor 2.827, vocabulary 163840, rope_theta 50000 with YaRN factor 32 over " +
+			"4096 (beta_fast 1, beta_slow 1, mscale_all_dim 1; rms_norm_eps 1e-6 unchecked), num_nextn_predict_layers 0. K2-Instruct-0905 and K2-Thinking have " +
+			"the same shapes with a 262144 context (Thinking's experts are published in INT4; GGUFs of it are converted from BF16)",
+		Config: Config{
+			Arch: "deepseek2", Layers: 61, Embd: 7168, Vocab: 163840, Context: 131072,
+			Heads: 64, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
+			QLoraRank: 1536, KVLoraRank: 512,
+			FF: 18432, Experts: 384, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 1,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, GatingFunc: 2, WeightsScale: 2.827, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-6, RopeBase: 50000,
+			Yarn: &Yarn{Factor: 32, OrigContext: 4096, BetaFast: 1, BetaSlow: 1, LogMul: 0.1},
+		},
+	},
+	{
 		Name: "deepseek-v2-lite", Title: "DeepSeek-V2-Lite (16B)", Family: "deepseek-llm",
 		Source: "deepseek-ai/DeepSeek-V2-Lite config.json (q_lora_rank null, scoring_func softmax, n_group 1, mscale_all_dim 0.707)",
 		Config: Config{
@@ -198,9 +216,40 @@ var presets = []Preset{
 		},
 	},
 	{
+		Name: "glm-4.7-flash", Title: "GLM-4.7-Flash (30B-A3B)", Family: "glm4",
+		Source: "zai-org/GLM-4.7-Flash config.json (Glm4MoeLiteForCausalLM, converted as deepseek2 by conversion/glm.py): 47 layers, " +
+			"hidden 2048, dense FFN 10240 in the first layer, 20 heads with q_lora_rank 768, kv_lora_rank 512, qk_nope 192 + qk_rope 64, " +
+			"v_head_dim 256; 64 experts of 1536 with 4 routed and 1 shared, noaux_tc routing with e_score_correction_bias, " +
+			"routed_scaling_factor 1.8, norm_topk_prob; vocabulary 154880, untied output, rope_theta 1e6 without scaling. The config " +
+			"names no scoring function, so no expert_gating_func is written (llama.cpp picks sigmoid for this layout); " +
+			"num_nextn_predict_layers 1: the converter keeps the MTP block, with its own embedding and head, as blk.47",
+		Config: Config{
+			Arch: "deepseek2", Layers: 47, NextN: 1, Embd: 2048, Vocab: 154880, Context: 202752,
+			Heads: 20, HeadsKV: 1, HeadDim: 256, VHeadDim: 256, RopeDim: 64,
+			QLoraRank: 768, KVLoraRank: 512,
+			FF: 10240, Experts: 64, ExpertsUsed: 4, ExpertFF: 1536, SharedCount: 1, LeadingDense: 1,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, WeightsScale: 1.8, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-5, RopeBase: 1e6,
+		},
+	},
+	{
 		Name: "qwen3.5-35b-a3b", Title: "Qwen3.5-35B-A3B", Family: "qwen2",
 		Source: "Qwen/Qwen3.5-35B-A3B config.json text_config (checked against THUDM/slime " +
 			"scripts/models/qwen3.5-35B-A3B.sh); mtp_num_hidden_layers 1: the current converter appends the MTP block as blk.40",
+		Config: Config{
+			Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
+			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+			Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
+			RMSEps: 1e-6, RopeBase: 1e7,
+			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+		},
+	},
+	{
+		Name: "qwen3.6-35b-a3b", Title: "Qwen3.6-35B-A3B", Family: "qwen2",
+		Source: "Qwen/Qwen3.6-35B-A3B config.json text_config (qwen3_5_moe_text, the Qwen3.5-MoE code): the same shapes as " +
+			"Qwen3.5-35B-A3B — 40 layers (30 Gated DeltaNet + 10 gated attention), hidden 2048, 16 heads over 2 KV heads of 256 " +
+			"with 64 rotary dims, 256 experts of 512 with 8 routed and a 512-wide shared expert, linear attention 16 key heads and " +
+			"32 value heads of 128, vocabulary 248320, context 262144; mtp_num_hidden_layers 1 (blk.40)",
 		Config: Config{
 			Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
 			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,

@@ -161,6 +161,38 @@ func TestPresetShapes(t *testing.T) {
 			"blk.60.ffn_gate_shexp.weight": {7168, 2048},
 			"blk.60.ffn_down_shexp.weight": {2048, 7168},
 		}},
+		// GLM-4.7-Flash (shapes as its safetensors index lists them, transposed): one dense
+		// block of 13, 46 MoE blocks of 18, the MTP block of 18 + 6.
+		{"glm-4.7-flash:f16", 3 + 13 + 46*18 + 24, map[string][]int64{
+			"blk.0.attn_q_a.weight":                {2048, 768},
+			"blk.0.attn_q_b.weight":                {768, 5120},
+			"blk.0.attn_kv_a_mqa.weight":           {2048, 576},
+			"blk.0.attn_k_b.weight":                {192, 512, 20},
+			"blk.0.attn_v_b.weight":                {512, 256, 20},
+			"blk.0.attn_output.weight":             {5120, 2048},
+			"blk.0.ffn_gate.weight":                {2048, 10240},
+			"blk.1.ffn_gate_inp.weight":            {2048, 64},
+			"blk.1.exp_probs_b.bias":               {64},
+			"blk.1.ffn_down_exps.weight":           {1536, 2048, 64},
+			"blk.46.ffn_gate_shexp.weight":         {2048, 1536},
+			"blk.47.ffn_up_exps.weight":            {2048, 1536, 64},
+			"blk.47.nextn.eh_proj.weight":          {4096, 2048},
+			"blk.47.nextn.embed_tokens.weight":     {2048, 154880},
+			"blk.47.nextn.shared_head_head.weight": {2048, 154880},
+			"blk.47.nextn.shared_head_norm.weight": {2048},
+		}},
+		// Kimi-K2: DeepSeek-V3's widths with 64 heads and 384 experts, one dense block.
+		{"kimi-k2:f16", 3 + 13 + 60*18, map[string][]int64{
+			"token_embd.weight":            {7168, 163840},
+			"blk.0.attn_q_b.weight":        {1536, 12288},
+			"blk.0.attn_k_b.weight":        {128, 512, 64},
+			"blk.0.attn_v_b.weight":        {512, 128, 64},
+			"blk.0.attn_output.weight":     {8192, 7168},
+			"blk.0.ffn_down.weight":        {18432, 7168},
+			"blk.1.ffn_gate_inp.weight":    {7168, 384},
+			"blk.60.ffn_down_exps.weight":  {2048, 7168, 384},
+			"blk.60.ffn_gate_shexp.weight": {7168, 2048},
+		}},
 		// Lite: plain attn_q, one dense block of 11 tensors, 26 MoE blocks of 15 (no exp_probs_b).
 		{"deepseek-v2-lite:f16", 3 + 11 + 26*15, map[string][]int64{
 			"blk.0.attn_q.weight":         {2048, 3072},
@@ -531,4 +563,50 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("%s: %d parameters, %d active", spec, total, active)
 		}
 	})
+}
+
+// The DeepSeek converter writes expert_gating_func only when the config names a scoring
+// function (GLM-4.7-Flash's does not: llama.cpp then picks sigmoid by its layer count and
+// vocabulary), and Glm4MoeLiteModel counts the MTP block in block_count and
+// nextn_predict_layers; DeepSeek-V3's converter drops its MTP layer.
+func TestDeepseek2Metadata(t *testing.T) {
+	cases := []struct {
+		spec          string
+		blocks, nextn int64 // nextn -1: key absent
+		gating        int64 // -1: key absent
+		vocab, dense  int64
+	}{
+		{"glm-4.7-flash:q4_k_m", 48, 1, -1, 154880, 1},
+		{"kimi-k2:q4_k_m", 61, -1, 2, 163840, 1},
+		{"deepseek-v3:q4_k_m", 61, -1, 2, 129280, 3},
+	}
+	for _, tc := range cases {
+		m, err := Build(tc.spec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := m.Metadata
+		get := func(key string) int64 {
+			if !md.Has(key) {
+				return -1
+			}
+			v, err := md.Int(key)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", tc.spec, key, err)
+			}
+			return v
+		}
+		for _, k := range []struct {
+			key  string
+			want int64
+		}{
+			{"deepseek2.block_count", tc.blocks}, {"deepseek2.nextn_predict_layers", tc.nextn},
+			{"deepseek2.expert_gating_func", tc.gating}, {"deepseek2.vocab_size", tc.vocab},
+			{"deepseek2.leading_dense_block_count", tc.dense},
+		} {
+			if got := get(k.key); got != k.want {
+				t.Errorf("%s: %s = %d, want %d (-1: absent)", tc.spec, k.key, got, k.want)
+			}
+		}
+	}
 }
