@@ -133,8 +133,10 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "-m", tinyQwen, "-n", "0"}, "-n 0"},
 		{[]string{"serve", "-m", tinyQwen, "--seed", "4294967295"}, "-s 4294967295"},
 		{[]string{"serve", "-m", tinyQwen, "--temp", "0.5", "--min-p", "2"}, "min-p"},
-		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{% if %}"}, "the chat template given"},
-		{[]string{"serve", "-m", tinyQwen, "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
+		// Templates are checked after serve listens (as llama-server, a taken port fails at
+		// once): any free port, so that another test's server on 8080 changes nothing.
+		{[]string{"serve", "-m", tinyQwen, "--port", "0", "--chat-template", "{% if %}"}, "the chat template given"},
+		{[]string{"serve", "-m", tinyQwen, "--port", "0", "--chat-template", "{{ raise_exception('no users') }}"}, "no users"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template", "chatml", "--chat-template-file", tinyQwen}, "keep one"},
 		{[]string{"serve", "-m", tinyQwen, "--chat-template-kwargs", "[true]"}, "--chat-template-kwargs"},
 		{[]string{"serve", "-m", tinyQwen, "--reasoning-budget", "-2"}, "--reasoning-budget -2"},
