@@ -433,6 +433,21 @@ func (f *anthropicFormat) events(p parsed) []sseEvent {
 		f.blocks++
 		f.calls++
 	}
+	for _, part := range p.parts {
+		switch {
+		case part.first:
+			ev = append(ev, f.closeBlock()...)
+			ev = append(ev, sseEvent{"content_block_start", map[string]any{"type": "content_block_start", "index": f.blocks,
+				"content_block": map[string]any{"type": "tool_use", "id": part.id, "name": part.name, "input": map[string]any{}}}})
+			f.open = "tool_use"
+			f.calls++
+		case part.last:
+			ev = append(ev, f.closeBlock()...)
+		default:
+			ev = append(ev, sseEvent{"content_block_delta", map[string]any{"type": "content_block_delta", "index": f.blocks,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": part.args}}})
+		}
+	}
 	return ev
 }
 

@@ -83,10 +83,12 @@ type toolCall struct {
 	} `json:"function"`
 }
 
-// parsed is what a piece of generated text holds once split.
+// parsed is what a piece of generated text holds once split: whole tool calls, or (when the
+// parser streams calls) the parts of calls being written.
 type parsed struct {
 	reasoning, content string
 	calls              []toolCall
+	parts              []callPart
 }
 
 // append adds the parts of q, which followed p in the text.
@@ -94,13 +96,17 @@ func (p *parsed) append(q parsed) {
 	p.reasoning += q.reasoning
 	p.content += q.content
 	p.calls = append(p.calls, q.calls...)
+	p.parts = append(p.parts, q.parts...)
 }
 
-func (p *parsed) empty() bool { return p.reasoning == "" && p.content == "" && len(p.calls) == 0 }
+func (p *parsed) empty() bool {
+	return p.reasoning == "" && p.content == "" && len(p.calls) == 0 && len(p.parts) == 0
+}
 
 // chatParser splits generated text, as it arrives, into reasoning, content and tool calls.
 // Text that may be the start of a tag is held back until the next piece decides it; a
-// tool call is handed over whole once its closing tag arrives. Whitespace that follows a
+// tool call is handed over whole once its closing tag arrives, or with streaming set in
+// parts as it is written (see streamedCall). Whitespace that follows a
 // closing tag is dropped, as llama.cpp trims the parts.
 type chatParser struct {
 	syn   chatSyntax
@@ -113,6 +119,9 @@ type chatParser struct {
 	beforeCall string
 	calls      int  // tool calls found so far
 	trimNext   bool // drop the whitespace at the start of the next text
+	// streaming, when set, hands calls over in parts while they are written: only where a
+	// grammar holds the call to its syntax, so that a call begun is a call.
+	streaming *streamedCall
 }
 
 type parseMode int
@@ -173,12 +182,24 @@ func (p *chatParser) add(text string) parsed {
 			call := p.call.String()
 			at := strings.Index(call, p.syn.callClose)
 			if at < 0 {
+				if p.streaming != nil {
+					// Hold back what may begin the closing tag.
+					body := call[:len(call)-partialTagLen(call, []string{p.syn.callClose})]
+					out.parts = append(out.parts, p.streaming.progress(body, p.syn.form, p.calls, false)...)
+				}
 				buf = ""
 				continue
 			}
 			p.call.Reset()
 			buf, p.mode = call[at+len(p.syn.callClose):], inContent
-			if c, ok := p.finishCall(call[:at]); ok {
+			var parts []callPart
+			if p.streaming != nil { // nothing if the call never opened: then it is parsed whole
+				parts = p.streaming.progress(call[:at], p.syn.form, p.calls, true)
+			}
+			if len(parts) > 0 {
+				out.parts, p.trimNext = append(out.parts, parts...), true
+				p.calls++
+			} else if c, ok := p.finishCall(call[:at]); ok {
 				out.calls, p.trimNext = append(out.calls, c), true
 			} else { // not a call after all: the text, as written
 				p.trimNext = false
@@ -197,6 +218,11 @@ func (p *chatParser) flush() parsed {
 	case inThought:
 		out.reasoning = strings.TrimRightFunc(p.held, isSpace)
 	case inCall:
+		if p.streaming != nil && p.streaming.open { // cut short (max_tokens): closed as it is
+			out.parts = p.streaming.progress(p.call.String(), p.syn.form, p.calls, true)
+			p.calls++
+			break
+		}
 		out.content = p.beforeCall + p.syn.callOpen + p.call.String()
 	default:
 		out.content = strings.TrimRightFunc(p.held, isSpace)

@@ -125,7 +125,7 @@ func TestChatTools(t *testing.T) {
 	}
 	f = &chatFormat{s: s, j: &job{tools: true}, first: true, parser: s.outputParser(&job{tools: true})}
 	var reasoning, content strings.Builder
-	var calls []toolCall
+	var calls []toolCallDelta
 	collect := func(c any) {
 		if c == nil {
 			return

@@ -128,9 +128,13 @@ func decode[T any](t testing.TB, b []byte) T {
 
 // qwen3Server is a server (not listening) with Qwen3's real chat template, whose syntax
 // has reasoning tags and Hermes tool calls.
-func qwen3Server(t *testing.T) *Server {
+func qwen3Server(t *testing.T) *Server { return templateServer(t, "qwen3") }
+
+// templateServer is a test server with the chat template of a family in
+// tokenizer/testdata/chat.
+func templateServer(t *testing.T, family string) *Server {
 	t.Helper()
-	tpl, err := os.ReadFile("../tokenizer/testdata/chat/qwen3.chat_template.jinja")
+	tpl, err := os.ReadFile("../tokenizer/testdata/chat/" + family + ".chat_template.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}

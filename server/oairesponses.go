@@ -246,6 +246,8 @@ type responsesFormat struct {
 	output  []map[string]any // the items so far, as the final response lists them
 	open    string           // "reasoning" or "message" while one streams, else ""
 	text    string           // the open item's text so far
+	// streamed is the call being streamed in parts (see callPart), the last output item.
+	streamed toolCall
 }
 
 // outputItem is a finished reasoning or message output item.
@@ -350,6 +352,26 @@ func (f *responsesFormat) events(p parsed) []sseEvent {
 			f.event("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + c.ID, "output_index": at, "arguments": c.Function.Arguments}))
 		f.output[at] = callItem(c, "completed")
 		ev = append(ev, f.event("response.output_item.done", map[string]any{"output_index": at, "item": f.output[at]}))
+	}
+	for _, part := range p.parts {
+		at := len(f.output) - 1
+		c := &f.streamed
+		switch {
+		case part.first:
+			ev = append(ev, f.closeItem()...)
+			*c = toolCall{ID: part.id}
+			c.Function.Name = part.name
+			f.output = append(f.output, callItem(*c, "in_progress"))
+			ev = append(ev, f.event("response.output_item.added", map[string]any{"output_index": at + 1, "item": callItem(*c, "in_progress")}))
+		case part.last:
+			f.output[at] = callItem(*c, "completed")
+			ev = append(ev,
+				f.event("response.function_call_arguments.done", map[string]any{"item_id": "fc_" + c.ID, "output_index": at, "arguments": c.Function.Arguments}),
+				f.event("response.output_item.done", map[string]any{"output_index": at, "item": f.output[at]}))
+		default:
+			c.Function.Arguments += part.args
+			ev = append(ev, f.event("response.function_call_arguments.delta", map[string]any{"item_id": "fc_" + c.ID, "output_index": at, "delta": part.args}))
+		}
 	}
 	return ev
 }

@@ -55,10 +55,22 @@ type chatMessage struct {
 }
 
 type chatDelta struct {
-	Role             string     `json:"role,omitempty"`
-	Content          *string    `json:"content,omitempty"`
-	ReasoningContent *string    `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// toolCallDelta is a tool call's piece in a stream's delta, as OpenAI streams calls: the
+// first piece of a call carries its id, type and name, later ones only more arguments.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type chatChoice struct {
@@ -227,19 +239,40 @@ func (f *chatFormat) delta(text string, lps []tokenLogprob) any {
 	return f.chunk(chatChoice{Delta: d, Logprobs: f.logprobs(lps)})
 }
 
-// parsedDelta is the delta of one parsed piece, nil for an empty one.
+// parsedDelta is the delta of one parsed piece, nil for one with nothing to send.
 func (f *chatFormat) parsedDelta(p parsed) *chatDelta {
-	if p.empty() {
-		return nil
+	d := &chatDelta{}
+	for _, c := range p.calls {
+		td := toolCallDelta{Index: c.Index, ID: c.ID, Type: c.Type}
+		td.Function.Name, td.Function.Arguments = c.Function.Name, c.Function.Arguments
+		d.ToolCalls = append(d.ToolCalls, td)
 	}
-	d := &chatDelta{ToolCalls: p.calls}
+	f.calls += len(p.calls)
+	for _, part := range p.parts {
+		switch {
+		case part.first:
+			td := toolCallDelta{Index: part.index, ID: part.id, Type: "function"}
+			td.Function.Name = part.name
+			d.ToolCalls = append(d.ToolCalls, td)
+			f.calls++
+		case part.args == "":
+		case len(d.ToolCalls) > 0 && d.ToolCalls[len(d.ToolCalls)-1].Index == part.index:
+			d.ToolCalls[len(d.ToolCalls)-1].Function.Arguments += part.args
+		default:
+			td := toolCallDelta{Index: part.index}
+			td.Function.Arguments = part.args
+			d.ToolCalls = append(d.ToolCalls, td)
+		}
+	}
 	if p.content != "" {
 		d.Content = &p.content
 	}
 	if p.reasoning != "" {
 		d.ReasoningContent = &p.reasoning
 	}
-	f.calls += len(p.calls)
+	if d.Content == nil && d.ReasoningContent == nil && len(d.ToolCalls) == 0 {
+		return nil
+	}
 	return d
 }
 

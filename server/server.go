@@ -199,7 +199,13 @@ func (s *Server) outputParser(j *job) outputParser {
 		return nil
 	}
 	j.preserved = s.tokensOf(syn.tags())
-	return newChatParser(syn, j.thinking, j.argTypes)
+	p := newChatParser(syn, j.thinking, j.argTypes)
+	// A stream hands calls over as they are written where their grammar makes each call
+	// begun a well-formed one and their arguments are JSON text (Hermes, DeepSeek's forms).
+	if j.stream && j.tools && j.grammar != nil && (j.forcedCall || j.trigger != "") && (syn.form == jsonForm || syn.form == deepseekForm) {
+		p.streaming = &streamedCall{}
+	}
+	return p
 }
 
 // tokensOf is the tokens whose text is one of texts (a text that is not one token is left

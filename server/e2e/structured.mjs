@@ -59,7 +59,7 @@ const parameters = {
 };
 const checkArgs = ajv.compile(parameters);
 const call = await client.chat.completions.create({
-  model, seed: 3, temperature: 1, max_tokens: 200, ...noThinking,
+  model, seed: 3, temperature: 1, max_tokens: 200, ...noThinking, cache_prompt: false,
   messages: [{ role: 'user', content: 'List the files.' }],
   tools: [{ type: 'function', function: { name: 'bash', description: 'Run a command.', parameters } }],
   tool_choice: 'required',
@@ -71,4 +71,25 @@ assert.equal(calls[0].function.name, 'bash');
 const args = JSON.parse(calls[0].function.arguments);
 assert.ok(checkArgs(args), `${calls[0].function.arguments}: ${ajv.errorsText(checkArgs.errors)}`);
 
-console.log(JSON.stringify({ ok: true, schema_valid: valid, call: calls[0].function }));
+// The same call streamed: the client's own stream helper assembles the deltas (the call's
+// arguments arrive in pieces as they are written) into the call the request above got (both
+// evaluate their whole prompt: logits from the slot's cache may round differently).
+const stream = client.chat.completions.stream({
+  model, seed: 3, temperature: 1, max_tokens: 200, ...noThinking, cache_prompt: false,
+  messages: [{ role: 'user', content: 'List the files.' }],
+  tools: [{ type: 'function', function: { name: 'bash', description: 'Run a command.', parameters } }],
+  tool_choice: 'required',
+});
+let argumentChunks = 0;
+stream.on('chunk', (chunk) => {
+  for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) if (tc.function?.arguments) argumentChunks++;
+});
+const streamed = await stream.finalChatCompletion();
+const streamedCalls = streamed.choices[0].message.tool_calls;
+assert.equal(streamed.choices[0].finish_reason, 'tool_calls');
+assert.equal(streamedCalls.length, 1);
+assert.equal(streamedCalls[0].function.name, 'bash');
+assert.equal(streamedCalls[0].function.arguments, calls[0].function.arguments);
+assert.ok(argumentChunks > 1, `the arguments came in ${argumentChunks} chunks`);
+
+console.log(JSON.stringify({ ok: true, schema_valid: valid, call: calls[0].function, streamed_argument_chunks: argumentChunks }));
