@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"testing"
+
+	"github.com/moerun/moerun/grammar"
 )
 
 // FuzzDecodeRequest feeds arbitrary bodies to the chat and completions decoders (JSON
@@ -39,6 +41,58 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("%s: %q refused with %d %q", name, body, aerr.Status, aerr.Message)
 			case aerr == nil && (len(j.prompt) == 0 || len(j.prompt) >= s.slotSize):
 				t.Fatalf("%s: %q accepted with a prompt of %d tokens (slot %d)", name, body, len(j.prompt), s.slotSize)
+			}
+		}
+	})
+}
+
+// FuzzChatParser feeds arbitrary model output, in pieces of a size the input picks, to the
+// chat parsers of the tool-call families, whole and streaming calls: they must never panic,
+// and a stream's call parts must open and close each call once, in order.
+func FuzzChatParser(f *testing.F) {
+	for _, seed := range []string{
+		"<think>\nPlan.\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]}}\n</tool_call>",
+		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1",
+		"<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+		"<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
+		deepseekCallsBegin + deepseekCallBegin + "function" + deepseekSep + "f\n```json\n{\"a\": 1}\n```" + deepseekCallEnd + deepseekCallsEnd,
+		deepseekCallsBegin + deepseekCallBegin + "f" + deepseekSep + "{\"a\": \"\\\"{\"}" + deepseekCallEnd,
+		"<tool_call><tool_call></tool_call>{\"name\": \"\\u0066\", \"arguments\": {}}</tool_call>",
+	} {
+		f.Add(seed, uint8(3))
+	}
+	var servers []*Server
+	for _, family := range []string{"qwen3", "qwen35", "glm46", "deepseek_v3", "deepseek_v31"} {
+		servers = append(servers, templateServer(f, family))
+	}
+	g, err := grammar.Parse(`root ::= "x"`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		n := int(size%16) + 1
+		for _, s := range servers {
+			for _, j := range []*job{{tools: true}, {tools: true, stream: true, grammar: g, forcedCall: true}} {
+				p := textParser{s.outputParser(j)}
+				var out parsed
+				for i := 0; i < len(text); i += n {
+					out.append(p.piece(text[i:min(i+n, len(text))]))
+				}
+				out.append(p.end())
+				open := -1
+				for _, part := range out.parts {
+					switch {
+					case part.first && open >= 0, !part.first && open != part.index:
+						t.Fatalf("%q in pieces of %d: part %+v while call %d is open", text, n, part, open)
+					case part.first:
+						open = part.index
+					case part.last:
+						open = -1
+					}
+				}
+				if open >= 0 {
+					t.Fatalf("%q in pieces of %d: call %d never closed", text, n, open)
+				}
 			}
 		}
 	})

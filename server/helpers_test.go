@@ -132,7 +132,7 @@ func qwen3Server(t *testing.T) *Server { return templateServer(t, "qwen3") }
 
 // templateServer is a test server with the chat template of a family in
 // tokenizer/testdata/chat.
-func templateServer(t *testing.T, family string) *Server {
+func templateServer(t testing.TB, family string) *Server {
 	t.Helper()
 	tpl, err := os.ReadFile("../tokenizer/testdata/chat/" + family + ".chat_template.jinja")
 	if err != nil {
