@@ -183,22 +183,26 @@ func newArgsWriter(types map[string]string) *argsWriter {
 	return w
 }
 
-// add writes key: value, the value as a JSON string when its parameter is a string (or
-// when it is not valid JSON), else as the JSON it is.
+// add writes key: value (see argJSON).
 func (w *argsWriter) add(key, value string) {
 	if w.b.Len() > 1 {
 		w.b.WriteByte(',')
 	}
 	w.b.WriteString(jsonString(key))
 	w.b.WriteByte(':')
-	if t := w.types[key]; t != "string" && json.Valid([]byte(value)) {
+	w.b.WriteString(argJSON(w.types, key, value))
+}
+
+// argJSON is a value written as text as JSON: a JSON string when its parameter is a string
+// (or when it is not valid JSON), else the JSON it is, compacted.
+func argJSON(types map[string]string, key, value string) string {
+	if t := types[key]; t != "string" && json.Valid([]byte(value)) {
 		var compact bytes.Buffer
 		if json.Compact(&compact, []byte(value)) == nil {
-			w.b.Write(compact.Bytes())
-			return
+			return compact.String()
 		}
 	}
-	w.b.WriteString(jsonString(value))
+	return jsonString(value)
 }
 
 // jsonString is s as a JSON string, with <, > and & as themselves (json.Marshal escapes

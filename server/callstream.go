@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // callPart is a piece of a tool call handed over while the model still writes it, as
@@ -18,9 +19,12 @@ type callPart struct {
 	last     bool
 }
 
-// streamedCall follows a call in a JSON-arguments form (Hermes, DeepSeek's) as its text
-// grows: it opens once the name and the opening brace of the arguments are written, then
-// hands over the arguments' text up to where the JSON object ends.
+// streamedCall follows a call as its text grows. In a JSON-arguments form (Hermes,
+// DeepSeek's) it opens once the name and the opening brace of the arguments are written,
+// then hands over the arguments' text up to where the JSON object ends. In a key/value form
+// (Qwen3-Coder's XML, GLM's) it opens at the name and hands over the JSON object the whole
+// call's parameters make (see pairArgs) as far as the text fixes it: a string parameter's
+// value as it is written, any other when its closing tag comes.
 type streamedCall struct {
 	open  bool
 	index int
@@ -98,22 +102,33 @@ func jsonObjectEnd(s string) int {
 
 // progress is the parts of the call whose text so far is body (without its tags), done when
 // its closing tag has come: nothing until the call can open, then its opening part and the
-// arguments' text not handed over yet, and with done its last part.
-func (c *streamedCall) progress(body string, form callForm, index int, done bool) []callPart {
-	name, at, ok := callHead(body, form)
-	if !ok {
-		return nil
+// arguments' text not handed over yet, and with done its last part. types are the request's
+// tools' parameter types.
+func (c *streamedCall) progress(body string, form callForm, types argTypes, index int, done bool) []callPart {
+	var name, args string
+	switch form {
+	case xmlForm, glmForm:
+		var ok bool
+		if name, args, ok = pairArgs(body, form, types, done); !ok {
+			return nil
+		}
+	default:
+		var at int
+		var ok bool
+		if name, at, ok = callHead(body, form); !ok {
+			return nil
+		}
+		args = body[at:]
+		if end := jsonObjectEnd(args); end >= 0 {
+			args = args[:end]
+		} else if done {
+			args = strings.TrimRightFunc(args, isSpace)
+		}
 	}
 	var parts []callPart
 	if !c.open {
 		c.open, c.index, c.id, c.args = true, index, callID(), ""
 		parts = append(parts, callPart{index: c.index, id: c.id, name: name, first: true})
-	}
-	args := body[at:]
-	if end := jsonObjectEnd(args); end >= 0 {
-		args = args[:end]
-	} else if done {
-		args = strings.TrimRightFunc(args, isSpace)
 	}
 	if len(args) > len(c.args) && strings.HasPrefix(args, c.args) {
 		parts = append(parts, callPart{index: c.index, args: args[len(c.args):]})
@@ -124,4 +139,104 @@ func (c *streamedCall) progress(body string, form callForm, index int, done bool
 		*c = streamedCall{}
 	}
 	return parts
+}
+
+// pairArgs reads a call in a key/value form as far as it is written: its name (ok once it
+// is complete) and the prefix of its arguments' JSON text (as argsWriter writes it for the
+// whole call) that no later text can change. A pair whose closing tag has come is written
+// whole; the value being written of a string parameter as far as it goes, short of what may
+// begin its closing tag or end inside a character; the object's closing brace with done.
+func pairArgs(body string, form callForm, types argTypes, done bool) (name, args string, ok bool) {
+	var rest string
+	var pair func(string) (key, value string, complete, ok bool)
+	text := strings.TrimLeftFunc(body, isSpace)
+	if form == xmlForm {
+		after, found := strings.CutPrefix(text, "<function=")
+		if name, rest, ok = strings.Cut(after, ">"); !found || !ok || name == "" {
+			return "", "", false
+		}
+		pair = func(r string) (string, string, bool, bool) {
+			after, found := strings.CutPrefix(r, "<parameter=")
+			key, body, closed := strings.Cut(after, ">")
+			if !found || !closed {
+				return "", "", false, false
+			}
+			body = strings.TrimPrefix(body, "\n")
+			if value, _, ended := strings.Cut(body, "</parameter>"); ended {
+				return key, strings.TrimSuffix(value, "\n"), true, true
+			}
+			return key, heldBack(body, "\n</parameter>", "</parameter>"), false, true
+		}
+	} else {
+		var pairs bool
+		name, rest, pairs = strings.Cut(text, "<arg_key>")
+		if name = strings.TrimSpace(name); name == "" || strings.ContainsAny(name, " \n\t<>{}") || !pairs && !done {
+			return "", "", false
+		}
+		rest = "<arg_key>" + rest
+		if !pairs {
+			rest = ""
+		}
+		pair = func(r string) (string, string, bool, bool) {
+			after, found := strings.CutPrefix(r, "<arg_key>")
+			key, body, closed := strings.Cut(after, "</arg_key>")
+			body, opened := strings.CutPrefix(strings.TrimLeftFunc(body, isSpace), "<arg_value>")
+			if !found || !closed || !opened {
+				return "", "", false, false
+			}
+			if value, _, ended := strings.Cut(body, "</arg_value>"); ended {
+				return key, value, true, true
+			}
+			return key, heldBack(body, "</arg_value>"), false, true
+		}
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	consumed := func(r string) string { // what follows a complete pair
+		if form == xmlForm {
+			_, tail, _ := strings.Cut(r, "</parameter>")
+			return tail
+		}
+		_, tail, _ := strings.Cut(r, "</arg_value>")
+		return tail
+	}
+	for first := true; ; first = false {
+		rest = strings.TrimLeftFunc(rest, isSpace)
+		key, value, complete, ok := pair(rest)
+		if !ok {
+			break
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(key) + ":")
+		if complete {
+			b.WriteString(argJSON(types[name], key, value))
+			rest = consumed(rest)
+			continue
+		}
+		if types[name][key] == "string" { // its value, open-ended
+			b.WriteString(strings.TrimSuffix(jsonString(value), `"`))
+		}
+		return name, b.String(), true
+	}
+	if done {
+		b.WriteByte('}')
+	}
+	return name, b.String(), true
+}
+
+// heldBack is value short of its end that may begin one of the closing tags, and of a
+// character cut short.
+func heldBack(value string, tags ...string) string {
+	value = value[:len(value)-partialTagLen(value, tags)]
+	for i := len(value) - 1; i >= 0 && i >= len(value)-3; i-- {
+		if utf8.RuneStart(value[i]) {
+			if !utf8.FullRuneInString(value[i:]) {
+				value = value[:i]
+			}
+			break
+		}
+	}
+	return value
 }

@@ -9,15 +9,18 @@ import (
 )
 
 // streamingJob is a streamed chat job whose call a grammar constrains (tool_choice
-// required), the jobs whose calls stream in parts.
+// required), the jobs whose calls stream in parts, with the types of get_weather's
+// parameters.
 func streamingJob(t *testing.T) *job {
 	t.Helper()
 	g, err := grammar.Parse(`root ::= "x"`) // any grammar: the parser only asks whether there is one
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &job{tools: true, stream: true, grammar: g, forcedCall: true}
+	return &job{tools: true, stream: true, grammar: g, forcedCall: true, argTypes: weatherTypes}
 }
+
+var weatherTypes = argTypes{"get_weather": {"city": "string", "days": "integer", "note": "string"}}
 
 // A call in a JSON-arguments form streams in parts whatever the pieces the text comes in:
 // one opening part with the name, then the arguments a few bytes at a time, then the last
@@ -27,9 +30,14 @@ func TestStreamedCallParts(t *testing.T) {
 		{"qwen3", "<think>\nPlan.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par\\\"is}\", \"days\": [1, {\"a\": 2}]}}\n</tool_call>"},
 		{"deepseek_v3", deepseekCallsBegin + deepseekCallBegin + "function" + deepseekSep + "get_weather\n```json\n{\"city\": \"Par\\\"is}\", \"days\": [1, {\"a\": 2}]}\n```" + deepseekCallEnd + deepseekCallsEnd},
 		{"deepseek_v31", deepseekCallsBegin + deepseekCallBegin + "get_weather" + deepseekSep + "{\"city\": \"Par\\\"is}\", \"days\": [1, {\"a\": 2}]}" + deepseekCallEnd + deepseekCallsEnd},
+		// Key/value forms: a string value streams as it is written (newlines, quotes, a
+		// multi-byte character cut between pieces, text like a closing tag's start), an
+		// integer when its closing tag comes.
+		{"qwen35", "<tool_call>\n<function=get_weather>\n<parameter=city>\nSão \"Paulo\"\n</par\nt 日本\n</parameter>\n<parameter=days>\n 3 \n</parameter>\n<parameter=note>\n\n</parameter>\n</function>\n</tool_call>"},
+		{"glm46", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>São \"Paulo\"</arg\n日本</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"},
 	} {
 		s := templateServer(t, c.family)
-		whole := textParser{s.outputParser(&job{tools: true})}.all(c.text)
+		whole := textParser{s.outputParser(&job{tools: true, argTypes: weatherTypes})}.all(c.text)
 		if len(whole.calls) != 1 || len(whole.parts) != 0 {
 			t.Fatalf("%s: the whole text parses to %+v", c.family, whole)
 		}

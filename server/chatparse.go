@@ -185,7 +185,7 @@ func (p *chatParser) add(text string) parsed {
 				if p.streaming != nil {
 					// Hold back what may begin the closing tag.
 					body := call[:len(call)-partialTagLen(call, []string{p.syn.callClose})]
-					out.parts = append(out.parts, p.streaming.progress(body, p.syn.form, p.calls, false)...)
+					out.parts = append(out.parts, p.streaming.progress(body, p.syn.form, p.types, p.calls, false)...)
 				}
 				buf = ""
 				continue
@@ -194,7 +194,7 @@ func (p *chatParser) add(text string) parsed {
 			buf, p.mode = call[at+len(p.syn.callClose):], inContent
 			var parts []callPart
 			if p.streaming != nil { // nothing if the call never opened: then it is parsed whole
-				parts = p.streaming.progress(call[:at], p.syn.form, p.calls, true)
+				parts = p.streaming.progress(call[:at], p.syn.form, p.types, p.calls, true)
 			}
 			if len(parts) > 0 {
 				out.parts, p.trimNext = append(out.parts, parts...), true
@@ -219,7 +219,7 @@ func (p *chatParser) flush() parsed {
 		out.reasoning = strings.TrimRightFunc(p.held, isSpace)
 	case inCall:
 		if p.streaming != nil && p.streaming.open { // cut short (max_tokens): closed as it is
-			out.parts = p.streaming.progress(p.call.String(), p.syn.form, p.calls, true)
+			out.parts = p.streaming.progress(p.call.String(), p.syn.form, p.types, p.calls, true)
 			p.calls++
 			break
 		}

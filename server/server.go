@@ -201,8 +201,8 @@ func (s *Server) outputParser(j *job) outputParser {
 	j.preserved = s.tokensOf(syn.tags())
 	p := newChatParser(syn, j.thinking, j.argTypes)
 	// A stream hands calls over as they are written where their grammar makes each call
-	// begun a well-formed one and their arguments are JSON text (Hermes, DeepSeek's forms).
-	if j.stream && j.tools && j.grammar != nil && (j.forcedCall || j.trigger != "") && (syn.form == jsonForm || syn.form == deepseekForm) {
+	// begun a well-formed one.
+	if j.stream && j.tools && j.grammar != nil && (j.forcedCall || j.trigger != "") {
 		p.streaming = &streamedCall{}
 	}
 	return p
