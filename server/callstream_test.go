@@ -34,6 +34,9 @@ func TestStreamedCallParts(t *testing.T) {
 		// multi-byte character cut between pieces, text like a closing tag's start), an
 		// integer when its closing tag comes.
 		{"qwen35", "<tool_call>\n<function=get_weather>\n<parameter=city>\nSão \"Paulo\"\n</par\nt 日本\n</parameter>\n<parameter=days>\n 3 \n</parameter>\n<parameter=note>\n\n</parameter>\n</function>\n</tool_call>"},
+		// gpt-oss: the call's message as written (the <|call|> that ends it is an
+		// end-of-generation token, not text).
+		{"gpt_oss", "<|channel|>analysis<|message|>Plan.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|> {\"city\": \"Par\\\"is}\", \"days\": [1, {\"a\": 2}]} "},
 		{"glm46", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>São \"Paulo\"</arg\n日本</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"},
 	} {
 		s := templateServer(t, c.family)

@@ -58,11 +58,12 @@ func FuzzChatParser(f *testing.F) {
 		deepseekCallsBegin + deepseekCallBegin + "function" + deepseekSep + "f\n```json\n{\"a\": 1}\n```" + deepseekCallEnd + deepseekCallsEnd,
 		deepseekCallsBegin + deepseekCallBegin + "f" + deepseekSep + "{\"a\": \"\\\"{\"}" + deepseekCallEnd,
 		"<tool_call><tool_call></tool_call>{\"name\": \"\\u0066\", \"arguments\": {}}</tool_call>",
+		"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|><|start|>assistant<|channel|>final<|message|>ok",
 	} {
 		f.Add(seed, uint8(3))
 	}
 	var servers []*Server
-	for _, family := range []string{"qwen3", "qwen35", "glm46", "deepseek_v3", "deepseek_v31"} {
+	for _, family := range []string{"qwen3", "qwen35", "glm46", "deepseek_v3", "deepseek_v31", "gpt_oss"} {
 		servers = append(servers, templateServer(f, family))
 	}
 	g, err := grammar.Parse(`root ::= "x"`)

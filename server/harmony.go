@@ -51,6 +51,11 @@ type harmonyParser struct {
 	// reasoning says whether analysis goes to reasoning (--reasoning-format); without, it
 	// is content.
 	reasoning bool
+	// stream hands calls over in parts as they are written (a call's arguments are its
+	// message as written, so every prefix is final but trailing whitespace); sent is what
+	// of the open call's arguments was handed over, id its id.
+	stream   bool
+	sent, id string
 }
 
 type harmonyState int
@@ -89,6 +94,10 @@ func (p *harmonyParser) add(text string) parsed {
 			}
 			p.header.Reset()
 			p.startBody(h[:at])
+			if p.state == inArguments && p.stream {
+				p.id, p.sent = callID(), ""
+				out.parts = append(out.parts, callPart{index: p.calls, id: p.id, name: p.name, first: true})
+			}
 			buf = h[at+len(harmonyMessageTag):]
 		default:
 			at, tag := firstOf(buf, harmonyBodyEnds)
@@ -165,19 +174,35 @@ func (p *harmonyParser) bodyText(out *parsed, s string) {
 		out.content += s
 	case inArguments:
 		p.body.WriteString(s)
+		if p.stream {
+			p.handOver(out, strings.TrimSpace(p.body.String()))
+		}
+	}
+}
+
+// handOver hands over what of args (the open call's arguments as they stand) was not yet.
+func (p *harmonyParser) handOver(out *parsed, args string) {
+	if len(args) > len(p.sent) && strings.HasPrefix(args, p.sent) {
+		out.parts = append(out.parts, callPart{index: p.calls, args: args[len(p.sent):]})
+		p.sent = args
 	}
 }
 
 // endBody ends a message: a call's arguments become a call.
 func (p *harmonyParser) endBody(out *parsed) {
 	if p.state == inArguments {
-		c := toolCall{Index: p.calls, ID: callID(), Type: "function"}
-		c.Function.Name = p.name
-		c.Function.Arguments = strings.TrimSpace(p.body.String())
-		if c.Function.Arguments == "" {
-			c.Function.Arguments = "{}"
+		args := strings.TrimSpace(p.body.String())
+		if args == "" {
+			args = "{}"
 		}
-		out.calls = append(out.calls, c)
+		if p.stream {
+			p.handOver(out, args)
+			out.parts = append(out.parts, callPart{index: p.calls, last: true})
+		} else {
+			c := toolCall{Index: p.calls, ID: callID(), Type: "function"}
+			c.Function.Name, c.Function.Arguments = p.name, args
+			out.calls = append(out.calls, c)
+		}
 		p.calls++
 		p.body.Reset()
 	}

@@ -185,7 +185,11 @@ type outputParser interface {
 func (s *Server) outputParser(j *job) outputParser {
 	if s.harmony {
 		j.preserved = s.tokensOf(harmonyTags)
-		return newHarmonyParser(s.reasoning)
+		p := newHarmonyParser(s.reasoning)
+		// A call's arguments are its message as written, so a stream hands them over as
+		// they come, grammar or not.
+		p.stream = j.stream && j.tools
+		return p
 	}
 	var syn chatSyntax
 	if s.reasoning {
