@@ -150,6 +150,10 @@ var preTypes = map[string]preType{
 	"hunyuan-dense":  dsV3,
 	"joyai-llm":      dsV3,
 
+	// Kimi-K2: llama.cpp runs a hand-written splitter, not the model's regex (which uses
+	// class intersections), so the splitter is its only form here too.
+	"kimi-k2": {fast: kimiK2Splitter{}},
+
 	"gpt-4o":     gpt4o,
 	"llama4":     gpt4o,
 	"minimax-m2": gpt4o,
@@ -171,13 +175,14 @@ func noBOS(p preType) preType {
 }
 
 // newPreTokenizer builds the pipeline for a tokenizer.ggml.pre value. With useRegex the
-// regexes run even where a hand-written splitter exists (the splitters' test oracle).
+// regexes run even where a hand-written splitter exists (the splitters' test oracle), but
+// for a splitter that has no regex form.
 func newPreTokenizer(name string, useRegex bool) (*preTokenizer, preType, error) {
 	pt, ok := preTypes[name]
 	if !ok {
 		return nil, preType{}, fmt.Errorf("pre-tokenizer %q (tokenizer.ggml.pre) is not supported", name)
 	}
-	if pt.fast != nil && !useRegex {
+	if pt.fast != nil && (!useRegex || len(pt.patterns) == 0) {
 		return &preTokenizer{stages: []splitter{pt.fast}}, pt, nil
 	}
 	p := &preTokenizer{}

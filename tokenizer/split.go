@@ -242,3 +242,81 @@ func dsv3Word(s string, out []string) []string {
 	}
 	return out
 }
+
+// kimiK2Splitter is llama.cpp's hand-written splitter for Kimi-K2 (tokenizer.ggml.pre
+// "kimi-k2"), which llama.cpp runs instead of the model's own regex (tokenization_kimi.py):
+//
+//	[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|…|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// It is followed as llama.cpp runs it, which is what the model's GGUF files get there: runs
+// of Han characters; a word of letters other than Han (marks are not letters to it), with
+// one leading character that is no letter, digit or line break, and an English contraction;
+// digits in groups of three; punctuation and symbols with an optional space before and line
+// breaks after; then the whitespace rules the other splitters share.
+type kimiK2Splitter struct{}
+
+// isHan is llama.cpp's unicode_cpt_is_han: the CJK unified and compatibility ideographs.
+func isHan(r rune) bool {
+	switch {
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF, r >= 0xF900 && r <= 0xFAFF:
+		return true
+	case r >= 0x20000 && r <= 0x2A6DF, r >= 0x2A700 && r <= 0x2EBEF, r >= 0x2F800 && r <= 0x2FA1F:
+		return true // extensions B to F, and the compatibility supplement
+	}
+	return false
+}
+
+func (kimiK2Splitter) split(s string, out []string) []string {
+	word := func(i int) bool { // a letter other than Han at byte i
+		r, _ := runeAt(s, i)
+		return r >= 0 && classOf(r)&classLetter != 0 && !isHan(r)
+	}
+	runOf := func(i int, in func(int) bool) int {
+		for in(i) {
+			_, n := runeAt(s, i)
+			i += n
+		}
+		return i
+	}
+	for pos := 0; pos < len(s); {
+		r, n := runeAt(s, pos)
+		c := classOf(r)
+		end := -1
+		switch {
+		case isHan(r):
+			end = runOf(pos, func(i int) bool { r, _ := runeAt(s, i); return r >= 0 && isHan(r) })
+		case word(pos), !isCRLF(r) && c&(classLetter|classNumber) == 0 && word(pos+n):
+			end = pos
+			if !word(pos) {
+				end += n // the leading character
+			}
+			end = runOf(end, word)
+			if ce := contractionEnd(s, end); ce >= 0 {
+				end = ce
+			}
+		case c&classNumber != 0:
+			end = pos
+			for k := 0; k < 3 && classAt(s, end)&classNumber != 0; k++ {
+				_, n2 := runeAt(s, end)
+				end += n2
+			}
+		case r == ' ' && pos+n < len(s) && classAt(s, pos+n)&(classSpace|classLetter|classNumber) == 0,
+			c&(classSpace|classLetter|classNumber) == 0:
+			end = pos
+			if r == ' ' {
+				end++
+			}
+			end = runOf(end, func(i int) bool { return i < len(s) && classAt(s, i)&(classSpace|classLetter|classNumber) == 0 })
+			for end < len(s) && isCRLF(rune(s[end])) {
+				end++
+			}
+		default:
+			if end = spaceRunEnd(s, pos); end < 0 {
+				end = pos + n
+			}
+		}
+		out = append(out, s[pos:end])
+		pos = end
+	}
+	return out
+}

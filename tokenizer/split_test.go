@@ -67,6 +67,14 @@ func TestSplitExamples(t *testing.T) {
 		{"qwen2", "e\u0301t", []string{"e", "\u0301t"}},
 		{"deepseek-v3", "价格1234元 .NET x.NET", []string{"价格", "123", "4", "元", " .", "NET", " x", ".NET"}},
 		{"gpt-2", "I'm  here", []string{"I", "'m", " ", " here"}},
+		// Kimi-K2 as llama.cpp's hand-written splitter cuts it: Han runs apart from other
+		// letters, a leading space or tab kept with the word after it but not with Han, digits
+		// in threes, punctuation with the line breaks after it, a combining mark not a letter
+		// (the model's regex would keep it in the word).
+		{"kimi-k2", "I'm 12345 ok!!\n\nnext", []string{"I'm", " ", "123", "45", " ok", "!!\n\n", "next"}},
+		{"kimi-k2", "abc中文def 中文", []string{"abc", "中文", "def", " ", "中文"}},
+		{"kimi-k2", "  \tfoo's 1234567", []string{"  ", "\tfoo's", " ", "123", "456", "7"}},
+		{"kimi-k2", "e\u0301x \u00e9t\u00e9 .NET", []string{"e", "\u0301x", " \u00e9t\u00e9", " .", "NET"}},
 	} {
 		p, _, err := newPreTokenizer(tc.pre, false)
 		if err != nil {
@@ -86,7 +94,8 @@ func TestUnknownPreTokenizer(t *testing.T) {
 }
 
 // FuzzSplitters compares the hand-written splitters with their regexes on any valid text
-// (the tokenizer replaces invalid UTF-8 before splitting).
+// (the tokenizer replaces invalid UTF-8 before splitting), and checks that Kimi-K2's covers
+// it.
 func FuzzSplitters(f *testing.F) {
 	for _, s := range []string{"Hello world", "it's 12345 \n\n  x", "日本語・テキスト", "e\u0301 ½ \u00a0!", "$$a 'LL"} {
 		f.Add(s)
@@ -101,6 +110,10 @@ func FuzzSplitters(f *testing.F) {
 			if strings.Join(fast, "") != text || slices.Contains(fast, "") {
 				t.Fatalf("%s %q: pieces %q do not cover the text", pre, text, fast)
 			}
+		}
+		// Kimi-K2's splitter has no regex form to compare with: its pieces must cover the text.
+		if pieces := (kimiK2Splitter{}).split(text, nil); strings.Join(pieces, "") != text || slices.Contains(pieces, "") {
+			t.Fatalf("kimi-k2 %q: pieces %q do not cover the text", text, pieces)
 		}
 		if !utf8.ValidString(text) {
 			t.Fatal("sanitizeUTF8 left invalid UTF-8")

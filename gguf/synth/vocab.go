@@ -143,11 +143,10 @@ var vocabFamilies = map[string]vocabFamily{
 			"{%- elif message['role'] == 'assistant' -%}{{- '<｜Assistant｜>' + message['content'] + '<｜end▁of▁sentence｜>' -}}" +
 			"{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<｜Assistant｜>' -}}{%- endif -%}",
 	},
-	// Kimi-K2's tiktoken pre-tokenizer (llama.cpp's "kimi-k2", a hand-written Han-aware
-	// splitter) is not one moerun implements; the stand-in keeps its special tokens and
-	// prompt format on GPT-4o's splitting, the regex Kimi's is built on.
+	// Kimi-K2: its pre-tokenizer (llama.cpp's "kimi-k2", a hand-written Han-aware splitter),
+	// special tokens and prompt format.
 	"kimi-k2": {
-		pre:      "gpt-4o",
+		pre:      "kimi-k2",
 		specials: []string{"[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"},
 		bos:      "[BOS]", eos: "<|im_end|>", pad: "[EOS]",
 		template: "{%- for message in messages -%}{{- '<|im_' + message['role'] + '|>' + message['role'] + '<|im_middle|>' + message['content'] + '<|im_end|>' -}}" +
