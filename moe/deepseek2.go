@@ -127,4 +127,45 @@ var deepseek2 = architecture{
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
 		return bindLeadDenseMoE(c, b, il, false)
 	},
+	unrun: checkDeepSeek2NextN,
+}
+
+// checkDeepSeek2NextN checks the NextN/MTP blocks after the c.Layers blocks (GLM-4.7-Flash's)
+// as llama.cpp's deepseek2 loader does: every tensor must be there (the embedding and head
+// copies and the selection bias optional) with the shape the metadata implies, except in a
+// file without the first block's nextn.eh_proj (converted without them), where each is
+// optional. None is loaded.
+func checkDeepSeek2NextN(c *Config, b *binder) error {
+	trunkOnly := c.NextN > 0 && !b.has(blk(c.Layers, "nextn.eh_proj.weight"))
+	qHead := c.Nope + c.Rot
+	for il := c.Layers; il < c.Layers+c.NextN; il++ {
+		checks := []tensorCheck{
+			{"attn_norm.weight", false, []int{c.Embd}},
+			{"attn_kv_a_norm.weight", false, []int{c.KVLoRA}},
+			{"attn_kv_a_mqa.weight", false, []int{c.Embd, c.KVLoRA + c.Rot}},
+			{"attn_output.weight", false, []int{c.Heads * c.VHead, c.Embd}},
+			{"ffn_norm.weight", false, []int{c.Embd}},
+		}
+		if c.QLoRA > 0 {
+			checks = append(checks, tensorCheck{"attn_q_a_norm.weight", false, []int{c.QLoRA}},
+				tensorCheck{"attn_q_a.weight", false, []int{c.Embd, c.QLoRA}},
+				tensorCheck{"attn_q_b.weight", false, []int{c.QLoRA, c.Heads * qHead}})
+		} else {
+			checks = append(checks, tensorCheck{"attn_q.weight", false, []int{c.Embd, c.Heads * qHead}})
+		}
+		if c.MLA {
+			checks = append(checks, tensorCheck{"attn_k_b.weight", false, []int{c.Nope, c.KVLoRA, c.Heads}},
+				tensorCheck{"attn_v_b.weight", false, []int{c.KVLoRA, c.VHead, c.Heads}})
+		} else {
+			checks = append(checks, tensorCheck{"attn_kv_b.weight", false, []int{c.KVLoRA, c.Heads * (c.Nope + c.VHead)}})
+		}
+		checks = append(append(checks, nextnChecks(c)...), ffnChecks(c, il, true)...)
+		for i := range checks {
+			checks[i].optional = checks[i].optional || trunkOnly
+		}
+		if err := checkBlock(b, il, checks); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -118,35 +118,58 @@ func checkGLMNextN(c *Config, b *binder) error {
 			{"attn_q_norm.weight", true, []int{c.HeadK}},
 			{"attn_k_norm.weight", true, []int{c.HeadK}},
 			{"post_attention_norm.weight", false, []int{c.Embd}},
-			{"nextn.eh_proj.weight", false, []int{2 * c.Embd, c.Embd}},
-			{"nextn.enorm.weight", false, []int{c.Embd}},
-			{"nextn.hnorm.weight", false, []int{c.Embd}},
-			{"nextn.embed_tokens.weight", true, []int{c.Embd, c.Vocab}},
-			{"nextn.shared_head_head.weight", true, []int{c.Embd, c.Vocab}},
-			{"nextn.shared_head_norm.weight", true, []int{c.Embd}},
 		}
-		if il < c.DenseLead {
-			checks = append(checks, denseChecks("", c.Embd, c.FF)...)
-		} else {
-			e := c.Router.Experts
-			checks = append(checks,
-				tensorCheck{"ffn_gate_inp.weight", false, []int{c.Embd, e}},
-				tensorCheck{"exp_probs_b.bias", false, []int{e}},
-				tensorCheck{"ffn_gate_exps.weight", false, []int{c.Embd, c.FFExp, e}},
-				tensorCheck{"ffn_up_exps.weight", false, []int{c.Embd, c.FFExp, e}},
-				tensorCheck{"ffn_down_exps.weight", false, []int{c.FFExp, c.Embd, e}})
-			if c.FFShexp > 0 {
-				checks = append(checks, denseChecks("_shexp", c.Embd, c.FFShexp)...)
-			}
+		checks = append(checks, nextnChecks(c)...)
+		if err := checkBlock(b, il, append(checks, ffnChecks(c, il, false)...)); err != nil {
+			return err
 		}
-		for _, ch := range checks {
-			name := blk(il, ch.name)
-			if ch.optional && !b.has(name) {
-				continue
-			}
-			if _, err := b.lookup(name, ch.shape...); err != nil {
-				return fmt.Errorf("NextN block %d: %w", il, err)
-			}
+	}
+	return nil
+}
+
+// nextnChecks are the NextN block's own tensors (llama.cpp's nextn.*).
+func nextnChecks(c *Config) []tensorCheck {
+	return []tensorCheck{
+		{"nextn.eh_proj.weight", false, []int{2 * c.Embd, c.Embd}},
+		{"nextn.enorm.weight", false, []int{c.Embd}},
+		{"nextn.hnorm.weight", false, []int{c.Embd}},
+		{"nextn.embed_tokens.weight", true, []int{c.Embd, c.Vocab}},
+		{"nextn.shared_head_head.weight", true, []int{c.Embd, c.Vocab}},
+		{"nextn.shared_head_norm.weight", true, []int{c.Embd}},
+	}
+}
+
+// ffnChecks are a block's feed-forward tensors: the dense FFN of a leading dense block, or
+// the router (its selection bias optional when probsOptional), the experts and the shared
+// expert.
+func ffnChecks(c *Config, il int, probsOptional bool) []tensorCheck {
+	if il < c.DenseLead {
+		return denseChecks("", c.Embd, c.FF)
+	}
+	e := c.Router.Experts
+	checks := []tensorCheck{
+		{"ffn_gate_inp.weight", false, []int{c.Embd, e}},
+		{"exp_probs_b.bias", probsOptional, []int{e}},
+		{"ffn_gate_exps.weight", false, []int{c.Embd, c.FFExp, e}},
+		{"ffn_up_exps.weight", false, []int{c.Embd, c.FFExp, e}},
+		{"ffn_down_exps.weight", false, []int{c.FFExp, c.Embd, e}},
+	}
+	if c.FFShexp > 0 {
+		checks = append(checks, denseChecks("_shexp", c.Embd, c.FFShexp)...)
+	}
+	return checks
+}
+
+// checkBlock checks block il's tensors without loading them: each must be there (unless
+// optional) with its shape.
+func checkBlock(b *binder, il int, checks []tensorCheck) error {
+	for _, ch := range checks {
+		name := blk(il, ch.name)
+		if ch.optional && !b.has(name) {
+			continue
+		}
+		if _, err := b.lookup(name, ch.shape...); err != nil {
+			return fmt.Errorf("NextN block %d: %w", il, err)
 		}
 	}
 	return nil

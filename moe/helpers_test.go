@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/moerun/moerun/backend"
@@ -108,6 +109,13 @@ func openModel(t testing.TB, path string, threads int) *testModel {
 		t.Fatal(err)
 	}
 	return &testModel{Model: m, file: f, pool: pool}
+}
+
+// dropTensor is a modelEdit's tensors function that leaves out the tensor name.
+func dropTensor(name string) func(*testing.T, *gguf.File, []gguf.TensorSpec, map[string][]byte) []gguf.TensorSpec {
+	return func(_ *testing.T, _ *gguf.File, specs []gguf.TensorSpec, _ map[string][]byte) []gguf.TensorSpec {
+		return slices.DeleteFunc(specs, func(s gguf.TensorSpec) bool { return s.Name == name })
+	}
 }
 
 // configError is the error reading the configuration of the model at path gives (an

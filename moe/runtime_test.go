@@ -362,11 +362,6 @@ func TestLegacyMLA(t *testing.T) {
 
 // TestBadModels: a model the runtime cannot run is a *ModelError that says what is wrong.
 func TestBadModels(t *testing.T) {
-	dropTensor := func(name string) func(*testing.T, *gguf.File, []gguf.TensorSpec, map[string][]byte) []gguf.TensorSpec {
-		return func(_ *testing.T, _ *gguf.File, specs []gguf.TensorSpec, _ map[string][]byte) []gguf.TensorSpec {
-			return slices.DeleteFunc(specs, func(s gguf.TensorSpec) bool { return s.Name == name })
-		}
-	}
 	for _, c := range []struct {
 		name, src string
 		edit      modelEdit
