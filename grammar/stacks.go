@@ -214,10 +214,9 @@ func (g *Grammar) matchSomeIn(pos int32, lo, hi rune) bool {
 type state struct {
 	stacks [][]int32
 	canEnd bool
-	size   int              // total stack elements, charged against the table
-	ascii  *[128]int32      // cached transitions on ASCII; see asciiOffset
-	other  map[rune]int32   // cached transitions on other code points
-	viable map[[2]rune]bool // cached partial-sequence checks
+	size   int            // total stack elements, charged against the table
+	ascii  *[128]int32    // cached transitions on ASCII; see asciiOffset
+	other  map[rune]int32 // cached transitions on other code points
 }
 
 // transitionDead is the transition on a refused code point. The ASCII table
@@ -411,21 +410,13 @@ func (t *stateTable) computeTransition(s *state, cp rune) int32 {
 // viable reports whether some stack of the state accepts a code point in
 // [lo, hi]: whether a partial UTF-8 sequence can still be completed.
 func (t *stateTable) viable(id int32, lo, hi rune) bool {
-	s := t.states[id]
-	k := [2]rune{lo, hi}
-	if v, ok := s.viable[k]; ok {
-		return v
-	}
-	v := false
-	for _, st := range s.stacks {
+	// Not cached: it is asked once per byte transition computed (advance caches those), and
+	// the ranges differ from one partial sequence to the next, so a cache of them missed
+	// nearly always and its map writes cost four times the check.
+	for _, st := range t.states[id].stacks {
 		if len(st) > 0 && t.g.matchSomeIn(st[len(st)-1], lo, hi) {
-			v = true
-			break
+			return true
 		}
 	}
-	if s.viable == nil {
-		s.viable = map[[2]rune]bool{}
-	}
-	s.viable[k] = v
-	return v
+	return false
 }
