@@ -226,18 +226,25 @@ func TestPredictMeasurements(t *testing.T) {
 	rows := predictRows(t)
 	var tgIn, tgN, ppIn, ppN int
 	t.Logf("%-4s %-8s %-24s %-44s %7s %7s %7s %4s %8s %8s %7s", "row", "machine", "preset", "flags", "tg", "pred", "err", "", "pp", "pred", "err")
+	// tally counts a measured speed (0: none) and whether its prediction is within goal.
+	tally := func(measured, predicted, goal float64, n, in *int) (relErr float64, ok bool) {
+		if measured <= 0 {
+			return 0, false
+		}
+		*n++
+		relErr = predicted/measured - 1
+		if math.Abs(relErr) <= goal {
+			*in++
+		}
+		return relErr, true
+	}
 	for _, r := range rows {
 		if !r.fits {
 			t.Errorf("row %d ran, but the plan does not fit: %s", r.line, strings.Join(r.problems, "; "))
 			continue
 		}
 		tgText := ""
-		if r.tg > 0 {
-			tgN++
-			tgErr := r.predTG/r.tg - 1
-			if math.Abs(tgErr) <= tgGoalErr {
-				tgIn++
-			}
+		if tgErr, ok := tally(r.tg, r.predTG, tgGoalErr, &tgN, &tgIn); ok {
 			how := "unc"
 			if r.cal {
 				how = "cal"
@@ -245,12 +252,7 @@ func TestPredictMeasurements(t *testing.T) {
 			tgText = fmt.Sprintf("%7.1f %7.1f %+6.1f%% %4s", r.tg, r.predTG, 100*tgErr, how)
 		}
 		ppText := ""
-		if r.pp > 0 {
-			ppN++
-			ppErr := r.predPP/r.pp - 1
-			if math.Abs(ppErr) <= ppGoalErr {
-				ppIn++
-			}
+		if ppErr, ok := tally(r.pp, r.predPP, ppGoalErr, &ppN, &ppIn); ok {
 			ppText = fmt.Sprintf("%8.0f %8.0f %+6.0f%%", r.pp, r.predPP, 100*ppErr)
 		}
 		flags := joinFlags(r.flags, false)
