@@ -23,13 +23,15 @@ type callPart struct {
 // DeepSeek's) it opens once the name and the opening brace of the arguments are written,
 // then hands over the arguments' text up to where the JSON object ends. In a key/value form
 // (Qwen3-Coder's XML, GLM's) it opens at the name and hands over the JSON object the whole
-// call's parameters make (see pairArgs) as far as the text fixes it: a string parameter's
-// value as it is written, any other when its closing tag comes.
+// call's parameters make (as argsWriter writes it) as far as the text fixes it: a string
+// parameter's value as it is written, any other when its closing tag comes. Each piece of
+// text is read once: a coding agent's edit call can be tens of kilobytes.
 type streamedCall struct {
 	open  bool
 	index int
 	id    string
-	args  string // the arguments' text handed over so far
+	obj   jsonObject // JSON forms
+	pairs pairObject // key/value forms
 }
 
 // Heads of the JSON-arguments forms up to the arguments' opening brace: Hermes'
@@ -71,68 +73,37 @@ func callHeadAt(body string, form callForm) (name string, at int, ok bool) {
 	return "", 0, false
 }
 
-// jsonObjectEnd is the length of the JSON object s begins with, or -1 while it is not
-// closed yet.
-func jsonObjectEnd(s string) int {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		}
-	}
-	return -1
-}
-
-// progress is the parts of the call whose text so far is body (without its tags), done when
-// its closing tag has come: nothing until the call can open, then its opening part and the
-// arguments' text not handed over yet, and with done its last part. types are the request's
-// tools' parameter types.
+// progress is the parts of the call whose text so far is body (without its tags; each
+// call's body extends the last one's), done when its closing tag has come: nothing until the
+// call can open, then its opening part and the arguments' text not handed over yet, and
+// with done its last part. types are the request's tools' parameter types.
 func (c *streamedCall) progress(body string, form callForm, types argTypes, index int, done bool) []callPart {
-	var name, args string
-	switch form {
-	case xmlForm, glmForm:
-		var ok bool
-		if name, args, ok = pairArgs(body, form, types, done); !ok {
-			return nil
-		}
-	default:
-		var at int
-		var ok bool
-		if name, at, ok = callHead(body, form); !ok {
-			return nil
-		}
-		args = body[at:]
-		if end := jsonObjectEnd(args); end >= 0 {
-			args = args[:end]
-		} else if done {
-			args = strings.TrimRightFunc(args, isSpace)
-		}
-	}
+	pairForm := form == xmlForm || form == glmForm
 	var parts []callPart
 	if !c.open {
-		c.open, c.index, c.id, c.args = true, index, callID(), ""
+		var name string
+		var at int
+		var ok bool
+		if pairForm {
+			name, at, ok = pairHead(body, form, done)
+		} else {
+			name, at, ok = callHead(body, form)
+		}
+		if !ok {
+			return nil
+		}
+		c.open, c.index, c.id = true, index, callID()
+		c.obj, c.pairs = jsonObject{at: at, scanned: at, sent: at, end: -1}, pairObject{name: name, next: at, valueSent: -1}
 		parts = append(parts, callPart{index: c.index, id: c.id, name: name, first: true})
 	}
-	if len(args) > len(c.args) && strings.HasPrefix(args, c.args) {
-		parts = append(parts, callPart{index: c.index, args: args[len(c.args):]})
-		c.args = args
+	var args string
+	if pairForm {
+		args = c.pairs.more(body, form, types[c.pairs.name], done)
+	} else {
+		args = c.obj.more(body, done)
+	}
+	if args != "" {
+		parts = append(parts, callPart{index: c.index, args: args})
 	}
 	if done {
 		parts = append(parts, callPart{index: c.index, last: true})
@@ -141,89 +112,188 @@ func (c *streamedCall) progress(body string, form callForm, types argTypes, inde
 	return parts
 }
 
-// pairArgs reads a call in a key/value form as far as it is written: its name (ok once it
-// is complete) and the prefix of its arguments' JSON text (as argsWriter writes it for the
-// whole call) that no later text can change. A pair whose closing tag has come is written
-// whole; the value being written of a string parameter as far as it goes, short of what may
-// begin its closing tag or end inside a character; the object's closing brace with done.
-func pairArgs(body string, form callForm, types argTypes, done bool) (name, args string, ok bool) {
-	var rest string
-	var pair func(string) (key, value string, complete, ok bool)
-	text := strings.TrimLeftFunc(body, isSpace)
+// jsonObject follows the arguments' JSON object of a call as its text grows: where it
+// begins (at), how far the text is scanned and the scanner's state there, where the object
+// ends once closed, and how much of it was handed over.
+type jsonObject struct {
+	at, scanned, end, sent int
+	depth                  int
+	inString, escaped      bool
+}
+
+// more is the object's text in body not handed over yet.
+func (o *jsonObject) more(body string, done bool) string {
+	for ; o.end < 0 && o.scanned < len(body); o.scanned++ {
+		c := body[o.scanned]
+		switch {
+		case o.inString:
+			switch {
+			case o.escaped:
+				o.escaped = false
+			case c == '\\':
+				o.escaped = true
+			case c == '"':
+				o.inString = false
+			}
+		case c == '"':
+			o.inString = true
+		case c == '{' || c == '[':
+			o.depth++
+		case c == '}' || c == ']':
+			if o.depth--; o.depth == 0 {
+				o.end = o.scanned + 1
+			}
+		}
+	}
+	limit := len(body)
+	switch {
+	case o.end >= 0:
+		limit = o.end
+	case done:
+		limit = len(strings.TrimRightFunc(body, isSpace))
+	}
+	if limit <= o.sent {
+		return ""
+	}
+	s := body[o.sent:limit]
+	o.sent = limit
+	return s
+}
+
+// pairHead finds a key/value call's name and where its pairs begin, ok false until the name
+// is complete: after <function=NAME> (XML), or before the first <arg_key> (GLM; with done,
+// a call without arguments).
+func pairHead(body string, form callForm, done bool) (name string, at int, ok bool) {
+	lead := len(body) - len(strings.TrimLeftFunc(body, isSpace))
+	text := body[lead:]
 	if form == xmlForm {
 		after, found := strings.CutPrefix(text, "<function=")
-		if name, rest, ok = strings.Cut(after, ">"); !found || !ok || name == "" {
-			return "", "", false
+		name, _, ok = strings.Cut(after, ">")
+		if !found || !ok || name == "" {
+			return "", 0, false
 		}
-		pair = func(r string) (string, string, bool, bool) {
-			after, found := strings.CutPrefix(r, "<parameter=")
-			key, body, closed := strings.Cut(after, ">")
-			if !found || !closed {
-				return "", "", false, false
-			}
-			body = strings.TrimPrefix(body, "\n")
-			if value, _, ended := strings.Cut(body, "</parameter>"); ended {
-				return key, strings.TrimSuffix(value, "\n"), true, true
-			}
-			return key, heldBack(body, "\n</parameter>", "</parameter>"), false, true
-		}
-	} else {
-		var pairs bool
-		name, rest, pairs = strings.Cut(text, "<arg_key>")
-		if name = strings.TrimSpace(name); name == "" || strings.ContainsAny(name, " \n\t<>{}") || !pairs && !done {
-			return "", "", false
-		}
-		rest = "<arg_key>" + rest
-		if !pairs {
-			rest = ""
-		}
-		pair = func(r string) (string, string, bool, bool) {
-			after, found := strings.CutPrefix(r, "<arg_key>")
-			key, body, closed := strings.Cut(after, "</arg_key>")
-			body, opened := strings.CutPrefix(strings.TrimLeftFunc(body, isSpace), "<arg_value>")
-			if !found || !closed || !opened {
-				return "", "", false, false
-			}
-			if value, _, ended := strings.Cut(body, "</arg_value>"); ended {
-				return key, value, true, true
-			}
-			return key, heldBack(body, "</arg_value>"), false, true
-		}
+		return name, lead + len("<function=") + len(name) + 1, true
+	}
+	name, _, pairs := strings.Cut(text, "<arg_key>")
+	if !pairs && !done {
+		return "", 0, false
+	}
+	at = lead + len(name)
+	if name = strings.TrimSpace(name); name == "" || strings.ContainsAny(name, " \n\t<>{}") {
+		return "", 0, false
+	}
+	return name, at, true
+}
+
+// pairObject follows the JSON object a key/value call's pairs make as its text grows: the
+// name, whether the opening brace was handed over, where the first unfinished pair begins
+// (next), how many pairs are finished, and of the unfinished one whether its key was handed
+// over, how much of its string value (valueSent, -1 before its opening quote), and how far
+// its closing tag was looked for.
+type pairObject struct {
+	name             string
+	braced, keyOut   bool
+	next, pairs      int
+	valueSent, found int
+}
+
+// more is the object's text in body not handed over yet (see streamedCall): each finished
+// pair whole, the unfinished one's key, and its value if it is a string as far as it is
+// written, short of what may begin its closing tag or end inside a character; the closing
+// brace with done.
+func (o *pairObject) more(body string, form callForm, types map[string]string, done bool) string {
+	open, close, tails := "<parameter=", "</parameter>", []string{"\n</parameter>", "</parameter>"}
+	if form == glmForm {
+		open, close, tails = "<arg_key>", "</arg_value>", []string{"</arg_value>"}
 	}
 	var b strings.Builder
-	b.WriteByte('{')
-	consumed := func(r string) string { // what follows a complete pair
-		if form == xmlForm {
-			_, tail, _ := strings.Cut(r, "</parameter>")
-			return tail
-		}
-		_, tail, _ := strings.Cut(r, "</arg_value>")
-		return tail
+	if !o.braced {
+		b.WriteByte('{')
+		o.braced = true
 	}
-	for first := true; ; first = false {
-		rest = strings.TrimLeftFunc(rest, isSpace)
-		key, value, complete, ok := pair(rest)
+	for {
+		at := o.next + len(body[o.next:]) - len(strings.TrimLeftFunc(body[o.next:], isSpace))
+		key, vstart, ok := pairKey(body, at, open, form)
 		if !ok {
 			break
 		}
-		if !first {
-			b.WriteByte(',')
+		if !o.keyOut {
+			if o.pairs > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(jsonString(key) + ":")
+			o.keyOut = true
 		}
-		b.WriteString(jsonString(key) + ":")
-		if complete {
-			b.WriteString(argJSON(types[name], key, value))
-			rest = consumed(rest)
-			continue
+		// The closing tag is looked for only in text not looked at before.
+		from := max(vstart, o.found-len(close)+1)
+		end := strings.Index(body[from:], close)
+		if end < 0 {
+			o.found = len(body)
+			if types[key] == "string" {
+				if o.valueSent < 0 {
+					b.WriteByte('"')
+					o.valueSent = 0
+				}
+				held := heldBack(body[vstart:], tails...)
+				if len(held) > o.valueSent {
+					b.WriteString(escaped(held[o.valueSent:]))
+					o.valueSent = len(held)
+				}
+			}
+			break
 		}
-		if types[name][key] == "string" { // its value, open-ended
-			b.WriteString(strings.TrimSuffix(jsonString(value), `"`))
+		end += from
+		value := body[vstart:end]
+		if form == xmlForm {
+			value = strings.TrimSuffix(value, "\n")
 		}
-		return name, b.String(), true
+		if o.valueSent >= 0 {
+			b.WriteString(escaped(value[o.valueSent:]) + `"`)
+		} else {
+			b.WriteString(argJSON(types, key, value))
+		}
+		o.next, o.pairs, o.keyOut, o.valueSent, o.found = end+len(close), o.pairs+1, false, -1, 0
 	}
 	if done {
 		b.WriteByte('}')
 	}
-	return name, b.String(), true
+	return b.String()
+}
+
+// pairKey reads the key of the pair at body[at:] and where its value begins, ok false while
+// either is unwritten: <parameter=KEY>\n (XML) or <arg_key>KEY</arg_key> <arg_value> (GLM).
+func pairKey(body string, at int, open string, form callForm) (key string, vstart int, ok bool) {
+	after, found := strings.CutPrefix(body[at:], open)
+	if !found {
+		return "", 0, false
+	}
+	sep := ">"
+	if form == glmForm {
+		sep = "</arg_key>"
+	}
+	key, rest, closed := strings.Cut(after, sep)
+	if !closed || key == "" {
+		return "", 0, false
+	}
+	vstart = len(body) - len(rest)
+	if form == glmForm {
+		value, opened := strings.CutPrefix(strings.TrimLeftFunc(rest, isSpace), "<arg_value>")
+		if !opened {
+			return "", 0, false
+		}
+		return key, len(body) - len(value), true
+	}
+	if strings.HasPrefix(rest, "\n") {
+		vstart++
+	}
+	return key, vstart, true
+}
+
+// escaped is s as the inside of a JSON string (see jsonString): pieces of a value escaped
+// one after another join into the value's escaping, as long as none ends inside a character.
+func escaped(s string) string {
+	q := jsonString(s)
+	return q[1 : len(q)-1]
 }
 
 // heldBack is value short of its end that may begin one of the closing tags, and of a

@@ -13,11 +13,17 @@ import (
 // parameters.
 func streamingJob(t *testing.T) *job {
 	t.Helper()
-	g, err := grammar.Parse(`root ::= "x"`) // any grammar: the parser only asks whether there is one
+	return &job{tools: true, stream: true, grammar: grammarForTests(t), forcedCall: true, argTypes: weatherTypes}
+}
+
+// grammarForTests is any grammar: the parser only asks whether a job has one.
+func grammarForTests(t testing.TB) *grammar.Grammar {
+	t.Helper()
+	g, err := grammar.Parse(`root ::= "x"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &job{tools: true, stream: true, grammar: g, forcedCall: true, argTypes: weatherTypes}
+	return g
 }
 
 var weatherTypes = argTypes{"get_weather": {"city": "string", "days": "integer", "note": "string"}}
@@ -180,5 +186,28 @@ func TestStreamedCallEvents(t *testing.T) {
 	}
 	if deltaArgs != wantArgs || doneArgs != wantArgs || item == nil || item["arguments"] != wantArgs || item["name"] != "bash" || item["status"] != "completed" {
 		t.Errorf("responses: deltas %s, done %s, item %v", deltaArgs, doneArgs, item)
+	}
+}
+
+// BenchmarkStreamedCall streams a coding agent's edit call, 40 KB of file content in a
+// string parameter, in pieces of 4 bytes as tokens come: each piece should cost the same
+// however long the call already is.
+func BenchmarkStreamedCall(b *testing.B) {
+	content := strings.Repeat("\tfmt.Println(\"x\") // \"quoted\" and </ tags\n", 1000)
+	for _, c := range []struct{ family, text string }{
+		{"qwen3", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": " + jsonString(content) + "}}\n</tool_call>"},
+		{"qwen35", "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + content + "\n</parameter>\n</function>\n</tool_call>"},
+	} {
+		s := templateServer(b, c.family)
+		b.Run(c.family, func(b *testing.B) {
+			for b.Loop() {
+				j := &job{tools: true, stream: true, grammar: grammarForTests(b), forcedCall: true, argTypes: weatherTypes}
+				p := textParser{s.outputParser(j)}
+				for i := 0; i < len(c.text); i += 4 {
+					p.piece(c.text[i:min(i+4, len(c.text))])
+				}
+				p.end()
+			}
+		})
 	}
 }

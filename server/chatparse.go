@@ -114,6 +114,8 @@ type chatParser struct {
 	mode  parseMode
 	held  string // a suffix that may begin a tag (or whitespace before one)
 	call  strings.Builder
+	// searched is how much of the call's text was looked through for its closing tag.
+	searched int
 	// beforeCall is the whitespace that preceded the open call, given back as content if
 	// the call never ends.
 	beforeCall string
@@ -177,10 +179,16 @@ func (p *chatParser) add(text string) parsed {
 			p.text(&out.reasoning, strings.TrimRightFunc(buf[:at], isSpace))
 			buf, p.mode, p.trimNext = buf[at+len(p.syn.thinkClose):], inContent, true
 		case inCall:
-			// The closing tag may have begun in an earlier piece: look in the whole call.
+			// The closing tag may have begun in an earlier piece: look from where it could
+			// have begun, not through the whole call again (an edit call can be long).
 			p.call.WriteString(buf)
 			call := p.call.String()
-			at := strings.Index(call, p.syn.callClose)
+			from := max(0, p.searched-len(p.syn.callClose)+1)
+			at := strings.Index(call[from:], p.syn.callClose)
+			p.searched = len(call)
+			if at >= 0 {
+				at += from
+			}
 			if at < 0 {
 				if p.streaming != nil {
 					// Hold back what may begin the closing tag.
@@ -191,6 +199,7 @@ func (p *chatParser) add(text string) parsed {
 				continue
 			}
 			p.call.Reset()
+			p.searched = 0
 			buf, p.mode = call[at+len(p.syn.callClose):], inContent
 			var parts []callPart
 			if p.streaming != nil { // nothing if the call never opened: then it is parsed whole

@@ -52,10 +52,11 @@ type harmonyParser struct {
 	// is content.
 	reasoning bool
 	// stream hands calls over in parts as they are written (a call's arguments are its
-	// message as written, so every prefix is final but trailing whitespace); sent is what
-	// of the open call's arguments was handed over, id its id.
-	stream   bool
-	sent, id string
+	// message as written, so every prefix is final but trailing whitespace); sent is how
+	// much of the open call's arguments was handed over, id its id.
+	stream bool
+	sent   int
+	id     string
 }
 
 type harmonyState int
@@ -95,7 +96,7 @@ func (p *harmonyParser) add(text string) parsed {
 			p.header.Reset()
 			p.startBody(h[:at])
 			if p.state == inArguments && p.stream {
-				p.id, p.sent = callID(), ""
+				p.id, p.sent = callID(), 0
 				out.parts = append(out.parts, callPart{index: p.calls, id: p.id, name: p.name, first: true})
 			}
 			buf = h[at+len(harmonyMessageTag):]
@@ -180,11 +181,12 @@ func (p *harmonyParser) bodyText(out *parsed, s string) {
 	}
 }
 
-// handOver hands over what of args (the open call's arguments as they stand) was not yet.
+// handOver hands over what of args (the open call's arguments as they stand, which extend
+// what was handed over before) was not yet.
 func (p *harmonyParser) handOver(out *parsed, args string) {
-	if len(args) > len(p.sent) && strings.HasPrefix(args, p.sent) {
-		out.parts = append(out.parts, callPart{index: p.calls, args: args[len(p.sent):]})
-		p.sent = args
+	if len(args) > p.sent {
+		out.parts = append(out.parts, callPart{index: p.calls, args: args[p.sent:]})
+		p.sent = len(args)
 	}
 }
 
