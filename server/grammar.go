@@ -207,17 +207,13 @@ func (s *Server) parseCallGrammar(text string, aerr *apiError) (*grammar.Grammar
 // vocabulary's end-of-generation tokens, which the grammar allows once it is complete. One
 // call per turn, as harmony ends the turn at a call.
 func harmonyCallRules(tools []forcedTool) (string, *apiError) {
-	var b strings.Builder
-	var alternatives []string
-	for i, t := range tools {
-		args, aerr := schemaRules(&b, t, fmt.Sprintf("moerun-tool%d-", i))
-		if aerr != nil {
-			return "", aerr
-		}
+	b, aerr := jsonCallRules(tools, func(t forcedTool, args string) string {
 		header := harmonyChannelTag + "commentary to=functions." + t.Function.Name + " " + harmonyConstrainTag + "json" + harmonyMessageTag
-		alternatives = append(alternatives, grammar.Literal(header)+" "+args)
+		return grammar.Literal(header) + " " + args
+	})
+	if aerr != nil {
+		return "", aerr
 	}
-	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
 	b.WriteString("moerun-analysis ::= " + grammar.Literal(harmonyChannelTag+"analysis"+harmonyMessageTag) + ` ([^<] | "<" [^|])* ` +
 		grammar.Literal(harmonyEndTag+harmonyStartTag+"assistant") + "\n")
 	b.WriteString("root ::= moerun-analysis? moerun-call\n")
@@ -274,21 +270,33 @@ func hermesCallRules(tools []forcedTool) (string, *apiError) {
 // arguments follow its parameters schema (converted by grammar/jsonschema, its rules
 // renamed apart).
 func deepseekCallRules(tools []forcedTool, codeBlock bool) (string, *apiError) {
-	var b strings.Builder
+	b, aerr := jsonCallRules(tools, func(t forcedTool, args string) string {
+		if codeBlock {
+			return grammar.Literal(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n") + " " + args + " " + grammar.Literal("\n```"+deepseekCallEnd)
+		}
+		return grammar.Literal(deepseekCallBegin+t.Function.Name+deepseekSep) + " " + args + " " + grammar.Literal(deepseekCallEnd)
+	})
+	if aerr != nil {
+		return "", aerr
+	}
+	return b.String(), nil
+}
+
+// jsonCallRules writes each tool's parameters rules (converted by grammar/jsonschema,
+// renamed apart) and defines moerun-call as the alternatives wrap makes of each tool and
+// the name of its arguments' rule.
+func jsonCallRules(tools []forcedTool, wrap func(t forcedTool, args string) string) (*strings.Builder, *apiError) {
+	b := &strings.Builder{}
 	var alternatives []string
 	for i, t := range tools {
-		args, aerr := schemaRules(&b, t, fmt.Sprintf("moerun-tool%d-", i))
+		args, aerr := schemaRules(b, t, fmt.Sprintf("moerun-tool%d-", i))
 		if aerr != nil {
-			return "", aerr
+			return nil, aerr
 		}
-		if codeBlock {
-			alternatives = append(alternatives, grammar.Literal(deepseekCallBegin+"function"+deepseekSep+t.Function.Name+"\n```json\n")+" "+args+" "+grammar.Literal("\n```"+deepseekCallEnd))
-		} else {
-			alternatives = append(alternatives, grammar.Literal(deepseekCallBegin+t.Function.Name+deepseekSep)+" "+args+" "+grammar.Literal(deepseekCallEnd))
-		}
+		alternatives = append(alternatives, wrap(t, args))
 	}
 	b.WriteString("moerun-call ::= " + strings.Join(alternatives, " | ") + "\n")
-	return b.String(), nil
+	return b, nil
 }
 
 // gbnfIdent is a rule name in GBNF.
