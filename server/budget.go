@@ -69,8 +69,15 @@ func (b *reasoningBudget) Allows(token int32) bool {
 
 // Mask implements moe.Constraint.
 func (b *reasoningBudget) Mask(allowed []bool) error {
-	for t := range allowed {
-		allowed[t] = b.Allows(int32(t))
+	if !b.Forcing() {
+		for t := range allowed {
+			allowed[t] = true
+		}
+		return nil
+	}
+	clear(allowed)
+	if f := b.forced[b.at]; int(f) < len(allowed) {
+		allowed[f] = true
 	}
 	return nil
 }
@@ -163,15 +170,17 @@ func (c bothConstraints) Allows(token int32) bool {
 	return c.budget.Allows(token) && c.then.Allows(token)
 }
 
+// Mask implements moe.Constraint: while the budget forces a token, the other constraint is
+// asked about that token alone rather than walking the vocabulary.
 func (c bothConstraints) Mask(allowed []bool) error {
-	if err := c.then.Mask(allowed); err != nil {
+	if !c.budget.Forcing() {
+		return c.then.Mask(allowed)
+	}
+	if err := c.budget.Mask(allowed); err != nil {
 		return err
 	}
-	if c.budget.Forcing() {
-		forced := c.budget.forced[c.budget.at]
-		for t := range allowed {
-			allowed[t] = allowed[t] && int32(t) == forced
-		}
+	if f := c.budget.forced[c.budget.at]; int(f) < len(allowed) {
+		allowed[f] = c.then.Allows(f)
 	}
 	return nil
 }

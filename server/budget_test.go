@@ -154,3 +154,42 @@ func TestReasoningBudget(t *testing.T) {
 		t.Errorf("budget -2: %d %s", status, body)
 	}
 }
+
+// refuseSet is a constraint that refuses some tokens and counts its masks.
+type refuseSet struct {
+	refused map[int32]bool
+	masks   int
+}
+
+func (r *refuseSet) Allows(t int32) bool { return !r.refused[t] }
+func (r *refuseSet) Accept(int32) error  { return nil }
+func (r *refuseSet) Mask(allowed []bool) error {
+	r.masks++
+	for t := range allowed {
+		allowed[t] = !r.refused[int32(t)]
+	}
+	return nil
+}
+
+// A budget and a grammar together: while the budget forces a token only that token can
+// come, and only if the grammar allows it (asked about it alone); otherwise the grammar's
+// mask is the mask.
+func TestBothConstraintsMask(t *testing.T) {
+	pieces := func(int32) string { return "x" }
+	then := &refuseSet{refused: map[int32]bool{5: true}}
+	c := bothConstraints{budget: newReasoningBudget(0, []int32{1}, [][]int32{{3}}, []int32{3}, pieces, true), then: then}
+	allowed := make([]bool, 8)
+	if err := c.Mask(allowed); err != nil || !slices.Equal(allowed, []bool{false, false, false, true, false, false, false, false}) || then.masks != 0 {
+		t.Errorf("forcing 3: %v (%v), %d grammar masks", allowed, err, then.masks)
+	}
+	then.refused[3] = true
+	if err := c.Mask(allowed); err != nil || slices.Contains(allowed, true) {
+		t.Errorf("forcing 3, which the grammar refuses: %v (%v)", allowed, err)
+	}
+	if err := c.Accept(3); err != nil || c.budget.Forcing() {
+		t.Fatalf("after the forced token: forcing %v (%v)", c.budget.Forcing(), err)
+	}
+	if err := c.Mask(allowed); err != nil || !slices.Equal(allowed, []bool{true, true, true, false, true, false, true, true}) || then.masks != 1 {
+		t.Errorf("not forcing: %v (%v), %d grammar masks", allowed, err, then.masks)
+	}
+}
