@@ -268,8 +268,7 @@ var q4KSumsOfTwo = [8]uint32{0, 1, 4, 5, 2, 3, 6, 7}
 //
 // What depends on the activations alone is prepared once for all the rows
 // (q4KRepackedTokensBlock), each row's super-blocks then go through
-// q4KRepackedTokens4Row. On the build machine, one thread, calls of 16 rows: per token
-// against dotQ4_KTokens4AVX2, gemv 7-10% faster, gemm within 3% either way.
+// q4KRepackedGemm4AVX2 or q4KRepackedGemv4AVX2.
 func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32, chunk int) {
 	if chunk != qkK && chunk != 64 {
 		panic("tensor: repacked Q4_K takes chunks of 64 or 256 values")
@@ -293,10 +292,11 @@ func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3
 	}
 	pre := (*scratch)[:nb]
 	q4KRepackedTokensPrepare(a0[:nb*292], a1[:nb*292], a2[:nb*292], a3[:nb*292], pre)
-	for r := range count {
-		d := q4KRepackedTokens4Row(rows[r*rowBytes:r*rowBytes+nb*144], pre, chunk == 64)
-		o0[r], o1[r], o2[r], o3[r] = d[0], d[1], d[2], d[3]
+	kernel := q4KRepackedGemv4AVX2
+	if chunk == 64 {
+		kernel = q4KRepackedGemm4AVX2
 	}
+	kernel(unsafe.Pointer(&rows[0]), unsafe.Pointer(&pre[0]), nb, count, rowBytes, &o0[0], &o1[0], &o2[0], &o3[0])
 	q4KRepackedTokensScratches.Put(scratch)
 }
 
@@ -342,8 +342,10 @@ func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, pre []q4KRepackedTokensBloc
 	archsimd.ClearAVXUpperBits()
 }
 
-// q4KRepackedTokens4Row is one row of dotQ4_KRepackedTokens4AVX2, its super-blocks in w
-// against the prepared activations pre, in gemm's arithmetic or gemv's.
+// q4KRepackedGemm4AVX2 and q4KRepackedGemv4AVX2 are dotQ4_KRepackedTokens4AVX2's rows
+// (simd_repacked_q4k_amd64.s): rows rows of nb super-blocks, rowBytes apart from w,
+// against the prepared activations pre; ok[r] gets row r times token k, in gemm's
+// arithmetic or gemv's.
 //
 // A 128-bit half is a token. Each chunk's 32 bytes of nibbles, split into low and high,
 // as they lie and with their halves swapped, meet the prepared quants of a pair of tokens
@@ -357,97 +359,9 @@ func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, pre []q4KRepackedTokensBloc
 // twice, VSHUFPS for the mins), gemm steps after each chunk, two at a time (VPHADDD three
 // times for two chunks). The mins' sums M come from the sub-blocks' activation sums: two
 // tokens a VPMADDWD, which leaves one chunk's M a lane.
-func q4KRepackedTokens4Row(w []byte, pre []q4KRepackedTokensBlock, gemm bool) [4]float32 {
-	prefetchNext(w)
-	x, p := (*[144]byte)(w), &pre[0]
-	nb := len(w) / 144
-	var acc archsimd.Float32x8
-	for i := 0; ; {
-		// Scales and mins as bytes [sc0..7, m0..7] in both 128-bit halves.
-		v := archsimd.LoadUint8x16((*[16]uint8)(x[4:20])).AsInt8x16()
-		lo := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickLo)).AsInt32x4().ShiftRight(archsimd.LoadInt32x4(&q4KShift)).And(archsimd.LoadInt32x4(&q4KMaskLo))
-		packed := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		sc := m4.AsInt8x32().SetLo(packed).SetHi(packed)
-		// The mins' sums, [t0 c0..3 | t1 c0..3] and [t2 | t3] for chunks c, as a float step
-		// takes them: gemm's [t0 c, t2 c, t0 c+1, t2 c+1 | t1, t3 the same] for c = 0 (m02)
-		// and 2 (m13), gemv's [M0, M2, M0, M2 | M1, M3, M1, M3] in both.
-		mw := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&q4KMinWords)).AsInt16x16()
-		m01 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys01))
-		m23 := mw.DotProductPairs(archsimd.LoadInt16x16(&p.ys23))
-		m02, m13 := m01.InterleaveLoGrouped(m23), m01.InterleaveHiGrouped(m23)
-		if !gemm {
-			m02 = m01.AddPairsGrouped(m23)
-			m02 = m02.AddPairsGrouped(m02)
-			m13 = m02
-		}
-		scale := f16Lanes(x[0:2]).SelectFromPairGrouped(0, 1, 4, 5, f16Lanes(x[2:4])).Mul(archsimd.LoadFloat32x8(&p.dy))
+//
+//go:noescape
+func q4KRepackedGemm4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
-		bits := archsimd.LoadUint8x32((*[32]uint8)(x[16:48]))
-		sa, sb := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
-		a1, b1 := bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		a2, b2 := a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
-		v01 := a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][0][3]))).DotProductPairs(sb))
-		v23 := a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[0][1][3]))).DotProductPairs(sb))
-		// gemv's sums; gemm's chunk 0 (then 2) by VPHADDD in s01, to add up with chunk 1 (3).
-		s01, s23 := v01, v23
-		if gemm {
-			s01 = v01.AddPairsGrouped(v23)
-		}
-
-		bits = archsimd.LoadUint8x32((*[32]uint8)(x[48:80]))
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
-		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
-		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][0][3]))).DotProductPairs(sb))
-		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[1][1][3]))).DotProductPairs(sb))
-		if gemm { // [I0, I2 of chunk 0, of chunk 1 | I1, I3 …], two float steps
-			f := s01.AddPairsGrouped(v01.AddPairsGrouped(v23))
-			acc = scale.MulAdd(f.SelectFromPairGrouped(0, 1, 4, 5, m02).ConvertToFloat32(), acc)
-			acc = scale.MulAdd(f.SelectFromPairGrouped(2, 3, 6, 7, m02).ConvertToFloat32(), acc)
-		} else {
-			s01, s23 = s01.Add(v01), s23.Add(v23)
-		}
-
-		bits = archsimd.LoadUint8x32((*[32]uint8)(x[80:112]))
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
-		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
-		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][0][3]))).DotProductPairs(sb))
-		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[2][1][3]))).DotProductPairs(sb))
-		if gemm {
-			s01 = v01.AddPairsGrouped(v23)
-		} else {
-			s01, s23 = s01.Add(v01), s23.Add(v23)
-		}
-
-		bits = archsimd.LoadUint8x32((*[32]uint8)(x[112:144]))
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
-		a1, b1 = bits.And(m4), bits.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		a2, b2 = a1.Select128FromPair(1, 0, a1), b1.Select128FromPair(1, 0, b1)
-		v01 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][0][3]))).DotProductPairs(sb))
-		v23 = a1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][0])).Add(a2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][1]))).DotProductPairs(sa).Add(
-			b1.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][2])).Add(b2.DotProductPairsSaturated(archsimd.LoadInt8x32(&p.y[3][1][3]))).DotProductPairs(sb))
-		if gemm {
-			f := s01.AddPairsGrouped(v01.AddPairsGrouped(v23))
-			acc = scale.MulAdd(f.SelectFromPairGrouped(0, 1, 4, 5, m13).ConvertToFloat32(), acc)
-			acc = scale.MulAdd(f.SelectFromPairGrouped(2, 3, 6, 7, m13).ConvertToFloat32(), acc)
-		} else { // [I0, I2, M0, M2 | I1, I3, M1, M3]
-			f := s01.Add(v01).AddPairsGrouped(s23.Add(v23))
-			acc = scale.MulAdd(f.AddPairsGrouped(f).SelectFromPairGrouped(0, 1, 6, 7, m13).ConvertToFloat32(), acc)
-		}
-		if i++; i == nb {
-			break
-		}
-		x, p = next(x), next(p)
-	}
-	r := acc.Sub(acc.SelectFromPairGrouped(2, 3, 0, 1, acc)) // [r0, r2, ·, · | r1, r3, ·, ·]
-	return storeLanes4(r.GetLo().AsInt32x4().InterleaveLo(r.GetHi().AsInt32x4()).AsFloat32x4())
-}
+//go:noescape
+func q4KRepackedGemv4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)

@@ -1,0 +1,181 @@
+//go:build goexperiment.simd
+
+#include "textflag.h"
+
+// The four-token Q4_K kernels in llama.cpp's repacked arithmetic (see
+// simd_repacked_q4k_amd64.go): each row's super-blocks against the prepared activations
+// (q4KRepackedTokensBlock), with the integer lanes and float steps that
+// q4KRepackedGemm4AVX2's comment describes. VEX instructions only (AVX2, FMA): they end with VZEROUPPER.
+// Go's operand order is Intel's reversed: VPMADDUBSW S, U, D is D = pairs of U
+// (unsigned) · S (signed); VPSHUFB I, V, D is D = V's bytes picked by I; VPHADDD B, A, D
+// is D = [A's pair sums, B's pair sums] in each 128-bit half; VSUBPS B, A, D is D = A - B.
+//
+// Written as archsimd, the same steps ran at 16 cycles a super-block and token in L1 on the
+// build machine: the compiler neither folds loads into the instructions nor keeps the
+// constants in registers, and every load took an instruction of its own. Here the loads
+// are folded and the nibble mask, the scales and the float state stay in registers.
+//
+// Registers: BX the row, DX its index, SI its super-block, DI the prepared block, CX the
+// super-blocks left, R8 f16Table, AX scratch. Y15 nibbleMask, Y14 the super-block's scales
+// and mins as bytes [sc0..7, m0..7] in both halves, Y13 the row's float lanes [acc0, acc2,
+// accMin0, accMin2 | acc1, acc3, accMin1, accMin3], Y12 their factors [d·dy0, d·dy2,
+// dmin·dy0, dmin·dy2 | …]; Y11 and Y10 the mins' sums as the float steps take them (gemv:
+// Y11 alone); Y9 and Y8 the sums carried between chunks; Y0-Y7 scratch.
+
+// Q4KT_SCALES decodes the super-block's packed scales into Y14 (dotQ4_KAVX2's
+// steps), and sets Y12 from its d and dmin and the block's dy.
+#define Q4KT_SCALES \
+	VMOVDQU      4(SI), X0; \
+	VPSHUFB      ·q4KPickLo(SB), X0, X1; \
+	VPSRAVD      ·q4KShift(SB), X1, X1; \
+	VPAND        ·q4KMaskLo(SB), X1, X1; \
+	VPSHUFB      ·q4KPickHi(SB), X0, X0; \
+	VPSRAD       $2, X0, X0; \
+	VPAND        ·q4KMaskHi(SB), X0, X0; \
+	VPOR         X1, X0, X0; \
+	VINSERTI128  $1, X0, Y0, Y14; \
+	MOVWLZX      (SI), AX; \
+	VBROADCASTSS (R8)(AX*4), Y12; \
+	MOVWLZX      2(SI), AX; \
+	VBROADCASTSS (R8)(AX*4), Y0; \
+	VSHUFPS      $0x44, Y0, Y12, Y12; \
+	VMULPS       1088(DI), Y12, Y12
+
+// Q4KT_MINS leaves the mins times the sub-blocks' activation sums in Y1 ([t0 c0..3 | t1
+// c0..3]) and Y0 ([t2 | t3]).
+#define Q4KT_MINS \
+	VPSHUFB  ·q4KMinWords(SB), Y14, Y0; \
+	VPMADDWD 1024(DI), Y0, Y1; \
+	VPMADDWD 1056(DI), Y0, Y0
+
+// Q4KT_CHUNK leaves chunk c's integer lanes of tokens 0 and 1 in r01, of tokens 2 and 3
+// in r23: the 32 bytes of nibbles at 16+32c, low (sub-block 2c) and high (2c+1), as they
+// lie and with their halves swapped, against the prepared quants at 256c, each sub-block's
+// word sums times its scales (spreadByte[2c] and [2c+1]).
+#define Q4KT_CHUNK(q, y, sp, r01, r23) \
+	VMOVDQU    q(SI), Y0; \
+	VPAND      Y15, Y0, Y1; \
+	VPERM2I128 $1, Y1, Y1, Y2; \
+	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
+	VPMADDUBSW y(DI), Y1, r01; \
+	VPMADDUBSW y+32(DI), Y2, Y7; \
+	VPADDW     Y7, r01, r01; \
+	VPMADDWD   Y4, r01, r01; \
+	VPMADDUBSW y+128(DI), Y1, r23; \
+	VPMADDUBSW y+160(DI), Y2, Y7; \
+	VPADDW     Y7, r23, r23; \
+	VPMADDWD   Y4, r23, r23; \
+	VPSRLW     $4, Y0, Y0; \
+	VPAND      Y15, Y0, Y0; \
+	VPERM2I128 $1, Y0, Y0, Y1; \
+	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y2; \
+	VPMADDUBSW y+64(DI), Y0, Y4; \
+	VPMADDUBSW y+96(DI), Y1, Y5; \
+	VPADDW     Y5, Y4, Y4; \
+	VPMADDWD   Y2, Y4, Y4; \
+	VPADDD     Y4, r01, r01; \
+	VPMADDUBSW y+192(DI), Y0, Y4; \
+	VPMADDUBSW y+224(DI), Y1, Y5; \
+	VPADDW     Y5, Y4, Y4; \
+	VPMADDWD   Y2, Y4, Y4; \
+	VPADDD     Y4, r23, r23
+
+// Q4KT_GEMM_STEPS takes gemm's two float steps for a pair of chunks: the first chunk's
+// sums, added pairwise (Y9), and the second's (Y6, Y3) become [I0, I2 of the first, of
+// the second | I1, I3 …], each chunk's next to its mins' sums from m.
+#define Q4KT_GEMM_STEPS(m) \
+	VPHADDD     Y3, Y6, Y6; \
+	VPHADDD     Y6, Y9, Y0; \
+	VSHUFPS     $0x44, m, Y0, Y1; \
+	VCVTDQ2PS   Y1, Y1; \
+	VFMADD231PS Y1, Y12, Y13; \
+	VSHUFPS     $0xEE, m, Y0, Y1; \
+	VCVTDQ2PS   Y1, Y1; \
+	VFMADD231PS Y1, Y12, Y13
+
+// Q4KT_ROWS runs body over the super-blocks of every row and stores each row's four sums,
+// [r0, r1, r2, r3] = the lanes' acc - accMin, to o0..o3 at the row's index. The lines 4
+// KiB ahead of each super-block go to L2, as prefetchNext asks for them row by row.
+#define Q4KT_ROWS(row, block, body) \
+	MOVQ         w+0(FP), BX; \
+	XORQ         DX, DX; \
+	LEAQ         ·f16Table(SB), R8; \
+	VMOVDQU      ·nibbleMask(SB), Y15; \
+row: \
+	MOVQ         BX, SI; \
+	MOVQ         pre+8(FP), DI; \
+	MOVQ         nb+16(FP), CX; \
+	VXORPS       Y13, Y13, Y13; \
+block: \
+	PREFETCHT1   4096(SI); \
+	PREFETCHT1   4160(SI); \
+	PREFETCHT1   4224(SI); \
+	Q4KT_SCALES; \
+	body; \
+	ADDQ         $144, SI; \
+	ADDQ         $1120, DI; \
+	DECQ         CX; \
+	JNZ          block; \
+	VSHUFPS      $0x4E, Y13, Y13, Y0; \
+	VSUBPS       Y0, Y13, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VPUNPCKLDQ   X1, X0, X0; \
+	MOVQ         o0+40(FP), AX; \
+	VMOVSS       X0, (AX)(DX*4); \
+	MOVQ         o1+48(FP), AX; \
+	VEXTRACTPS   $1, X0, (AX)(DX*4); \
+	MOVQ         o2+56(FP), AX; \
+	VEXTRACTPS   $2, X0, (AX)(DX*4); \
+	MOVQ         o3+64(FP), AX; \
+	VEXTRACTPS   $3, X0, (AX)(DX*4); \
+	ADDQ         rowBytes+32(FP), BX; \
+	INCQ         DX; \
+	CMPQ         DX, rows+24(FP); \
+	JLT          row; \
+	VZEROUPPER; \
+	RET
+
+// Gemm's super-block: a float step after every chunk, two at a time, with the mins' sums
+// of chunks 0 and 1 in Y11, of 2 and 3 in Y10.
+#define Q4KT_GEMM_BLOCK \
+	Q4KT_MINS; \
+	VPUNPCKLDQ Y0, Y1, Y11; \
+	VPUNPCKHDQ Y0, Y1, Y10; \
+	Q4KT_CHUNK(16, 0, 0, Y6, Y3); \
+	VPHADDD    Y3, Y6, Y9; \
+	Q4KT_CHUNK(48, 256, 64, Y6, Y3); \
+	Q4KT_GEMM_STEPS(Y11); \
+	Q4KT_CHUNK(80, 512, 128, Y6, Y3); \
+	VPHADDD    Y3, Y6, Y9; \
+	Q4KT_CHUNK(112, 768, 192, Y6, Y3); \
+	Q4KT_GEMM_STEPS(Y10)
+
+// Gemv's super-block: the chunks' lanes add up (Y9, Y8) to one float step, with the mins'
+// sums [M0, M2, M0, M2 | M1, M3, M1, M3] in Y11.
+#define Q4KT_GEMV_BLOCK \
+	Q4KT_MINS; \
+	VPHADDD     Y0, Y1, Y11; \
+	VPHADDD     Y11, Y11, Y11; \
+	Q4KT_CHUNK(16, 0, 0, Y9, Y8); \
+	Q4KT_CHUNK(48, 256, 64, Y6, Y3); \
+	VPADDD      Y6, Y9, Y9; \
+	VPADDD      Y3, Y8, Y8; \
+	Q4KT_CHUNK(80, 512, 128, Y6, Y3); \
+	VPADDD      Y6, Y9, Y9; \
+	VPADDD      Y3, Y8, Y8; \
+	Q4KT_CHUNK(112, 768, 192, Y6, Y3); \
+	VPADDD      Y6, Y9, Y9; \
+	VPADDD      Y3, Y8, Y8; \
+	VPHADDD     Y8, Y9, Y0; \
+	VPHADDD     Y0, Y0, Y0; \
+	VSHUFPS     $0xE4, Y11, Y0, Y0; \
+	VCVTDQ2PS   Y0, Y0; \
+	VFMADD231PS Y0, Y12, Y13
+
+// func q4KRepackedGemm4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·q4KRepackedGemm4AVX2(SB), NOSPLIT, $0-72
+	Q4KT_ROWS(gemmrow, gemmblock, Q4KT_GEMM_BLOCK)
+
+// func q4KRepackedGemv4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
+	Q4KT_ROWS(gemvrow, gemvblock, Q4KT_GEMV_BLOCK)
