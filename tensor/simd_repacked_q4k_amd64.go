@@ -65,7 +65,7 @@ var (
 //
 // The rows go in groups of eight, a float lane each. For each span of up to
 // q4KRepackedSpan super-blocks, an integer pass runs down each pair of rows of the group
-// in turn (q4KRepackedIntegers), and leaves each super-block's lanes and decoded scales in
+// in turn (q4KRepackedIntegersAVX2), and leaves each super-block's lanes and decoded scales in
 // a buffer; the float pass (q4KRepackedFloats) then adds the eight rows' lanes up to I with
 // a VPHADDD tree, computes their M from the mins and the bsums, and takes both float steps
 // of eight rows in two FMAs. Nothing vector lives across the passes (acc and accMin wait in
@@ -99,7 +99,7 @@ func dotQ4_KRepackedRowsAVX2(n int, rows, a []byte, out []float32) {
 				if r1 != r0 {
 					prefetchNext(w1)
 				}
-				q4KRepackedIntegers(w0, w1, a[b0*292:(b0+span)*292], swapped[b0:b0+span], &s.blocks[0], k&3)
+				q4KRepackedIntegersAVX2(unsafe.Pointer(&w0[0]), unsafe.Pointer(&w1[0]), unsafe.Pointer(&a[b0*292]), unsafe.Pointer(&swapped[b0]), unsafe.Pointer(&s.blocks[0]), span, k&3)
 			}
 			q4KRepackedFloats(a[b0*292:(b0+span)*292], &s.blocks[0], span, b0 > 0, &accs.acc, &accs.accMin)
 		}
@@ -130,69 +130,18 @@ func q4KRepackedSwap(a []byte, swapped [][8][32]int8) {
 	archsimd.ClearAVXUpperBits()
 }
 
-// q4KRepackedIntegers is the integer pass of dotQ4_KRepackedRowsAVX2 for rows 2k and 2k+1
-// of a group (w0 and w1, span super-blocks) against the activations a and swapped, into the
-// buffer p. The first row is in the lower 128-bit half: each chunk's nibbles of the two rows
-// are regrouped into [row 2k's first 16 bytes | row 2k+1's last 16] and [row 2k's last 16
-// | row 2k+1's first 16], split into low and high nibbles and multiplied (VPMADDUBSW) with
-// the sub-block's quants as they lie and as swapped, so each half's two products belong to
-// one row and add up as words (VPADDW, at most 2·2·15·128) before VPMADDWD scales them.
-func q4KRepackedIntegers(w0, w1, a []byte, swapped [][8][32]int8, p *q4KRepackedBlock, k int) {
-	x0, x1, y, z := (*[144]byte)(w0), (*[144]byte)(w1), (*[292]byte)(a), &swapped[0]
-	d := (*[len(f16Table)]uint32)(unsafe.Pointer(&f16Table))
-	for i := 0; ; {
-		// Scales and mins as bytes [sc0..7, m0..7], row 2k's in the lower half.
-		v := archsimd.LoadUint8x16((*[16]uint8)(x0[4:20])).AsInt8x16()
-		lo := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickLo)).AsInt32x4().ShiftRight(archsimd.LoadInt32x4(&q4KShift)).And(archsimd.LoadInt32x4(&q4KMaskLo))
-		packed0 := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
-		v = archsimd.LoadUint8x16((*[16]uint8)(x1[4:20])).AsInt8x16()
-		lo = v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickLo)).AsInt32x4().ShiftRight(archsimd.LoadInt32x4(&q4KShift)).And(archsimd.LoadInt32x4(&q4KMaskLo))
-		packed1 := v.PermuteOrZero(archsimd.LoadInt8x16(&q4KPickHi)).AsInt32x4().ShiftAllRight(2).And(archsimd.LoadInt32x4(&q4KMaskHi)).Or(lo).AsInt8x16()
-		m4 := archsimd.LoadUint8x32(&nibbleMask)
-		sc := m4.AsInt8x32().SetLo(packed0).SetHi(packed1)
-		sc.Store(&p.scales[k&3])
-
-		b0, b1 := archsimd.LoadUint8x32((*[32]uint8)(x0[16:48])), archsimd.LoadUint8x32((*[32]uint8)(x1[16:48]))
-		n1, n2 := b0.Select128FromPair(0, 3, b1), b0.Select128FromPair(1, 2, b1)
-		sa, sb := sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[0])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[1])).AsInt16x16()
-		lo1, lo2 := n1.And(m4), n2.And(m4)
-		hi1, hi2 := n1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4), n2.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		sum := lo1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[4:36])).AsInt8x32()).Add(lo2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[0]))).DotProductPairs(sa).Add(
-			hi1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[36:68])).AsInt8x32()).Add(hi2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[1]))).DotProductPairs(sb))
-
-		b0, b1 = archsimd.LoadUint8x32((*[32]uint8)(x0[48:80])), archsimd.LoadUint8x32((*[32]uint8)(x1[48:80]))
-		n1, n2 = b0.Select128FromPair(0, 3, b1), b0.Select128FromPair(1, 2, b1)
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[2])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[3])).AsInt16x16()
-		lo1, lo2 = n1.And(m4), n2.And(m4)
-		hi1, hi2 = n1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4), n2.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		sum = sum.Add(lo1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[68:100])).AsInt8x32()).Add(lo2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[2]))).DotProductPairs(sa).Add(
-			hi1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[100:132])).AsInt8x32()).Add(hi2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[3]))).DotProductPairs(sb)))
-
-		b0, b1 = archsimd.LoadUint8x32((*[32]uint8)(x0[80:112])), archsimd.LoadUint8x32((*[32]uint8)(x1[80:112]))
-		n1, n2 = b0.Select128FromPair(0, 3, b1), b0.Select128FromPair(1, 2, b1)
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[4])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[5])).AsInt16x16()
-		lo1, lo2 = n1.And(m4), n2.And(m4)
-		hi1, hi2 = n1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4), n2.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		sum = sum.Add(lo1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[132:164])).AsInt8x32()).Add(lo2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[4]))).DotProductPairs(sa).Add(
-			hi1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[164:196])).AsInt8x32()).Add(hi2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[5]))).DotProductPairs(sb)))
-
-		b0, b1 = archsimd.LoadUint8x32((*[32]uint8)(x0[112:144])), archsimd.LoadUint8x32((*[32]uint8)(x1[112:144]))
-		n1, n2 = b0.Select128FromPair(0, 3, b1), b0.Select128FromPair(1, 2, b1)
-		sa, sb = sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[6])).AsInt16x16(), sc.PermuteOrZeroGrouped(archsimd.LoadInt8x32(&spreadByte[7])).AsInt16x16()
-		lo1, lo2 = n1.And(m4), n2.And(m4)
-		hi1, hi2 = n1.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4), n2.AsInt16x16().ShiftAllRight(4).AsUint8x32().And(m4)
-		sum = sum.Add(lo1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[196:228])).AsInt8x32()).Add(lo2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[6]))).DotProductPairs(sa).Add(
-			hi1.DotProductPairsSaturated(archsimd.LoadUint8x32((*[32]uint8)(y[228:260])).AsInt8x32()).Add(hi2.DotProductPairsSaturated(archsimd.LoadInt8x32(&z[7]))).DotProductPairs(sb)))
-		sum.Store(&p.sums[k&3])
-		p.d[k&3], p.d[k&3+4] = d[uint16(x0[0])|uint16(x0[1])<<8], d[uint16(x1[0])|uint16(x1[1])<<8]
-		p.dmin[k&3], p.dmin[k&3+4] = d[uint16(x0[2])|uint16(x0[3])<<8], d[uint16(x1[2])|uint16(x1[3])<<8]
-		if i++; i == len(swapped) {
-			break
-		}
-		x0, x1, y, z, p = next(x0), next(x1), next(y), next(z), next(p)
-	}
-	archsimd.ClearAVXUpperBits()
-}
+// q4KRepackedIntegersAVX2 is the integer pass of dotQ4_KRepackedRowsAVX2 for rows 2·slot
+// and 2·slot+1 of a group (nb super-blocks at w0 and w1) against the activations a and
+// their swapped quants, into the buffer p (simd_repacked_q4k_amd64.s). The first row is in
+// the lower 128-bit half: each chunk's nibbles of the two rows are regrouped into [row
+// 2k's first 16 bytes | row 2k+1's last 16] and [row 2k's last 16 | row 2k+1's first 16],
+// split into low and high nibbles and multiplied (VPMADDUBSW) with the sub-block's quants
+// as they lie and as swapped, so each half's two products belong to one row and add up as
+// words (VPADDW, at most 2·2·15·128) before VPMADDWD scales them. In assembly for the
+// reason the four-token kernels are (simd_repacked_q4k_amd64.s).
+//
+//go:noescape
+func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
 
 // q4KRepackedFloats is the float pass of dotQ4_KRepackedRowsAVX2 over span super-blocks
 // of the buffer p against the activations a: per super-block the eight rows' I and M, one

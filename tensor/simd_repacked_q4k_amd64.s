@@ -179,3 +179,99 @@ TEXT ·q4KRepackedGemm4AVX2(SB), NOSPLIT, $0-72
 // func q4KRepackedGemv4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 	Q4KT_ROWS(gemvrow, gemvblock, Q4KT_GEMV_BLOCK)
+
+// q4KRepackedIntegersAVX2's registers: SI and R9 the two rows' super-blocks, DI the
+// activations, R10 their swapped quants, R12 the buffer block's lanes for this pair of
+// rows (sums[slot], scales[slot] 128 bytes on), R13 its d and dmin (d[slot] 256 bytes on,
+// d[slot+4] 272, dmin[slot] 288, dmin[slot+4] 304), CX the super-blocks left, R8
+// f16Table, AX scratch. Y15 nibbleMask, Y14 the scales and mins of the first row in the
+// lower half and of the second in the upper, Y13 the integer lanes; Y0-Y7 scratch.
+
+// Q4KI_SCALES decodes the packed scales at 4(r) into bytes [sc0..7, m0..7] in x (t
+// scratch), as Q4KT_SCALES does.
+#define Q4KI_SCALES(r, x, t) \
+	VMOVDQU 4(r), x; \
+	VPSHUFB ·q4KPickLo(SB), x, t; \
+	VPSRAVD ·q4KShift(SB), t, t; \
+	VPAND   ·q4KMaskLo(SB), t, t; \
+	VPSHUFB ·q4KPickHi(SB), x, x; \
+	VPSRAD  $2, x, x; \
+	VPAND   ·q4KMaskHi(SB), x, x; \
+	VPOR    t, x, x
+
+// Q4KI_F16 copies the f16Table entry of the F16 at off(r) to dst (its float32 bits).
+#define Q4KI_F16(off, r, dst) \
+	MOVWLZX off(r), AX; \
+	MOVL    (R8)(AX*4), AX; \
+	MOVL    AX, dst
+
+// Q4KI_CHUNK adds chunk c's lanes to Y13: the two rows' 32 bytes of nibbles at q
+// regrouped into [first row's first 16 | second row's last 16] (Y2) and [first row's last
+// 16 | second row's first 16] (Y3), low nibbles (sub-block 2c) against the quants as they
+// lie at y and as swapped at z, high ones (2c+1) at y+32 and z+32, each sub-block's word
+// sums times its scales (spreadByte[2c] and [2c+1] at sp).
+#define Q4KI_CHUNK(q, y, z, sp) \
+	VMOVDQU    q(SI), Y0; \
+	VMOVDQU    q(R9), Y1; \
+	VPBLENDD   $0xF0, Y1, Y0, Y2; \
+	VPERM2I128 $0x21, Y1, Y0, Y3; \
+	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
+	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y5; \
+	VPAND      Y15, Y2, Y6; \
+	VPAND      Y15, Y3, Y7; \
+	VPMADDUBSW y(DI), Y6, Y6; \
+	VPMADDUBSW z(R10), Y7, Y7; \
+	VPADDW     Y7, Y6, Y6; \
+	VPMADDWD   Y4, Y6, Y6; \
+	VPADDD     Y6, Y13, Y13; \
+	VPSRLW     $4, Y2, Y2; \
+	VPAND      Y15, Y2, Y2; \
+	VPSRLW     $4, Y3, Y3; \
+	VPAND      Y15, Y3, Y3; \
+	VPMADDUBSW y+32(DI), Y2, Y2; \
+	VPMADDUBSW z+32(R10), Y3, Y3; \
+	VPADDW     Y3, Y2, Y2; \
+	VPMADDWD   Y5, Y2, Y2; \
+	VPADDD     Y2, Y13, Y13
+
+// func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
+TEXT ·q4KRepackedIntegersAVX2(SB), NOSPLIT, $0-56
+	MOVQ    w0+0(FP), SI
+	MOVQ    w1+8(FP), R9
+	MOVQ    a+16(FP), DI
+	MOVQ    swapped+24(FP), R10
+	MOVQ    p+32(FP), R12
+	MOVQ    nb+40(FP), CX
+	MOVQ    slot+48(FP), AX
+	LEAQ    (R12)(AX*4), R13
+	SHLQ    $5, AX
+	ADDQ    AX, R12
+	LEAQ    ·f16Table(SB), R8
+	VMOVDQU ·nibbleMask(SB), Y15
+
+block:
+	Q4KI_SCALES(SI, X0, X1)
+	Q4KI_SCALES(R9, X2, X3)
+	VINSERTI128 $1, X2, Y0, Y14
+	VMOVDQU     Y14, 128(R12)
+	VPXOR       Y13, Y13, Y13
+	Q4KI_CHUNK(16, 4, 0, 0)
+	Q4KI_CHUNK(48, 68, 64, 64)
+	Q4KI_CHUNK(80, 132, 128, 128)
+	Q4KI_CHUNK(112, 196, 192, 192)
+	VMOVDQU     Y13, (R12)
+	Q4KI_F16(0, SI, 256(R13))
+	Q4KI_F16(0, R9, 272(R13))
+	Q4KI_F16(2, SI, 288(R13))
+	Q4KI_F16(2, R9, 304(R13))
+	ADDQ        $144, SI
+	ADDQ        $144, R9
+	ADDQ        $292, DI
+	ADDQ        $256, R10
+	ADDQ        $320, R12
+	ADDQ        $320, R13
+	DECQ        CX
+	JNZ         block
+
+	VZEROUPPER
+	RET
