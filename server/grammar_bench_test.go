@@ -13,7 +13,8 @@ import (
 // sampling after it) with and without a JSON schema's grammar, greedy and sampled; ns/step
 // is the figure to compare. Each generation releases its matcher, as the server's do, so
 // the next one starts from the transitions computed before (a client sending the same
-// schema again).
+// schema again); the -cold cases parse the schema's grammar anew for each generation, as
+// for a schema the server has not seen.
 func BenchmarkConstrainedDecode(b *testing.B) {
 	model, vocab := loaded()
 	text, err := jsonschema.Convert([]byte(`{"type": "object", "properties": {"ok": {"type": "boolean"},
@@ -31,8 +32,10 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	for _, c := range []struct {
 		name        string
 		constrained bool
+		cold        bool // a grammar parsed anew for every generation: no transitions from before
 		temperature float32
-	}{{"free-greedy", false, 0}, {"schema-greedy", true, 0}, {"free-sampled", false, 1}, {"schema-sampled", true, 1}} {
+	}{{"free-greedy", false, false, 0}, {"schema-greedy", true, false, 0}, {"schema-greedy-cold", true, true, 0},
+		{"free-sampled", false, false, 1}, {"schema-sampled", true, false, 1}, {"schema-sampled-cold", true, true, 1}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx, err := model.NewContext(moe.DefaultContextOptions())
 			if err != nil {
@@ -51,6 +54,12 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 				}
 				var gc *grammarConstraint
 				if c.constrained {
+					g := g
+					if c.cold {
+						if g, err = grammar.Parse(text); err != nil {
+							b.Fatal(err)
+						}
+					}
 					gc = newGrammarConstraint(g, texts, "", "", false, "")
 					sampler.Constrain(gc)
 				}
