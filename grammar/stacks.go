@@ -217,6 +217,9 @@ type state struct {
 	size   int            // total stack elements, charged against the table
 	ascii  *[128]int32    // cached transitions on ASCII; see asciiOffset
 	other  map[rune]int32 // cached transitions on other code points
+	// byMatch caches transitions by what decides them: the accepting stacks and the
+	// positions after their terminals (computeTransition's signature).
+	byMatch map[string]int32
 }
 
 // transitionDead is the transition on a refused code point. The ASCII table
@@ -376,16 +379,30 @@ func (t *stateTable) transition(id int32, cp rune) int32 {
 
 func (t *stateTable) computeTransition(s *state, cp rune) int32 {
 	g := t.g
-	var out stackSet
-	for _, st := range s.stacks {
+	// The next state depends only on which stacks accept cp and where their terminals end:
+	// a character class such as a JSON string's [^"\\] sends most code points to the same
+	// state, which is then expanded and interned once rather than once per code point.
+	var sigBuf [64]byte
+	sig := sigBuf[:0]
+	for i, st := range s.stacks {
 		if len(st) == 0 {
 			continue
 		}
-		top := st[len(st)-1]
-		ok, after := g.matchChar(top, cp)
-		if !ok {
-			continue
+		if ok, after := g.matchChar(st[len(st)-1], cp); ok {
+			sig = binary.LittleEndian.AppendUint32(sig, uint32(i))
+			sig = binary.LittleEndian.AppendUint32(sig, uint32(after))
 		}
+	}
+	if len(sig) == 0 {
+		return transitionDead
+	}
+	if id, ok := s.byMatch[string(sig)]; ok {
+		return id
+	}
+	var out stackSet
+	for k := 0; k < len(sig); k += 8 {
+		st := s.stacks[binary.LittleEndian.Uint32(sig[k:])]
+		after := int32(binary.LittleEndian.Uint32(sig[k+4:]))
 		next := make(stack, len(st)-1, len(st))
 		copy(next, st)
 		if !g.elems[after].endsAlternative() {
@@ -396,14 +413,18 @@ func (t *stateTable) computeTransition(s *state, cp rune) int32 {
 			return transitionDead
 		}
 	}
-	if len(out.stacks) == 0 {
-		return transitionDead
+	id := transitionDead
+	if len(out.stacks) > 0 {
+		var err error
+		if id, err = t.intern(out.stacks); err != nil {
+			t.fail(err)
+			return transitionDead
+		}
 	}
-	id, err := t.intern(out.stacks)
-	if err != nil {
-		t.fail(err)
-		return transitionDead
+	if s.byMatch == nil {
+		s.byMatch = map[string]int32{}
 	}
+	s.byMatch[string(sig)] = id
 	return id
 }
 
