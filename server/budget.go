@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/moerun/moerun/moe"
 )
@@ -13,13 +14,18 @@ import (
 // a whole UTF-8 character) it forces the tokens of the budget message and the closing tag,
 // one per step. A closing tag the model writes itself ends the count; a new opening tag
 // starts a new one. Tags are matched as token sequences, the tags' own tokenization, as
-// llama.cpp matches them.
+// llama.cpp matches them. A budget below 0 never runs out: the reasoning then ends early
+// only when asked (requestEnd, a request's reasoning_control).
 type reasoningBudget struct {
 	start  []int32   // the opening tag's tokens
 	ends   [][]int32 // the closing tags' tokens (the first is the one forced)
 	forced []int32   // the message's tokens, then the first closing tag's
 	budget int
 	pieces func(int32) string // a token's text without control tokens, for the UTF-8 check
+
+	// endRequested is set by requestEnd, from any goroutine, and taken by the generation's
+	// own at its next step.
+	endRequested atomic.Bool
 
 	state     budgetState
 	remaining int     // tokens the reasoning may still take
@@ -51,16 +57,29 @@ func newReasoningBudget(n int, start []int32, ends [][]int32, forced []int32, pi
 // open starts counting the reasoning's tokens.
 func (b *reasoningBudget) open() {
 	b.state, b.remaining, b.recent = budgetCounting, b.budget, b.recent[:0]
-	if b.remaining <= 0 {
+	if b.budget >= 0 && b.remaining <= 0 {
 		b.force()
 	}
 }
 
 func (b *reasoningBudget) force() { b.state, b.at, b.recent = budgetForcing, 0, b.recent[:0] }
 
+// requestEnd asks the generation to end its reasoning now, as llama-server's
+// /v1/chat/completions/control does: the message and the closing tag are forced from the
+// next step on if the reasoning is open and counting then (not when it has not opened, has
+// closed, or is already being closed), otherwise the request is dropped. Safe to call from
+// any goroutine.
+func (b *reasoningBudget) requestEnd() { b.endRequested.Store(true) }
+
 // Forcing reports whether the next token is forced: the sampler then draws from the
-// forced token alone, as llama.cpp masks the logits before its chain runs.
-func (b *reasoningBudget) Forcing() bool { return b.state == budgetForcing && b.at < len(b.forced) }
+// forced token alone, as llama.cpp masks the logits before its chain runs. A sampler asks
+// it before each draw, which is where a request to end the reasoning takes effect.
+func (b *reasoningBudget) Forcing() bool {
+	if b.endRequested.Load() && b.endRequested.Swap(false) && b.state == budgetCounting {
+		b.force()
+	}
+	return b.state == budgetForcing && b.at < len(b.forced)
+}
 
 // Allows implements moe.Constraint.
 func (b *reasoningBudget) Allows(token int32) bool {
@@ -93,6 +112,9 @@ func (b *reasoningBudget) Accept(token int32) error {
 		if b.matches(token, b.ends...) {
 			b.state = budgetDone
 			return nil
+		}
+		if b.budget < 0 {
+			return nil // no limit to count down to
 		}
 		whole := utf8Complete(b.pieces(token))
 		switch {

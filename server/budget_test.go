@@ -193,3 +193,51 @@ func TestBothConstraintsMask(t *testing.T) {
 		t.Errorf("not forcing: %v (%v), %d grammar masks", allowed, err, then.masks)
 	}
 }
+
+// A request to end the reasoning (reasoning_control) forces the message and the closing tag
+// from the next step on while the reasoning is open, with or without a budget; made while
+// the reasoning has not opened, or after it closed, it is dropped, as llama.cpp's
+// common_reasoning_budget_force leaves those states alone.
+func TestReasoningBudgetRequestEnd(t *testing.T) {
+	pieces := func(int32) string { return "x" }
+	for _, c := range []struct {
+		name   string
+		budget int
+		opened bool
+		endAt  int     // the step before which requestEnd is called
+		tokens []int32 // what the model writes where nothing is forced
+		want   []int32
+	}{
+		{"no limit runs on", -1, true, -1, []int32{8, 8, 8, 8, 8, 8}, []int32{8, 8, 8, 8, 8, 8}},
+		{"no limit, ended", -1, true, 2, []int32{8, 8, 8, 8, 8}, []int32{8, 8, 9, 3, 8, 8}},
+		{"ended before the budget runs out", 10, true, 1, []int32{8, 8, 8}, []int32{8, 9, 3, 8, 8}},
+		{"ended after the model opens", -1, false, 3, []int32{8, 1, 8, 8, 8}, []int32{8, 1, 8, 9, 3, 8}},
+		{"dropped before the reasoning opens", -1, false, 1, []int32{8, 8, 1, 8, 8, 8}, []int32{8, 8, 1, 8, 8, 8}},
+		{"dropped after it closed", -1, true, 3, []int32{8, 3, 8, 8, 8}, []int32{8, 3, 8, 8, 8}},
+	} {
+		b := newReasoningBudget(c.budget, []int32{1}, [][]int32{{3}}, []int32{9, 3}, pieces, c.opened)
+		var got []int32
+		model := c.tokens
+		for step := 0; len(got) < len(c.want); step++ {
+			if step == c.endAt {
+				b.requestEnd()
+			}
+			var tok int32
+			if b.Forcing() {
+				tok = b.forced[b.at]
+			} else {
+				if len(model) == 0 {
+					break
+				}
+				tok, model = model[0], model[1:]
+			}
+			got = append(got, tok)
+			if err := b.Accept(tok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

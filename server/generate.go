@@ -301,12 +301,16 @@ func (s *Server) generate(ctx context.Context, sl *slot, j *job, emit emitFunc) 
 		defer gc.m.Release()
 		constraint = gc
 	}
-	if b := s.budgetOf(j); b != nil {
+	b := s.budgetOf(j)
+	if b != nil {
 		if constraint != nil {
 			constraint = bothConstraints{budget: b, then: constraint}
 		} else {
 			constraint = b
 		}
+	}
+	if j.id != "" {
+		defer s.live.add(j.id, liveCompletion{control: j.control, budget: b})()
 	}
 	if constraint != nil {
 		sampler.Constrain(constraint)
@@ -512,12 +516,13 @@ func logprobOf(logits []float32, id int32, top int) tokenLogprob {
 	return out
 }
 
-// budgetOf is a chat job's reasoning budget, nil when it has none or the model writes no
-// reasoning: the family's reasoning tags as llama.cpp's chat formats give them (gpt-oss's
-// analysis channel; <think> and </think>, and also <tool_call> for Qwen3-Coder's XML calls,
-// which may follow the reasoning without closing it).
+// budgetOf is a chat job's reasoning budget, nil when it has none (no limit and no
+// reasoning_control) or the model writes no reasoning: the family's reasoning tags as
+// llama.cpp's chat formats give them (gpt-oss's analysis channel; <think> and </think>, and
+// also <tool_call> for Qwen3-Coder's XML calls, which may follow the reasoning without
+// closing it).
 func (s *Server) budgetOf(j *job) *reasoningBudget {
-	if j.budget < 0 || j.promptText == "" {
+	if (j.budget < 0 && !j.control) || j.promptText == "" {
 		return nil
 	}
 	var start string

@@ -75,6 +75,9 @@ type chatRequest struct {
 	ReasoningBudgetTokens  *int    `json:"reasoning_budget_tokens"`
 	ThinkingBudgetTokens   *int    `json:"thinking_budget_tokens"`
 	ReasoningBudgetMessage *string `json:"reasoning_budget_message"`
+	// ReasoningControl (llama-server's) lets POST /v1/chat/completions/control end the
+	// reasoning while the completion runs.
+	ReasoningControl bool `json:"reasoning_control"`
 }
 
 type completionRequest struct {
@@ -105,6 +108,8 @@ type job struct {
 	thinking     bool             // the prompt opened the model's reasoning (it ends with <think>)
 	budget       int              // tokens the reasoning may take; -1: no limit
 	budgetMsg    string           // written before the closing tag a spent budget forces
+	id           string           // a chat completion's id, by which a control request finds it
+	control      bool             // reasoning_control: a control request may end the reasoning
 	grammar      *grammar.Grammar // the output's constraint (grammar, json_schema, response_format); nil: none
 	forcedCall   bool             // grammar is a required tool call's
 	trigger      string           // grammar is lazy: it applies from this text on (auto tool calls)
@@ -374,6 +379,7 @@ func (s *Server) decodeChat(body io.Reader) (*job, *apiError) {
 	if j.budget, j.budgetMsg, aerr = s.reasoningBudget(&req); aerr != nil {
 		return nil, aerr
 	}
+	j.control = req.ReasoningControl
 	vars, aerr := s.templateVars(req.ChatTemplateKwargs, req.ReasoningEffort)
 	if aerr != nil {
 		return nil, aerr

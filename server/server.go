@@ -130,6 +130,7 @@ type Server struct {
 	budget     int // --reasoning-budget; -1: none
 	budgetMsg  string
 	grammars   grammarCache
+	live       liveCompletions // the chat completions running, for the control route
 
 	slots       int
 	pool        *slotPool
@@ -167,6 +168,10 @@ type route struct {
 	handle func(w http.ResponseWriter, r *http.Request, log *requestLog) *apiError
 	// anthropic routes answer errors in Anthropic's shape, and stream named events.
 	anthropic bool
+	// beside routes act on requests already running and answer at once: they take no
+	// place among the slots and the queue, which may all be taken by the requests they
+	// act on.
+	beside bool
 }
 
 // outputParser splits a chat request's generated text, as it arrives, into reasoning,
@@ -337,25 +342,26 @@ func New(c Config) (*Server, error) {
 		s.pool.put(sl)
 	}
 	s.routes = map[string]route{
-		"/health":                    {method: http.MethodGet, handle: s.health},
-		"/v1/health":                 {method: http.MethodGet, handle: s.health},
-		"/v1/models":                 {method: http.MethodGet, handle: s.models},
-		"/v1/chat/completions":       {method: http.MethodPost, handle: s.chat},
-		"/v1/completions":            {method: http.MethodPost, handle: s.completions},
-		"/tokenize":                  {method: http.MethodPost, handle: s.tokenize},
-		"/apply-template":            {method: http.MethodPost, handle: s.applyTemplate},
-		"/detokenize":                {method: http.MethodPost, handle: s.detokenize},
-		"/metrics":                   {method: http.MethodGet, handle: s.serveMetrics},
-		"/props":                     {method: http.MethodGet, handle: s.props},
-		"/slots":                     {method: http.MethodGet, handle: s.listSlots},
-		"/v1/responses":              {method: http.MethodPost, handle: s.responses},
-		"/v1/responses/input_tokens": {method: http.MethodPost, handle: s.inputTokens},
+		"/health":                      {method: http.MethodGet, handle: s.health},
+		"/v1/health":                   {method: http.MethodGet, handle: s.health},
+		"/v1/models":                   {method: http.MethodGet, handle: s.models},
+		"/v1/chat/completions":         {method: http.MethodPost, handle: s.chat},
+		"/v1/chat/completions/control": {method: http.MethodPost, handle: s.control, beside: true},
+		"/v1/completions":              {method: http.MethodPost, handle: s.completions},
+		"/tokenize":                    {method: http.MethodPost, handle: s.tokenize},
+		"/apply-template":              {method: http.MethodPost, handle: s.applyTemplate},
+		"/detokenize":                  {method: http.MethodPost, handle: s.detokenize},
+		"/metrics":                     {method: http.MethodGet, handle: s.serveMetrics},
+		"/props":                       {method: http.MethodGet, handle: s.props},
+		"/slots":                       {method: http.MethodGet, handle: s.listSlots},
+		"/v1/responses":                {method: http.MethodPost, handle: s.responses},
+		"/v1/responses/input_tokens":   {method: http.MethodPost, handle: s.inputTokens},
 		// Anthropic's Messages API.
 		"/v1/messages":              {method: http.MethodPost, handle: s.messages, anthropic: true},
 		"/v1/messages/count_tokens": {method: http.MethodPost, handle: s.countTokens, anthropic: true},
 	}
 	// llama-server's spellings without the version prefix.
-	for _, p := range []string{"/models", "/chat/completions", "/completions"} {
+	for _, p := range []string{"/models", "/chat/completions", "/chat/completions/control", "/completions"} {
 		s.routes[p] = s.routes["/v1"+p]
 	}
 	return s, nil
@@ -446,11 +452,11 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case r.Method != rt.method:
 		w.Header().Set("Allow", rt.method)
 		aerr = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s wants %s, not %s", r.URL.Path, rt.method, r.Method)}
-	case rt.method == http.MethodPost && !s.enter():
+	case rt.method == http.MethodPost && !rt.beside && !s.enter():
 		aerr = &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,
 			Message: fmt.Sprintf("%d requests are already being served or queued (the slots and --queue-size); retry later", cap(s.inFlight))}
 	default:
-		if rt.method == http.MethodPost {
+		if rt.method == http.MethodPost && !rt.beside {
 			defer s.leave()
 		}
 		log.bodyRead = true
@@ -725,7 +731,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, log *requestLog) *
 	if aerr != nil {
 		return aerr
 	}
-	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: s.name}, first: true,
+	j.id = newID("chatcmpl-")
+	return s.respond(w, r, log, j, &chatFormat{s: s, j: j, base: chatResponse{ID: j.id, Created: time.Now().Unix(), Model: s.name}, first: true,
 		parser: s.outputParser(j)})
 }
 
