@@ -2,14 +2,17 @@ package server
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/moerun/moerun/grammar"
 )
 
 // FuzzDecodeRequest feeds arbitrary bodies to the chat and completions decoders (JSON
-// decoding, validation, chat template, tokenization): they must never panic, and a body
-// they refuse must be refused with a 4xx.
+// decoding, validation, chat template, tokenization) and the control route: they must never
+// panic, and a body they refuse must be refused with a 4xx.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
 		chatBody,
@@ -23,6 +26,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`[1,2]`,
 		`{"prompt":"` + "\xff\xfe" + `"}`,
 		`{"messages":[{"role":"user","content":"{{ raise_exception('x') }}"}]}`,
+		`{"id":"chatcmpl-0123","action":"reasoning_end","model":"m"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -42,6 +46,16 @@ func FuzzDecodeRequest(f *testing.F) {
 			case aerr == nil && (len(j.prompt) == 0 || len(j.prompt) >= s.slotSize):
 				t.Fatalf("%s: %q accepted with a prompt of %d tokens (slot %d)", name, body, len(j.prompt), s.slotSize)
 			}
+		}
+		// The control route: a 400 with a message, or an answer naming no running completion.
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions/control", bytes.NewReader(body))
+		if aerr := s.control(w, r, nil); aerr != nil {
+			if aerr.Status != http.StatusBadRequest || aerr.Message == "" {
+				t.Fatalf("control: %q refused with %d %q", body, aerr.Status, aerr.Message)
+			}
+		} else if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"success":false`) {
+			t.Fatalf("control: %q answered %d %s", body, w.Code, w.Body)
 		}
 	})
 }
