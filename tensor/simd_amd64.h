@@ -1,4 +1,4 @@
-// Macros shared by the amd64 assembly kernels (simd_f16c_amd64.s, simd_vnni_amd64.s,
+// Macros shared by the amd64 assembly kernels (simd_f16c_amd64.s, simd_vnni_amd64.s, simd_repacked_q4k_amd64.s,
 // simd_legacy_vnni_amd64.s, simd_lowk_vnni_amd64.s and the lattice formats' simd_iq*_amd64.s).
 
 // CLEAR_HIGH ends a kernel that used 256- or 512-bit registers: VZEROUPPER clears the
@@ -52,18 +52,23 @@ label: \
 	MOVQ nb+40(FP), CX
 
 #define TOKENS4_ROWS_END(label) \
-	MOVQ       o0+64(FP), DI; \
-	VMOVSS     X0, (DI)(DX*4); \
-	MOVQ       o1+72(FP), DI; \
-	VEXTRACTPS $1, X0, (DI)(DX*4); \
-	MOVQ       o2+80(FP), DI; \
-	VEXTRACTPS $2, X0, (DI)(DX*4); \
-	MOVQ       o3+88(FP), DI; \
-	VEXTRACTPS $3, X0, (DI)(DX*4); \
+	STORE_LANES4(DI, o0+64(FP), o1+72(FP), o2+80(FP), o3+88(FP)); \
 	ADDQ       rowBytes+56(FP), BX; \
 	INCQ       DX; \
 	CMPQ       DX, rows+48(FP); \
 	JLT        label
+
+// STORE_LANES4 stores lane k of X0 to element DX of the float32 array whose pointer is at
+// ok (an argument), by way of reg.
+#define STORE_LANES4(reg, o0, o1, o2, o3) \
+	MOVQ       o0, reg; \
+	VMOVSS     X0, (reg)(DX*4); \
+	MOVQ       o1, reg; \
+	VEXTRACTPS $1, X0, (reg)(DX*4); \
+	MOVQ       o2, reg; \
+	VEXTRACTPS $2, X0, (reg)(DX*4); \
+	MOVQ       o3, reg; \
+	VEXTRACTPS $3, X0, (reg)(DX*4)
 
 // ROWS_BEGIN and ROWS_END run a one-token kernel over consecutive rows: SI walks the rows
 // (each rowBytes long, nb blocks), DI restarts at the activation vector for every row, and

@@ -1,6 +1,7 @@
 //go:build goexperiment.simd
 
 #include "textflag.h"
+#include "simd_amd64.h"
 
 // The four-token Q4_K kernels in llama.cpp's repacked arithmetic (see
 // simd_repacked_q4k_amd64.go): each row's super-blocks against the prepared activations
@@ -22,17 +23,22 @@
 // dmin·dy0, dmin·dy2 | …]; Y11 and Y10 the mins' sums as the float steps take them (gemv:
 // Y11 alone); Y9 and Y8 the sums carried between chunks; Y0-Y7 scratch.
 
-// Q4KT_SCALES decodes the super-block's packed scales into Y14 (dotQ4_KAVX2's
-// steps), and sets Y12 from its d and dmin and the block's dy.
+// Q4K_SCALES decodes the packed scales at 4(r) into bytes [sc0..7, m0..7] in x (t
+// scratch), dotQ4_KAVX2's steps.
+#define Q4K_SCALES(r, x, t) \
+	VMOVDQU 4(r), x; \
+	VPSHUFB ·q4KPickLo(SB), x, t; \
+	VPSRAVD ·q4KShift(SB), t, t; \
+	VPAND   ·q4KMaskLo(SB), t, t; \
+	VPSHUFB ·q4KPickHi(SB), x, x; \
+	VPSRAD  $2, x, x; \
+	VPAND   ·q4KMaskHi(SB), x, x; \
+	VPOR    t, x, x
+
+// Q4KT_SCALES decodes the super-block's packed scales into both halves of Y14, and sets
+// Y12 from its d and dmin and the block's dy.
 #define Q4KT_SCALES \
-	VMOVDQU      4(SI), X0; \
-	VPSHUFB      ·q4KPickLo(SB), X0, X1; \
-	VPSRAVD      ·q4KShift(SB), X1, X1; \
-	VPAND        ·q4KMaskLo(SB), X1, X1; \
-	VPSHUFB      ·q4KPickHi(SB), X0, X0; \
-	VPSRAD       $2, X0, X0; \
-	VPAND        ·q4KMaskHi(SB), X0, X0; \
-	VPOR         X1, X0, X0; \
+	Q4K_SCALES(SI, X0, X1); \
 	VINSERTI128  $1, X0, Y0, Y14; \
 	MOVWLZX      (SI), AX; \
 	VBROADCASTSS (R8)(AX*4), Y12; \
@@ -48,6 +54,15 @@
 	VPMADDWD 1024(DI), Y0, Y1; \
 	VPMADDWD 1056(DI), Y0, Y0
 
+// Q4K_SUBBLOCK sets d to a sub-block's word sums times its scales s: the nibbles u1
+// against the quants at y1, u2 against those at y2 (a row's or token's two halves each),
+// the pairs added as words (t scratch).
+#define Q4K_SUBBLOCK(y1, u1, y2, u2, s, d, t) \
+	VPMADDUBSW y1, u1, d; \
+	VPMADDUBSW y2, u2, t; \
+	VPADDW     t, d, d; \
+	VPMADDWD   s, d, d
+
 // Q4KT_CHUNK leaves chunk c's integer lanes of tokens 0 and 1 in r01, of tokens 2 and 3
 // in r23: the 32 bytes of nibbles at 16+32c, low (sub-block 2c) and high (2c+1), as they
 // lie and with their halves swapped, against the prepared quants at 256c, each sub-block's
@@ -57,27 +72,15 @@
 	VPAND      Y15, Y0, Y1; \
 	VPERM2I128 $1, Y1, Y1, Y2; \
 	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
-	VPMADDUBSW y(DI), Y1, r01; \
-	VPMADDUBSW y+32(DI), Y2, Y7; \
-	VPADDW     Y7, r01, r01; \
-	VPMADDWD   Y4, r01, r01; \
-	VPMADDUBSW y+128(DI), Y1, r23; \
-	VPMADDUBSW y+160(DI), Y2, Y7; \
-	VPADDW     Y7, r23, r23; \
-	VPMADDWD   Y4, r23, r23; \
+	Q4K_SUBBLOCK(y(DI), Y1, y+32(DI), Y2, Y4, r01, Y7); \
+	Q4K_SUBBLOCK(y+128(DI), Y1, y+160(DI), Y2, Y4, r23, Y7); \
 	VPSRLW     $4, Y0, Y0; \
 	VPAND      Y15, Y0, Y0; \
 	VPERM2I128 $1, Y0, Y0, Y1; \
 	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y2; \
-	VPMADDUBSW y+64(DI), Y0, Y4; \
-	VPMADDUBSW y+96(DI), Y1, Y5; \
-	VPADDW     Y5, Y4, Y4; \
-	VPMADDWD   Y2, Y4, Y4; \
+	Q4K_SUBBLOCK(y+64(DI), Y0, y+96(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r01, r01; \
-	VPMADDUBSW y+192(DI), Y0, Y4; \
-	VPMADDUBSW y+224(DI), Y1, Y5; \
-	VPADDW     Y5, Y4, Y4; \
-	VPMADDWD   Y2, Y4, Y4; \
+	Q4K_SUBBLOCK(y+192(DI), Y0, y+224(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r23, r23
 
 // Q4KT_GEMM_STEPS takes gemm's two float steps for a pair of chunks: the first chunk's
@@ -120,14 +123,7 @@ block: \
 	VSUBPS       Y0, Y13, Y0; \
 	VEXTRACTF128 $1, Y0, X1; \
 	VPUNPCKLDQ   X1, X0, X0; \
-	MOVQ         o0+40(FP), AX; \
-	VMOVSS       X0, (AX)(DX*4); \
-	MOVQ         o1+48(FP), AX; \
-	VEXTRACTPS   $1, X0, (AX)(DX*4); \
-	MOVQ         o2+56(FP), AX; \
-	VEXTRACTPS   $2, X0, (AX)(DX*4); \
-	MOVQ         o3+64(FP), AX; \
-	VEXTRACTPS   $3, X0, (AX)(DX*4); \
+	STORE_LANES4(AX, o0+40(FP), o1+48(FP), o2+56(FP), o3+64(FP)); \
 	ADDQ         rowBytes+32(FP), BX; \
 	INCQ         DX; \
 	CMPQ         DX, rows+24(FP); \
@@ -187,18 +183,6 @@ TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 // f16Table, AX scratch. Y15 nibbleMask, Y14 the scales and mins of the first row in the
 // lower half and of the second in the upper, Y13 the integer lanes; Y0-Y7 scratch.
 
-// Q4KI_SCALES decodes the packed scales at 4(r) into bytes [sc0..7, m0..7] in x (t
-// scratch), as Q4KT_SCALES does.
-#define Q4KI_SCALES(r, x, t) \
-	VMOVDQU 4(r), x; \
-	VPSHUFB ·q4KPickLo(SB), x, t; \
-	VPSRAVD ·q4KShift(SB), t, t; \
-	VPAND   ·q4KMaskLo(SB), t, t; \
-	VPSHUFB ·q4KPickHi(SB), x, x; \
-	VPSRAD  $2, x, x; \
-	VPAND   ·q4KMaskHi(SB), x, x; \
-	VPOR    t, x, x
-
 // Q4KI_F16 copies the f16Table entry of the F16 at off(r) to dst (its float32 bits).
 #define Q4KI_F16(off, r, dst) \
 	MOVWLZX off(r), AX; \
@@ -219,19 +203,13 @@ TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y5; \
 	VPAND      Y15, Y2, Y6; \
 	VPAND      Y15, Y3, Y7; \
-	VPMADDUBSW y(DI), Y6, Y6; \
-	VPMADDUBSW z(R10), Y7, Y7; \
-	VPADDW     Y7, Y6, Y6; \
-	VPMADDWD   Y4, Y6, Y6; \
+	Q4K_SUBBLOCK(y(DI), Y6, z(R10), Y7, Y4, Y6, Y7); \
 	VPADDD     Y6, Y13, Y13; \
 	VPSRLW     $4, Y2, Y2; \
 	VPAND      Y15, Y2, Y2; \
 	VPSRLW     $4, Y3, Y3; \
 	VPAND      Y15, Y3, Y3; \
-	VPMADDUBSW y+32(DI), Y2, Y2; \
-	VPMADDUBSW z+32(R10), Y3, Y3; \
-	VPADDW     Y3, Y2, Y2; \
-	VPMADDWD   Y5, Y2, Y2; \
+	Q4K_SUBBLOCK(y+32(DI), Y2, z+32(R10), Y3, Y5, Y2, Y3); \
 	VPADDD     Y2, Y13, Y13
 
 // func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
@@ -250,8 +228,8 @@ TEXT ·q4KRepackedIntegersAVX2(SB), NOSPLIT, $0-56
 	VMOVDQU ·nibbleMask(SB), Y15
 
 block:
-	Q4KI_SCALES(SI, X0, X1)
-	Q4KI_SCALES(R9, X2, X3)
+	Q4K_SCALES(SI, X0, X1)
+	Q4K_SCALES(R9, X2, X3)
 	VINSERTI128 $1, X2, Y0, Y14
 	VMOVDQU     Y14, 128(R12)
 	VPXOR       Y13, Y13, Y13
