@@ -38,6 +38,9 @@
 //   nearest even; Q8_0 is ggml's x86 activation quantizer, as tensor.QuantizeActivations:
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
+// quantize_act_f32(dst, x, cols, rows, kind): rows of x as the CPU matmul quantizes them for
+//   a quantized weight (kind kActQ8_0 or kActQ8_K), expanded back to floats; a warp per
+//   block of 32 or 256 values (see the kernel).
 // attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
 //   kPosStride, vPosStride, scale, window, tokens, ggml, cells): flash attention, a
 //   warp per (token, query head): query row t·heads + h (dk floats, contiguous) over the cache
