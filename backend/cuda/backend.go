@@ -47,7 +47,7 @@ type Backend struct {
 	// run through the host, on host copies of their operands (onHost).
 	host *cpu.Backend
 
-	x        deviceBuffer // activations moved to a 16-byte boundary, as mmv wants them
+	x        deviceBuffer // activations as mmv wants them: on a 16-byte boundary, quantized (activations)
 	route    deviceBuffer // one operation's work list (groupPairs), row ids or positions
 	groups   int          // the groups of the work list in route
 	stackDev deviceBuffer // MatMulStack's ids

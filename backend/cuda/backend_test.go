@@ -201,23 +201,39 @@ func asBytes[T float32 | int32](v []T) []byte {
 }
 
 // exactMatVec is the float64 reference: the dequantized row (bit-exact with ggml) dotted
-// with the activations as ggml's dot product for the type sees them: rounded to F16 or
-// BF16 for weights of those types, float32 for the rest.
-func exactMatVec(m *tensor.Matrix, expert, row int, x []float32) float64 {
+// with the activations as ggml's dot product for the type sees them (seenActivations).
+func exactMatVec(t *testing.T, m *tensor.Matrix, expert, row int, x []float32) float64 {
 	w := make([]float32, m.Cols())
 	m.Row(expert, row, w)
 	var s float64
-	for i, v := range w {
-		xi := x[i]
-		switch m.Type() {
-		case tensor.F16:
-			xi = tensor.F16ToF32(tensor.F32ToF16(xi))
-		case tensor.BF16:
-			xi = tensor.BF16ToF32(tensor.F32ToBF16(xi))
-		}
-		s += float64(v) * float64(xi)
+	for i, xi := range seenActivations(t, m.Type(), x) {
+		s += float64(w[i]) * float64(xi)
 	}
 	return s
+}
+
+// seenActivations are the activations x as a dot product with weights of type typ sees
+// them: converted to the type's VecDotType and back, as the CPU matmul converts them —
+// rounded to F16 or BF16 for weights of those types, quantized to 8 bits (Q8_0, Q8_1 or
+// Q8_K) for the quantized ones, float32 for F32.
+func seenActivations(t *testing.T, typ tensor.Type, x []float32) []float32 {
+	t.Helper()
+	tr, err := tensor.TraitsOf(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowBytes, err := tr.VecDotType.RowBytes(int64(len(x)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	converted, seen := make([]byte, rowBytes), make([]float32, len(x))
+	if err := tensor.QuantizeActivations(tr.VecDotType, x, converted); err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.Dequantize(tr.VecDotType, converted, seen); err != nil {
+		t.Fatal(err)
+	}
+	return seen
 }
 
 // nmse is test-backend-ops' normalized mean squared error of got against want.
@@ -242,13 +258,36 @@ func widen(x []float32) []float64 {
 	return out
 }
 
-// matmulTol is the bound against the CPU backend (test-backend-ops' 5e-4); exactTol
-// bounds the GPU against the float64 reference, which it should meet far more tightly
-// since it multiplies float32 activations instead of quantizing them.
+// The products' bounds, on the NMSE. matmulTol is test-backend-ops' bound against the CPU
+// backend, for what may legitimately differ more: MatMulStack of float weights. cpuTol is
+// the bound against the CPU backend otherwise: the GPU sees the activations as the CPU
+// quantizes them (seenActivations), so the two differ only by float32 rounding (the CPU
+// multiplies integer quants per block, the GPU their float values) — a GPU multiplying
+// the exact activations instead is about 3e-5 away, which is what took the golden models
+// off llama.cpp's path. exactTol bounds the GPU against the float64 reference.
+//
+// Q4_1 and Q5_1 activations (Q8_1) keep one more CPU rounding the GPU does not make: their
+// blocks' sums s = d·Σq, which the min term multiplies, are stored as F16, where the GPU
+// sums the values q·d themselves (an error of up to 2^-11 of the min term); cpuQ8_1Tol
+// allows that.
 const (
-	matmulTol = 5e-4
-	exactTol  = 1e-9
+	matmulTol  = 5e-4
+	cpuTol     = 1e-9
+	cpuQ8_1Tol = 1e-5
+	exactTol   = 1e-9
 )
+
+// cpuBound is the bound against the CPU backend for weights of type typ.
+func cpuBound(t *testing.T, typ tensor.Type) float64 {
+	tr, err := tensor.TraitsOf(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.VecDotType == tensor.Q8_1 {
+		return cpuQ8_1Tol
+	}
+	return cpuTol
+}
 
 // shapes returns column counts for a type: one block, several, and an odd number of them.
 func shapes(typ tensor.Type) []int {
@@ -277,15 +316,11 @@ func TestMatMulConformance(t *testing.T) {
 						exact := make([]float64, rows*tokens)
 						for tk := range tokens {
 							for r := range rows {
-								exact[tk*rows+r] = exactMatVec(p.m, 0, r, x[tk*cols:(tk+1)*cols])
+								exact[tk*rows+r] = exactMatVec(t, p.m, 0, r, x[tk*cols:(tk+1)*cols])
 							}
 						}
-						// The CPU rounds the activations to 8 bits, an error relative
-						// to |w|·|x| rather than to the result: over a handful of
-						// outputs one near-zero dot product dominates the NMSE, so the
-						// CPU comparison needs a few rows; the exact one holds always.
-						if e := nmse(widen(got), widen(want)); e > matmulTol && len(got) >= 16 {
-							t.Errorf("NMSE against the CPU backend %.3g > %g", e, matmulTol)
+						if e, bound := nmse(widen(got), widen(want)), cpuBound(t, typ); e > bound {
+							t.Errorf("NMSE against the CPU backend %.3g > %g", e, bound)
 						}
 						if e := nmse(widen(got), exact); e > exactTol {
 							t.Errorf("NMSE against the float64 reference %.3g > %g", e, exactTol)
@@ -339,11 +374,11 @@ func TestMulMatIDConformance(t *testing.T) {
 							xi = pi / k
 						}
 						for r := range rows {
-							exact[pi*rows+r] = exactMatVec(p.m, int(e), r, x[xi*cols:(xi+1)*cols])
+							exact[pi*rows+r] = exactMatVec(t, p.m, int(e), r, x[xi*cols:(xi+1)*cols])
 						}
 					}
-					if e := nmse(widen(got), widen(want)); !(e <= matmulTol) {
-						t.Errorf("NMSE against the CPU backend %.3g > %g", e, matmulTol)
+					if e, bound := nmse(widen(got), widen(want)), cpuBound(t, typ); !(e <= bound) {
+						t.Errorf("NMSE against the CPU backend %.3g > %g", e, bound)
 					}
 					if e := nmse(widen(got), exact); !(e <= exactTol) {
 						t.Errorf("NMSE against the float64 reference %.3g > %g", e, exactTol)
@@ -413,7 +448,7 @@ func TestMatMulStack(t *testing.T) {
 			exact := make([]float64, n)
 			for i := range ids {
 				for r := range rows {
-					exact[i*rows+r] = exactMatVec(p.m, i%experts, r, x[i*cols:(i+1)*cols])
+					exact[i*rows+r] = exactMatVec(t, p.m, i%experts, r, x[i*cols:(i+1)*cols])
 				}
 			}
 			if e := nmse(widen(got), widen(values(t, c, cpuStack))); !(e <= matmulTol) {
@@ -954,7 +989,7 @@ func TestMulMatIDNoGroups(t *testing.T) {
 				v := got[slot*rows+r]
 				want := float32(0)
 				if e >= 0 && e < experts {
-					want = float32(exactMatVec(p.m, int(e), r, x[slot/k*cols:(slot/k+1)*cols]))
+					want = float32(exactMatVec(t, p.m, int(e), r, x[slot/k*cols:(slot/k+1)*cols]))
 				}
 				if !(math.Abs(float64(v-want)) <= 1e-4*(1+math.Abs(float64(want)))) {
 					t.Errorf("ids %v: slot %d row %d = %g, want %g", ids, slot, r, v, want)

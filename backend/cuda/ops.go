@@ -95,7 +95,7 @@ func (b *Backend) MatMul(dst backend.Tensor, w backend.Weight, x backend.Tensor)
 		return nil
 	}
 	return b.run("mul-mat of "+cw.name, func() error {
-		xp, err := b.aligned(xp, x.Bytes())
+		xp, err := b.activations(xp, x, cw)
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, i
 				return err
 			}
 		}
-		xp, err := b.aligned(xp, x.Bytes())
+		xp, err := b.activations(xp, x, cw)
 		if err != nil {
 			return err
 		}
@@ -244,16 +244,28 @@ func (b *Backend) productOperands(dst, x backend.Tensor, op string) (cu.DevicePt
 	return d, xp, err
 }
 
-// aligned returns x, n bytes of activations, at a 16-byte aligned address, as mmv reads
-// them: x itself, or a copy queued into the backend's scratch.
-func (b *Backend) aligned(x cu.DevicePtr, n int64) (cu.DevicePtr, error) {
-	if x%16 == 0 {
-		return x, nil
+// activations returns the activations x (at xp) of a product with cw as mmv reads them:
+// at a 16-byte aligned address and, for a quantized weight type, rounded as the CPU matmul
+// quantizes them (kernels.ActivationKind); x itself where that changes nothing, else a
+// copy queued into the backend's scratch.
+func (b *Backend) activations(xp cu.DevicePtr, x backend.Tensor, cw *weight) (cu.DevicePtr, error) {
+	kind, quantize := kernels.ActivationKind(cw.m.Type())
+	if !quantize && xp%16 == 0 {
+		return xp, nil
 	}
+	n := x.Bytes()
 	if err := b.x.reserve(n, &b.stream); err != nil {
 		return 0, err
 	}
-	return b.x.ptr, cu.MemcpyDtoDAsync(b.x.ptr, x, n, b.stream)
+	if !quantize {
+		return b.x.ptr, cu.MemcpyDtoDAsync(b.x.ptr, xp, n, b.stream)
+	}
+	// Rows of the weight's columns (a multiple of its block, so of the activations' block;
+	// the caller checked that x holds whole rows).
+	cols := cw.m.Cols()
+	blocks := x.Elements() / kernels.ActivationBlock(kind)
+	return b.x.ptr, b.launchWarpRows(kernels.QuantizeActF32, blocks, uint64(b.x.ptr), uint64(xp), uint64(cols),
+		uint64(x.Elements()/cols), kind)
 }
 
 // onHost runs an operation on the host backend, on host copies of its operands: each

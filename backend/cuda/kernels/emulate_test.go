@@ -66,6 +66,7 @@ func TestEmulated(t *testing.T) {
 			addCases(t, s, rng, typ, c)
 		}
 	}
+	addQuantizeActCases(t, s, rng)
 	run := exec.Command(emulator)
 	run.Stdin = strings.NewReader(s.text.String())
 	if out, err := run.CombinedOutput(); err != nil {
@@ -304,6 +305,45 @@ func addCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int
 					"buf "+gstartFile, "buf "+gexpertFile, i64(cols), i64(rows), i64(len(gexpert)), i64(k), i64(xPerSlot),
 					i64(rowBytes), i64(rows*rowBytes))
 			}
+		}
+	}
+}
+
+// addQuantizeActCases queues quantize_act_f32 for both activation formats, against package
+// tensor bit for bit: the activations the CPU matmul quantizes (QuantizeActivations),
+// dequantized. Besides Gaussian values the rows hold an all-zero block, halves that
+// round to even, and a Q8_K block whose largest magnitude occurs with both signs (the
+// first one sets the scale's sign).
+func addQuantizeActCases(t *testing.T, s *script, rng *rand.Rand) {
+	const cols, rows = 512, 3
+	x := make([]float32, cols*rows)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	clear(x[cols : cols+256]) // row 1: a zero Q8_K block, so zero Q8_0 blocks too
+	for i := range 32 {
+		x[64+i] = float32(i-16) * 0.5 // scale 1: every other value a half
+	}
+	x[64+31] = 127
+	x[2*cols+5], x[2*cols+200] = -4, 4 // row 2's first Q8_K block
+	xFile := s.file(t, x)
+	for _, vdt := range []tensor.Type{tensor.Q8_0, tensor.Q8_K} {
+		kind, block := uint64(0), 32
+		if vdt == tensor.Q8_K {
+			kind, block = 1, 256
+		}
+		rowBytes := int(must(vdt.RowBytes(cols)))
+		quantized := make([]byte, rows*rowBytes)
+		for r := range rows {
+			if err := tensor.QuantizeActivations(vdt, x[r*cols:][:cols], quantized[r*rowBytes:][:rowBytes]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := decodeRows(t, vdt, quantized, cols)
+		blocks := rows * cols / block
+		for _, grid := range []int{(blocks + OpRowsPerBlock - 1) / OpRowsPerBlock, 1} {
+			s.add(&launch{name: fmt.Sprintf("quantize_act_f32 %s grid %d", vdt, grid), want: want}, QuantizeActF32,
+				[2]int{grid, 1}, [2]int{OpBlockX, 1}, "out", "buf "+xFile, i64(cols), i64(rows), i64(int(kind)))
 		}
 	}
 }

@@ -76,6 +76,9 @@ const (
 	AddIDF32       = "add_id_f32"
 	WeightedSumF32 = "weighted_sum_f32"
 	RoPEF32        = "rope_f32"
+	// QuantizeActF32 rounds activations as the CPU matmul quantizes them for a weight type
+	// (ActivationKind), a warp per block.
+	QuantizeActF32 = "quantize_act_f32"
 	// AttentionF32 is flash attention over F32, F16 or Q8_0 caches (AttentionCache codes),
 	// heads of at most AttentionMaxDim values, a warp per (token, query head).
 	AttentionF32    = "attention_f32"
@@ -112,6 +115,33 @@ func SetRows(t tensor.Type) string {
 	return ""
 }
 
+// ActivationKind is the kind quantize_act_f32 takes for the activations of a product with
+// weights of type t, and whether they need it: ggml's CPU matmul (package tensor's, and so
+// the CPU backend's) quantizes activations to the weight type's vec_dot type before its
+// dot products, Q8_0 or Q8_1 (the same quants and scale) in blocks of 32, Q8_K in blocks of
+// 256; the float types' activations are rounded by mmv itself, and F32 stays exact.
+func ActivationKind(t tensor.Type) (uint64, bool) {
+	tr, err := tensor.TraitsOf(t)
+	if err != nil {
+		return 0, false
+	}
+	switch tr.VecDotType {
+	case tensor.Q8_0, tensor.Q8_1:
+		return 0, true
+	case tensor.Q8_K:
+		return 1, true
+	}
+	return 0, false
+}
+
+// ActivationBlock is the block ActivationKind's quantization works in (32 or 256 values).
+func ActivationBlock(kind uint64) int {
+	if kind == 1 {
+		return 256
+	}
+	return 32
+}
+
 // OpRowsPerBlock is how many rows a block of the warp-per-row kernels (RMSNormF32,
 // L2NormF32, AttentionF32) serves.
 const OpRowsPerBlock = OpBlockX / 32
@@ -119,7 +149,7 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0), AttentionF32, RouteF32}
+	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

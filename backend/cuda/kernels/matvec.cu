@@ -11,7 +11,9 @@
 //      and readable to the end of its last 4-byte word (every cudaMalloc allocation is):
 //      the loads rely on rows being as aligned as the type's blocks (quants.cuh).
 //   X: activations, `cols` floats per row, 16-byte aligned, rounded to F16 or BF16 as they
-//      are read for weights of those types (activation); Y: outputs, `rows` floats per row.
+//      are read for weights of those types (activation); for the quantized types the
+//      launcher passes them already rounded as ggml quantizes them (ops.cuh's
+//      quantize_act_f32). Y: outputs, `rows` floats per row.
 //   Plain (sel == NULL): Y[t·rows + r] = Σ_c W[r][c]·X[t·cols + c] for tokens t < n.
 //   Grouped (sel != NULL): n groups; group g covers the pairs p = sel[gstart[g] ..
 //      gstart[g+1]), all with expert gexpert[g]: Y[p·rows + r] = Σ_c W_e[r][c]·X[x·cols + c]
@@ -64,8 +66,9 @@ __device__ __forceinline__ void member(const int* sel, i64 i, i64 k, i64 xPerSlo
 
 // activation is a value of X as ggml's dot product with a weight of type T sees it: rounded
 // to F16 or BF16 for weights of those types (vec_dot_f16, and ggml-cuda's cuBLAS path),
-// as it is for the rest (ggml quantizes those activations to 8 bits; these kernels
-// multiply them exactly instead).
+// read as it is for the rest: for the quantized types, ops.cuh's quantize_act_f32 has
+// already rounded it as ggml quantizes it (to 8 bits), so that these kernels' float
+// products are ggml's integer ones up to float32 rounding.
 template <class T>
 __device__ __forceinline__ float activation(float v) {
     return v;

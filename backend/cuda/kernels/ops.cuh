@@ -38,6 +38,9 @@
 //   nearest even; Q8_0 is ggml's x86 activation quantizer, as tensor.QuantizeActivations:
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
+// quantize_act_f32(dst, x, cols, rows, kind): rows of x as the CPU matmul quantizes them for
+//   a quantized weight (kind kActQ8_0 or kActQ8_K), expanded back to floats; a warp per
+//   block of 32 or 256 values (see the kernel).
 // attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
 //   kPosStride, vPosStride, scale, window, tokens, ggml, cells): flash attention, a
 //   warp per (token, query head): query row t·heads + h (dk floats, contiguous) over the cache
@@ -261,6 +264,59 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+__device__ __forceinline__ float roundToHalf(float v) { return __half2float(__float2half_rn(v)); }
+
+// The activation formats quantize_act_f32 rounds to, as its kind parameter names them.
+constexpr int kActQ8_0 = 0, kActQ8_K = 1;
+
+// quantize_act_f32: each row of x (contiguous) as the CPU matmul sees it before its dot
+// products with a quantized weight: quantized to the weight's vec_dot type, then expanded
+// back to floats, so that mmv's float products with it are the CPU's integer ones up to
+// float32 rounding. Without this the GPU would multiply the exact activations and differ
+// from the CPU (and from ggml's CUDA build, whose kernels quantize to 8 bits as well) by
+// the 8-bit rounding of every activation: about 1% of a product, which the MoE routers of
+// small models turn into other experts.
+//   kActQ8_0 (for Q8_0 and Q8_1, whose quants and scale are the same): blocks of 32, a warp
+//     each, as set_rows_q8_0 quantizes them: the value is q·d with d = amax/127 in F16.
+//   kActQ8_K: blocks of 256, a warp each (8 values a lane), as tensor's encodeQ8_K: the
+//     value of largest magnitude (the first of equals) maps to -127, q = min(127,
+//     round-to-even(x·iscale)) with iscale = -127/vmax, the value q·(1/iscale).
+// cols must be a multiple of the block; dst may not overlap x. Launch as the row kernels.
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    quantize_act_f32(float* dst, const float* x, i64 cols, i64 rows, i64 kind) {
+    const int lane = threadIdx.x % 32;
+    const i64 per = kind == kActQ8_K ? 8 : 1, size = 32 * per, blocks = rows * (cols / size);
+    for (i64 b = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; b < blocks; b += i64(gridDim.x) * kRowsPerOpBlock) {
+        const float* in = x + b * size + lane * per;
+        float* out = dst + b * size + lane * per;
+        if (kind != kActQ8_K) {
+            const float v = in[0], amax = warpMax(fabsf(v));
+            const float d = roundToHalf(amax / 127.0f), id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            // The code goes through an integer, as the CPU's byte does: a zero code has no sign.
+            out[0] = __fmul_rn(float(int(fminf(fmaxf(rintf(__fmul_rn(v, id)), -128.0f), 127.0f))), d);
+            continue;
+        }
+        // The first value of largest magnitude: each lane's own, then the warp's (the
+        // lowest index among lanes of equal magnitude).
+        float amax = 0.0f;
+        i64 at = 0;
+        for (i64 i = 0; i < per; i++)
+            if (fabsf(in[i]) > amax) amax = fabsf(in[i]), at = i;
+        at += lane * per;
+        const float best = warpMax(amax);
+        // The index travels as a float (exact below 2^24) through the float shuffle.
+        float first = amax == best && best != 0.0f ? float(at) : float(size);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) first = fminf(first, __shfl_xor_sync(0xFFFFFFFFu, first, offset));
+        if (best == 0.0f) {
+            for (i64 i = 0; i < per; i++) out[i] = 0.0f;
+            continue;
+        }
+        const float iscale = -127.0f / x[b * size + i64(first)], d = 1.0f / iscale;
+        for (i64 i = 0; i < per; i++) out[i] = __fmul_rn(float(int(fminf(rintf(__fmul_rn(iscale, in[i])), 127.0f))), d);
+    }
+}
+
 // The cache types attention reads, as its kType and vType parameters name them.
 constexpr int kCacheF32 = 0, kCacheF16 = 1, kCacheQ8_0 = 2;
 constexpr int kAttnMaxDim = 576;  // DeepSeek's MLA key: 512 latent and 64 rotated values
@@ -277,8 +333,6 @@ __device__ __forceinline__ float cacheValue(const u8* row, i64 d, int t) {
 
 // cacheRowBytes is the size of a row of n values of type t.
 __device__ __forceinline__ i64 cacheRowBytes(i64 n, int t) { return t == kCacheF32 ? 4 * n : t == kCacheF16 ? 2 * n : n / 32 * 34; }
-
-__device__ __forceinline__ float roundToHalf(float v) { return __half2float(__float2half_rn(v)); }
 
 // quantizeQ8 turns a lane's query values into Q8_0 codes (as floats, exact) and each 32-value
 // block's scale, as tensor.QuantizeActivations(Q8_0) does: value i of the lane is element
@@ -510,4 +564,4 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     X(group_pairs) X(copy_f32)                                                                                \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
-            X(set_rows_f16) X(set_rows_q8_0) X(attention_f32) X(route_f32)
+            X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32)
