@@ -50,6 +50,9 @@ type Config struct {
 	MLA    bool // absorbed form with attn_k_b/attn_v_b (else the legacy attn_kv_b)
 	// YarnLogMul is rope_yarn_log_mul (DeepSeek's mscale_all_dim), 0 when absent.
 	YarnLogMul float32
+	// Indexer is DeepSeek Sparse Attention's lightning indexer (deepseek32, glm-dsa); its
+	// Heads are 0 for other architectures.
+	Indexer IndexerConfig
 
 	// Sliding-window attention (gpt-oss): layer il attends only to the last Window
 	// positions where SWA[il] (placement reads both), and its RoPE uses the base SWABase.

@@ -33,6 +33,8 @@ var goldenModels = []struct {
 	{"synth-qwen3next", synthModel("qwen3next")},
 	{"synth-qwen3next-ssm-in", synthModel("qwen3next-ssm-in")},
 	{"synth-minimax-m2", synthModel("minimax-m2")},
+	{"synth-deepseek32", synthModel("deepseek32")},
+	{"synth-glm-dsa", synthModel("glm-dsa")},
 }
 
 // nearTie is the largest top-2 logit gap at which llama.cpp's own choice counts as a coin

@@ -68,6 +68,15 @@ synth qwen3next-ssm-in qwen3-next-80b-a3b:q5_k_m --legacy-ssm-in --no-mtp --laye
 synth minimax-m2 minimax-m2:iq4_xs --layers 3 --n-embd 256 --heads 4 --heads-kv 2 --head-dim 32 \
 	--rope-dim 16 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 64
 
+# DeepSeek Sparse Attention: an indexer top-k of 32, below "long"'s 169 tokens and fox's 43
+# positions by its last step, so that attention drops positions; eight experts in two groups
+# (llama.cpp wants fewer groups than experts). GLM-5's layout has every indexer full.
+dsa="--layers 3 --leading-dense 1 --n-embd 128 --heads 4 --head-dim 48 --v-head-dim 32 --rope-dim 16
+	--q-lora-rank 64 --kv-lora-rank 64 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 192
+	--indexer-heads 4 --indexer-head-dim 64 --indexer-top-k 32"
+synth deepseek32 deepseek-v3.2:q8_0 $dsa --expert-groups 2 --expert-groups-used 1
+synth glm-dsa glm-5:q5_k_m $dsa
+
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
 long='Once upon a time, there was a little robot who loved to read books. Every morning the robot walked
