@@ -87,7 +87,8 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 	md := m.Metadata
 	c := &Config{Arch: hp.Arch, Layers: hp.Layers, NextN: len(hp.Heads) - hp.Layers, Embd: hp.Embd, Vocab: hp.Vocab, CtxTrain: hp.CtxTrain,
 		FF: hp.FF, FFExp: hp.FFExp, FFShexp: hp.FFShexp, HeadK: hp.HeadK, HeadV: hp.HeadV,
-		Recurrent: hp.Recurrent[:hp.Layers], Window: hp.SlidingWindow, SWA: hp.SWA[:hp.Layers]}
+		Recurrent: hp.Recurrent[:hp.Layers], Window: hp.SlidingWindow, SWA: hp.SWA[:hp.Layers],
+		Indexer: IndexerConfig{HeadDim: hp.IndexerDim, Full: hp.IndexerFull}}
 	r := metaReader{md: md}
 	r.require("{arch}.attention.layer_norm_rms_epsilon")
 	c.Eps = r.float("{arch}.attention.layer_norm_rms_epsilon", 0)

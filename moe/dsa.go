@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -59,21 +58,13 @@ type IndexerConfig struct {
 	Eps  float32 // epsilon of the key's LayerNorm
 }
 
-// glm52IndexerPeriod: GLM-5.2 (a training context of 1M, llama.cpp's cue) has full
-// indexers in its first two layers and in every fourth layer from layer 2, the layers between
-// sharing them, when its file does not say (GLM_5_2_DEFAULT_INDEXER_TYPES).
-const (
-	glm52Context       = 1048576
-	glm52IndexerPeriod = 4
-)
-
-// readIndexerConfig reads the indexer's hyper-parameters, checked as llama.cpp 3f545bec
-// needs them: MLA, an indexer head no narrower than the rotary part, and a head size that
-// its Hadamard rotation (a power of two from 64) covers.
+// readIndexerConfig reads the indexer's hyper-parameters (placement read its key size and
+// which layers have one), checked as llama.cpp 3f545bec needs them: MLA, an indexer head
+// no narrower than the rotary part, and a head size that its Hadamard rotation (a power of
+// two from 64) covers.
 func readIndexerConfig(c *Config, r *metaReader, mode tensor.RoPEMode, eps float32) error {
 	x := &c.Indexer
 	x.Heads = r.need("{arch}.attention.indexer.head_count")
-	x.HeadDim = r.need("{arch}.attention.indexer.key_length")
 	x.TopK = r.need("{arch}.attention.indexer.top_k")
 	if r.err != nil {
 		return r.err
@@ -94,45 +85,9 @@ func readIndexerConfig(c *Config, r *metaReader, mode tensor.RoPEMode, eps float
 	x.RoPE = c.RoPE
 	x.RoPE.Mode, x.RoPE.Dims, x.RoPE.Offset = mode, c.Rot, 0
 	x.Eps = eps
-	x.Full = make([]bool, c.Layers)
-	for il := range x.Full {
-		x.Full[il] = c.Arch != "glm-dsa" || c.CtxTrain < glm52Context || il < 2 || (il-2)%glm52IndexerPeriod == 0
-	}
-	if c.Arch == "glm-dsa" {
-		if err := readIndexerTypes(r.md, x.Full); err != nil {
-			return err
-		}
-	}
 	if !x.Full[0] {
 		return fmt.Errorf("%s: layer 0's indexer is shared, but there is no earlier full one to share", c.Arch)
 	}
-	return nil
-}
-
-// readIndexerTypes reads GLM's attention.indexer.types (true or nonzero: a full layer), one
-// per layer or one for all, into full where the file has it.
-func readIndexerTypes(md gguf.Metadata, full []bool) error {
-	key := "{arch}.attention.indexer.types"
-	v, ok := md.Get(key)
-	if !ok {
-		return nil
-	}
-	var types []bool
-	if b, err := v.Bools(); err == nil {
-		types = b
-	} else if n, err := v.Ints(); err == nil {
-		for _, t := range n {
-			types = append(types, t != 0)
-		}
-	} else if n, err := v.Int(); err == nil {
-		types = slices.Repeat([]bool{n != 0}, len(full))
-	} else {
-		return fmt.Errorf("metadata %s: %w", md.Key(key), err)
-	}
-	if len(types) < len(full) {
-		return fmt.Errorf("metadata %s has %d entries for %d layers", md.Key(key), len(types), len(full))
-	}
-	copy(full, types)
 	return nil
 }
 

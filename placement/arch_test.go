@@ -133,6 +133,49 @@ func TestDeepSeek2TinyMLA(t *testing.T) {
 	}
 }
 
+// DeepSeek Sparse Attention's memory is llama_kv_cache_dsa: the MLA cache and the lightning
+// indexer's K-only cache, both for the layers below n_layer only. llama.cpp 3f545bec's log
+// for the synthesized models moe's golden tests run (3 layers and an MTP block, MLA rows of
+// 64 + 16, indexer keys of 64, n_ctx 4096, F16) says "creating main KV cache, size = 4096
+// cells ... layer 3: filtered ... K (f16): 1.88 MiB" and "creating indexer KV cache ...
+// K (f16): 1.50 MiB" for both. A GLM layer whose indexer is shared has no indexer keys.
+func TestDSAIndexerCache(t *testing.T) {
+	for _, name := range []string{"deepseek32", "glm-dsa"} {
+		m := openModel(t, "../moe/testdata/synth/"+name+".gguf")
+		r := DefaultRules()
+		r.CtxSize, r.Parallel, r.GPULayers = 4096, 1, 99
+		plan := place(t, m, r, devicesFor(8))
+		var mla, indexer int64
+		for _, l := range plan.Layers {
+			switch {
+			case l.Index == 3 && (l.Kind != "nextn" || l.KVBytes != 0):
+				t.Errorf("%s: the NextN block's row %+v; llama.cpp filters it out of both caches", name, l)
+			case l.Index >= 0 && l.Index < 3 && l.IndexerBytes != 4096*64*2:
+				t.Errorf("%s: layer %d indexer keys %d B, want %d", name, l.Index, l.IndexerBytes, 4096*64*2)
+			}
+			mla += l.KVBytes - l.IndexerBytes
+			indexer += l.IndexerBytes
+		}
+		if mla != 3*4096*80*2 || indexer != 3*4096*64*2 {
+			t.Errorf("%s: MLA cache %d B, indexer cache %d B; llama.cpp 1.88 MiB and 1.50 MiB", name, mla, indexer)
+		}
+	}
+	shared := openModel(t, "../moe/testdata/synth/glm-dsa.gguf")
+	md, err := gguf.NewMetadata(append(shared.Metadata.All(),
+		gguf.KV{Key: "glm-dsa.attention.indexer.types", Value: gguf.NewArray([]bool{true, false, true})})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.Metadata = md
+	r := DefaultRules()
+	r.CtxSize, r.Parallel = 4096, 1
+	for _, l := range place(t, shared, r, devicesFor(8)).Layers {
+		if want := int64(4096 * 64 * 2); l.Index >= 0 && l.Index < 3 && l.IndexerBytes != map[bool]int64{true: 0, false: want}[l.Index == 1] {
+			t.Errorf("GLM with layer 1 shared: layer %d indexer keys %d B", l.Index, l.IndexerBytes)
+		}
+	}
+}
+
 // glm4moe's NextN block is not loaded (llama.cpp loads it only for MTP speculative decoding),
 // but -ngl still counts it, and the plain KV cache still allocates it.
 func TestGLM4MoENextN(t *testing.T) {
