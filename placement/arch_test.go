@@ -176,6 +176,28 @@ func TestDSAIndexerCache(t *testing.T) {
 	}
 }
 
+// The presets at a context of 32768: llama.cpp 3f545bec, loading sparse Q6_K files moerun
+// synth wrote of them, logs "llama_kv_cache: size = 2196.00 MiB ( 32768 cells, 61 layers"
+// and "488.00 MiB" for DeepSeek-V3.2's MLA and indexer caches, 2808.00 and 624.00 MiB over
+// GLM-5's 78 layers.
+func TestDSAPresetCaches(t *testing.T) {
+	for _, c := range []struct {
+		spec             string
+		mlaMiB, indexMiB int64
+	}{{"deepseek-v3.2:q6_k", 2196, 488}, {"glm-5:q6_k", 2808, 624}} {
+		r := DefaultRules()
+		r.CtxSize, r.Parallel = 32768, 1
+		var kv, indexer int64
+		for _, l := range place(t, presetModel(t, c.spec), r, devicesFor(80)).Layers {
+			kv += l.KVBytes
+			indexer += l.IndexerBytes
+		}
+		if kv-indexer != c.mlaMiB<<20 || indexer != c.indexMiB<<20 {
+			t.Errorf("%s: MLA cache %d B, indexer %d B; llama.cpp %d MiB and %d MiB", c.spec, kv-indexer, indexer, c.mlaMiB, c.indexMiB)
+		}
+	}
+}
+
 // glm4moe's NextN block is not loaded (llama.cpp loads it only for MTP speculative decoding),
 // but -ngl still counts it, and the plain KV cache still allocates it.
 func TestGLM4MoENextN(t *testing.T) {

@@ -407,9 +407,10 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 		routedExperts(c, t, i, c.ExpertFF)
 		sharedExpert(c, t, i, c.ExpertFF*c.SharedCount)
 		if i >= c.Layers {
-			// GLM-4.7-Flash's MTP block has its own embedding and head, as GLM-4.5's;
-			// DeepSeek-V3.2's and GLM-5's share the model's.
-			nextnHead(c, t, i, c.Arch == "deepseek2")
+			// GLM-4.7-Flash's and DeepSeek-V3.2's MTP blocks have their own embedding and
+			// head (DeepSeek's checkpoint keeps copies in layer 61, which its converter keeps);
+			// GLM-5's shares the model's.
+			nextnHead(c, t, i, c.Arch != "glm-dsa")
 		}
 	}
 	outputHead(c, t)
@@ -418,7 +419,7 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 // deepseek32 and glm-dsa (src/models/deepseek32.cpp, glm-dsa.cpp; conversion/deepseek.py's
 // DeepseekV32Model and conversion/glm.py's GlmMoeDsaModel): deepseek2's layout plus the
 // lightning indexer of DeepSeek Sparse Attention in every block, and the MTP block, which
-// both converters keep (without its own embedding and head).
+// both converters keep.
 
 func dsaKeys(c *Config, kv *kvList) {
 	deepseek2Keys(c, kv)

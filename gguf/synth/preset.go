@@ -134,7 +134,8 @@ var presets = []Preset{
 		Source: "deepseek-ai/DeepSeek-V3.2 config.json (DeepseekV32ForCausalLM, converted by conversion/deepseek.py's DeepseekV32Model): " +
 			"DeepSeek-V3's shapes and routing plus DeepSeek Sparse Attention's lightning indexer, index_n_heads 64 of index_head_dim " +
 			"128 keeping index_topk 2048 positions; num_nextn_predict_layers 1: this converter keeps the MTP block as blk.61 " +
-			"(sharing the model's embedding and head). V3.2-Exp and V3.2-Speciale have the same shapes",
+			"with the copies of the embedding and head the checkpoint's layer 61 holds (685.35B parameters, DeepSeek's \"685B\"). " +
+			"V3.2-Exp and V3.2-Speciale have the same shapes",
 		Config: Config{
 			Arch: "deepseek32", Layers: 61, NextN: 1, Embd: 7168, Vocab: 129280, Context: 163840,
 			Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
@@ -154,7 +155,9 @@ var presets = []Preset{
 			"shared, sigmoid scoring with e_score_correction_bias, n_group 1, routed_scaling_factor 2.5, norm_topk_prob; vocabulary " +
 			"154880, context 202752, rope_theta 1e6 without scaling (rms_norm_eps 1e-5 unchecked); lightning indexer of 32 heads of " +
 			"128 keeping 2048 positions, every layer full (no indexer_types: llama.cpp reads a context under 1M as GLM-5/5.1); " +
-			"num_nextn_predict_layers 1, kept as blk.78. GLM-5.1 has the same shapes",
+			"num_nextn_predict_layers 1, kept as blk.78 without an embedding or head of its own (753.86B parameters, the 753.9B " +
+			"Hugging Face counts for zai-org/GLM-5; 751.96B in the repeating layers, as ik_llama.cpp's log in sokann/GLM-5-GGUF-1.594bpw " +
+			"prints them). GLM-5.1 has the same shapes",
 		Config: Config{
 			Arch: "glm-dsa", Layers: 78, NextN: 1, Embd: 6144, Vocab: 154880, Context: 202752,
 			Heads: 64, HeadsKV: 1, HeadDim: 256, VHeadDim: 256, RopeDim: 64,
