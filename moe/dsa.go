@@ -143,11 +143,18 @@ func bindDSA(c *Config, b *binder, il int) (attention, error) {
 		return d, checkIndexerTensors(c, b, il, true)
 	}
 	idx := &lightningIndexer{cfg: x}
-	if idx.normW, err = b.vector(blk(il, "indexer.k_norm.weight"), x.HeadDim); err != nil {
-		return nil, err
-	}
-	if idx.normB, err = b.vector(blk(il, "indexer.k_norm.bias"), x.HeadDim); err != nil {
-		return nil, err
+	for _, n := range []struct {
+		name string
+		host *[]float32
+	}{{"indexer.k_norm.weight", &idx.normW}, {"indexer.k_norm.bias", &idx.normB}} {
+		// The norm runs on the host, which reads its own copy; the plan's device holds the
+		// tensor too, as llama.cpp's would and place counts it.
+		if _, err := b.param(blk(il, n.name), x.HeadDim); err != nil {
+			return nil, err
+		}
+		if *n.host, err = b.vector(blk(il, n.name), x.HeadDim); err != nil {
+			return nil, err
+		}
 	}
 	if idx.proj, err = b.matrix(blk(il, "indexer.proj.weight"), c.Embd, x.Heads); err != nil {
 		return nil, err
