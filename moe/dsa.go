@@ -139,8 +139,8 @@ func bindDSA(c *Config, b *binder, il int) (attention, error) {
 	d := &dsaAttention{mla: a, topK: x.TopK}
 	if !x.Full[il] {
 		// glm-dsa.cpp loads a shared layer's indexer tensors where a file has them, and
-		// never uses them.
-		return d, checkIndexerTensors(c, b, il, true)
+		// never uses them: they are loaded too, so that the devices hold what place counts.
+		return d, loadUnusedIndexer(c, b, il)
 	}
 	idx := &lightningIndexer{cfg: x}
 	for _, n := range []struct {
@@ -181,8 +181,24 @@ func indexerChecks(c *Config, optional bool) []tensorCheck {
 	}
 }
 
-func checkIndexerTensors(c *Config, b *binder, il int, optional bool) error {
-	return checkBlock(b, il, indexerChecks(c, optional))
+// loadUnusedIndexer loads the indexer tensors a shared layer's file may have.
+func loadUnusedIndexer(c *Config, b *binder, il int) error {
+	for _, ch := range indexerChecks(c, true) {
+		name := blk(il, ch.name)
+		if !b.has(name) {
+			continue
+		}
+		var err error
+		if len(ch.shape) == 1 {
+			_, err = b.param(name, ch.shape...)
+		} else {
+			_, err = b.matrix(name, ch.shape...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkDSANextN checks the NextN/MTP block as deepseek2's, with its indexer (required by

@@ -35,6 +35,7 @@ var goldenModels = []struct {
 	{"synth-minimax-m2", synthModel("minimax-m2")},
 	{"synth-deepseek32", synthModel("deepseek32")},
 	{"synth-glm-dsa", synthModel("glm-dsa")},
+	{"synth-glm-dsa-shared", synthModel("glm-dsa-shared")},
 }
 
 // nearTie is the largest top-2 logit gap at which llama.cpp's own choice counts as a coin

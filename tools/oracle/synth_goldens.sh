@@ -76,6 +76,9 @@ dsa="--layers 3 --leading-dense 1 --n-embd 128 --heads 4 --head-dim 48 --v-head-
 	--indexer-heads 4 --indexer-head-dim 64 --indexer-top-k 32"
 synth deepseek32 deepseek-v3.2:q8_0 $dsa --expert-groups 2 --expert-groups-used 1
 synth glm-dsa glm-5:q5_k_m $dsa
+# A training context of 1M makes llama.cpp read a glm-dsa file without indexer types as
+# GLM-5.2: full indexers in layers 0-2, layer 3 sharing layer 2's choice.
+synth glm-dsa-shared glm-5:q5_k_m $(echo "$dsa" | sed 's/--layers 3/--layers 4/') --context 1048576
 
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
