@@ -123,6 +123,11 @@ type dsaAttention struct {
 // LayerNormed), both RoPE'd on their first dims and rotated by a Hadamard matrix, as
 // Σ_h weight_h · relu(q_h · k) with per-token head weights (proj) scaled by
 // 1/sqrt(heads·dim). Its keys live in the layer's cache beside the MLA rows.
+//
+// The devices compute its three projections; the rest runs on the host (the backends have
+// no operation for the key's LayerNorm, the scores or the top-k yet), which reads the
+// projections and, once a sequence is longer than top-k, the layer's cached keys back each
+// pass, and scores in plain Go: correct everywhere, but a cost that grows with the context.
 type lightningIndexer struct {
 	qB, k, proj weight
 	normW       []float32 // LayerNorm weight and bias of the key, on the host
