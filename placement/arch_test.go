@@ -5,6 +5,7 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/gguf/synth"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -141,7 +142,7 @@ func TestDeepSeek2TinyMLA(t *testing.T) {
 // K (f16): 1.50 MiB" for both. A GLM layer whose indexer is shared has no indexer keys.
 func TestDSAIndexerCache(t *testing.T) {
 	for _, name := range []string{"deepseek32", "glm-dsa"} {
-		m := openModel(t, "../moe/testdata/synth/"+name+".gguf")
+		m := dsaSynthModel(t, name)
 		r := DefaultRules()
 		r.CtxSize, r.Parallel, r.GPULayers = 4096, 1, 99
 		plan := place(t, m, r, devicesFor(8))
@@ -160,7 +161,7 @@ func TestDSAIndexerCache(t *testing.T) {
 			t.Errorf("%s: MLA cache %d B, indexer cache %d B; llama.cpp 1.88 MiB and 1.50 MiB", name, mla, indexer)
 		}
 	}
-	shared := openModel(t, "../moe/testdata/synth/glm-dsa.gguf")
+	shared := dsaSynthModel(t, "glm-dsa")
 	md, err := gguf.NewMetadata(append(shared.Metadata.All(),
 		gguf.KV{Key: "glm-dsa.attention.indexer.types", Value: gguf.NewArray([]bool{true, false, true})})...)
 	if err != nil {
@@ -174,6 +175,28 @@ func TestDSAIndexerCache(t *testing.T) {
 			t.Errorf("GLM with layer 1 shared: layer %d indexer keys %d B", l.Index, l.IndexerBytes)
 		}
 	}
+}
+
+// dsaSynthModel is the layout of the DSA models moe's golden tests run (see moe's
+// generated_test.go): 3 layers and an MTP block, MLA rows of 64 + 16, indexer keys of 64.
+func dsaSynthModel(t *testing.T, name string) Model {
+	t.Helper()
+	spec, opts := "glm-5:q5_k_m", synth.Options{}
+	if name == "deepseek32" {
+		spec, opts = "deepseek-v3.2:q8_0", synth.Options{ExpertGroups: 2, ExpertGroupsUsed: 1}
+	}
+	opts.Layers, opts.LeadingDense, opts.Embd, opts.Heads, opts.HeadDim, opts.VHeadDim, opts.RopeDim = 3, 1, 128, 4, 48, 32, 16
+	opts.QLoraRank, opts.KVLoraRank, opts.Experts, opts.ExpertsUsed, opts.ExpertFF, opts.FF = 64, 64, 8, 2, 64, 192
+	opts.IndexerHeads, opts.IndexerHeadDim, opts.IndexerTopK, opts.Vocab = 4, 64, 32, 512
+	m, err := synth.Build(spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Model{Name: name, Metadata: m.Metadata, Tensors: l.Tensors}
 }
 
 // The presets at a context of 32768: llama.cpp 3f545bec, loading sparse Q6_K files moerun
