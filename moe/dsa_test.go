@@ -19,7 +19,8 @@ import (
 // would otherwise differ from), and so do single tokens until the padded cache reaches
 // splitFrom cells, from where ggml (and moerun after it) splits a lone token's positions
 // across threads and merges the parts: float32 rounding, which the later layers' choice of
-// positions may amplify a little.
+// positions may amplify a little. (The generic kernels' products of one token and of a
+// batch differ in their last bits anyway: there only the bound holds.)
 func TestDSAPrefillMatchesDecode(t *testing.T) {
 	const splitFrom = 256 // positions from 256 attend over 512 padded cells
 	for _, name := range []string{"deepseek32", "glm-dsa"} {
@@ -44,7 +45,7 @@ func TestDSAPrefillMatchesDecode(t *testing.T) {
 						t.Fatal(err)
 					}
 					d := compareLogits(got, batch[i*vocab:(i+1)*vocab]).maxDiff
-					if i < splitFrom && d != 0 {
+					if i < splitFrom && d != 0 && tensor.ActiveLevel() != tensor.LevelGeneric {
 						t.Errorf("%s: position %d: token by token differs from the batch by %.3g", p.Name, i, d)
 					}
 					worst = max(worst, d)
@@ -81,7 +82,13 @@ func TestDSASparsityMatters(t *testing.T) {
 		}
 		dense := final()
 		t.Logf("%s: long's final logits from llama.cpp's: max |Δ| %.3g keeping 32 positions, %.3g keeping all", name, sparse, dense)
-		if sparse > 0.05 || dense < 1 {
+		// On x86 kernels the sparse pass gives llama.cpp's bits; the generic ones' last bits
+		// may flip a position near the top-k's boundary, still far closer than dense.
+		bound := 0.05
+		if tensor.ActiveLevel() == tensor.LevelGeneric {
+			bound = dense / 10
+		}
+		if sparse > bound || dense < 1 {
 			t.Errorf("%s: keeping the indexer's top-k gives max |Δ| %.3g, keeping every position %.3g", name, sparse, dense)
 		}
 	}
