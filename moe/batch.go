@@ -3,6 +3,7 @@ package moe
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/tensor"
@@ -130,9 +131,12 @@ type pass struct {
 	router   tensor.RouterConfig
 	numerics tensor.AttnNumerics
 	logits   []float32 // logits of the last pass, the segments' outputs in order
-	mem      []deviceMemory
-	err      error
-	staging  []byte
+	// selection is the positions the last lightning indexer of the pass chose
+	// (DeepSeek Sparse Attention), which GLM's shared layers reuse.
+	selection selection
+	mem       []deviceMemory
+	err       error
+	staging   []byte
 
 	// Reused by project and mulMatIDs, and by routing statistics.
 	fused      []backend.Weight
@@ -294,16 +298,74 @@ func (c *pass) attend(il int, q value, heads, vDim int, sinks param, p tensor.At
 	}
 	perToken := q.Rows / len(c.pos) // query rows (heads) per token
 	for _, sg := range c.segs {
-		kv := sg.c.caches[il]
-		end := sg.c.n + sg.rows
-		kvLen := min(sg.c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
-		p.Numerics = c.numerics
-		if p.Numerics == tensor.AttnGGML && sg.rows >= tensor.AttnTileTokens &&
-			!tensor.TiledAttention(sg.rows, tensor.KV{Type: kv.k.Type, Dim: q.Cols}, tensor.KV{Type: kv.v.Type, Dim: vDim}) {
-			p.Numerics = tensor.AttnPrecise
+		c.attendRows(il, o, q, s, heads, vDim, sg.c, sg.first, sg.rows, sg.rows, perToken, p)
+		if c.err != nil {
+			break
 		}
-		from, to := sg.first*perToken, (sg.first+sg.rows)*perToken
-		c.fail(c.backendOf(dev).Attention(o.Slice(from, to), q.Slice(from, to), heads, c.pos[sg.first:sg.first+sg.rows], kv.k, kv.v, s, kvLen, p))
+	}
+	return o
+}
+
+// attendRows attends the pass's tokens first..first+rows-1, all of context ctx, over its
+// layer il cache (see attend), as part of a batch of batch tokens of that context.
+func (c *pass) attendRows(il int, o, q, sinks value, heads, vDim int, ctx *Context, first, rows, batch, perToken int, p tensor.AttnParams) {
+	kv := ctx.caches[il]
+	end := int(c.pos[first+rows-1]) + 1
+	kvLen := min(ctx.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
+	p.Numerics = c.attnNumerics(kv, q.Cols, vDim, rows, batch)
+	from, to := first*perToken, (first+rows)*perToken
+	c.fail(c.backendOf(c.devOf(o)).Attention(o.Slice(from, to), q.Slice(from, to), heads, c.pos[first:first+rows], kv.k, kv.v, sinks, kvLen, p))
+}
+
+// attnNumerics is how rows tokens of a batch of batch tokens of one context attend over the
+// cache kv: as the pass's numerics ask, except that where ggml would run its tiled kernel
+// for the batch (float32 throughout) and tensor's AttnGGML cannot for these rows (fewer of
+// them, or a quantized cache), AttnPrecise stands in for it.
+func (c *pass) attnNumerics(kv *kvCache, qDim, vDim, rows, batch int) tensor.AttnNumerics {
+	if c.numerics != tensor.AttnGGML || batch < tensor.AttnTileTokens {
+		return c.numerics
+	}
+	if rows >= tensor.AttnTileTokens && tensor.TiledAttention(rows, tensor.KV{Type: kv.k.Type, Dim: qDim}, tensor.KV{Type: kv.v.Type, Dim: vDim}) {
+		return tensor.AttnGGML
+	}
+	return tensor.AttnPrecise
+}
+
+// attendSelected is attend where each token reads only the positions sel chose for it
+// (DeepSeek Sparse Attention; no sinks, no window), which it passes to the kernel to keep
+// (tensor.AttnParams.Keep): ggml's flash attention skips the positions llama.cpp's top-k
+// mask hides, so the kept ones give the same sums. Tokens that keep every position attend
+// as attend does; the others one at a time, over the positions ggml would split across
+// threads for a single token, and otherwise only as far as their own position.
+func (c *pass) attendSelected(il int, q value, heads, vDim int, sel *selection, p tensor.AttnParams) value {
+	dev := c.m.kvDev[il]
+	q = c.to(dev, q)
+	o := c.alloc(dev, tensor.F32, vDim, q.Rows)
+	if c.err != nil {
+		return o
+	}
+	perToken := q.Rows / len(c.pos)
+	for _, sg := range c.segs {
+		// The tokens that keep every position come first (positions ascend in a segment).
+		dense := slices.IndexFunc(sel.positions[sg.first:sg.first+sg.rows], func(ps []int32) bool { return ps != nil })
+		if dense < 0 {
+			dense = sg.rows
+		}
+		if dense > 0 {
+			c.attendRows(il, o, q, value{}, heads, vDim, sg.c, sg.first, dense, sg.rows, perToken, p)
+		}
+		kv := sg.c.caches[il]
+		for t := sg.first + dense; t < sg.first+sg.rows && c.err == nil; t++ {
+			kvLen := int(c.pos[t]) + 1
+			if sg.rows == 1 {
+				kvLen = min(sg.c.size, max(cacheBlock, (kvLen+cacheBlock-1)/cacheBlock*cacheBlock))
+			}
+			pt := p
+			pt.Keep = sel.positions[t]
+			pt.Numerics = c.attnNumerics(kv, q.Cols, vDim, 1, sg.rows)
+			from, to := t*perToken, (t+1)*perToken
+			c.fail(c.backendOf(dev).Attention(o.Slice(from, to), q.Slice(from, to), heads, c.pos[t:t+1], kv.k, kv.v, value{}, kvLen, pt))
+		}
 		if c.err != nil {
 			break
 		}

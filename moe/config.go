@@ -50,6 +50,9 @@ type Config struct {
 	MLA    bool // absorbed form with attn_k_b/attn_v_b (else the legacy attn_kv_b)
 	// YarnLogMul is rope_yarn_log_mul (DeepSeek's mscale_all_dim), 0 when absent.
 	YarnLogMul float32
+	// Indexer is DeepSeek Sparse Attention's lightning indexer (deepseek32, glm-dsa); its
+	// Heads are 0 for other architectures.
+	Indexer IndexerConfig
 
 	// Sliding-window attention (gpt-oss): layer il attends only to the last Window
 	// positions where SWA[il] (placement reads both), and its RoPE uses the base SWABase.
@@ -84,7 +87,8 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 	md := m.Metadata
 	c := &Config{Arch: hp.Arch, Layers: hp.Layers, NextN: len(hp.Heads) - hp.Layers, Embd: hp.Embd, Vocab: hp.Vocab, CtxTrain: hp.CtxTrain,
 		FF: hp.FF, FFExp: hp.FFExp, FFShexp: hp.FFShexp, HeadK: hp.HeadK, HeadV: hp.HeadV,
-		Recurrent: hp.Recurrent[:hp.Layers], Window: hp.SlidingWindow, SWA: hp.SWA[:hp.Layers]}
+		Recurrent: hp.Recurrent[:hp.Layers], Window: hp.SlidingWindow, SWA: hp.SWA[:hp.Layers],
+		Indexer: IndexerConfig{HeadDim: hp.IndexerDim, Full: hp.IndexerFull}}
 	r := metaReader{md: md}
 	r.require("{arch}.attention.layer_norm_rms_epsilon")
 	c.Eps = r.float("{arch}.attention.layer_norm_rms_epsilon", 0)

@@ -159,7 +159,8 @@ func checkCacheSize(m *Model, o ContextOptions, size, ubatch int) error {
 		if s.vInK {
 			v = 0
 		}
-		total += float64(cacheCells(s, size, ubatch, o.SWAFull)) * float64(s.heads) * float64(k+v)
+		idx, _ := o.CacheK.RowBytes(int64(s.indexDim))
+		total += float64(cacheCells(s, size, ubatch, o.SWAFull)) * (float64(s.heads)*float64(k+v) + float64(idx))
 	}
 	if total > maxCacheBytes {
 		return fmt.Errorf("a KV cache of %d positions would take %.3g GB: give a smaller context size (-c)", size, total/1e9)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/moerun/moerun/tensor"
 )
 
 // These tests hold the forward pass to llama.cpp's own outputs for the tiny fixture models
@@ -33,7 +35,13 @@ var goldenModels = []struct {
 	{"synth-qwen3next", synthModel("qwen3next")},
 	{"synth-qwen3next-ssm-in", synthModel("qwen3next-ssm-in")},
 	{"synth-minimax-m2", synthModel("minimax-m2")},
+	{"synth-deepseek32", synthModel("deepseek32")},
+	{"synth-glm-dsa", synthModel("glm-dsa")},
+	{"synth-glm-dsa-shared", synthModel("glm-dsa-shared")},
 }
+
+// sparseAttention are the goldens of models with DeepSeek Sparse Attention.
+var sparseAttention = map[string]bool{"synth-deepseek32": true, "synth-glm-dsa": true, "synth-glm-dsa-shared": true}
 
 // nearTie is the largest top-2 logit gap at which llama.cpp's own choice counts as a coin
 // flip: the README measured llama.cpp against itself (flash attention on vs off) and
@@ -156,6 +164,14 @@ type divergence struct {
 func TestTeacherForced(t *testing.T) {
 	for _, gm := range goldenModels {
 		t.Run(gm.golden, func(t *testing.T) {
+			if sparseAttention[gm.golden] && tensor.ActiveLevel() == tensor.LevelGeneric {
+				// The generic kernels sum in ggml's generic order, not the x86 build's that
+				// made the golden (TestFixtureBitExact skips them too): a sparse-attention
+				// model turns those last bits into a different choice of positions now and
+				// then, which moves logits by whole units and, for synth-glm-dsa-shared, below
+				// the bar (top-1 86%). TestDSASparsityMatters still compares them there.
+				t.Skip("sparse attention with the generic kernels: the choice of positions amplifies their other rounding")
+			}
 			g := loadGolden(t, gm.golden)
 			steps, final, same, ties := teacherForced(t, openModel(t, gm.path, 2), g, DefaultContextOptions())
 			steps.check(t, "teacher-forced steps")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -29,7 +30,16 @@ func quantModel(q string) string { return "../testdata/quant/models/tiny-qwen3mo
 func archModel(arch string) string { return "../testdata/models/tiny-" + arch + ".gguf" }
 
 // synthModel is a tiny random model moerun synth wrote (testdata/synth).
-func synthModel(arch string) string { return "testdata/synth/" + arch + ".gguf" }
+func synthModel(arch string) string {
+	if _, ok := generatedModels[arch]; ok {
+		path, err := generatedModel(arch)
+		if err != nil {
+			panic(fmt.Sprintf("generating the %s test model: %v", arch, err))
+		}
+		return path
+	}
+	return "testdata/synth/" + arch + ".gguf"
+}
 
 // golden is llama.cpp's output for a model (testdata/golden/*.json.gz, trimmed from
 // ../shared/testdata; see testdata/README.md).

@@ -15,13 +15,16 @@ import (
 // key row, as llama.cpp's K-only MLA cache stores them. A recurrent layer (Qwen3.5's Gated
 // DeltaNet) keeps instead a fixed-size state of state float32 values, whatever the number
 // of positions, and its other fields are 0. A sliding-window layer (gpt-oss's) reads only
-// the last window positions.
+// the last window positions. A layer with a lightning indexer (DeepSeek Sparse Attention)
+// also keeps one indexer key of indexDim values per position, in the K cache type, as
+// llama.cpp's DSA cache keeps them in a second K-only cache.
 type cacheShape struct {
 	heads      int
 	kDim, vDim int
 	vInK       bool
 	window     int
 	state      int
+	indexDim   int
 }
 
 // kvCache is one layer's memory, on the device the plan gives the layer's cache: for an
@@ -39,6 +42,7 @@ type kvCache struct {
 	dev   int
 	bufs  []backend.Buffer
 	k, v  value
+	index value // the lightning indexer's keys, where the layer has one
 	state value // a recurrent layer's state, the zero value for an attention layer
 	ring  bool  // fewer cells than the context has positions
 	// oldest is the first position of the sequence whose keys and values the cache still
@@ -81,6 +85,14 @@ func newKVCache(b backend.Backend, dev int, s cacheShape, kType, vType tensor.Ty
 	var err error
 	if c.k, err = c.alloc(kType, s.heads*s.kDim, cells); err != nil {
 		return nil, errors.Join(err, c.free())
+	}
+	if s.indexDim > 0 {
+		if _, err := cacheRowBytes("indexer K", kType, s.indexDim); err != nil {
+			return nil, errors.Join(err, c.free())
+		}
+		if c.index, err = c.alloc(kType, s.indexDim, cells); err != nil {
+			return nil, errors.Join(err, c.free())
+		}
 	}
 	if s.vInK {
 		// Values are the leading vDim elements of each key row: a row's prefix of whole

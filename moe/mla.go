@@ -43,10 +43,26 @@ func (a *mla) cacheShape() cacheShape {
 }
 
 func (a *mla) forward(c *pass, il int, in value) value {
+	return a.attention(c, il, in, a.queryLoRA(c, in), nil)
+}
+
+// queryLoRA is the normed low-rank query projection (q_a, then its RMS norm), the zero value
+// for a model whose query is one matrix.
+func (a *mla) queryLoRA(c *pass, in value) value {
+	if a.qLoRA == 0 {
+		return value{}
+	}
+	return c.rmsNorm(c.matmul(a.qA, in), a.qANorm, a.eps)
+}
+
+// attention is the layer's output for in, given its normed query LoRA qr (see queryLoRA).
+// sel, when not nil, restricts each query to the cache positions it chose (DeepSeek Sparse
+// Attention; absorbed form only).
+func (a *mla) attention(c *pass, il int, in, qr value, sel *selection) value {
 	qHead, kvRow := a.nope+a.rot, a.kvLoRA+a.rot
 	var q value // [tokens][heads·qHead]
 	if a.qLoRA > 0 {
-		q = c.matmul(a.qB, c.rmsNorm(c.matmul(a.qA, in), a.qANorm, a.eps))
+		q = c.matmul(a.qB, qr)
 	} else {
 		q = c.matmul(a.q, in)
 	}
@@ -56,13 +72,13 @@ func (a *mla) forward(c *pass, il int, in value) value {
 	c.rmsNormTo(ckv, ckv, a.kvANorm, a.eps)
 	c.rope(&a.qRope, q, qHead)
 	if a.absorbed {
-		return a.absorbedAttention(c, il, q.Reshape(qHead), kvpe)
+		return a.absorbedAttention(c, il, q.Reshape(qHead), kvpe, sel)
 	}
 	return a.legacyAttention(c, il, q.Reshape(qHead), kvpe)
 }
 
 // absorbedAttention attends with the compressed cache (see mla).
-func (a *mla) absorbedAttention(c *pass, il int, q, kvpe value) value {
+func (a *mla) absorbedAttention(c *pass, il int, q, kvpe value, sel *selection) value {
 	kvRow := a.kvLoRA + a.rot
 	// Head h of each token uses matrix h of attn_k_b and attn_v_b.
 	absorbed := c.matMulStack(a.kB, c.contiguous(q.Columns(0, a.nope)))
@@ -71,7 +87,13 @@ func (a *mla) absorbedAttention(c *pass, il int, q, kvpe value) value {
 	c.copyValue(query.Columns(a.kvLoRA, a.rot), q.Columns(a.nope, a.rot))
 	c.toCache(il, &query, &kvpe)
 	c.store(il, kvpe, value{})
-	latent := c.attend(il, query, a.heads, a.kvLoRA, param{}, tensor.AttnParams{Scale: a.scale})
+	p := tensor.AttnParams{Scale: a.scale}
+	var latent value
+	if sel != nil {
+		latent = c.attendSelected(il, query, a.heads, a.kvLoRA, sel, p)
+	} else {
+		latent = c.attend(il, query, a.heads, a.kvLoRA, param{}, p)
+	}
 	values := c.matMulStack(a.vB, latent)
 	return c.matmul(a.o, values.Reshape(a.heads*a.vHead))
 }

@@ -1,5 +1,5 @@
 // Package moe runs Mixture-of-Experts language models as llama.cpp does: the architectures
-// (one file each: qwen3moe.go, deepseek2.go, qwen2moe.go, glm4moe.go, gptoss.go,
+// (one file each: qwen3moe.go, deepseek2.go, dsa.go, qwen2moe.go, glm4moe.go, gptoss.go,
 // qwen35moe.go, qwen3next.go, minimaxm2.go) built from shared layers (grouped-query, gated and multi-head latent
 // attention, Gated DeltaNet linear attention, dense and MoE feed-forward networks), the KV
 // cache and recurrent state, the router with smart expert reduction, routing statistics, llama.cpp's sampler and the
@@ -212,6 +212,8 @@ func (a *architecture) ffnNormName() string {
 var architectures = map[string]*architecture{
 	"qwen3moe":   &qwen3moe,
 	"deepseek2":  &deepseek2,
+	"deepseek32": &deepseek32,
+	"glm-dsa":    &glmDSA,
 	"gpt-oss":    &gptOSS,
 	"qwen2moe":   &qwen2moe,
 	"glm4moe":    &glm4moe,

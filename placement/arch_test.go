@@ -5,6 +5,7 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/gguf/synth"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -130,6 +131,93 @@ func TestDeepSeek2TinyMLA(t *testing.T) {
 	r.CacheK = tensor.Q8_0
 	if _, err := Place(m, r, devicesFor(8)); err == nil || err.Error() != "model does not support different K (q8_0) and V (f16) cache types" {
 		t.Errorf("different K and V types on MLA: %v", err)
+	}
+}
+
+// DeepSeek Sparse Attention's memory is llama_kv_cache_dsa: the MLA cache and the lightning
+// indexer's K-only cache, both for the layers below n_layer only. llama.cpp 3f545bec's log
+// for the synthesized models moe's golden tests run (3 layers and an MTP block, MLA rows of
+// 64 + 16, indexer keys of 64, n_ctx 4096, F16) says "creating main KV cache, size = 4096
+// cells ... layer 3: filtered ... K (f16): 1.88 MiB" and "creating indexer KV cache ...
+// K (f16): 1.50 MiB" for both. A GLM layer whose indexer is shared has no indexer keys.
+func TestDSAIndexerCache(t *testing.T) {
+	for _, name := range []string{"deepseek32", "glm-dsa"} {
+		m := dsaSynthModel(t, name)
+		r := DefaultRules()
+		r.CtxSize, r.Parallel, r.GPULayers = 4096, 1, 99
+		plan := place(t, m, r, devicesFor(8))
+		var mla, indexer int64
+		for _, l := range plan.Layers {
+			switch {
+			case l.Index == 3 && (l.Kind != "nextn" || l.KVBytes != 0):
+				t.Errorf("%s: the NextN block's row %+v; llama.cpp filters it out of both caches", name, l)
+			case l.Index >= 0 && l.Index < 3 && l.IndexerBytes != 4096*64*2:
+				t.Errorf("%s: layer %d indexer keys %d B, want %d", name, l.Index, l.IndexerBytes, 4096*64*2)
+			}
+			mla += l.KVBytes - l.IndexerBytes
+			indexer += l.IndexerBytes
+		}
+		if mla != 3*4096*80*2 || indexer != 3*4096*64*2 {
+			t.Errorf("%s: MLA cache %d B, indexer cache %d B; llama.cpp 1.88 MiB and 1.50 MiB", name, mla, indexer)
+		}
+	}
+	shared := dsaSynthModel(t, "glm-dsa")
+	md, err := gguf.NewMetadata(append(shared.Metadata.All(),
+		gguf.KV{Key: "glm-dsa.attention.indexer.types", Value: gguf.NewArray([]bool{true, false, true})})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.Metadata = md
+	r := DefaultRules()
+	r.CtxSize, r.Parallel = 4096, 1
+	for _, l := range place(t, shared, r, devicesFor(8)).Layers {
+		if want := int64(4096 * 64 * 2); l.Index >= 0 && l.Index < 3 && l.IndexerBytes != map[bool]int64{true: 0, false: want}[l.Index == 1] {
+			t.Errorf("GLM with layer 1 shared: layer %d indexer keys %d B", l.Index, l.IndexerBytes)
+		}
+	}
+}
+
+// dsaSynthModel is the layout of the DSA models moe's golden tests run (see moe's
+// generated_test.go): 3 layers and an MTP block, MLA rows of 64 + 16, indexer keys of 64.
+func dsaSynthModel(t *testing.T, name string) Model {
+	t.Helper()
+	spec, opts := "glm-5:q5_k_m", synth.Options{}
+	if name == "deepseek32" {
+		spec, opts = "deepseek-v3.2:q8_0", synth.Options{ExpertGroups: 2, ExpertGroupsUsed: 1}
+	}
+	opts.Layers, opts.LeadingDense, opts.Embd, opts.Heads, opts.HeadDim, opts.VHeadDim, opts.RopeDim = 3, 1, 128, 4, 48, 32, 16
+	opts.QLoraRank, opts.KVLoraRank, opts.Experts, opts.ExpertsUsed, opts.ExpertFF, opts.FF = 64, 64, 8, 2, 64, 192
+	opts.IndexerHeads, opts.IndexerHeadDim, opts.IndexerTopK, opts.Vocab = 4, 64, 32, 512
+	m, err := synth.Build(spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Model{Name: name, Metadata: m.Metadata, Tensors: l.Tensors}
+}
+
+// The presets at a context of 32768: llama.cpp 3f545bec, loading sparse Q6_K files moerun
+// synth wrote of them, logs "llama_kv_cache: size = 2196.00 MiB ( 32768 cells, 61 layers"
+// and "488.00 MiB" for DeepSeek-V3.2's MLA and indexer caches, 2808.00 and 624.00 MiB over
+// GLM-5's 78 layers.
+func TestDSAPresetCaches(t *testing.T) {
+	for _, c := range []struct {
+		spec             string
+		mlaMiB, indexMiB int64
+	}{{"deepseek-v3.2:q6_k", 2196, 488}, {"glm-5:q6_k", 2808, 624}} {
+		r := DefaultRules()
+		r.CtxSize, r.Parallel = 32768, 1
+		var kv, indexer int64
+		for _, l := range place(t, presetModel(t, c.spec), r, devicesFor(80)).Layers {
+			kv += l.KVBytes
+			indexer += l.IndexerBytes
+		}
+		if kv-indexer != c.mlaMiB<<20 || indexer != c.indexMiB<<20 {
+			t.Errorf("%s: MLA cache %d B, indexer %d B; llama.cpp %d MiB and %d MiB", c.spec, kv-indexer, indexer, c.mlaMiB, c.indexMiB)
+		}
 	}
 }
 

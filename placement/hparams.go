@@ -35,7 +35,17 @@ type hparams struct {
 	nEmbdR, nEmbdS  int    // recurrent conv and SSM state widths per sequence
 	hybridKVFilter  bool   // only non-recurrent layers below n_layer get KV (hybrid memory)
 	recurrentConvWd int    // conv channels of a recurrent layer (compute estimate)
+	// DeepSeek Sparse Attention (deepseek32, glm-dsa): the lightning indexer keeps one key
+	// of indexerDim values per position, in a second K-only cache, in the layers below
+	// n_layer that indexerFull marks (GLM's "shared" layers reuse another's choice).
+	indexerDim  int
+	indexerFull []bool
 }
+
+// dsaArchs are the architectures with DeepSeek Sparse Attention's lightning indexer, whose
+// memory is llama_kv_cache_dsa: the MLA cache and the indexer's, for the layers below
+// n_layer only (NextN blocks get none).
+var dsaArchs = map[string]bool{"deepseek32": true, "glm-dsa": true}
 
 // nLayerAll counts every block, NextN included: llama.cpp's layer index space.
 func (h *hparams) nLayerAll() int { return h.nLayer + h.nNextN }
@@ -133,7 +143,65 @@ func readHParams(m *Model) (*hparams, error) {
 			return nil, err
 		}
 	}
+	if dsaArchs[h.arch] {
+		if err := h.readIndexer(md); err != nil {
+			return nil, err
+		}
+	}
 	return h, nil
+}
+
+// glm52Context is the training context from which llama.cpp takes a glm-dsa file without
+// attention.indexer.types for GLM-5.2, whose layers share indexers in a fixed pattern
+// (GLM_5_2_DEFAULT_INDEXER_TYPES: full in layers 0 and 1 and every fourth from 2), rather
+// than GLM-5 or 5.1, whose every layer has its own.
+const glm52Context = 1048576
+
+// readIndexer reads the lightning indexer's key size and which layers have one, as
+// deepseek32.cpp and glm-dsa.cpp do.
+func (h *hparams) readIndexer(md gguf.Metadata) error {
+	key := "{arch}.attention.indexer.key_length"
+	if !md.Has(key) {
+		return fmt.Errorf("model metadata lacks %s, which placement needs", md.Key(key))
+	}
+	d, err := md.IntOr(key, 0)
+	if err != nil {
+		return err
+	}
+	if d <= 0 || d > 1<<16 {
+		return fmt.Errorf("metadata %s = %d is out of range", md.Key(key), d)
+	}
+	h.indexerDim = int(d)
+	h.indexerFull = make([]bool, h.nLayer)
+	for il := range h.indexerFull {
+		h.indexerFull[il] = h.arch != "glm-dsa" || h.nCtx < glm52Context || il < 2 || (il-2)%4 == 0
+	}
+	key = "{arch}.attention.indexer.types"
+	v, ok := md.Get(key)
+	if h.arch != "glm-dsa" || !ok {
+		return nil
+	}
+	var types []bool
+	if v.Type() != gguf.TypeArray {
+		n, err := v.Int()
+		if err != nil {
+			return fmt.Errorf("metadata %s: %w", md.Key(key), err)
+		}
+		types = slices.Repeat([]bool{n != 0}, h.nLayer)
+	} else if types, err = v.Bools(); err != nil {
+		n, err := v.Ints()
+		if err != nil {
+			return fmt.Errorf("metadata %s: %w", md.Key(key), err)
+		}
+		for _, t := range n {
+			types = append(types, t != 0)
+		}
+	}
+	if len(types) < h.nLayer {
+		return fmt.Errorf("metadata %s has %d entries for %d layers", md.Key(key), len(types), h.nLayer)
+	}
+	copy(h.indexerFull, types)
+	return nil
 }
 
 // readRecurrent marks the Gated DeltaNet layers of the Qwen3-Next family and sizes their

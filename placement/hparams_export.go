@@ -25,6 +25,11 @@ type HParams struct {
 	// Recurrent marks the layers whose memory is a recurrent state instead of a KV cache
 	// (the Gated DeltaNet layers of hybrid models), per block.
 	Recurrent []bool
+	// IndexerDim is the key size of DeepSeek Sparse Attention's lightning indexer (0: the
+	// model has none); IndexerFull marks the layers below Layers with an indexer of their
+	// own (GLM's shared layers reuse the choice of the last full one).
+	IndexerDim  int
+	IndexerFull []bool
 }
 
 // ReadHParams reads a model's hyper-parameters. Missing or inconsistent metadata is a
@@ -39,5 +44,6 @@ func ReadHParams(m Model) (HParams, error) {
 		Experts: h.nExpert, Used: h.nUsed, FF: h.nFF, FFExp: h.nFFExp, FFShexp: h.nFFShexp,
 		Heads: h.nHead, HeadsKV: h.nHeadKV, HeadK: h.headK, HeadV: h.headV,
 		SlidingWindow: h.nSWA, SWA: h.swa, Recurrent: h.recurrent,
+		IndexerDim: h.indexerDim, IndexerFull: h.indexerFull,
 	}, nil
 }

@@ -91,14 +91,16 @@ type jsonDevice struct {
 }
 
 type jsonLayer struct {
-	Layer    *int              `json:"layer"` // null for the output and input layers
-	Name     string            `json:"name"`
-	Kind     string            `json:"kind"`
-	Device   string            `json:"device"`
-	KVDevice string            `json:"kv_device"`
-	KVBytes  int64             `json:"kv_bytes"`
-	Classes  map[string]string `json:"classes"`
-	Bytes    map[string]int64  `json:"bytes"`
+	Layer    *int   `json:"layer"` // null for the output and input layers
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+	Device   string `json:"device"`
+	KVDevice string `json:"kv_device"`
+	KVBytes  int64  `json:"kv_bytes"`
+	// IndexerBytes is the part of kv_bytes holding DeepSeek Sparse Attention's indexer keys.
+	IndexerBytes int64             `json:"indexer_bytes,omitempty"`
+	Classes      map[string]string `json:"classes"`
+	Bytes        map[string]int64  `json:"bytes"`
 }
 
 type jsonTensor struct {
@@ -180,7 +182,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 		doc.Verdict.Fits = &allFit
 	}
 	for _, l := range p.Layers {
-		jl := jsonLayer{Name: l.Label(), Kind: l.Kind, Device: l.Device, KVDevice: l.KVDevice, KVBytes: l.KVBytes, Classes: l.Classes, Bytes: l.Bytes}
+		jl := jsonLayer{Name: l.Label(), Kind: l.Kind, Device: l.Device, KVDevice: l.KVDevice, KVBytes: l.KVBytes, IndexerBytes: l.IndexerBytes, Classes: l.Classes, Bytes: l.Bytes}
 		if l.Index >= 0 {
 			jl.Layer = &l.Index
 		}

@@ -31,9 +31,10 @@ type assignment struct {
 }
 
 type layerKV struct {
-	dev   int // -1: no cache for this layer
-	bytes int64
-	kind  string
+	dev     int // -1: no cache for this layer
+	bytes   int64
+	indexer int64 // of bytes, the lightning indexer's keys (DeepSeek Sparse Attention)
+	kind    string
 }
 
 type devMem struct {
@@ -359,7 +360,7 @@ func (p *planner) kvCache(lay *layout) error {
 		case hp.recurrent[il]:
 			rows := int64(max(1, c.NSeq))
 			kv.kind, kv.bytes = "recurrent", int64(hp.nEmbdR+hp.nEmbdS)*4*rows
-		case hp.hybridKVFilter && il >= hp.nLayer:
+		case (hp.hybridKVFilter || hp.indexerDim > 0) && il >= hp.nLayer:
 			kv.dev, kv.kind = -1, "nextn"
 			lay.kv[il] = kv
 			continue
@@ -384,6 +385,15 @@ func (p *planner) kvCache(lay *layout) error {
 					return usagef("V cache type %s cannot hold layer %d: %v", r.CacheV, il, err)
 				}
 				kv.bytes += vRow * int64(cells) * int64(c.NStream)
+			}
+			if hp.indexerDim > 0 && hp.indexerFull[il] {
+				// llama_kv_cache_dsa's indexer cache: one K row per cell in the K cache type.
+				iRow, err := r.CacheK.RowBytes(int64(hp.indexerDim))
+				if err != nil {
+					return usagef("K cache type %s cannot hold layer %d's indexer keys: %v", r.CacheK, il, err)
+				}
+				kv.indexer = iRow * int64(cells) * int64(c.NStream)
+				kv.bytes += kv.indexer
 			}
 		}
 		lay.kv[il] = kv

@@ -145,9 +145,12 @@ type LayerUse struct {
 	Device   string // where the layer map puts it
 	KVDevice string // where its KV cache (or recurrent state) lives, "" for none
 	KVBytes  int64
-	Kind     string            // "attention", "swa", "recurrent", "nextn" or "" for input/output
-	Classes  map[string]string // tensor class → device(s) holding it ("CPU+CUDA0" when split)
-	Bytes    map[string]int64  // device → weight bytes of this layer held there
+	// IndexerBytes is the part of KVBytes that holds DeepSeek Sparse Attention's indexer
+	// keys (llama_kv_cache_dsa's second cache).
+	IndexerBytes int64
+	Kind         string            // "attention", "swa", "recurrent", "nextn" or "" for input/output
+	Classes      map[string]string // tensor class → device(s) holding it ("CPU+CUDA0" when split)
+	Bytes        map[string]int64  // device → weight bytes of this layer held there
 }
 
 // Label names a layer row.

@@ -125,7 +125,7 @@ func (p *planner) layerUses(lay *layout) []LayerUse {
 	rows := make([]LayerUse, n+2)
 	for il := range n {
 		kv := lay.kv[il]
-		rows[il] = LayerUse{Index: il, Device: p.deviceName(lay.layerDev[il]), KVDevice: p.deviceName(kv.dev), KVBytes: kv.bytes, Kind: kv.kind}
+		rows[il] = LayerUse{Index: il, Device: p.deviceName(lay.layerDev[il]), KVDevice: p.deviceName(kv.dev), KVBytes: kv.bytes, IndexerBytes: kv.indexer, Kind: kv.kind}
 		if il >= p.hp.nLayer {
 			rows[il].Kind = "nextn"
 		}

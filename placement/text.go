@@ -88,6 +88,14 @@ func (p *Plan) writeSummary(w io.Writer) {
 		// ubatch, or the whole context with --swa-full.
 		fmt.Fprintf(tw, ", sliding-window cache %d cells", c.SWACells)
 	}
+	var indexer int64
+	for _, l := range p.Layers {
+		indexer += l.IndexerBytes
+	}
+	if indexer > 0 {
+		// llama_kv_cache_dsa's "creating indexer KV cache": its keys are in the KV column.
+		fmt.Fprintf(tw, ", lightning-indexer keys %s of the KV cache", humanBytes(indexer))
+	}
 	fmt.Fprintln(tw)
 	devs := "CPU only"
 	if len(s.ModelDevices) > 0 {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // KV is one layer's cached keys or values, usually a view of the cache memory: for each
@@ -93,7 +94,11 @@ type AttnParams struct {
 	Window int
 	// Sinks holds one logit per query head that joins each softmax's denominator without a
 	// value (gpt-oss's attention sinks); nil for none.
-	Sinks    []float32
+	Sinks []float32
+	// Keep, when not nil, lists the only positions the query attends, ascending (DeepSeek
+	// Sparse Attention's choice); the others are skipped as ggml's flash attention skips
+	// masked positions, split across workers as the whole range would be. One query token.
+	Keep     []int32
 	Numerics AttnNumerics
 }
 
@@ -172,6 +177,16 @@ func (j *attnJob) check() error {
 	}
 	if j.kvLen < 0 || j.params.Window < 0 {
 		return fmt.Errorf("attention: %d positions, window %d", j.kvLen, j.params.Window)
+	}
+	if keep := j.params.Keep; keep != nil {
+		if len(j.pos) != 1 {
+			return fmt.Errorf("attention: positions to keep for %d query tokens (one at a time)", len(j.pos))
+		}
+		for i, p := range keep {
+			if p < 0 || i > 0 && p <= keep[i-1] {
+				return fmt.Errorf("attention: the positions to keep are not ascending (%d after %d)", p, keep[max(i-1, 0)])
+			}
+		}
 	}
 	for _, c := range []struct {
 		name  string
@@ -365,11 +380,13 @@ func (j *attnJob) unit(w, u int) {
 		c0 := chunk * j.chunkLen
 		c1 := min(c0+j.chunkLen, j.kvLen)
 		qs := j.q[(t0*j.heads+g*group)*dk : (t0*j.heads+(g+1)*group)*dk]
-		if j.kernel == attnPrecise {
-			j.precise(s, qs, g, max(first, c0), min(last, c1-1))
-		} else {
-			j.perRow(s, qs, g, max(first, c0), min(last, c1-1))
-		}
+		j.keptRuns(max(first, c0), min(last, c1-1), func(from, to int) {
+			if j.kernel == attnPrecise {
+				j.precise(s, qs, g, from, to)
+			} else {
+				j.perRow(s, qs, g, from, to)
+			}
+		})
 	}
 	for r := range rows {
 		t, h := t0+r/group, g*group+r%group
@@ -385,6 +402,28 @@ func (j *attnJob) unit(w, u int) {
 			continue
 		}
 		finish(j.dst[(t*j.heads+h)*dv:][:dv], acc, sum)
+	}
+}
+
+// keptRuns calls visit for each run of consecutive positions of first..last that the query
+// attends: the whole range, or the runs of Keep inside it. The kernels carry their online
+// softmax from one call to the next, so the runs add up to one pass that skips the rest.
+func (j *attnJob) keptRuns(first, last int, visit func(from, to int)) {
+	keep := j.params.Keep
+	if keep == nil {
+		if first <= last {
+			visit(first, last)
+		}
+		return
+	}
+	i, _ := slices.BinarySearch(keep, int32(first))
+	for i < len(keep) && int(keep[i]) <= last {
+		from := i
+		for i+1 < len(keep) && keep[i+1] == keep[i]+1 && int(keep[i+1]) <= last {
+			i++
+		}
+		visit(int(keep[from]), int(keep[i]))
+		i++
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -657,6 +658,90 @@ func TestFloatMatMul(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestAttentionKeep checks AttnParams.Keep, DeepSeek Sparse Attention's chosen positions:
+// a query keeping some positions gets the same bits as one attending a cache made of just
+// those rows (ggml skips masked positions), with every kernel a single token runs, and
+// keeping every position changes nothing, also where the positions are split across
+// workers.
+func TestAttentionKeep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	pools := []*Pool{NewPool(1), NewPool(2)}
+	for _, p := range pools {
+		defer p.Close()
+	}
+	const dim, vDim, heads = 96, 64, 4 // an MLA-like cache: one head, V a prefix of K
+	for _, typ := range []Type{F16, F32, Q8_0} {
+		for _, kvLen := range []int{300, 600} {
+			rows := randomFloats(rng, kvLen*dim)
+			k := denseKV(t, typ, rows, dim, 1)
+			v := k
+			v.Dim = vDim
+			q := randomFloats(rng, heads*dim)
+			pos := []int32{int32(kvLen - 1)}
+			var keep []int32
+			for j := range kvLen {
+				if rng.IntN(3) == 0 || j == kvLen-1 {
+					keep = append(keep, int32(j))
+				}
+			}
+			gatheredRows := make([]float32, 0, len(keep)*dim)
+			for _, j := range keep {
+				gatheredRows = append(gatheredRows, rows[int(j)*dim:(int(j)+1)*dim]...)
+			}
+			gk := denseKV(t, typ, gatheredRows, dim, 1)
+			gv := gk
+			gv.Dim = vDim
+			all := seq(0, kvLen)
+			for _, numerics := range []AttnNumerics{AttnPrecise, AttnGGML} {
+				for _, p := range pools {
+					a := AttnParams{Scale: 0.1, Numerics: numerics}
+					run := func(k, v KV, pos []int32, kvLen int, keep []int32) []float32 {
+						out := make([]float32, heads*vDim)
+						a.Keep = keep
+						if err := p.Attention(out, q, heads, pos, k, v, kvLen, a); err != nil {
+							t.Fatal(err)
+						}
+						return out
+					}
+					name := fmt.Sprintf("%s, %d positions, numerics %d, %d threads", typ, kvLen, numerics, p.threads)
+					if !slices.Equal(run(k, v, pos, kvLen, all), run(k, v, pos, kvLen, nil)) {
+						t.Errorf("%s: keeping every position changes the result", name)
+					}
+					got := run(k, v, pos, kvLen, keep)
+					want := run(gk, gv, []int32{int32(len(keep) - 1)}, len(keep), nil)
+					if kvLen < ggmlSplitKV || p.threads == 1 {
+						if !slices.Equal(got, want) {
+							t.Errorf("%s: kept positions give other bits than a cache of those rows", name)
+						}
+						continue
+					}
+					// Split across the workers, as ggml splits a lone token's whole range, the kept
+					// positions are summed in float32 parts; the gathered rows, too few to split,
+					// go through the per-row kernel, which sums an F16 V in F16.
+					for i := range got {
+						if math.Abs(float64(got[i]-want[i])) > 2e-3 {
+							t.Fatalf("%s: element %d: %g kept, %g over the gathered rows", name, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	out := make([]float32, 2*heads*vDim)
+	k := denseKV(t, F16, randomFloats(rng, 10*dim), dim, 1)
+	v := k
+	v.Dim = vDim
+	for _, c := range []struct {
+		pos  []int32
+		keep []int32
+	}{{[]int32{8, 9}, []int32{1, 2}}, {[]int32{9}, []int32{3, 3}}, {[]int32{9}, []int32{4, 2}}} {
+		err := pools[0].Attention(out[:len(c.pos)*heads*vDim], randomFloats(rng, len(c.pos)*heads*dim), heads, c.pos, k, v, 10, AttnParams{Scale: 1, Keep: c.keep})
+		if err == nil {
+			t.Errorf("keeping %v for positions %v: no error", c.keep, c.pos)
 		}
 	}
 }

@@ -292,3 +292,8 @@ func (w *Matrix) vecF16Four(s *wideScratch, rows []byte, whole int, a []float32,
 	finish4F16(&s.out4, &s.w4, whole, a)
 	copy(out, s.out4[:])
 }
+
+// VecDotF32 is ggml_vec_dot_f32 of a and b (len(b) ≥ len(a)) in the order of the build
+// described above, for callers outside the kernels that reproduce a ggml op which uses it
+// (the lightning indexer's scores).
+func VecDotF32(a, b []float32) float32 { return vecDotF32(a, b) }

@@ -682,7 +682,8 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 	if heads <= 0 || heads%kvHeads != 0 || v.Cols/dv != kvHeads || q.Rows != len(pos)*heads || dst.Rows != q.Rows {
 		return fmt.Errorf("%s: attention: %d query heads of %d tokens (%s) over %d K heads and %d V heads", b.dev.Name, heads, len(pos), q, kvHeads, v.Cols/dv)
 	}
-	if !kOK || !vOK || dk > kernels.AttentionMaxDim || dv > kernels.AttentionMaxDim {
+	// The kernels attend whole ranges of positions; a sparse choice (p.Keep) runs on the host.
+	if !kOK || !vOK || dk > kernels.AttentionMaxDim || dv > kernels.AttentionMaxDim || p.Keep != nil {
 		held := min(kvLen, k.Rows)
 		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, k.Slice(0, held), v.Slice(0, held), sinks}, func(out, in []backend.Tensor) error {
 			return b.host.Attention(out[0], in[0], heads, pos, in[1], in[2], in[3], kvLen, p)

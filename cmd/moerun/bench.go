@@ -681,6 +681,8 @@ func llamaSizeType(m placement.Model) string {
 var llamaSizeTypes = map[string]map[int]string{
 	"qwen3moe":   {48: "30B.A3B", 94: "235B.A22B"},
 	"deepseek2":  {27: "16B", 47: "30B.A3B", 60: "236B", 61: "671B"},
+	"deepseek32": {61: "685B.A37B"},
+	"glm-dsa":    {78: "744B.A40B", 79: "744B.A40B"}, // 79: a file with NextN blocks not counted in block_count
 	"qwen2moe":   {24: "A2.7B", 28: "57B.A14B"},
 	"glm4moe":    {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
 	"gpt-oss":    {24: "20B", 36: "120B"},

@@ -372,6 +372,7 @@ func TestLlamaSizeType(t *testing.T) {
 		"deepseek-v2-lite": "16B", "deepseek-v3": "671B", "qwen3-30b-a3b": "30B.A3B", "qwen3-235b-a22b": "235B.A22B",
 		"gpt-oss-20b": "20B", "gpt-oss-120b": "120B", "glm-4.5-air": "106B.A12B", "qwen3.5-35b-a3b": "35B.A3B",
 		"qwen3-next-80b-a3b": "80B.A3B", "qwen3-coder-next": "80B.A3B", "minimax-m2": "230B.A10B",
+		"deepseek-v3.2": "685B.A37B", "glm-5": "744B.A40B",
 	} {
 		m, _, err := presetModel(spec)
 		if err != nil {

@@ -48,6 +48,9 @@ type synthCmd struct {
 	SSMState         int  `name:"ssm-state" help:"Linear-attention head dimension (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
 	SSMGroups        int  `name:"ssm-groups" help:"Linear-attention key heads (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
 	SSMHeads         int  `name:"ssm-heads" help:"Linear-attention value heads (qwen35moe, qwen3next)." placeholder:"N" group:"shape"`
+	IndexerHeads     int  `help:"Lightning indexer heads (deepseek32, glm-dsa)." placeholder:"N" group:"shape"`
+	IndexerHeadDim   int  `name:"indexer-head-dim" help:"Lightning indexer head dimension, a power of two from 64." placeholder:"N" group:"shape"`
+	IndexerTopK      int  `name:"indexer-top-k" help:"Positions the lightning indexer keeps per query (index_topk)." placeholder:"N" group:"shape"`
 	VocabSize        int  `help:"Vocabulary size (rows of token_embd and output)." placeholder:"N" group:"shape"`
 	Context          int  `help:"Training context length." placeholder:"N" group:"shape"`
 }
@@ -74,7 +77,7 @@ func (c *synthCmd) Run(e *env) error {
 		ExpertFF: c.ExpertFF, SharedFF: c.SharedFF, ExpertGroups: c.ExpertGroups, ExpertGroupsUsed: c.ExpertGroupsUsed,
 		Heads: c.Heads, HeadsKV: c.HeadsKV, HeadDim: c.HeadDim, VHeadDim: c.VHeadDim, RopeDim: c.RopeDim,
 		QLoraRank: c.QLoraRank, KVLoraRank: c.KVLoraRank, SSMState: c.SSMState, SSMGroups: c.SSMGroups,
-		SSMHeads: c.SSMHeads, Vocab: c.VocabSize, Context: c.Context, LeadingDense: c.LeadingDense, NoMTP: c.NoMTP, LegacySSMIn: c.LegacySSMIn, Imatrix: c.Imatrix,
+		SSMHeads: c.SSMHeads, IndexerHeads: c.IndexerHeads, IndexerHeadDim: c.IndexerHeadDim, IndexerTopK: c.IndexerTopK, Vocab: c.VocabSize, Context: c.Context, LeadingDense: c.LeadingDense, NoMTP: c.NoMTP, LegacySSMIn: c.LegacySSMIn, Imatrix: c.Imatrix,
 	}
 	if c.Vocab != "" {
 		tok, err := readTokenizer(c.Vocab)

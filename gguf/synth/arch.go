@@ -69,6 +69,8 @@ var archs = map[string]archLayout{
 	"qwen35moe":  {keys: qwen3nextKeys, tensors: qwen35moeTensors},
 	"qwen3next":  {keys: qwen3nextKeys, tensors: qwen3nextTensors},
 	"deepseek2":  {keys: deepseek2Keys, tensors: deepseek2Tensors},
+	"deepseek32": {keys: dsaKeys, tensors: deepseek2Tensors},
+	"glm-dsa":    {keys: dsaKeys, tensors: deepseek2Tensors},
 	"glm4moe":    {keys: glm4moeKeys, tensors: glm4moeTensors},
 	"gpt-oss":    {keys: gptOssKeys, tensors: gptOssTensors},
 	"minimax-m2": {keys: minimaxM2Keys, tensors: minimaxM2Tensors},
@@ -390,6 +392,9 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 		t.blk(i, "attn_k_b.weight", nope, c.KVLoraRank, c.Heads)
 		t.blk(i, "attn_v_b.weight", c.KVLoraRank, c.VHeadDim, c.Heads)
 		t.blk(i, "attn_output.weight", c.Heads*c.VHeadDim, c.Embd)
+		if c.IndexerHeads > 0 {
+			indexer(c, t, i)
+		}
 		t.blk(i, "ffn_norm.weight", c.Embd)
 		if i < c.LeadingDense {
 			denseFFN(c, t, i)
@@ -402,11 +407,39 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 		routedExperts(c, t, i, c.ExpertFF)
 		sharedExpert(c, t, i, c.ExpertFF*c.SharedCount)
 		if i >= c.Layers {
-			// GLM-4.7-Flash's MTP block has its own embedding and head, as GLM-4.5's.
-			nextnHead(c, t, i, true)
+			// GLM-4.7-Flash's and DeepSeek-V3.2's MTP blocks have their own embedding and
+			// head (DeepSeek's checkpoint keeps copies in layer 61, which its converter keeps);
+			// GLM-5's shares the model's.
+			nextnHead(c, t, i, c.Arch != "glm-dsa")
 		}
 	}
 	outputHead(c, t)
+}
+
+// deepseek32 and glm-dsa (src/models/deepseek32.cpp, glm-dsa.cpp; conversion/deepseek.py's
+// DeepseekV32Model and conversion/glm.py's GlmMoeDsaModel): deepseek2's layout plus the
+// lightning indexer of DeepSeek Sparse Attention in every block, and the MTP block, which
+// both converters keep.
+
+func dsaKeys(c *Config, kv *kvList) {
+	deepseek2Keys(c, kv)
+	kv.u32("attention.indexer.head_count", c.IndexerHeads)
+	kv.u32("attention.indexer.key_length", c.IndexerHeadDim)
+	kv.u32("attention.indexer.top_k", c.IndexerTopK)
+	if c.IndexerTypes != nil {
+		kv.put("attention.indexer.types", gguf.NewArray(c.IndexerTypes))
+	}
+}
+
+// indexer adds block i's lightning indexer: the query from the query LoRA (attn_q_b), one
+// key head from the block's input with its LayerNorm (weight and bias), and the per-head
+// weights (proj).
+func indexer(c *Config, t *tensorList, i int) {
+	t.blk(i, "indexer.k_norm.weight", c.IndexerHeadDim)
+	t.blk(i, "indexer.k_norm.bias", c.IndexerHeadDim)
+	t.blk(i, "indexer.proj.weight", c.Embd, c.IndexerHeads)
+	t.blk(i, "indexer.attn_k.weight", c.Embd, c.IndexerHeadDim)
+	t.blk(i, "indexer.attn_q_b.weight", c.QLoraRank, c.IndexerHeads*c.IndexerHeadDim)
 }
 
 // glm4moe (src/models/glm4-moe.cpp): q/k/v biases, post_attention_norm before the FFN,

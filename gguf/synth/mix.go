@@ -68,7 +68,8 @@ func converterType(p *Preset, d tensorDecl) tensor.Type {
 	switch {
 	case len(d.shape) <= 1, strings.HasSuffix(name, "_norm.weight"),
 		strings.HasSuffix(name, ".ffn_gate_inp.weight"), strings.HasSuffix(name, ".ffn_gate_inp_shexp.weight"),
-		strings.Contains(name, "ssm_conv1d"), !strings.HasSuffix(name, ".weight"):
+		strings.Contains(name, "ssm_conv1d"), !strings.HasSuffix(name, ".weight"),
+		strings.HasSuffix(name, ".indexer.proj.weight"): // ModelBase.prepare_tensors keeps it F32
 		return tensor.F32
 	case p.NativeMXFP4 && isRoutedExpertWeight(name):
 		return tensor.MXFP4

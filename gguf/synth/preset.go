@@ -35,6 +35,13 @@ type Config struct {
 	QLoraRank  int // MLA q_lora_rank (0: plain attn_q, as DeepSeek-V2-Lite)
 	KVLoraRank int // MLA kv_lora_rank
 
+	// DeepSeek Sparse Attention's lightning indexer (deepseek32, glm-dsa): index_n_heads,
+	// index_head_dim, index_topk; IndexerTypes is GLM's indexer_types (true: a "full"
+	// layer with its own indexer, false: "shared", reusing the previous full layer's
+	// selection), written only when set.
+	IndexerHeads, IndexerHeadDim, IndexerTopK int
+	IndexerTypes                              []bool
+
 	FF           int // intermediate_size: dense FFN width
 	Experts      int // routed experts per MoE layer
 	ExpertsUsed  int // num_experts_per_tok
@@ -119,6 +126,46 @@ var presets = []Preset{
 			ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
 			RMSEps: 1e-6, RopeBase: 10000,
 			Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
+		},
+	},
+	{
+		Name: "deepseek-v3.2", Aliases: []string{"deepseek-v3.2-exp", "deepseek-v3.2-speciale"},
+		Title: "DeepSeek-V3.2 (685B)", Family: "deepseek-v3",
+		Source: "deepseek-ai/DeepSeek-V3.2 config.json (DeepseekV32ForCausalLM, converted by conversion/deepseek.py's DeepseekV32Model): " +
+			"DeepSeek-V3's shapes and routing plus DeepSeek Sparse Attention's lightning indexer, index_n_heads 64 of index_head_dim " +
+			"128 keeping index_topk 2048 positions; num_nextn_predict_layers 1: this converter keeps the MTP block as blk.61 " +
+			"with the copies of the embedding and head the checkpoint's layer 61 holds (685.35B parameters, DeepSeek's \"685B\"). " +
+			"V3.2-Exp and V3.2-Speciale have the same shapes",
+		Config: Config{
+			Arch: "deepseek32", Layers: 61, NextN: 1, Embd: 7168, Vocab: 129280, Context: 163840,
+			Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
+			QLoraRank: 1536, KVLoraRank: 512,
+			FF: 18432, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
+			ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-6, RopeBase: 10000,
+			Yarn:         &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
+			IndexerHeads: 64, IndexerHeadDim: 128, IndexerTopK: 2048,
+		},
+	},
+	{
+		Name: "glm-5", Aliases: []string{"glm-5.1"}, Title: "GLM-5 (744B-A40B)", Family: "glm4",
+		Source: "zai-org/GLM-5 config.json (GlmMoeDsaForCausalLM, converted by conversion/glm.py's GlmMoeDsaModel; values as " +
+			"jd-opensource/xllm's glm5.h transcribes them): 78 layers, hidden 6144, dense FFN 12288 in the first 3, 64 heads with " +
+			"q_lora_rank 2048, kv_lora_rank 512, qk_nope 192 + qk_rope 64, v_head_dim 256; 256 experts of 2048 with 8 routed and 1 " +
+			"shared, sigmoid scoring with e_score_correction_bias, n_group 1, routed_scaling_factor 2.5, norm_topk_prob; vocabulary " +
+			"154880, context 202752, rope_theta 1e6 without scaling (rms_norm_eps 1e-5 unchecked); lightning indexer of 32 heads of " +
+			"128 keeping 2048 positions, every layer full (no indexer_types: llama.cpp reads a context under 1M as GLM-5/5.1); " +
+			"num_nextn_predict_layers 1, kept as blk.78 without an embedding or head of its own (753.86B parameters, the 753.9B " +
+			"Hugging Face counts for zai-org/GLM-5; 751.96B in the repeating layers, as ik_llama.cpp's log in sokann/GLM-5-GGUF-1.594bpw " +
+			"prints them). GLM-5.1 has the same shapes",
+		Config: Config{
+			Arch: "glm-dsa", Layers: 78, NextN: 1, Embd: 6144, Vocab: 154880, Context: 202752,
+			Heads: 64, HeadsKV: 1, HeadDim: 256, VHeadDim: 256, RopeDim: 64,
+			QLoraRank: 2048, KVLoraRank: 512,
+			FF: 12288, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
+			ExpertGroups: 1, ExpertGroupsUsed: 1, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
+			RMSEps: 1e-5, RopeBase: 1e6,
+			IndexerHeads: 32, IndexerHeadDim: 128, IndexerTopK: 2048,
 		},
 	},
 	{

@@ -2,7 +2,10 @@ package synth
 
 import (
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/moerun/moerun/tensor"
 )
 
 // publishedSizes are file sizes of real GGUF uploads, as their repositories list them (GB =
@@ -120,6 +123,11 @@ var publishedParams = []struct {
 	// no copies of them either (the current converter writes the copies): add all four
 	// 151552 × 5120 matrices.
 	{"glm-4.6:q8_0", Options{}, 355.234e9 + 4*151552*5120, "sokann/GLM-4.6-GGUF-3.2263bpw README"},
+	// sokann/GLM-5-GGUF-1.594bpw README: "repeating layers = 138.826 GiB (1.586 BPW, 751.961 B
+	// parameters)", the MTP block included and without copies of token_embd and output:
+	// add those two 154880 × 6144 matrices (753.86 B; Hugging Face counts zai-org/GLM-5 as
+	// 753.9B).
+	{"glm-5:q8_0", Options{}, 751.961e9 + 2*154880*6144, "sokann/GLM-5-GGUF-1.594bpw README"},
 }
 
 func TestParamsMatchPublishedFiles(t *testing.T) {
@@ -132,6 +140,57 @@ func TestParamsMatchPublishedFiles(t *testing.T) {
 		// The sources print four or five significant digits.
 		if dev := float64(total)/tc.params - 1; math.Abs(dev) > 1e-4 {
 			t.Errorf("%s: %d parameters, %.3f%% off the %.3f B of %s", tc.spec, total, 100*dev, tc.params/1e9, tc.source)
+		}
+	}
+}
+
+// publishedExpertMixes are files quantized with the routed experts overridden
+// (llama-quantize --tensor-type) on top of a mix, whose sizes llama.cpp printed: the size of
+// the tensors, in GiB.
+var publishedExpertMixes = []struct {
+	spec           string // the mix of everything but the routed experts
+	up, gate, down tensor.Type
+	gib            float64
+	source         string
+}{
+	// AesSedai's GLM-5.1 files (GLM-5's shapes, the MTP block kept), "Q8_0 / Q4_K / Q4_K /
+	// Q5_K" for default / ffn_up_exps / ffn_gate_exps / ffn_down_exps and so on: all three
+	// agree to the 0.01 GiB printed.
+	{"glm-5:q8_0", tensor.Q5_K, tensor.Q5_K, tensor.Q6_K, 520.08, "AesSedai/GLM-5.1-GGUF README (Q5_K_M, 520.08 GiB)"},
+	{"glm-5:q8_0", tensor.Q4_K, tensor.Q4_K, tensor.Q5_K, 432.80, "AesSedai/GLM-5.1-GGUF README (Q4_K_M, 432.80 GiB)"},
+	{"glm-5:q8_0", tensor.IQ3_S, tensor.IQ3_S, tensor.IQ4_XS, 336.61, "AesSedai/GLM-5.1-GGUF README (IQ4_XS, 336.61 GiB)"},
+}
+
+func TestExpertMixSizesMatchPublishedFiles(t *testing.T) {
+	for _, tc := range publishedExpertMixes {
+		m, err := Build(tc.spec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bytes int64
+		for _, ts := range m.Tensors {
+			typ := ts.Type
+			switch {
+			case strings.HasSuffix(ts.Name, ".ffn_up_exps.weight"):
+				typ = tc.up
+			case strings.HasSuffix(ts.Name, ".ffn_gate_exps.weight"):
+				typ = tc.gate
+			case strings.HasSuffix(ts.Name, ".ffn_down_exps.weight"):
+				typ = tc.down
+			}
+			rowBytes, err := typ.RowBytes(ts.Shape[0])
+			if err != nil {
+				t.Fatalf("%s as %s: %v", ts.Name, typ, err)
+			}
+			rows := int64(1)
+			for _, d := range ts.Shape[1:] {
+				rows *= d
+			}
+			bytes += rowBytes * rows
+		}
+		if dev := float64(bytes)/(tc.gib*(1<<30)) - 1; math.Abs(dev) > 1e-4 {
+			t.Errorf("%s with experts %s/%s/%s: %.2f GiB, %.3f%% off the %.2f GiB of %s",
+				tc.spec, tc.up, tc.gate, tc.down, float64(bytes)/(1<<30), 100*dev, tc.gib, tc.source)
 		}
 	}
 }

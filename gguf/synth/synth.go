@@ -22,6 +22,9 @@ type Options struct {
 	Vocab, Context                                     int
 	ExpertGroups, ExpertGroupsUsed                     int
 	SSMState, SSMGroups, SSMHeads                      int
+	// IndexerHeads, IndexerHeadDim and IndexerTopK size DeepSeek Sparse Attention's
+	// lightning indexer (deepseek32, glm-dsa).
+	IndexerHeads, IndexerHeadDim, IndexerTopK int
 	// LeadingDense is the number of leading dense-FFN blocks (models that have them).
 	LeadingDense int
 	// NoMTP leaves out multi-token-prediction blocks, like the converter's --no-mtp.
@@ -204,6 +207,7 @@ func (p *Preset) apply(o Options) error {
 		{&c.ExpertGroups, o.ExpertGroups}, {&c.ExpertGroupsUsed, o.ExpertGroupsUsed},
 		{&c.SSMState, o.SSMState}, {&c.SSMGroups, o.SSMGroups}, {&c.SSMHeads, o.SSMHeads},
 		{&c.LeadingDense, o.LeadingDense},
+		{&c.IndexerHeads, o.IndexerHeads}, {&c.IndexerHeadDim, o.IndexerHeadDim}, {&c.IndexerTopK, o.IndexerTopK},
 	} {
 		if s.v < 0 {
 			return fmt.Errorf("sizes must be positive, got %d", s.v)
@@ -224,7 +228,16 @@ func (p *Preset) apply(o Options) error {
 		}
 		c.LegacySSMIn = true
 	}
-	if o.LeadingDense != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe" {
+	if o.IndexerHeads != 0 || o.IndexerHeadDim != 0 || o.IndexerTopK != 0 {
+		if !c.hasIndexer() {
+			return fmt.Errorf("%s has no lightning indexer to size (deepseek32 and glm-dsa have)", c.Arch)
+		}
+	}
+	if c.IndexerTypes != nil && len(c.IndexerTypes) != c.Layers {
+		// Shortened: keep the types of the blocks that remain.
+		c.IndexerTypes = c.IndexerTypes[:min(c.Layers, len(c.IndexerTypes))]
+	}
+	if o.LeadingDense != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe" && !c.hasIndexer() {
 		return fmt.Errorf("%s has no leading dense blocks to set", c.Arch)
 	}
 	if c.Yarn != nil && c.Context < c.Yarn.OrigContext {
@@ -298,11 +311,41 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%d experts used cannot come from %d groups of %d experts", c.ExpertsUsed, c.ExpertGroupsUsed, perGroup)
 		}
 	}
+	if c.hasIndexer() {
+		if err := c.validateIndexer(); err != nil {
+			return err
+		}
+	}
 	if c.Arch == "minimax-m2" && c.FF != c.ExpertFF {
 		return fmt.Errorf("minimax-m2's converter writes one intermediate size as the feed-forward and the expert length (here %d and %d): set both", c.FF, c.ExpertFF)
 	}
 	if c.hasDeltaNet() && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
 		return fmt.Errorf("linear attention needs positive SSM state, groups and heads, the heads a multiple of the groups")
+	}
+	return nil
+}
+
+// hasIndexer reports whether the architecture has DeepSeek Sparse Attention's indexer.
+func (c *Config) hasIndexer() bool { return c.Arch == "deepseek32" || c.Arch == "glm-dsa" }
+
+// validateIndexer checks what llama.cpp 3f545bec needs to load and run a model with the
+// lightning indexer: a query LoRA (the indexer's query comes from it), an indexer head of
+// a power of two from 64 (it rotates keys and queries with a Hadamard matrix that size) and
+// at least as wide as the rotary part, a positive top-k, and a first layer with its own
+// indexer (GLM's shared layers reuse an earlier one's selection).
+func (c *Config) validateIndexer() error {
+	d := c.IndexerHeadDim
+	switch {
+	case c.QLoraRank < 1:
+		return fmt.Errorf("%s needs a query LoRA rank: the indexer's query is projected from it", c.Arch)
+	case c.IndexerHeads < 1 || c.IndexerTopK < 1:
+		return fmt.Errorf("the lightning indexer needs heads (%d) and a top-k (%d)", c.IndexerHeads, c.IndexerTopK)
+	case d < 64 || d&(d-1) != 0 || d > maxDim:
+		return fmt.Errorf("indexer head dimension %d: llama.cpp rotates it with a Hadamard matrix, so it must be a power of two from 64", d)
+	case d < c.RopeDim:
+		return fmt.Errorf("indexer head dimension %d is narrower than the %d rotary dimensions", d, c.RopeDim)
+	case len(c.IndexerTypes) > 0 && !c.IndexerTypes[0]:
+		return fmt.Errorf("the first layer's indexer must be a full one: shared layers reuse an earlier layer's selection")
 	}
 	return nil
 }

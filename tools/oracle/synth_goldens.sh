@@ -68,6 +68,18 @@ synth qwen3next-ssm-in qwen3-next-80b-a3b:q5_k_m --legacy-ssm-in --no-mtp --laye
 synth minimax-m2 minimax-m2:iq4_xs --layers 3 --n-embd 256 --heads 4 --heads-kv 2 --head-dim 32 \
 	--rope-dim 16 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 64
 
+# DeepSeek Sparse Attention: an indexer top-k of 32, below "long"'s 169 tokens and fox's 43
+# positions by its last step, so that attention drops positions; eight experts in two groups
+# (llama.cpp wants fewer groups than experts). GLM-5's layout has every indexer full.
+dsa="--layers 3 --leading-dense 1 --n-embd 128 --heads 4 --head-dim 48 --v-head-dim 32 --rope-dim 16
+	--q-lora-rank 64 --kv-lora-rank 64 --experts 8 --experts-used 2 --expert-ff 64 --n-ff 192
+	--indexer-heads 4 --indexer-head-dim 64 --indexer-top-k 32"
+synth deepseek32 deepseek-v3.2:q8_0 $dsa --expert-groups 2 --expert-groups-used 1
+synth glm-dsa glm-5:q5_k_m $dsa
+# A training context of 1M makes llama.cpp read a glm-dsa file without indexer types as
+# GLM-5.2: full indexers in layers 0-2, layer 3 sharing layer 2's choice.
+synth glm-dsa-shared glm-5:q5_k_m $(echo "$dsa" | sed 's/--layers 3/--layers 4/') --context 1048576
+
 # "long" is 169 tokens: past gpt-oss's 128-token window and several of the delta rule's
 # 64-token chunks.
 long='Once upon a time, there was a little robot who loved to read books. Every morning the robot walked
@@ -89,6 +101,15 @@ for model in *.gguf; do
 	fi
 	gzip -9n <"$tmp/$name.json" >"../golden/synth-$name.json.gz"
 	echo "$name: $(grep -ci 'warn' "$tmp/$name.log" || true) lines of llama.cpp's log mention a warning" >&2
+done
+
+# The DSA models are not committed: moe's tests write the same bytes again (generated_test.go,
+# which checks their SHA-256; update it there when you remake one).
+for name in deepseek32 glm-dsa glm-dsa-shared; do
+	if wanted "$name"; then
+		echo "$name.gguf: SHA-256 $(sha256sum <"$name.gguf" | cut -d' ' -f1) (moe/generated_test.go)" >&2
+		rm -f "$name.gguf"
+	fi
 done
 
 # gpt-oss past the wrap of llama.cpp's small SWA cache (768 cells with the default ubatch of
