@@ -16,6 +16,11 @@ type ContextOptions struct {
 	// UBatch is the most tokens one forward pass computes (-ub): longer prompts are
 	// evaluated in pieces of this size.
 	UBatch int
+	// Batch is the most tokens one step of Generate takes (-b, llama.cpp's logical batch):
+	// a step's tokens are evaluated in forward passes of UBatch tokens, and only then is
+	// the next token sampled. It caps UBatch, as llama.cpp's n_batch caps n_ubatch; 0
+	// means UBatch.
+	Batch int
 	// CacheK and CacheV are the KV cache types (-ctk, -ctv): F16, Q8_0 or F32.
 	CacheK, CacheV tensor.Type
 	// Attention chooses the attention arithmetic: tensor.AttnGGML reproduces llama.cpp's
@@ -34,10 +39,27 @@ type ContextOptions struct {
 	SWAFull bool
 }
 
-// DefaultContextOptions are llama.cpp's defaults: the training context, ubatch 512, an F16
-// cache and its flash attention arithmetic.
+// DefaultContextOptions are llama.cpp's defaults: the training context, batch 2048 and
+// ubatch 512, an F16 cache and its flash attention arithmetic.
 func DefaultContextOptions() ContextOptions {
-	return ContextOptions{UBatch: 512, CacheK: tensor.F16, CacheV: tensor.F16, Attention: tensor.AttnGGML}
+	return ContextOptions{Batch: 2048, UBatch: 512, CacheK: tensor.F16, CacheV: tensor.F16, Attention: tensor.AttnGGML}
+}
+
+// batchSizes applies llama.cpp's rules to -b and -ub (llama_context's constructor): with
+// causal attention a batch holds no more than the context, and a ubatch no more than a
+// batch. A zero batch is the ubatch.
+func batchSizes(batch, ubatch, size int) (int, int, error) {
+	if ubatch <= 0 {
+		return 0, 0, fmt.Errorf("ubatch size %d: give a positive size (-ub)", ubatch)
+	}
+	if batch < 0 {
+		return 0, 0, fmt.Errorf("batch size %d: give a positive size (-b)", batch)
+	}
+	if batch == 0 {
+		batch = ubatch
+	}
+	batch = min(batch, size)
+	return batch, min(ubatch, batch), nil
 }
 
 // ErrContextFull is returned (wrapped) when tokens would not fit in the context.
@@ -50,7 +72,8 @@ var ErrContextFull = errors.New("context full")
 type Context struct {
 	m        *Model
 	size     int
-	ubatch   int
+	batch    int // tokens in a step of Generate (-b)
+	ubatch   int // tokens in a forward pass (-ub)
 	n        int // positions evaluated so far
 	caches   []*kvCache
 	router   tensor.RouterConfig
@@ -71,19 +94,19 @@ func (m *Model) NewContext(o ContextOptions) (*Context, error) {
 		return nil, fmt.Errorf("context size %d: give a positive size", size)
 	}
 	size = (size + cacheBlock - 1) / cacheBlock * cacheBlock
-	if o.UBatch <= 0 {
-		return nil, fmt.Errorf("ubatch size %d: give a positive size", o.UBatch)
+	batch, ubatch, err := batchSizes(o.Batch, o.UBatch, size)
+	if err != nil {
+		return nil, err
 	}
 	rc := m.Config.Router
 	rc.SER = o.SER
 	if err := rc.Validate(); err != nil {
 		return nil, err
 	}
-	ubatch := min(o.UBatch, size)
 	if err := checkCacheSize(m, o, size, ubatch); err != nil {
 		return nil, err
 	}
-	c := &Context{m: m, size: size, ubatch: ubatch, router: rc, stats: o.Stats, numerics: o.Attention,
+	c := &Context{m: m, size: size, batch: batch, ubatch: ubatch, router: rc, stats: o.Stats, numerics: o.Attention,
 		caches: make([]*kvCache, len(m.layers)), own: Batch{p: newPass(m)}}
 	for il, l := range m.layers {
 		dev, s := m.kvDev[il], l.attn.cacheShape()

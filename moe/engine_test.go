@@ -12,18 +12,23 @@ import (
 // TestEngineMatchesGenerate: four greedy generations submitted to an engine at once, with a
 // ubatch small enough that a prompt is evaluated in pieces beside the others' decode
 // steps, produce each the tokens Generate produces for it alone, in fewer forward passes
-// than the four alone take. As in TestBatchMatchesAlone, a batch may round differently
-// from a lone token, so where the tokens part the choice must be a near tie.
+// than the four alone take. With -b 6 -ub 3 a step's four decode tokens take two passes
+// and prompts go two tokens a step. As in TestBatchMatchesAlone, a batch may round
+// differently from a lone token, so where the tokens part the choice must be a near tie.
 func TestEngineMatchesGenerate(t *testing.T) {
 	const maxTokens = 8
-	for _, gm := range []struct{ golden, path string }{
-		{"tiny-qwen3moe", qwenModel}, {"tiny-deepseek2", deepseekModel}, {"tiny-qwen35moe", archModel("qwen35moe")},
+	for _, gm := range []struct {
+		golden, path  string
+		batch, ubatch int
+	}{
+		{"tiny-qwen3moe", qwenModel, 2048, 16}, {"tiny-deepseek2", deepseekModel, 2048, 16}, {"tiny-qwen35moe", archModel("qwen35moe"), 2048, 16},
+		{"tiny-qwen3moe", qwenModel, 6, 3},
 	} {
-		t.Run(gm.golden, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/b%d/ub%d", gm.golden, gm.batch, gm.ubatch), func(t *testing.T) {
 			g := loadGolden(t, gm.golden)
 			m := openModel(t, gm.path, 2)
 			o := DefaultContextOptions()
-			o.UBatch = 16
+			o.Batch, o.UBatch = gm.batch, gm.ubatch
 			want, wantLogits := make([][]int32, 4), make([][][]float32, 4)
 			alonePasses := 0
 			for i := range want {
@@ -35,9 +40,13 @@ func TestEngineMatchesGenerate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				alonePasses += (len(prompt)+o.UBatch-1)/o.UBatch + st.DecodeSteps
+				// Steps of -b tokens, each in passes of -ub.
+				for left := len(prompt); left > 0; left -= o.Batch {
+					alonePasses += (min(left, o.Batch) + o.UBatch - 1) / o.UBatch
+				}
+				alonePasses += st.DecodeSteps
 			}
-			e, err := NewEngine(m.Model, o.UBatch)
+			e, err := NewEngine(m.Model, o.Batch, o.UBatch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,8 +133,8 @@ func TestEngineStops(t *testing.T) {
 // three sequences decoding, greedy - allocates no memory.
 func TestEngineStepAllocatesNothing(t *testing.T) {
 	m := openModel(t, qwenModel, 2)
-	s := scheduler{batch: m.NewBatch(), ubatch: 512}
-	defer s.batch.Close()
+	s := scheduler{eval: m.NewBatch(), batch: 2048, ubatch: 512}
+	defer s.eval.Close()
 	for i := range 3 {
 		s.add(context.Background(), m.context(t, DefaultContextOptions()), benchTokens(4+i, m.Config.Vocab), GenerateOptions{MaxTokens: -1})
 	}
@@ -165,10 +174,80 @@ func TestEngineSurvivesPanics(t *testing.T) {
 func qwenEngine(t *testing.T) (*testModel, *Engine) {
 	t.Helper()
 	m := openModel(t, qwenModel, 2)
-	e, err := NewEngine(m.Model, 512)
+	e, err := NewEngine(m.Model, 2048, 512)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return m, e
+}
+
+// TestEngineBatchSizes: with -b 8 -ub 3, as in llama-server, a step holds every decode
+// token and prompt tokens up to the batch, run in passes of at most the ubatch, a prompt
+// cut wherever a pass is full. A generation with a 3-token prompt beside one with 40
+// gets a token every step: the first step is its prompt and 5 of the other's (passes of
+// 3, 3 and 2 tokens; its first token comes after the first pass, which ends its
+// prompt), the next five are 7 tokens of the long prompt and its decode token (3, 3,
+// and 1+1), and once the long prompt is done a step is the two decode tokens in one
+// pass.
+func TestEngineBatchSizes(t *testing.T) {
+	m := openModel(t, qwenModel, 2)
+	e, err := NewEngine(m.Model, 8, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var passes, tokens []uint64 // since the short one's token before
+	var lastPasses, lastTokens uint64
+	resume := e.Pause() // both join the first step
+	short := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), []int32{1, 2, 3}, GenerateOptions{MaxTokens: 10,
+		Token: func(int32, []float32) error {
+			p, n := e.Batches()
+			passes, tokens = append(passes, p-lastPasses), append(tokens, n-lastTokens)
+			lastPasses, lastTokens = p, n
+			return nil
+		}})
+	long := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), benchTokens(40, m.Config.Vocab), GenerateOptions{MaxTokens: 20})
+	resume()
+	for _, g := range []*Generation{short, long} {
+		if _, err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantPasses := []uint64{1, 2 + 3, 3, 3, 3, 3, 1, 1, 1, 1}
+	wantTokens := []uint64{3, 5 + 8, 8, 8, 8, 8, 2, 2, 2, 2}
+	if !slices.Equal(passes, wantPasses) || !slices.Equal(tokens, wantTokens) {
+		t.Errorf("steps before each token: %v passes of %v tokens; want %v of %v", passes, tokens, wantPasses, wantTokens)
+	}
+}
+
+// TestEngineSizes: -b caps -ub and a zero -b is the ubatch, as in llama.cpp; sizes that
+// cannot work are refused, naming the flag.
+func TestEngineSizes(t *testing.T) {
+	m := openModel(t, qwenModel, 1)
+	for _, c := range []struct{ batch, ubatch, wantBatch, wantUBatch int }{
+		{2048, 512, 2048, 512}, {256, 512, 256, 256}, {0, 64, 64, 64},
+	} {
+		e, err := NewEngine(m.Model, c.batch, c.ubatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, ub := e.Sizes(); b != c.wantBatch || ub != c.wantUBatch {
+			t.Errorf("-b %d -ub %d: %d and %d; want %d and %d", c.batch, c.ubatch, b, ub, c.wantBatch, c.wantUBatch)
+		}
+		e.Close()
+	}
+	for _, c := range []struct {
+		batch, ubatch int
+		flag          string
+	}{{-1, 512, "(-b)"}, {2048, 0, "(-ub)"}} {
+		if _, err := NewEngine(m.Model, c.batch, c.ubatch); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("-b %d -ub %d: %v", c.batch, c.ubatch, err)
+		}
+		o := DefaultContextOptions()
+		o.Batch, o.UBatch = c.batch, c.ubatch
+		if _, err := m.NewContext(o); err == nil || !strings.Contains(err.Error(), c.flag) {
+			t.Errorf("a context with -b %d -ub %d: %v", c.batch, c.ubatch, err)
+		}
+	}
 }

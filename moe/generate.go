@@ -65,7 +65,7 @@ func speed(n int, d time.Duration) float64 {
 // context (an error wrapping ErrContextFull, returned with the statistics so far). It is
 // the engine's loop with this one sequence, run in the caller's goroutine.
 func (c *Context) Generate(prompt []int32, o GenerateOptions) (GenerateStats, error) {
-	s := scheduler{batch: &c.own, ubatch: c.ubatch}
+	s := scheduler{eval: &c.own, batch: c.batch, ubatch: c.ubatch}
 	g := s.add(context.Background(), c, prompt, o)
 	for len(s.active) > 0 {
 		s.step()
@@ -74,10 +74,10 @@ func (c *Context) Generate(prompt []int32, o GenerateOptions) (GenerateStats, er
 }
 
 // Engine generates for several sequences at once, as llama-server's continuous batching
-// does: each step is one forward pass over a batch of one decode token of every sequence
-// that is generating and, up to the ubatch, prompt tokens of those still evaluating their
-// prompts; then each sequence samples its next token with its own sampler and stop
-// conditions. A sequence joins at the next step after Submit and leaves at the step it
+// does: each step takes one decode token of every sequence that is generating and, up to
+// the batch (-b), prompt tokens of those still evaluating their prompts, and evaluates
+// them in forward passes of at most a ubatch (-ub) each; then each sequence samples its
+// next token with its own sampler and stop conditions. A sequence joins at the next step after Submit and leaves at the step it
 // ends. The engine's goroutine runs while there is a sequence; the callbacks of
 // GenerateOptions run on it, between forward passes, so they must be quick (a slow one
 // delays every sequence) and must not call the engine.
@@ -89,13 +89,16 @@ type Engine struct {
 	stepMu  sync.Mutex    // held during each step; see Pause
 }
 
-// NewEngine makes an engine for contexts of m whose batches hold at most ubatch tokens
-// (-ub); at least one decode token per sequence must fit.
-func NewEngine(m *Model, ubatch int) (*Engine, error) {
-	if ubatch <= 0 {
-		return nil, fmt.Errorf("ubatch size %d: give a positive size", ubatch)
+// NewEngine makes an engine for contexts of m whose steps take at most batch tokens
+// (-b; 0 means ubatch) and whose forward passes hold at most ubatch tokens (-ub), as
+// ContextOptions' Batch and UBatch.
+func NewEngine(m *Model, batch, ubatch int) (*Engine, error) {
+	// The contexts check their sizes against theirs; no context is larger than this.
+	batch, ubatch, err := batchSizes(batch, ubatch, 1<<31-1)
+	if err != nil {
+		return nil, err
 	}
-	return &Engine{s: scheduler{batch: m.NewBatch(), ubatch: ubatch}}, nil
+	return &Engine{s: scheduler{eval: m.NewBatch(), batch: batch, ubatch: ubatch}}, nil
 }
 
 // Submit starts generating for c from prompt, as Generate does: the prompt is evaluated
@@ -145,6 +148,10 @@ func (e *Engine) Pause() (resume func()) {
 	return e.stepMu.Unlock
 }
 
+// Sizes are the most tokens of a step (-b) and of a forward pass (-ub), after -b capped
+// -ub as in llama.cpp.
+func (e *Engine) Sizes() (batch, ubatch int) { return e.s.batch, e.s.ubatch }
+
 // Batches is how many forward passes the engine has run and how many tokens they held,
 // from which the mean batch size follows.
 func (e *Engine) Batches() (passes, tokens uint64) {
@@ -152,7 +159,7 @@ func (e *Engine) Batches() (passes, tokens uint64) {
 }
 
 // Close releases the engine's working memory. No generation may be running.
-func (e *Engine) Close() error { return e.s.batch.Close() }
+func (e *Engine) Close() error { return e.s.eval.Close() }
 
 // Generation is one sequence of an engine.
 type Generation struct {
@@ -296,16 +303,20 @@ func (g *Generation) sample(logits []float32) bool {
 	return true
 }
 
-// scheduler builds each step's batch from the active generations and runs it.
+// scheduler builds each step's batch from the active generations and runs it, as
+// llama-server's update_slots builds its batch and llama_decode splits it into ubatches.
 type scheduler struct {
-	batch  *Batch
-	ubatch int
+	eval   *Batch
+	batch  int // the most tokens of a step (-b), bar one decode token per sequence
+	ubatch int // the most tokens of a forward pass (-ub)
 	active []*Generation
 
-	seqs    []BatchSeq    // this step's batch
-	inBatch []*Generation // whose sequence each of seqs is
-	passes  atomic.Uint64
-	tokens  atomic.Uint64
+	seqs   []BatchSeq    // this step's pieces
+	inStep []*Generation // whose piece each of seqs is
+	pass   []BatchSeq    // the forward pass being run, a ubatch of the step
+	inPass []*Generation
+	passes atomic.Uint64
+	tokens atomic.Uint64
 }
 
 // add makes a generation active (Generate's own, without the engine).
@@ -317,12 +328,14 @@ func (s *scheduler) add(ctx context.Context, c *Context, prompt []int32, o Gener
 	return g
 }
 
-// step ends the generations whose context ended, runs one forward pass over the others'
-// next tokens and samples, and keeps the generations that go on. Prompt pieces come first
-// in the batch, decode tokens after them, so that the rows whose logits are wanted are
-// mostly one run at the end.
+// step ends the generations whose context ended, evaluates the others' next tokens and
+// samples, and keeps the generations that go on. As in llama-server, every generating
+// sequence's token is in the step, and prompt pieces fill what is left of the batch:
+// with fewer decode tokens than -b, a long prompt no longer holds back the streams beside
+// it for more than a batch. Prompt pieces come first, decode tokens after them, so that
+// the rows whose logits are wanted are mostly one run at the end of the last pass.
 func (s *scheduler) step() {
-	s.seqs, s.inBatch = s.seqs[:0], s.inBatch[:0]
+	s.seqs, s.inStep = s.seqs[:0], s.inStep[:0]
 	decoders := 0
 	for _, g := range s.active {
 		if g.ctx.Err() != nil {
@@ -331,26 +344,22 @@ func (s *scheduler) step() {
 			decoders++
 		}
 	}
-	budget := s.ubatch - min(decoders, s.ubatch)
+	budget := s.batch - decoders
 	for _, g := range s.active {
 		if g.ctx.Err() == nil && !g.decoding() && budget > 0 {
 			n := min(budget, g.pieceLimit())
 			s.seqs = append(s.seqs, BatchSeq{Context: g.c, Tokens: g.pending[:n], Logits: n == len(g.pending)})
-			s.inBatch = append(s.inBatch, g)
+			s.inStep = append(s.inStep, g)
 			budget -= n
 		}
 	}
-	decoders = min(decoders, s.ubatch)
 	for _, g := range s.active {
-		if g.ctx.Err() == nil && g.decoding() && decoders > 0 {
+		if g.ctx.Err() == nil && g.decoding() {
 			s.seqs = append(s.seqs, BatchSeq{Context: g.c, Tokens: g.next[:], Logits: true})
-			s.inBatch = append(s.inBatch, g)
-			decoders--
+			s.inStep = append(s.inStep, g)
 		}
 	}
-	if len(s.seqs) > 0 {
-		s.run()
-	}
+	s.run()
 	kept := s.active[:0]
 	for _, g := range s.active {
 		select {
@@ -363,29 +372,56 @@ func (s *scheduler) step() {
 	s.active = kept
 }
 
-// run evaluates the step's batch and samples each sequence that has logits.
+// run evaluates the step's pieces in forward passes of at most a ubatch, cutting a piece
+// where a pass is full. Each generation advances right after the pass that holds the end
+// of its piece (the part before only moves its prompt on), so its token is sampled as
+// soon as its logits exist. After a failed pass the rest of the step is left to the next.
 func (s *scheduler) run() {
+	k, done := 0, 0 // s.seqs[k].Tokens[done:] is what is left to evaluate
+	for k < len(s.seqs) {
+		s.pass, s.inPass = s.pass[:0], s.inPass[:0]
+		for room := s.ubatch; k < len(s.seqs) && room > 0; {
+			q := s.seqs[k]
+			n := min(room, len(q.Tokens)-done)
+			end := done+n == len(q.Tokens)
+			s.pass = append(s.pass, BatchSeq{Context: q.Context, Tokens: q.Tokens[done : done+n], Logits: q.Logits && end})
+			s.inPass = append(s.inPass, s.inStep[k])
+			room -= n
+			if done += n; end {
+				k, done = k+1, 0
+			}
+		}
+		if !s.runPass() {
+			return
+		}
+	}
+}
+
+// runPass evaluates s.pass and advances its generations. It reports whether the pass
+// succeeded; if not, the pass's generations end with its error.
+func (s *scheduler) runPass() bool {
 	tokens := 0
-	for _, q := range s.seqs {
+	for _, q := range s.pass {
 		tokens += len(q.Tokens)
 	}
 	s.passes.Add(1)
 	s.tokens.Add(uint64(tokens))
-	if err := s.eval(); err != nil {
-		for _, g := range s.inBatch {
+	if err := s.evalPass(); err != nil {
+		for _, g := range s.inPass {
 			g.c.Reset()
 			g.finish(err)
 		}
-		return
+		return false
 	}
-	for k, g := range s.inBatch {
+	for k, g := range s.inPass {
 		s.advance(k, g)
 	}
+	return true
 }
 
-// advance takes the logits of g, the kth sequence of the batch: the end of its prompt, or
-// the next token to sample. A panic here (in a callback of g's) ends g with an error
-// rather than the process.
+// advance takes the kth piece of the pass, g's: more of its prompt, the end of its
+// prompt (with its logits), or the next token to sample. A panic here (in a callback of
+// g's) ends g with an error rather than the process.
 func (s *scheduler) advance(k int, g *Generation) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -393,25 +429,25 @@ func (s *scheduler) advance(k int, g *Generation) {
 		}
 	}()
 	if !g.decoding() {
-		g.pending = g.pending[len(s.seqs[k].Tokens):]
-		if !g.checkpoint() || !g.decoding() || !g.promptDone(s.batch.Logits(k)) {
+		g.pending = g.pending[len(s.pass[k].Tokens):]
+		if !g.checkpoint() || !g.decoding() || !g.promptDone(s.eval.Logits(k)) {
 			return
 		}
 	} else {
 		g.st.DecodeSteps++
 	}
-	g.sample(s.batch.Logits(k))
+	g.sample(s.eval.Logits(k))
 }
 
-// eval runs the step's batch. A panic in the pass (a kernel's bug, or a mapping that went
-// away under it) becomes the error of this batch's generations: passes run on the engine's
+// evalPass runs the pass. A panic in it (a kernel's bug, or a mapping that went away
+// under it) becomes the error of the pass's generations: passes run on the engine's
 // goroutine, where nothing else would recover it, and one bad pass must not end a server
 // that has other work.
-func (s *scheduler) eval() (err error) {
+func (s *scheduler) evalPass() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("forward pass: internal error: %v", r)
 		}
 	}()
-	return s.batch.Eval(s.seqs)
+	return s.eval.Eval(s.pass)
 }

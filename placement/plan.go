@@ -444,8 +444,12 @@ func (p *planner) checkRules() error {
 	if r.Parallel == 0 || r.Parallel < -1 {
 		return argError("-np", "error: invalid value for n_parallel")
 	}
-	if r.Batch <= 0 || r.UBatch < 0 {
-		return usagef("-b %d -ub %d: batch sizes must be positive", r.Batch, r.UBatch)
+	// -ub 0 is llama.cpp's "the same as -b"; a ubatch larger than the batch is cut to it.
+	if r.Batch <= 0 {
+		return usagef("-b %d: the logical batch (tokens per step) must be at least 1 (default 2048)", r.Batch)
+	}
+	if r.UBatch < 0 {
+		return usagef("-ub %d: the physical batch (tokens per forward pass) must be at least 1, or 0 for -b's size (default 512)", r.UBatch)
 	}
 	if r.CtxSize < 0 {
 		return usagef("-c %d: the context size cannot be negative", r.CtxSize)

@@ -14,8 +14,18 @@ import (
 
 // TestConcurrentStreamsMatchAlone: four streamed completions decoded together, in the
 // engine's shared batches, each get the text the same request gets on its own, and the
-// server's metrics show the batches (fewer forward passes than tokens evaluated).
+// server's metrics show the batches (fewer forward passes than tokens evaluated). With -b
+// 8 -ub 3, more slots than a pass holds, as llama-server allows: each step's four decode
+// tokens take two passes, and no pass holds more than 3 tokens.
 func TestConcurrentStreamsMatchAlone(t *testing.T) {
+	for _, sizes := range []struct{ batch, ubatch int }{{2048, 512}, {8, 3}} {
+		t.Run(fmt.Sprintf("b%d/ub%d", sizes.batch, sizes.ubatch), func(t *testing.T) {
+			concurrentStreams(t, sizes.batch, sizes.ubatch)
+		})
+	}
+}
+
+func concurrentStreams(t *testing.T, batch, ubatch int) {
 	prompts := []string{"The quick brown fox", "Hello", "Once upon a time there was", "1, 2, 3,"}
 	body := func(p string, stream bool) string {
 		return fmt.Sprintf(`{"prompt": %q, "max_tokens": 12, "temperature": 0, "ignore_eos": true, "stream": %v}`, p, stream)
@@ -32,7 +42,10 @@ func TestConcurrentStreamsMatchAlone(t *testing.T) {
 		}](t, b).Choices[0].Text
 	}
 
-	s, ts := testServer(t, func(c *Config) { c.Slots = 4; c.QueueSize = 0 })
+	s, ts := testServer(t, func(c *Config) {
+		c.Slots, c.QueueSize = 4, 0
+		c.Context.Batch, c.Context.UBatch = batch, ubatch
+	})
 	resume := s.engine.Pause() // the four start in the same step
 	got := make([]string, len(prompts))
 	var wg sync.WaitGroup
@@ -69,9 +82,14 @@ func TestConcurrentStreamsMatchAlone(t *testing.T) {
 	}
 	_, metrics := call(t, ts, http.MethodGet, "/metrics", "")
 	passes, tokens := metricValue(t, metrics, "moerun_batches_total"), metricValue(t, metrics, "moerun_batch_tokens_total")
-	// Alone, each request would take one pass for its prompt and 11 decode steps.
-	if passes > 12 || tokens < 4*11 {
-		t.Errorf("%v passes of %v tokens: the streams were not batched", passes, tokens)
+	// Alone, each request would take one pass for its prompt and 11 decode steps; with
+	// -ub 3 the four decode tokens of a step take two passes.
+	most := 12.0
+	if ubatch < len(prompts) {
+		most = 4 * 12
+	}
+	if passes > most || tokens < 4*11 || tokens > passes*float64(ubatch) {
+		t.Errorf("%v passes of %v tokens: the streams were not batched, or a pass held more than -ub %d", passes, tokens, ubatch)
 	}
 }
 

@@ -91,7 +91,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 		{"time_to_first_token_seconds_average", "gauge", "Average time from a request's slot start to its first token.", rate(time.Duration(m.ttftNanos.Load()).Seconds(), float64(m.ttftCount.Load()))},
 		{"requests_processing", "gauge", "Requests holding a slot.", float64(m.processing.Load())},
 		{"requests_queued", "gauge", "Requests waiting for a slot.", float64(s.queued.Load())},
-		{"batches_total", "counter", "Forward passes run, each over the tokens of every active slot (continuous batching).", float64(passes)},
+		{"batches_total", "counter", "Forward passes run, each over up to -ub tokens of the active slots' step (continuous batching).", float64(passes)},
 		{"batch_tokens_total", "counter", "Tokens those forward passes held: divided by batches_total, the mean batch size.", float64(batched)},
 		{"slots", "gauge", "Slots (-np).", float64(s.slots)},
 		{"queue_capacity", "gauge", "Requests that may wait for a slot before new ones are refused.", float64(s.queueSize)},

@@ -318,13 +318,11 @@ func New(c Config) (*Server, error) {
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
 	}
-	if c.Slots > s.ubatch {
-		return nil, fmt.Errorf("server: %d slots do not fit a batch of %d tokens (-ub): give at most %d slots or a larger batch", c.Slots, s.ubatch, s.ubatch)
-	}
 	var err error
-	if s.engine, err = moe.NewEngine(c.Model, s.ubatch); err != nil {
+	if s.engine, err = moe.NewEngine(c.Model, c.Context.Batch, s.ubatch); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	_, s.ubatch = s.engine.Sizes() // -b caps -ub, and the checkpoints follow the passes
 	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
 	if err := s.useTemplate(c.ChatTemplate); err != nil {
 		return nil, err

@@ -90,8 +90,9 @@ var hotExpertTypes = []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, IQ4_XS, MXFP4, F16, BF
 
 // BenchmarkMulMatIDQwen3 is the expert FFN of one Qwen3-30B-A3B layer: 128 experts with
 // gate and up [2048 → 768] and down [768 → 2048], 8 experts per token; decode (1 token) for
-// the hot expert types and a prefill micro-batch of 512 for Q4_K, Q8_0, Q4_0 and MXFP4 (the
-// scalar kernels take about a minute per batch); Q4_0 and MXFP4 with their packed kernels
+// the hot expert types, four tokens (a decode step of four server slots, where most experts
+// get one token and a few two or more) and a prefill micro-batch of 512 for Q4_K, Q8_0,
+// Q4_0 and MXFP4 (the scalar kernels take about a minute per batch); Q4_0 and MXFP4 with their packed kernels
 // and without (repack=false). MB/s counts the bytes of the experts the batch touches.
 func BenchmarkMulMatIDQwen3(b *testing.B) {
 	const embd, ff, experts, used = 2048, 768, 128, 8
@@ -106,7 +107,7 @@ func BenchmarkMulMatIDQwen3(b *testing.B) {
 		up, _ := NewMatrix(typ, []int64{embd, ff, experts}, tiledWeights(b, typ, embd, ff, experts))
 		down, _ := NewMatrix(typ, []int64{ff, embd, experts}, tiledWeights(b, typ, ff, embd, experts))
 		expertBytes, _ := typ.Bytes([]int64{embd, ff, 3})
-		for _, tokens := range []int{1, 512} {
+		for _, tokens := range []int{1, 4, 512} {
 			if tokens > 1 && typ != Q4_K && typ != Q8_0 && typ != Q4_0 && typ != MXFP4 {
 				continue
 			}

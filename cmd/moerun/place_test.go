@@ -476,3 +476,37 @@ func TestPlaceEveryPreset(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchSizeErrors: -b and -ub that cannot work are usage errors naming the flag and
+// the default; -ub 0 is llama.cpp's "as -b", and a ubatch above the batch is cut to it.
+func TestBatchSizeErrors(t *testing.T) {
+	for _, c := range []struct{ flag, value, want string }{
+		{"-b", "0", "-b 0: the logical batch"}, {"-b", "-1", "-b -1: the logical batch"}, {"-ub", "-2", "-ub -2: the physical batch"},
+	} {
+		code, _, errOut := moerun(t, "place", "--preset", "qwen3-30b-a3b", c.flag, c.value)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "default") {
+			t.Errorf("%s %s: exit %d: %s", c.flag, c.value, code, errOut)
+		}
+	}
+	for _, c := range []struct {
+		args          []string
+		batch, ubatch int
+	}{{[]string{"-ub", "0", "-b", "1024"}, 1024, 1024}, {[]string{"-b", "256"}, 256, 256}, {nil, 2048, 512}} {
+		code, out, errOut := moerun(t, append([]string{"place", "--preset", "qwen3-30b-a3b", "-c", "4096", "--json"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		var plan struct {
+			Context struct {
+				NBatch  int `json:"n_batch"`
+				NUBatch int `json:"n_ubatch"`
+			} `json:"context"`
+		}
+		if err := json.Unmarshal([]byte(out), &plan); err != nil {
+			t.Fatal(err)
+		}
+		if plan.Context.NBatch != c.batch || plan.Context.NUBatch != c.ubatch {
+			t.Errorf("%v: n_batch %d, n_ubatch %d; want %d, %d", c.args, plan.Context.NBatch, plan.Context.NUBatch, c.batch, c.ubatch)
+		}
+	}
+}

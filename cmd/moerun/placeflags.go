@@ -16,8 +16,8 @@ type placementFlags struct {
 	MainGPU     string   `name:"main-gpu" placeholder:"INDEX" group:"devices" help:"-mg: the GPU for -sm none."`
 	Device      string   `name:"device" placeholder:"DEV,..." group:"devices" help:"-dev: the GPUs to use, or none."`
 	CtxSize     string   `short:"c" name:"ctx-size" placeholder:"N" group:"memory" help:"-c: context size (default: the model's)."`
-	BatchSize   string   `short:"b" name:"batch-size" placeholder:"N" group:"memory" help:"-b: logical batch (default 2048)."`
-	UBatchSize  string   `name:"ubatch-size" placeholder:"N" group:"memory" help:"-ub: physical batch, which sizes the compute buffers (default 512)."`
+	BatchSize   string   `short:"b" name:"batch-size" placeholder:"N" group:"memory" help:"-b: logical batch: the most tokens a step takes before sampling, every slot's decode token and prompt tokens up to it (default 2048)."`
+	UBatchSize  string   `name:"ubatch-size" placeholder:"N" group:"memory" help:"-ub: physical batch: the most tokens a forward pass takes, which sizes the compute buffers; at most -b, 0 for -b's (default 512)."`
 	Parallel    string   `name:"parallel" placeholder:"N" group:"memory" help:"-np: server slots (default auto: 4 sharing one cache)."`
 	CacheTypeK  string   `name:"cache-type-k" placeholder:"TYPE" group:"memory" help:"-ctk: K cache type (f16, q8_0, …)."`
 	CacheTypeV  string   `name:"cache-type-v" placeholder:"TYPE" group:"memory" help:"-ctv: V cache type."`

@@ -140,7 +140,7 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 // statistics settings.
 func (c *runCmd) contextOn(model *moe.Model, plan *placement.Plan, rules placement.Rules, ser moe.SER) (*moe.Context, error) {
 	opts := moe.DefaultContextOptions()
-	opts.Size, opts.UBatch = rules.CtxSize, plan.Context.NUBatch
+	opts.Size, opts.Batch, opts.UBatch = rules.CtxSize, plan.Context.NBatch, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
 	opts.SWAFull = rules.SWAFull
 	opts.SER = ser

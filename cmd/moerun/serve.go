@@ -237,7 +237,7 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 	fmt.Fprintf(e.stderr, "moerun: weights bound in %.2f s\n", time.Since(start).Seconds())
 
 	opts := moe.DefaultContextOptions()
-	opts.Size, opts.UBatch = slotContext(plan.Context), plan.Context.NUBatch
+	opts.Size, opts.Batch, opts.UBatch = slotContext(plan.Context), plan.Context.NBatch, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
 	opts.SWAFull = rules.SWAFull
 	if c.Attention == "precise" {
@@ -253,8 +253,8 @@ func (c *serveCmd) load(e *env, rules placement.Rules, m *machine, threads int, 
 		return nil, nil, badInput("%v", err)
 	}
 	reportCache(e.stderr, fmt.Sprintf("KV cache of %d slots", plan.Context.NSeq), srv.CacheBytes(), plan)
-	fmt.Fprintf(e.stderr, "moerun: %d slots of %d tokens (-c %d split as llama-server splits it), queue of %d; %d threads; ready in %.2f s\n",
-		plan.Context.NSeq, srv.SlotSize(), plan.Context.NCtx, c.QueueSize, threads, time.Since(start).Seconds())
+	fmt.Fprintf(e.stderr, "moerun: %d slots of %d tokens (-c %d split as llama-server splits it), queue of %d; steps of up to %d tokens in passes of %d (-b, -ub); %d threads; ready in %.2f s\n",
+		plan.Context.NSeq, srv.SlotSize(), plan.Context.NCtx, c.QueueSize, plan.Context.NBatch, plan.Context.NUBatch, threads, time.Since(start).Seconds())
 	return srv, f, nil
 }
 
