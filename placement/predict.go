@@ -641,24 +641,11 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 // attentionFLOPs is, per device holding KV cache, the attention work of u prompt tokens
 // after depth others: each token scores its query against every key it sees (the cached
 // ones and, causally, the ubatch's own before it; at most the window on sliding-window
-// layers) and sums as many values, 2·(q + v) FLOPs per pair, with q and v the widths of
-// the layer's query projection and its output projection's input. Recurrent layers scan a
-// fixed-size state: their work is in their weights. MLA layers attend in their compressed
-// space, wider than this counts: a known underestimate.
+// layers) and sums as many values, 2·(k + v) FLOPs per pair, with k and v the widths of
+// all heads' keys and values (see attentionWidths). Recurrent layers scan a fixed-size
+// state: their work is in their weights.
 func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
-	width := map[int]float64{} // layer → q + v
-	for i := range e.plan.Tensors {
-		t := &e.plan.Tensors[i]
-		if t.Class != gguf.ClassAttention || len(t.Shape) < 2 {
-			continue
-		}
-		switch {
-		case strings.HasSuffix(t.Name, ".attn_q.weight"), strings.HasSuffix(t.Name, ".attn_q_b.weight"):
-			width[t.Layer] += float64(t.Shape[1])
-		case strings.HasSuffix(t.Name, ".attn_output.weight"):
-			width[t.Layer] += float64(t.Shape[0])
-		}
-	}
+	width := attentionWidths(e.plan.Tensors)
 	out := map[string]float64{}
 	for _, l := range e.plan.Layers {
 		if l.KVDevice == "" || (l.Kind != "attention" && l.Kind != "swa") {
@@ -672,6 +659,48 @@ func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
 		out[l.KVDevice] += 2 * width[l.Index] * pairs
 	}
 	return out
+}
+
+// attentionWidths is, per layer, the summed width of all heads' keys and values that a
+// query–key pair costs. Ordinary attention scores with the query projection's width and
+// sums values of the output projection's input width. MLA layers split into attn_k_b and
+// attn_v_b run as llama.cpp runs them, absorbed: every head scores against the compressed
+// cache row (kv_lora_rank + the rope part, attn_kv_a_mqa's output) and sums compressed
+// values (kv_lora_rank, attn_v_b's input), 1088 wide per head on DeepSeek-V2/V3 against
+// the 320 (192 + 128) of the decompressed form; older files with one attn_kv_b decompress.
+func attentionWidths(tensors []TensorUse) map[int]float64 {
+	type parts struct{ q, out, kvA, kvLora, heads float64 }
+	by := map[int]*parts{}
+	for i := range tensors {
+		t := &tensors[i]
+		if t.Class != gguf.ClassAttention || len(t.Shape) < 2 {
+			continue
+		}
+		p := by[t.Layer]
+		if p == nil {
+			p = &parts{}
+			by[t.Layer] = p
+		}
+		switch {
+		case strings.HasSuffix(t.Name, ".attn_q.weight"), strings.HasSuffix(t.Name, ".attn_q_b.weight"):
+			p.q = float64(t.Shape[1])
+		case strings.HasSuffix(t.Name, ".attn_output.weight"):
+			p.out = float64(t.Shape[0])
+		case strings.HasSuffix(t.Name, ".attn_kv_a_mqa.weight"):
+			p.kvA = float64(t.Shape[1])
+		case strings.HasSuffix(t.Name, ".attn_v_b.weight") && len(t.Shape) == 3:
+			p.kvLora, p.heads = float64(t.Shape[0]), float64(t.Shape[2])
+		}
+	}
+	width := make(map[int]float64, len(by))
+	for l, p := range by {
+		if p.kvA > 0 && p.heads > 0 {
+			width[l] = p.heads * (p.kvA + p.kvLora)
+		} else {
+			width[l] = p.q + p.out
+		}
+	}
+	return width
 }
 
 // activeShare is the expected share of a layer's experts that at least one of u tokens
