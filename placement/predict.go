@@ -19,19 +19,27 @@ import (
 // Prefill computes a ubatch of U tokens per pass; with op offload the GPU fetches the
 // CPU-held weights over PCIe (only the experts the ubatch hits) and computes them itself.
 const (
-	gpuEfficiency = 0.7     // η_g: share of the GPU's bandwidth a decode step reaches
-	crossingTime  = 20e-6   // τ: one hand-over between devices (copy, stream sync, thread wake-up)
-	tokenOverhead = 1e-3    // t0: sampling, logits, launches: per token and per ubatch
-	gpuComputeEff = 0.5     // share of the tensor-core peak llama.cpp's prompt matmuls reach
-	cpuGFLOPS     = 80.0    // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
-	offloadBatch  = 32      // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
-	uncalDesktop  = 0.55    // uncalibrated share of theoretical RAM bandwidth, 1-2 channels
-	uncalServer   = 0.35    // and with 3 or more
-	desktopMaxBW  = 110.0   // GB/s: above this, an unknown channel count is taken as many
-	gbps          = 1e9     // GB/s → B/s
-	tflops        = 1e12    // TFLOP/s → FLOP/s
-	gflops        = 1e9     // GFLOP/s → FLOP/s
-	maxDepth      = 1 << 30 // bounds Depth: no context is larger
+	gpuEfficiency = 0.7   // η_g: share of the GPU's bandwidth a decode step reaches
+	crossingTime  = 20e-6 // τ: one hand-over between devices (copy, stream sync, thread wake-up)
+	tokenOverhead = 1e-3  // t0: sampling, logits, launches: per token and per ubatch
+	gpuComputeEff = 0.5   // share of the tensor-core peak llama.cpp's prompt matmuls reach
+	cpuGFLOPS     = 80.0  // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
+	offloadBatch  = 32    // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
+	// A prompt ubatch's GPU kernels are launched one by one (ggml-cuda replays a captured
+	// CUDA graph only for single-token batches in the llama.cpp versions of the public
+	// rows): each weight matmul comes with about 4 kernels (llama.cpp's graphs of the
+	// tiny qwen3moe and deepseek2 in shared/testdata: 142 and 123 compute nodes for 33
+	// and 31 weight matmuls; norms, rope, activation quantization, glu, adds), each
+	// costing the CUDA launch latency, about 5 µs.
+	kernelsPerMatmul = 4
+	launchLatency    = 5e-6
+	uncalDesktop     = 0.55    // uncalibrated share of theoretical RAM bandwidth, 1-2 channels
+	uncalServer      = 0.35    // and with 3 or more
+	desktopMaxBW     = 110.0   // GB/s: above this, an unknown channel count is taken as many
+	gbps             = 1e9     // GB/s → B/s
+	tflops           = 1e12    // TFLOP/s → FLOP/s
+	gflops           = 1e9     // GFLOP/s → FLOP/s
+	maxDepth         = 1 << 30 // bounds Depth: no context is larger
 )
 
 // PredictOptions are the workload a prediction is for.
@@ -574,6 +582,7 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 		byName[d.Device.Name] = &out.Devices[i]
 	}
 	var cpuExpert, cpuExpertActive float64
+	gpuMatmuls := 0 // weight matmuls computed on a GPU, for their kernel launches
 	for i := range e.plan.Tensors {
 		t := &e.plan.Tensors[i]
 		if byName[t.Device] == nil || len(t.Shape) < 2 || t.Class == gguf.ClassEmbedding {
@@ -602,6 +611,9 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 			}
 		}
 		dp := byName[where]
+		if e.kind[where] != backend.KindCPU {
+			gpuMatmuls++
+		}
 		bw, fl := e.rates(where, e.kind[where])
 		if fl <= 0 {
 			out.Unknown = fmt.Sprintf("the compute of %s is unknown (give --gpu-model NAME or --gpu-tflops)", where)
@@ -630,7 +642,7 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 	}
 	out.CopySeconds = float64(out.CopyBytes) / e.m.pcie
 	out.CrossingSeconds = float64(crossings(e.plan)) * crossingTime
-	out.OverheadSeconds = tokenOverhead
+	out.OverheadSeconds = tokenOverhead + float64(kernelsPerMatmul*gpuMatmuls)*launchLatency
 	out.Seconds = out.CopySeconds + out.CrossingSeconds + out.OverheadSeconds
 	for _, d := range out.Devices {
 		out.Seconds += d.Seconds
