@@ -25,9 +25,11 @@ const (
 	gpuComputeEff = 0.5   // share of the tensor-core peak llama.cpp's prompt matmuls reach
 	cpuGFLOPS     = 80.0  // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
 	offloadBatch  = 32    // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
-	// A prompt ubatch's GPU kernels are launched one by one (ggml-cuda replays a captured
-	// CUDA graph only for single-token batches in the llama.cpp versions of the public
-	// rows): each weight matmul comes with about 4 kernels (llama.cpp's graphs of the
+	// A prompt ubatch's GPU kernels are launched one by one: the llama.cpp versions of
+	// the public rows captured no CUDA graph for batches of several tokens or with
+	// MUL_MAT_ID, and the reference commit executes directly whenever the graph's node
+	// properties changed, as the KV view grows by every prompt ubatch. Each weight
+	// matmul comes with about 4 kernels (llama.cpp's graphs of the
 	// tiny qwen3moe and deepseek2 in shared/testdata: 142 and 123 compute nodes for 33
 	// and 31 weight matmuls; norms, rope, activation quantization, glu, adds), each
 	// costing the CUDA launch latency, about 5 µs.
