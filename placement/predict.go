@@ -19,19 +19,29 @@ import (
 // Prefill computes a ubatch of U tokens per pass; with op offload the GPU fetches the
 // CPU-held weights over PCIe (only the experts the ubatch hits) and computes them itself.
 const (
-	gpuEfficiency = 0.7     // η_g: share of the GPU's bandwidth a decode step reaches
-	crossingTime  = 20e-6   // τ: one hand-over between devices (copy, stream sync, thread wake-up)
-	tokenOverhead = 1e-3    // t0: sampling, logits, launches: per token and per ubatch
-	gpuComputeEff = 0.5     // share of the tensor-core peak llama.cpp's prompt matmuls reach
-	cpuGFLOPS     = 80.0    // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
-	offloadBatch  = 32      // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
-	uncalDesktop  = 0.55    // uncalibrated share of theoretical RAM bandwidth, 1-2 channels
-	uncalServer   = 0.35    // and with 3 or more
-	desktopMaxBW  = 110.0   // GB/s: above this, an unknown channel count is taken as many
-	gbps          = 1e9     // GB/s → B/s
-	tflops        = 1e12    // TFLOP/s → FLOP/s
-	gflops        = 1e9     // GFLOP/s → FLOP/s
-	maxDepth      = 1 << 30 // bounds Depth: no context is larger
+	gpuEfficiency = 0.7   // η_g: share of the GPU's bandwidth a decode step reaches
+	crossingTime  = 20e-6 // τ: one hand-over between devices (copy, stream sync, thread wake-up)
+	tokenOverhead = 1e-3  // t0: sampling, logits, launches: per token and per ubatch
+	gpuComputeEff = 0.5   // share of the tensor-core peak llama.cpp's prompt matmuls reach
+	cpuGFLOPS     = 80.0  // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
+	offloadBatch  = 32    // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
+	// A prompt ubatch's GPU kernels are launched one by one: the llama.cpp versions of
+	// the public rows captured no CUDA graph for batches of several tokens or with
+	// MUL_MAT_ID, and the reference commit executes directly whenever the graph's node
+	// properties changed, as the KV view grows by every prompt ubatch. Each weight
+	// matmul comes with about 4 kernels (llama.cpp's graphs of the
+	// tiny qwen3moe and deepseek2 in shared/testdata: 142 and 123 compute nodes for 33
+	// and 31 weight matmuls; norms, rope, activation quantization, glu, adds), each
+	// costing the CUDA launch latency, about 5 µs.
+	kernelsPerMatmul = 4
+	launchLatency    = 5e-6
+	uncalDesktop     = 0.55    // uncalibrated share of theoretical RAM bandwidth, 1-2 channels
+	uncalServer      = 0.35    // and with 3 or more
+	desktopMaxBW     = 110.0   // GB/s: above this, an unknown channel count is taken as many
+	gbps             = 1e9     // GB/s → B/s
+	tflops           = 1e12    // TFLOP/s → FLOP/s
+	gflops           = 1e9     // GFLOP/s → FLOP/s
+	maxDepth         = 1 << 30 // bounds Depth: no context is larger
 )
 
 // PredictOptions are the workload a prediction is for.
@@ -574,6 +584,7 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 		byName[d.Device.Name] = &out.Devices[i]
 	}
 	var cpuExpert, cpuExpertActive float64
+	gpuMatmuls := 0 // weight matmuls computed on a GPU, for their kernel launches
 	for i := range e.plan.Tensors {
 		t := &e.plan.Tensors[i]
 		if byName[t.Device] == nil || len(t.Shape) < 2 || t.Class == gguf.ClassEmbedding {
@@ -602,6 +613,9 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 			}
 		}
 		dp := byName[where]
+		if e.kind[where] != backend.KindCPU {
+			gpuMatmuls++
+		}
 		bw, fl := e.rates(where, e.kind[where])
 		if fl <= 0 {
 			out.Unknown = fmt.Sprintf("the compute of %s is unknown (give --gpu-model NAME or --gpu-tflops)", where)
@@ -630,7 +644,7 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 	}
 	out.CopySeconds = float64(out.CopyBytes) / e.m.pcie
 	out.CrossingSeconds = float64(crossings(e.plan)) * crossingTime
-	out.OverheadSeconds = tokenOverhead
+	out.OverheadSeconds = tokenOverhead + float64(kernelsPerMatmul*gpuMatmuls)*launchLatency
 	out.Seconds = out.CopySeconds + out.CrossingSeconds + out.OverheadSeconds
 	for _, d := range out.Devices {
 		out.Seconds += d.Seconds
@@ -641,24 +655,11 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 // attentionFLOPs is, per device holding KV cache, the attention work of u prompt tokens
 // after depth others: each token scores its query against every key it sees (the cached
 // ones and, causally, the ubatch's own before it; at most the window on sliding-window
-// layers) and sums as many values, 2·(q + v) FLOPs per pair, with q and v the widths of
-// the layer's query projection and its output projection's input. Recurrent layers scan a
-// fixed-size state: their work is in their weights. MLA layers attend in their compressed
-// space, wider than this counts: a known underestimate.
+// layers) and sums as many values, 2·(k + v) FLOPs per pair, with k and v the widths of
+// all heads' keys and values (see attentionWidths). Recurrent layers scan a fixed-size
+// state: their work is in their weights.
 func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
-	width := map[int]float64{} // layer → q + v
-	for i := range e.plan.Tensors {
-		t := &e.plan.Tensors[i]
-		if t.Class != gguf.ClassAttention || len(t.Shape) < 2 {
-			continue
-		}
-		switch {
-		case strings.HasSuffix(t.Name, ".attn_q.weight"), strings.HasSuffix(t.Name, ".attn_q_b.weight"):
-			width[t.Layer] += float64(t.Shape[1])
-		case strings.HasSuffix(t.Name, ".attn_output.weight"):
-			width[t.Layer] += float64(t.Shape[0])
-		}
-	}
+	width := attentionWidths(e.plan.Tensors)
 	out := map[string]float64{}
 	for _, l := range e.plan.Layers {
 		if l.KVDevice == "" || (l.Kind != "attention" && l.Kind != "swa") {
@@ -672,6 +673,48 @@ func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
 		out[l.KVDevice] += 2 * width[l.Index] * pairs
 	}
 	return out
+}
+
+// attentionWidths is, per layer, the summed width of all heads' keys and values that a
+// query–key pair costs. Ordinary attention scores with the query projection's width and
+// sums values of the output projection's input width. MLA layers split into attn_k_b and
+// attn_v_b run as llama.cpp runs them, absorbed: every head scores against the compressed
+// cache row (kv_lora_rank + the rope part, attn_kv_a_mqa's output) and sums compressed
+// values (kv_lora_rank, attn_v_b's input), 1088 wide per head on DeepSeek-V2/V3 against
+// the 320 (192 + 128) of the decompressed form; older files with one attn_kv_b decompress.
+func attentionWidths(tensors []TensorUse) map[int]float64 {
+	type parts struct{ q, out, kvA, kvLora, heads float64 }
+	by := map[int]*parts{}
+	for i := range tensors {
+		t := &tensors[i]
+		if t.Class != gguf.ClassAttention || len(t.Shape) < 2 {
+			continue
+		}
+		p := by[t.Layer]
+		if p == nil {
+			p = &parts{}
+			by[t.Layer] = p
+		}
+		switch {
+		case strings.HasSuffix(t.Name, ".attn_q.weight"), strings.HasSuffix(t.Name, ".attn_q_b.weight"):
+			p.q = float64(t.Shape[1])
+		case strings.HasSuffix(t.Name, ".attn_output.weight"):
+			p.out = float64(t.Shape[0])
+		case strings.HasSuffix(t.Name, ".attn_kv_a_mqa.weight"):
+			p.kvA = float64(t.Shape[1])
+		case strings.HasSuffix(t.Name, ".attn_v_b.weight") && len(t.Shape) == 3:
+			p.kvLora, p.heads = float64(t.Shape[0]), float64(t.Shape[2])
+		}
+	}
+	width := make(map[int]float64, len(by))
+	for l, p := range by {
+		if p.kvA > 0 && p.heads > 0 {
+			width[l] = p.heads * (p.kvA + p.kvLora)
+		} else {
+			width[l] = p.q + p.out
+		}
+	}
+	return width
 }
 
 // activeShare is the expected share of a layer's experts that at least one of u tokens

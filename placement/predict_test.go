@@ -3,11 +3,13 @@ package placement
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/gguf"
 )
 
 // useMoreBits is llama-quantize's use_more_bits (src/llama-quant.cpp): the Q4_K_M layers
@@ -478,5 +480,55 @@ func TestPredictPrefillRepackedStay(t *testing.T) {
 	}
 	if got := float64(p.Prefill.CopyBytes); p.Prefill.OffloadTo != "CUDA0" || math.Abs(got-plain) > 1<<20 {
 		t.Errorf("copied %.0f bytes to %q, want the %.0f of the plain CPU weights (%.0f repacked stay)", got, p.Prefill.OffloadTo, plain, repacked)
+	}
+}
+
+// DeepSeek's MLA layers attend in their compressed space: DeepSeek-V2-Lite's 16 heads score
+// against 576-wide cache rows and sum 512-wide values per pair, so a CPU-only ubatch after
+// 8192 tokens spends 2·16·(576 + 512) FLOPs per pair on each of its 27 layers.
+func TestPredictPromptAttentionMLA(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.UBatch = false, 16384, 512
+	plan, err := Place(presetModel(t, "deepseek-v2-lite:q4_0"), r, []backend.Device{backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Model.MLA {
+		t.Fatal("the preset is not MLA")
+	}
+	hw := Hardware{CPU: CPUSpec{Threads: 8, DecodeBandwidth: 50, TFLOPS: 1}}
+	p, err := Predict(plan, hw, PredictOptions{Depth: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := 512.0*8192 + 512.0*513/2
+	if got, want := p.Prefill.AttentionSeconds, 27*2*16*(576+512)*pairs/1e12; math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("MLA attention of a ubatch after 8192 tokens: %.4f s, want %.4f", got, want)
+	}
+}
+
+// Every weight matmul a GPU computes for a ubatch costs its kernels' launches, whatever the
+// ubatch size: the model in VRAM pays them per ubatch, the CPU alone none.
+func TestPredictPromptLaunches(t *testing.T) {
+	matmuls := func(plan *Plan) (n int) {
+		for _, tu := range plan.Tensors {
+			if len(tu.Shape) >= 2 && tu.Class != gguf.ClassEmbedding && tu.Device != "CPU" {
+				n++
+			}
+		}
+		return n
+	}
+	for _, ub := range []int{256, 4096} {
+		plan, p := predictPlan(t, "deepseek-v2-lite:q4_0", 64<<30, Flag{"-ngl", "99"}, Flag{"-ub", fmt.Sprint(ub)}, Flag{"-b", fmt.Sprint(ub)})
+		n := matmuls(plan)
+		if n < 27*5 {
+			t.Fatalf("only %d weight matmuls on the GPU", n)
+		}
+		if got, want := p.Prefill.OverheadSeconds, tokenOverhead+float64(kernelsPerMatmul*n)*launchLatency; math.Abs(got/want-1) > 1e-9 {
+			t.Errorf("-ub %d: overhead %.2f ms per ubatch, want %.2f", ub, 1e3*got, 1e3*want)
+		}
+	}
+	if _, p := predictPlan(t, "deepseek-v2-lite:q4_0", 0); p.Prefill.OverheadSeconds != tokenOverhead {
+		t.Errorf("CPU alone: overhead %.2f ms per ubatch, want t0 alone", 1e3*p.Prefill.OverheadSeconds)
 	}
 }
