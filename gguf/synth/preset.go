@@ -106,6 +106,17 @@ type Preset struct {
 	Config
 }
 
+// deepseekV3 is DeepSeek-V3's config, which DeepSeek-V3.2 keeps and adds its indexer to.
+var deepseekV3 = Config{
+	Arch: "deepseek2", Layers: 61, Embd: 7168, Vocab: 129280, Context: 163840,
+	Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
+	QLoraRank: 1536, KVLoraRank: 512,
+	FF: 18432, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
+	ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
+	RMSEps: 1e-6, RopeBase: 10000,
+	Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
+}
+
 // presets are the built-in models. Hyper-parameters are the values of each model's published
 // config.json (Source names it). They were written down from those files, not fetched at
 // build time; every preset's shapes are checked against the sizes of published GGUF files of
@@ -118,15 +129,7 @@ var presets = []Preset{
 		Title: "DeepSeek-V3 / R1 (671B)", Family: "deepseek-v3",
 		Source: "deepseek-ai/DeepSeek-V3 config.json (= inference/configs/config_671B.json; R1 has the same shapes). " +
 			"llama.cpp's converter drops the MTP layer 61 (DeepseekV2Model.skip_mtp), so block_count is 61 and there is no NextN block.",
-		Config: Config{
-			Arch: "deepseek2", Layers: 61, Embd: 7168, Vocab: 129280, Context: 163840,
-			Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
-			QLoraRank: 1536, KVLoraRank: 512,
-			FF: 18432, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
-			ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
-			RMSEps: 1e-6, RopeBase: 10000,
-			Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
-		},
+		Config: deepseekV3,
 	},
 	{
 		Name: "deepseek-v3.2", Aliases: []string{"deepseek-v3.2-exp", "deepseek-v3.2-speciale"},
@@ -136,16 +139,12 @@ var presets = []Preset{
 			"128 keeping index_topk 2048 positions; num_nextn_predict_layers 1: this converter keeps the MTP block as blk.61 " +
 			"with the copies of the embedding and head the checkpoint's layer 61 holds (685.35B parameters, DeepSeek's \"685B\"). " +
 			"V3.2-Exp and V3.2-Speciale have the same shapes",
-		Config: Config{
-			Arch: "deepseek32", Layers: 61, NextN: 1, Embd: 7168, Vocab: 129280, Context: 163840,
-			Heads: 128, HeadsKV: 1, HeadDim: 192, VHeadDim: 128, RopeDim: 64,
-			QLoraRank: 1536, KVLoraRank: 512,
-			FF: 18432, Experts: 256, ExpertsUsed: 8, ExpertFF: 2048, SharedCount: 1, LeadingDense: 3,
-			ExpertGroups: 8, ExpertGroupsUsed: 4, GatingFunc: 2, WeightsScale: 2.5, WeightsNorm: true, ExpProbsBias: true,
-			RMSEps: 1e-6, RopeBase: 10000,
-			Yarn:         &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
-			IndexerHeads: 64, IndexerHeadDim: 128, IndexerTopK: 2048,
-		},
+		Config: func() Config {
+			c := deepseekV3
+			c.Arch, c.NextN = "deepseek32", 1
+			c.IndexerHeads, c.IndexerHeadDim, c.IndexerTopK = 64, 128, 2048
+			return c
+		}(),
 	},
 	{
 		Name: "glm-5", Aliases: []string{"glm-5.1"}, Title: "GLM-5 (744B-A40B)", Family: "glm4",
