@@ -28,6 +28,7 @@ type reasoningBudget struct {
 	endRequested atomic.Bool
 
 	state     budgetState
+	midChar   bool    // the last token inside the reasoning ended inside a UTF-8 character
 	remaining int     // tokens the reasoning may still take
 	at        int     // the next of forced to force
 	recent    []int32 // the tokens since the last match, to find a tag ending here
@@ -56,7 +57,7 @@ func newReasoningBudget(n int, start []int32, ends [][]int32, forced []int32, pi
 
 // open starts counting the reasoning's tokens.
 func (b *reasoningBudget) open() {
-	b.state, b.remaining, b.recent = budgetCounting, b.budget, b.recent[:0]
+	b.state, b.remaining, b.recent, b.midChar = budgetCounting, b.budget, b.recent[:0], false
 	if b.budget >= 0 && b.remaining <= 0 {
 		b.force()
 	}
@@ -67,8 +68,10 @@ func (b *reasoningBudget) force() { b.state, b.at, b.recent = budgetForcing, 0, 
 // requestEnd asks the generation to end its reasoning now, as llama-server's
 // /v1/chat/completions/control does: the message and the closing tag are forced from the
 // next step on if the reasoning is open and counting then (not when it has not opened, has
-// closed, or is already being closed), otherwise the request is dropped. Safe to call from
-// any goroutine.
+// closed, or is already being closed), otherwise the request is dropped. Where the last
+// token ended inside a UTF-8 character, the forcing waits for a token that completes it,
+// as a spent budget's does (llama.cpp's manual force does not wait, and can cut a
+// character in two). Safe to call from any goroutine.
 func (b *reasoningBudget) requestEnd() { b.endRequested.Store(true) }
 
 // Forcing reports whether the next token is forced: the sampler then draws from the
@@ -76,7 +79,11 @@ func (b *reasoningBudget) requestEnd() { b.endRequested.Store(true) }
 // it before each draw, which is where a request to end the reasoning takes effect.
 func (b *reasoningBudget) Forcing() bool {
 	if b.endRequested.Load() && b.endRequested.Swap(false) && b.state == budgetCounting {
-		b.force()
+		if b.midChar { // as a spent budget: the character the last token began ends first
+			b.state, b.remaining, b.recent = budgetWaitingUTF8, 0, b.recent[:0]
+		} else {
+			b.force()
+		}
 	}
 	return b.state == budgetForcing && b.at < len(b.forced)
 }
@@ -113,10 +120,11 @@ func (b *reasoningBudget) Accept(token int32) error {
 			b.state = budgetDone
 			return nil
 		}
-		if b.budget < 0 {
+		whole := utf8Complete(b.pieces(token))
+		b.midChar = !whole
+		if b.budget < 0 && b.state == budgetCounting {
 			return nil // no limit to count down to
 		}
-		whole := utf8Complete(b.pieces(token))
 		switch {
 		case b.state == budgetCounting && b.remaining > 1:
 			b.remaining--

@@ -197,9 +197,15 @@ func TestBothConstraintsMask(t *testing.T) {
 // A request to end the reasoning (reasoning_control) forces the message and the closing tag
 // from the next step on while the reasoning is open, with or without a budget; made while
 // the reasoning has not opened, or after it closed, it is dropped, as llama.cpp's
-// common_reasoning_budget_force leaves those states alone.
+// common_reasoning_budget_force leaves those states alone; made after a token that ended
+// inside a UTF-8 character, it waits for one that completes a character (token 7 begins one).
 func TestReasoningBudgetRequestEnd(t *testing.T) {
-	pieces := func(int32) string { return "x" }
+	pieces := func(tok int32) string {
+		if tok == 7 {
+			return "\xe6\x97" // the first two bytes of 日
+		}
+		return "x"
+	}
 	for _, c := range []struct {
 		name   string
 		budget int
@@ -214,6 +220,7 @@ func TestReasoningBudgetRequestEnd(t *testing.T) {
 		{"ended after the model opens", -1, false, 3, []int32{8, 1, 8, 8, 8}, []int32{8, 1, 8, 9, 3, 8}},
 		{"dropped before the reasoning opens", -1, false, 1, []int32{8, 8, 1, 8, 8, 8}, []int32{8, 8, 1, 8, 8, 8}},
 		{"dropped after it closed", -1, true, 3, []int32{8, 3, 8, 8, 8}, []int32{8, 3, 8, 8, 8}},
+		{"waits for the character to end", -1, true, 2, []int32{8, 7, 7, 8, 8, 8}, []int32{8, 7, 7, 8, 9, 3, 8}},
 	} {
 		b := newReasoningBudget(c.budget, []int32{1}, [][]int32{{3}}, []int32{9, 3}, pieces, c.opened)
 		var got []int32
