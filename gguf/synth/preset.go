@@ -117,6 +117,25 @@ var deepseekV3 = Config{
 	Yarn: &Yarn{Factor: 40, OrigContext: 4096, BetaFast: 32, BetaSlow: 1, LogMul: 0.1},
 }
 
+// qwen35MoE35B is Qwen3.5-35B-A3B's config, which Qwen3.6-35B-A3B keeps.
+var qwen35MoE35B = Config{
+	Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
+	Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+	Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
+	RMSEps: 1e-6, RopeBase: 1e7,
+	FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+}
+
+// qwen3Next80B is Qwen3-Next-80B-A3B's config, which Qwen3-Coder-Next keeps with another
+// rope_theta.
+var qwen3Next80B = Config{
+	Arch: "qwen3next", Layers: 48, NextN: 1, Embd: 2048, Vocab: 151936, Context: 262144,
+	Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
+	FF: 5120, Experts: 512, ExpertsUsed: 10, ExpertFF: 512, SharedFF: 512,
+	RMSEps: 1e-6, RopeBase: 1e7,
+	FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
+}
+
 // presets are the built-in models. Hyper-parameters are the values of each model's published
 // config.json (Source names it). They were written down from those files, not fetched at
 // build time; every preset's shapes are checked against the sizes of published GGUF files of
@@ -282,13 +301,7 @@ var presets = []Preset{
 		Name: "qwen3.5-35b-a3b", Title: "Qwen3.5-35B-A3B", Family: "qwen2",
 		Source: "Qwen/Qwen3.5-35B-A3B config.json text_config (checked against THUDM/slime " +
 			"scripts/models/qwen3.5-35B-A3B.sh); mtp_num_hidden_layers 1: the current converter appends the MTP block as blk.40",
-		Config: Config{
-			Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
-			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
-			Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
-			RMSEps: 1e-6, RopeBase: 1e7,
-			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
-		},
+		Config: qwen35MoE35B,
 	},
 	{
 		Name: "qwen3.6-35b-a3b", Title: "Qwen3.6-35B-A3B", Family: "qwen2",
@@ -296,13 +309,7 @@ var presets = []Preset{
 			"Qwen3.5-35B-A3B — 40 layers (30 Gated DeltaNet + 10 gated attention), hidden 2048, 16 heads over 2 KV heads of 256 " +
 			"with 64 rotary dims, 256 experts of 512 with 8 routed and a 512-wide shared expert, linear attention 16 key heads and " +
 			"32 value heads of 128, vocabulary 248320, context 262144; mtp_num_hidden_layers 1 (blk.40)",
-		Config: Config{
-			Arch: "qwen35moe", Layers: 40, NextN: 1, Embd: 2048, Vocab: 248320, Context: 262144,
-			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
-			Experts: 256, ExpertsUsed: 8, ExpertFF: 512, SharedFF: 512,
-			RMSEps: 1e-6, RopeBase: 1e7,
-			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
-		},
+		Config: qwen35MoE35B,
 	},
 	{
 		Name: "qwen3.5-122b-a10b", Title: "Qwen3.5-122B-A10B", Family: "qwen2",
@@ -324,26 +331,18 @@ var presets = []Preset{
 			"0.25, 512 experts of 512 with 10 routed and a 512-wide shared expert, linear attention 16 key heads and 32 value heads " +
 			"of 128, vocabulary 151936, untied output (rope_theta unchecked). The checkpoint's mtp.* block: the current converter " +
 			"appends it as blk.48; GGUFs converted before it have none (--no-mtp)",
-		Config: Config{
-			Arch: "qwen3next", Layers: 48, NextN: 1, Embd: 2048, Vocab: 151936, Context: 262144,
-			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
-			FF: 5120, Experts: 512, ExpertsUsed: 10, ExpertFF: 512, SharedFF: 512,
-			RMSEps: 1e-6, RopeBase: 1e7,
-			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
-		},
+		Config: qwen3Next80B,
 	},
 	{
 		Name: "qwen3-coder-next", Title: "Qwen3-Coder-Next (80B-A3B)", Family: "qwen2",
 		Source: "Qwen/Qwen3-Coder-Next config.json as its quantized copies repeat it (mlx-community/Qwen3-Coder-Next-nvfp4, " +
 			"Open4bits/Qwen3-Coder-Next-mlx-2Bit): Qwen3-Next-80B-A3B's shapes; rope_theta 5e6 from the derived " +
 			"QuantTrio/Qwen3-Coder-Next-E336 config (unchecked against Qwen's own file)",
-		Config: Config{
-			Arch: "qwen3next", Layers: 48, NextN: 1, Embd: 2048, Vocab: 151936, Context: 262144,
-			Heads: 16, HeadsKV: 2, HeadDim: 256, RopeDim: 64,
-			FF: 5120, Experts: 512, ExpertsUsed: 10, ExpertFF: 512, SharedFF: 512,
-			RMSEps: 1e-6, RopeBase: 5e6,
-			FullAttnInterval: 4, SSMConv: 4, SSMState: 128, SSMGroups: 16, SSMHeads: 32,
-		},
+		Config: func() Config {
+			c := qwen3Next80B
+			c.RopeBase = 5e6
+			return c
+		}(),
 	},
 	{
 		Name: "minimax-m2", Aliases: []string{"minimax-m2.1", "minimax-m2.5", "minimax-m2.7"}, Title: "MiniMax-M2 (230B-A10B)", Family: "minimax",
