@@ -191,7 +191,7 @@ func (p *Pool) MatMul(dst []float32, w *Matrix, x []float32) error {
 		return err
 	}
 	defer p.mu.Unlock()
-	packed := p.usePacked(w)
+	packed := p.usePacked(w) && !w.packingLoses(tokens)
 	act, actBytes, err := p.convert(w, x, tokens, packed)
 	if err != nil {
 		return err

@@ -79,6 +79,9 @@ const (
 	// kPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
 	// tokens already gain on the rows kernels (768×2048, one thread).
 	kPackedMinTokens = 2
+	// packedGemmMinTokens: a mul_mat of fewer tokens takes the in-place four-token kernel
+	// where the level has one (packingLoses).
+	packedGemmMinTokens = 8
 )
 
 // packedFormatOf is t's packedFormat for a matrix of rows rows, or nil (see repackedRows).
@@ -130,6 +133,17 @@ func (p *Pool) SetRepack(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.noRepack = !on
+}
+
+// packingLoses reports whether a mul_mat of w by this many tokens is faster on the level's
+// four-token kernel in gemm's arithmetic, which reads the rows where they lie, than on the
+// packed kernels, whose groups it would pack for these tokens alone. Packing a Q4_K group
+// costs about eight tokens' packed gemm (the batch of four decoding sequences, bench8 on
+// two threads: packing took 2.0 s of a profile's 19 s against 0.95 s for the packed gemm,
+// the in-place kernel 1.84 s for the same products). Only where the activations are the
+// same for both: the prepared formats convert them for the packed kernels alone.
+func (w *Matrix) packingLoses(tokens int) bool {
+	return tokens < packedGemmMinTokens && w.repacked4[gemm] != nil && !w.packed.prepared
 }
 
 // packedScratch is a worker's scratch for the packed kernels: a group of packed rows (kept,
