@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/gguf/synth"
+	"github.com/moerun/moerun/moe"
 )
 
 func TestSynthList(t *testing.T) {
@@ -113,6 +115,53 @@ func TestSynthRandomSpeaks(t *testing.T) {
 	}
 }
 
+// --expert-load skews the routing of a real run: on the same text, the experts that take
+// 90% of the first layer's selections are far fewer in a gamma:0.3 model than in the
+// uniform one (19 against 43 of 64 experts when written).
+func TestSynthExpertLoadSkewsRouting(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog; 0123456789, "+
+		"pack my box with five dozen liquor jugs! ", 12)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cover := map[string]int{}
+	for _, load := range []string{"uniform", "gamma:0.3"} {
+		model, stats := filepath.Join(dir, load+".gguf"), filepath.Join(dir, load+".json")
+		if code, out, errOut := moerun(t, "synth", "qwen3-30b-a3b:q8_0", "--random", "--expert-load", load, "--layers", "2",
+			"--n-embd", "256", "--heads", "2", "--heads-kv", "1", "--head-dim", "64", "--experts", "64", "--experts-used", "4",
+			"--expert-ff", "64", "-o", model); code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", load, code, out, errOut)
+		}
+		if code, out, errOut := moerun(t, "run", "-m", model, "-f", text, "-n", "1", "-t", "1", "--expert-stats", stats); code != 0 {
+			t.Fatalf("%s: run: exit %d: %s%s", load, code, out, errOut)
+		}
+		data, err := os.ReadFile(stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got moe.ExpertStatsJSON
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		first := got.Layers[0]
+		counts := make([]float64, len(first.Experts))
+		total := 0.0
+		for i, e := range first.Experts {
+			counts[i] = float64(e.Selected)
+			total += counts[i]
+		}
+		slices.Sort(counts)
+		for sum := 0.0; sum < 0.9*total; cover[load]++ {
+			sum += counts[len(counts)-1-cover[load]]
+		}
+		t.Logf("%s: %d tokens, 90%% of layer 0's selections in %d of %d experts", load, first.Tokens, cover[load], len(counts))
+	}
+	if cover["gamma:0.3"] > cover["uniform"]*3/4 {
+		t.Errorf("90%% of the selections in %d experts with gamma:0.3, %d uniform: the load did not skew the routing", cover["gamma:0.3"], cover["uniform"])
+	}
+}
+
 func TestSynthVocabFromFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q30.gguf")
 	code, out, errOut := moerun(t, "synth", "qwen3-30b-a3b", "--vocab", "../../testdata/vocab/ggml-vocab-qwen3.gguf", "-o", path)
@@ -148,6 +197,10 @@ func TestSynthErrors(t *testing.T) {
 		{[]string{"synth", "qwen3-30b-a3b", "--vocab", filepath.Join(dir, "none.gguf"), "-o", out}, 2, "none.gguf"},
 		{[]string{"synth", "qwen3-30b-a3b", "--vocab", "../../testdata/vocab/ggml-vocab-qwen3.gguf", "--vocab-size", "1000", "-o", out}, 2, "only 1000 rows"},
 		{[]string{"synth", "qwen3-30b-a3b", "-o", filepath.Join(dir, "missing", "x.gguf")}, 2, "missing"},
+		{[]string{"synth", "qwen3-30b-a3b", "--expert-load", "gamma:0.5", "-o", out}, 2, "add --random"},
+		{[]string{"synth", "qwen3-30b-a3b", "--random", "--expert-load", "zipf:1", "-o", out}, 2, "uniform or gamma:SHAPE"},
+		{[]string{"synth", "qwen3-30b-a3b", "--random", "--expert-load", "gamma:0", "-o", out}, 2, "from 0.05 to 100"},
+		{[]string{"synth", "qwen3-30b-a3b", "--random", "--expert-load", "gamma:1", "--experts", "8", "--experts-used", "4", "-o", out}, 2, "more than a quarter"},
 	} {
 		code, stdout, stderr := moerun(t, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {

@@ -22,6 +22,9 @@ type RandomOptions struct {
 	// Progress, if set, is called after each tensor with the bytes of tensor data written
 	// so far and in total.
 	Progress func(done, total int64)
+	// ExpertLoad is how unevenly the routers spread tokens over the experts (the zero
+	// value: as random weights do, almost uniformly).
+	ExpertLoad ExpertLoad
 }
 
 // poolBlocks is how many quantized blocks a pool holds (16.7 M values for 256-value
@@ -61,9 +64,17 @@ func (m *Model) writeRandom(w io.Writer, opts RandomOptions, poolSize int) error
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	if err := m.CheckExpertLoad(opts.ExpertLoad); err != nil {
+		return err
+	}
+	c := &m.Preset.Config
 	rules := make([]initRule, len(m.Tensors))
 	for i, t := range m.Tensors {
-		rules[i] = initFor(&m.Preset.Config, t)
+		rules[i] = initFor(c, t)
+		if opts.ExpertLoad.Shape > 0 && strings.HasSuffix(t.Name, routerSuffix) {
+			rules[i].rowScale = opts.ExpertLoad.routerScales(int(t.Shape[1]), c.ExpertsUsed, routerRNG(opts.Seed, t.Name))
+			rules[i].rowLen = int(t.Shape[0])
+		}
 	}
 	pools, err := m.makePools(rules, opts.Seed, poolSize, workers)
 	if err != nil {
@@ -229,7 +240,7 @@ type poolKey struct {
 // poolKeyOf is t's class; ok is false for tensors that are never pooled: those of float
 // types (whose values cost only drawing) and those with exact values.
 func poolKeyOf(t gguf.TensorSpec, rule initRule) (key poolKey, ok bool) {
-	if t.Type.BlockSize() == 1 || rule.fixed != nil {
+	if t.Type.BlockSize() == 1 || rule.fixed != nil || rule.rowScale != nil {
 		return poolKey{}, false
 	}
 	return poolKey{typ: t.Type, mean: rule.mean, std: rule.std, negExp: rule.negExp}, true
@@ -306,6 +317,10 @@ type initRule struct {
 	mean, std float64
 	negExp    bool      // −exp(std·N(0,1)): a decay rate that keeps the recurrence stable
 	fixed     []float32 // exact values (rope_freqs)
+	// rowScale multiplies the values of each row of rowLen (a router's experts, see
+	// ExpertLoad); nil: none.
+	rowScale []float64
+	rowLen   int
 }
 
 func (r initRule) fill(vals []float32, rng *rand.Rand, offset int) {
@@ -319,9 +334,17 @@ func (r initRule) fill(vals []float32, rng *rand.Rand, offset int) {
 			vals[i] = float32(-math.Exp(r.std * x))
 			continue
 		}
-		vals[i] = float32(r.mean + r.std*x)
+		v := r.mean + r.std*x
+		if r.rowScale != nil {
+			v *= r.rowScale[(offset+i)/r.rowLen]
+		}
+		vals[i] = float32(v)
 	}
 }
+
+// routerSuffix ends the name of a MoE layer's router (not a shared expert's gate,
+// ffn_gate_inp_shexp).
+const routerSuffix = "ffn_gate_inp.weight"
 
 func initFor(c *Config, t gguf.TensorSpec) initRule {
 	name := t.Name
@@ -336,7 +359,7 @@ func initFor(c *Config, t gguf.TensorSpec) initRule {
 		return initRule{negExp: true, std: 0.5}
 	case strings.HasSuffix(name, ".bias"):
 		return initRule{std: 0.02}
-	case strings.HasSuffix(name, "ffn_gate_inp.weight"):
+	case strings.HasSuffix(name, routerSuffix):
 		return scaled(2)
 	case name == "output.weight" || strings.HasSuffix(name, "shared_head_head.weight"):
 		return scaled(3)
