@@ -63,6 +63,16 @@ func Lookup(name string) (*Arch, bool) {
 	return a, ok
 }
 
+// Of returns the descriptor of the architecture named name; for one moerun does not know,
+// a descriptor of that name with no special layers and no size labels, as which planning
+// and reports take such a model.
+func Of(name string) *Arch {
+	if a, ok := byName[name]; ok {
+		return a
+	}
+	return &Arch{Name: name}
+}
+
 // All returns every descriptor, by name.
 func All() []*Arch {
 	all := make([]*Arch, 0, len(byName))

@@ -11,6 +11,9 @@ func TestLookup(t *testing.T) {
 	if _, ok := Lookup("no-such-arch"); ok {
 		t.Error("an unknown architecture was found")
 	}
+	if a := Of("no-such-arch"); a.Name != "no-such-arch" || a.Recurrent || a.Indexer || a.SlidingWindow || a.Runs {
+		t.Errorf("Of gives an unknown architecture %+v", a)
+	}
 }
 
 func TestSizeLabel(t *testing.T) {
