@@ -31,6 +31,9 @@ type Arch struct {
 	// SharedIndexers says layers may reuse another layer's indexer selection instead of
 	// having their own (attention.indexer.types; GLM-5.2's fixed pattern when absent).
 	SharedIndexers bool
+	// MRoPE says the files carry multimodal rotary sections (rope.dimension_sections),
+	// which a text-only model runs as plain NeoX rotation.
+	MRoPE bool
 	// SizeLabels are llama.cpp's model types (llm_type_name) of the architecture by the
 	// number of blocks the main graph runs, as its load_hparams at llama.cpp 3f545bec sets them.
 	SizeLabels map[int]string

@@ -5,4 +5,5 @@ package arch
 var Qwen35 = register(&Arch{
 	Name:      "qwen35",
 	Recurrent: true,
+	MRoPE:     true,
 })
