@@ -63,6 +63,9 @@ type archLayout struct {
 	tensors func(c *Config, t *tensorList)
 	// leadingDense says the layout writes leading_dense_block_count and its dense blocks.
 	leadingDense bool
+	// expertsAsWideAsFF says the experts take the dense feed-forward length, having no
+	// width of their own (Mixtral, in Llama's layout).
+	expertsAsWideAsFF bool
 	// legacySSMIn says the layout can also write the linear attention's input projection
 	// the way older converters did, as one ssm_in matrix (Options.LegacySSMIn).
 	legacySSMIn bool
@@ -86,7 +89,8 @@ var layouts = map[*arch.Arch]archLayout{
 	arch.GPTOSS:    {keys: gptOssKeys, tensors: gptOssTensors},
 	arch.MiniMaxM2: {keys: minimaxM2Keys, tensors: minimaxM2Tensors, check: checkMiniMaxM2},
 	// llama.cpp names a Llama with 80 layers and grouped KV heads 70B (src/models/llama.cpp).
-	arch.Llama: {keys: llamaKeys, tensors: llamaTensors, is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
+	arch.Llama: {keys: llamaKeys, tensors: llamaTensors, expertsAsWideAsFF: true,
+		is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
 	arch.Qwen2: {keys: qwen2Keys, tensors: qwen2Tensors, is70B: func(c *Config) bool { return c.Layers == 80 }},
 }
 

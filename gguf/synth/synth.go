@@ -216,8 +216,8 @@ func (p *Preset) apply(o Options) error {
 			*s.dst = s.v
 		}
 	}
-	if o.ExpertFF != 0 && c.Arch == "llama" {
-		return fmt.Errorf("llama-architecture experts are as wide as the dense FFN; set the feed-forward length instead")
+	if o.ExpertFF != 0 && c.layout().expertsAsWideAsFF {
+		return fmt.Errorf("%s-architecture experts are as wide as the dense FFN; set the feed-forward length instead", c.Arch)
 	}
 	if o.NoMTP {
 		c.NextN = 0
@@ -289,7 +289,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("MLA needs 0 < rope dimension %d < head dimension %d and a value head dimension (got %d)", c.RopeDim, c.HeadDim, c.VHeadDim)
 	case c.LeadingDense < c.Layers && c.Experts > 0 && (c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts):
 		return fmt.Errorf("experts used %d must be 1 to the number of experts %d", c.ExpertsUsed, c.Experts)
-	case c.Experts > 0 && c.ExpertFF < 1 && c.Arch != "llama":
+	case c.Experts > 0 && c.ExpertFF < 1 && !c.layout().expertsAsWideAsFF:
 		return fmt.Errorf("expert feed-forward length must be positive")
 	case c.LeadingDense > c.Layers:
 		return fmt.Errorf("leading dense blocks %d exceed the %d layers", c.LeadingDense, c.Layers)
