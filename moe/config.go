@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/moerun/moerun/arch"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
@@ -79,7 +80,7 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 	if err := CheckArchitecture(m.Metadata.Arch()); err != nil {
 		return nil, nil, err
 	}
-	arch := architectures[m.Metadata.Arch()]
+	fwd := architectures[arch.Of(m.Metadata.Arch())]
 	hp, err := placement.ReadHParams(m)
 	if err != nil {
 		return nil, nil, err
@@ -113,7 +114,7 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 	if hp.Experts > maxExperts {
 		return nil, nil, fmt.Errorf("%s = %d exceeds llama.cpp's limit of %d experts", md.Key("{arch}.expert_count"), hp.Experts, maxExperts)
 	}
-	if arch.yarnLogMul {
+	if fwd.yarnLogMul {
 		// The converter writes 0.1·mscale_all_dim; llama.cpp undoes the 0.1.
 		c.YarnLogMul = r.float("{arch}.rope.scaling.yarn_log_multiplier", 0) / 0.1
 	}
@@ -122,7 +123,7 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 		return nil, nil, err
 	}
 	c.RoPE = rope
-	if err := arch.config(c, &r); err != nil {
+	if err := fwd.config(c, &r); err != nil {
 		return nil, nil, err
 	}
 	if r.err != nil {
@@ -134,19 +135,19 @@ func readConfig(m placement.Model) (*Config, *architecture, error) {
 	if err := c.Router.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("router metadata: %w", err)
 	}
-	return c, arch, nil
+	return c, fwd, nil
 }
 
 // CheckArchitecture reports whether moerun can run models of an architecture (the
 // general.architecture of a file), with an error saying which it can run.
-func CheckArchitecture(arch string) error {
-	if _, ok := architectures[arch]; ok {
+func CheckArchitecture(name string) error {
+	if _, ok := architectures[arch.Of(name)]; ok {
 		return nil
 	}
-	if arch == "" {
+	if name == "" {
 		return fmt.Errorf("the model has no general.architecture")
 	}
-	return fmt.Errorf("architecture %q is not supported (moerun runs %s)", arch, supportedArchs())
+	return fmt.Errorf("architecture %q is not supported (moerun runs %s)", name, supportedArchs())
 }
 
 // uniform returns the value of a per-layer key that these architectures keep the same for

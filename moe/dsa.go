@@ -28,7 +28,7 @@ var deepseek32 = architecture{
 	},
 	attention:   bindDSA,
 	feedForward: bindDSAFeedForward,
-	unrun:       checkDSANextN,
+	unrun:       checkDSANextN(false),
 }
 
 var glmDSA = architecture{
@@ -42,7 +42,7 @@ var glmDSA = architecture{
 	},
 	attention:   bindDSA,
 	feedForward: bindDSAFeedForward,
-	unrun:       checkDSANextN,
+	unrun:       checkDSANextN(true),
 }
 
 // IndexerConfig sizes DeepSeek Sparse Attention's lightning indexer.
@@ -206,10 +206,12 @@ func loadUnusedIndexer(c *Config, b *binder, il int) error {
 	return nil
 }
 
-// checkDSANextN checks the NextN/MTP block as deepseek2's, with its indexer (required by
-// deepseek32.cpp, optional in glm-dsa.cpp; the draft head never runs it).
-func checkDSANextN(c *Config, b *binder) error {
-	return checkMLANextN(c, b, indexerChecks(c, c.Arch == "glm-dsa"))
+// checkDSANextN checks the NextN/MTP block as deepseek2's, with its indexer, which
+// deepseek32.cpp requires and glm-dsa.cpp takes as optional (the draft head never runs it).
+func checkDSANextN(indexerOptional bool) func(c *Config, b *binder) error {
+	return func(c *Config, b *binder) error {
+		return checkMLANextN(c, b, indexerChecks(c, indexerOptional))
+	}
 }
 
 func (d *dsaAttention) cacheShape() cacheShape {

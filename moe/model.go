@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/moerun/moerun/arch"
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/internal/mmap"
@@ -209,23 +210,25 @@ func (a *architecture) ffnNormName() string {
 	return a.ffnNorm
 }
 
-var architectures = map[string]*architecture{
-	"qwen3moe":   &qwen3moe,
-	"deepseek2":  &deepseek2,
-	"deepseek32": &deepseek32,
-	"glm-dsa":    &glmDSA,
-	"gpt-oss":    &gptOSS,
-	"qwen2moe":   &qwen2moe,
-	"glm4moe":    &glm4moe,
-	"qwen35moe":  &qwen35moe,
-	"qwen3next":  &qwen3next,
-	"minimax-m2": &minimaxM2,
+// architectures are the forward passes, keyed by the descriptor of the architecture each
+// runs (arch.Arch.Runs says which have one).
+var architectures = map[*arch.Arch]*architecture{
+	arch.Qwen3MoE:   &qwen3moe,
+	arch.DeepSeek2:  &deepseek2,
+	arch.DeepSeek32: &deepseek32,
+	arch.GLMDSA:     &glmDSA,
+	arch.GPTOSS:     &gptOSS,
+	arch.Qwen2MoE:   &qwen2moe,
+	arch.GLM4MoE:    &glm4moe,
+	arch.Qwen35MoE:  &qwen35moe,
+	arch.Qwen3Next:  &qwen3next,
+	arch.MiniMaxM2:  &minimaxM2,
 }
 
 func supportedArchs() string {
 	names := make([]string, 0, len(architectures))
-	for name := range architectures {
-		names = append(names, name)
+	for a := range architectures {
+		names = append(names, a.Name)
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")

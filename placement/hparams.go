@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/moerun/moerun/arch"
 	"github.com/moerun/moerun/gguf"
 )
 
@@ -42,17 +43,8 @@ type hparams struct {
 	indexerFull []bool
 }
 
-// dsaArchs are the architectures with DeepSeek Sparse Attention's lightning indexer, whose
-// memory is llama_kv_cache_dsa: the MLA cache and the indexer's, for the layers below
-// n_layer only (NextN blocks get none).
-var dsaArchs = map[string]bool{"deepseek32": true, "glm-dsa": true}
-
 // nLayerAll counts every block, NextN included: llama.cpp's layer index space.
 func (h *hparams) nLayerAll() int { return h.nLayer + h.nNextN }
-
-// hybridArchs are the architectures llama.cpp builds a hybrid (KV + recurrent) memory for
-// whose recurrent layers follow full_attention_interval (llm_arch_is_hybrid, qwen35moe.cpp).
-var hybridArchs = map[string]bool{"qwen3next": true, "qwen35": true, "qwen35moe": true}
 
 func readHParams(m *Model) (*hparams, error) {
 	md := m.Metadata
@@ -128,7 +120,8 @@ func readHParams(m *Model) (*hparams, error) {
 	h.nVocab = vocabSize(m)
 	h.swa = make([]bool, nAll)
 	h.recurrent = make([]bool, nAll)
-	if h.arch == "gpt-oss" { // openai-moe.cpp: every layer but the last of each period slides
+	desc := arch.Of(h.arch)
+	if desc.SlidingWindow { // openai-moe.cpp: every layer but the last of each period slides
 		h.nSWA = geti("{arch}.attention.sliding_window", 0)
 		period := geti("{arch}.attention.sliding_window_pattern", 2)
 		if err != nil {
@@ -138,28 +131,30 @@ func readHParams(m *Model) (*hparams, error) {
 			h.swa[il] = period == 0 || il%period < period-1
 		}
 	}
-	if hybridArchs[h.arch] {
+	if desc.Recurrent {
 		if err := h.readRecurrent(md); err != nil {
 			return nil, err
 		}
 	}
-	if dsaArchs[h.arch] {
-		if err := h.readIndexer(md); err != nil {
+	// The indexer's memory is llama_kv_cache_dsa: the MLA cache and the indexer's, for the
+	// layers below n_layer only (NextN blocks get none).
+	if desc.Indexer {
+		if err := h.readIndexer(md, desc.SharedIndexers); err != nil {
 			return nil, err
 		}
 	}
 	return h, nil
 }
 
-// glm52Context is the training context from which llama.cpp takes a glm-dsa file without
-// attention.indexer.types for GLM-5.2, whose layers share indexers in a fixed pattern
-// (GLM_5_2_DEFAULT_INDEXER_TYPES: full in layers 0 and 1 and every fourth from 2), rather
-// than GLM-5 or 5.1, whose every layer has its own.
+// glm52Context is the training context from which llama.cpp takes a file of glm-dsa (the
+// architecture with shared indexers) without attention.indexer.types for GLM-5.2, whose
+// layers share indexers in a fixed pattern (GLM_5_2_DEFAULT_INDEXER_TYPES: full in layers 0
+// and 1 and every fourth from 2), rather than GLM-5 or 5.1, whose every layer has its own.
 const glm52Context = 1048576
 
 // readIndexer reads the lightning indexer's key size and which layers have one, as
-// deepseek32.cpp and glm-dsa.cpp do.
-func (h *hparams) readIndexer(md gguf.Metadata) error {
+// deepseek32.cpp and glm-dsa.cpp do; without shared indexers every layer has its own.
+func (h *hparams) readIndexer(md gguf.Metadata, shared bool) error {
 	key := "{arch}.attention.indexer.key_length"
 	if !md.Has(key) {
 		return fmt.Errorf("model metadata lacks %s, which placement needs", md.Key(key))
@@ -174,11 +169,11 @@ func (h *hparams) readIndexer(md gguf.Metadata) error {
 	h.indexerDim = int(d)
 	h.indexerFull = make([]bool, h.nLayer)
 	for il := range h.indexerFull {
-		h.indexerFull[il] = h.arch != "glm-dsa" || h.nCtx < glm52Context || il < 2 || (il-2)%4 == 0
+		h.indexerFull[il] = !shared || h.nCtx < glm52Context || il < 2 || (il-2)%4 == 0
 	}
 	key = "{arch}.attention.indexer.types"
 	v, ok := md.Get(key)
-	if h.arch != "glm-dsa" || !ok {
+	if !shared || !ok {
 		return nil
 	}
 	var types []bool
@@ -205,7 +200,8 @@ func (h *hparams) readIndexer(md gguf.Metadata) error {
 }
 
 // readRecurrent marks the Gated DeltaNet layers of the Qwen3-Next family and sizes their
-// state, as qwen35moe.cpp and llama_hparams::n_embd_r/n_embd_s do.
+// state, as qwen35moe.cpp and llama_hparams::n_embd_r/n_embd_s do; llama.cpp builds such a
+// model a hybrid (KV + recurrent) memory (llm_arch_is_hybrid).
 func (h *hparams) readRecurrent(md gguf.Metadata) error {
 	h.hybridKVFilter = true
 	if v, ok := md.Get("{arch}.attention.recurrent_layers"); ok {

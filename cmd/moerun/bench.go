@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moerun/moerun/arch"
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/moe"
 	"github.com/moerun/moerun/placement"
@@ -666,29 +667,14 @@ func describeModel(path string, f *gguf.File) benchModelInfo {
 }
 
 // llamaSizeType is llama.cpp's TYPE of a model (llm_type_name): not the file's
-// general.size_label but a label of its architecture's layer counts, in blocks the main
-// graph runs (NextN blocks aside), "?B" for any other count or architecture.
+// general.size_label but its architecture's label of its count of blocks the main graph
+// runs (NextN blocks aside), "?B" for any other count or architecture.
 func llamaSizeType(m placement.Model) string {
 	hp, err := placement.ReadHParams(m)
-	if label, ok := llamaSizeTypes[hp.Arch][hp.Layers]; err == nil && ok {
-		return label
+	if err != nil {
+		return "?B"
 	}
-	return "?B"
-}
-
-// llamaSizeTypes are the labels of the architectures moerun runs, by layer count, as each
-// one's load_hparams at llama.cpp 3f545bec sets them (src/models/*.cpp).
-var llamaSizeTypes = map[string]map[int]string{
-	"qwen3moe":   {48: "30B.A3B", 94: "235B.A22B"},
-	"deepseek2":  {27: "16B", 47: "30B.A3B", 60: "236B", 61: "671B"},
-	"deepseek32": {61: "685B.A37B"},
-	"glm-dsa":    {78: "744B.A40B", 79: "744B.A40B"}, // 79: a file with NextN blocks not counted in block_count
-	"qwen2moe":   {24: "A2.7B", 28: "57B.A14B"},
-	"glm4moe":    {46: "106B.A12B", 48: "102B.A12B", 92: "355B.A32B"},
-	"gpt-oss":    {24: "20B", 36: "120B"},
-	"qwen35moe":  {40: "35B.A3B", 48: "122B.A10B", 60: "397B.A17B"},
-	"qwen3next":  {48: "80B.A3B"},
-	"minimax-m2": {62: "230B.A10B"},
+	return arch.Of(hp.Arch).SizeLabel(hp.Layers)
 }
 
 // ftypeNames are llama.cpp's names of its file types (llama_ftype_name), by llama_ftype.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/moerun/moerun/arch"
 	"github.com/moerun/moerun/gguf"
 )
 
@@ -55,29 +56,50 @@ func ifThen(cond bool, f func()) {
 
 // archLayout is how the converter lays out one architecture. Key and tensor orders follow
 // the fixture models in testdata/models, which were written by gguf-py in the converter's
-// layout (tensors in each block in the order the converter emits them).
+// layout (tensors in each block in the order the converter emits them). What the rest of
+// moerun also needs to know about an architecture is in its descriptor (package arch).
 type archLayout struct {
 	keys    func(c *Config, kv *kvList)
 	tensors func(c *Config, t *tensorList)
+	// leadingDense says the layout writes leading_dense_block_count and its dense blocks.
+	leadingDense bool
+	// expertsAsWideAsFF says the experts take the dense feed-forward length, having no
+	// width of their own (Mixtral, in Llama's layout).
+	expertsAsWideAsFF bool
+	// legacySSMIn says the layout can also write the linear attention's input projection
+	// the way older converters did, as one ssm_in matrix (Options.LegacySSMIn).
+	legacySSMIn bool
+	// check, when set, checks what the architecture's loader in llama.cpp further requires
+	// of a config.
+	check func(c *Config) error
 	// is70B reports llama.cpp's LLM_TYPE_70B, for which llama-quantize gives attn_v more bits.
 	is70B func(c *Config) bool
 }
 
-var archs = map[string]archLayout{
-	"qwen3moe":   {keys: qwen3moeKeys, tensors: qwen3moeTensors},
-	"qwen2moe":   {keys: qwen2moeKeys, tensors: qwen2moeTensors},
-	"qwen35moe":  {keys: qwen3nextKeys, tensors: qwen35moeTensors},
-	"qwen3next":  {keys: qwen3nextKeys, tensors: qwen3nextTensors},
-	"deepseek2":  {keys: deepseek2Keys, tensors: deepseek2Tensors},
-	"deepseek32": {keys: dsaKeys, tensors: deepseek2Tensors},
-	"glm-dsa":    {keys: dsaKeys, tensors: deepseek2Tensors},
-	"glm4moe":    {keys: glm4moeKeys, tensors: glm4moeTensors},
-	"gpt-oss":    {keys: gptOssKeys, tensors: gptOssTensors},
-	"minimax-m2": {keys: minimaxM2Keys, tensors: minimaxM2Tensors},
+var layouts = map[*arch.Arch]archLayout{
+	arch.Qwen3MoE:   {keys: qwen3moeKeys, tensors: qwen3moeTensors},
+	arch.Qwen2MoE:   {keys: qwen2moeKeys, tensors: qwen2moeTensors},
+	arch.Qwen35MoE:  {keys: qwen3nextKeys, tensors: qwen35moeTensors},
+	arch.Qwen3Next:  {keys: qwen3nextKeys, tensors: qwen3nextTensors, legacySSMIn: true},
+	arch.DeepSeek2:  {keys: deepseek2Keys, tensors: deepseek2Tensors(true), leadingDense: true, check: checkDeepSeek2},
+	arch.DeepSeek32: {keys: dsaKeys, tensors: deepseek2Tensors(true), leadingDense: true},
+	// GLM-5's NextN block shares the model's output head.
+	arch.GLMDSA:    {keys: dsaKeys, tensors: deepseek2Tensors(false), leadingDense: true},
+	arch.GLM4MoE:   {keys: glm4moeKeys, tensors: glm4moeTensors, leadingDense: true},
+	arch.GPTOSS:    {keys: gptOssKeys, tensors: gptOssTensors},
+	arch.MiniMaxM2: {keys: minimaxM2Keys, tensors: minimaxM2Tensors, check: checkMiniMaxM2},
 	// llama.cpp names a Llama with 80 layers and grouped KV heads 70B (src/models/llama.cpp).
-	"llama": {keys: llamaKeys, tensors: llamaTensors, is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
-	"qwen2": {keys: qwen2Keys, tensors: qwen2Tensors, is70B: func(c *Config) bool { return c.Layers == 80 }},
+	arch.Llama: {keys: llamaKeys, tensors: llamaTensors, expertsAsWideAsFF: true,
+		is70B: func(c *Config) bool { return c.Experts == 0 && c.Layers == 80 && c.Heads != c.HeadsKV }},
+	arch.Qwen2: {keys: qwen2Keys, tensors: qwen2Tensors, is70B: func(c *Config) bool { return c.Layers == 80 }},
 }
+
+// desc is the descriptor of the config's architecture.
+func (c *Config) desc() *arch.Arch { return arch.Of(c.Arch) }
+
+// layout is the config's architecture's layout; the zero layout for one synth cannot write,
+// which validate refuses.
+func (c *Config) layout() archLayout { return layouts[c.desc()] }
 
 // The pieces every architecture shares.
 
@@ -175,7 +197,7 @@ func baseKeys(c *Config, kv *kvList, gating bool) {
 	kv.u32("attention.head_count", c.Heads)
 	kv.u32("attention.head_count_kv", c.HeadsKV)
 	yarnKeys(c, kv)
-	if c.Arch == "qwen35moe" {
+	if c.desc().MRoPE {
 		kv.i32s("rope.dimension_sections", ropeSections(c.RopeDim))
 	}
 	kv.f32("rope.freq_base", c.RopeBase)
@@ -262,9 +284,6 @@ func (c *Config) isRecurrent(i int) bool {
 	return i < c.Layers && (i+1)%c.FullAttnInterval != 0
 }
 
-// hasDeltaNet reports the architectures with Gated DeltaNet layers, sized by the SSM fields.
-func (c *Config) hasDeltaNet() bool { return c.Arch == "qwen35moe" || c.Arch == "qwen3next" }
-
 // Qwen3.5's converter splits in_proj_ba into ssm_beta and ssm_alpha (one row per value
 // head each); Qwen3-Next's keeps it whole as ssm_ba.
 func qwen35moeTensors(c *Config, t *tensorList) {
@@ -344,6 +363,15 @@ func hybridDeltaNetTensors(c *Config, t *tensorList, betaAlpha func(i int)) {
 // (conversion/deepseek.py), leading dense layers, shared experts, optional expert groups and
 // exp_probs_b.
 
+// checkDeepSeek2 refuses a config without a query LoRA that llama.cpp would not take for a
+// Lite model: src/models/deepseek2.cpp reads q_lora_rank unless the model has 26 or 27 layers.
+func checkDeepSeek2(c *Config) error {
+	if c.QLoraRank == 0 && c.Layers != 26 && c.Layers != 27 {
+		return fmt.Errorf("llama.cpp loads a deepseek2 model without a query LoRA rank only with 26 or 27 layers (%d here); set a query LoRA rank", c.Layers)
+	}
+	return nil
+}
+
 func deepseek2Keys(c *Config, kv *kvList) {
 	baseKeys(c, kv, true)
 	kv.u32("leading_dense_block_count", c.LeadingDense)
@@ -373,7 +401,13 @@ func groupKeys(c *Config, kv *kvList) {
 	kv.u32If("expert_group_used_count", c.ExpertGroupsUsed)
 }
 
-func deepseek2Tensors(c *Config, t *tensorList) {
+// deepseek2Tensors lays out deepseek2 and the architectures that extend it, whose NextN
+// blocks have their own copy of the output head or (nextnOwnHead false) not.
+func deepseek2Tensors(nextnOwnHead bool) func(c *Config, t *tensorList) {
+	return func(c *Config, t *tensorList) { mlaTensors(c, t, nextnOwnHead) }
+}
+
+func mlaTensors(c *Config, t *tensorList, nextnOwnHead bool) {
 	embedding(c, t)
 	nope := c.HeadDim - c.RopeDim
 	for i := range c.blocks() {
@@ -410,7 +444,7 @@ func deepseek2Tensors(c *Config, t *tensorList) {
 			// GLM-4.7-Flash's and DeepSeek-V3.2's MTP blocks have their own embedding and
 			// head (DeepSeek's checkpoint keeps copies in layer 61, which its converter keeps);
 			// GLM-5's shares the model's.
-			nextnHead(c, t, i, c.Arch != "glm-dsa")
+			nextnHead(c, t, i, nextnOwnHead)
 		}
 	}
 	outputHead(c, t)
@@ -518,6 +552,15 @@ func gptOssTensors(c *Config, t *tensorList) {
 // in every block routed experts behind a sigmoid router with a selection bias; no shared
 // expert. The converter writes intermediate_size as both feed_forward_length, by which
 // llama.cpp sizes the experts, and expert_feed_forward_length.
+
+// checkMiniMaxM2 refuses a config whose dense and expert widths differ, which the
+// converter, writing one intermediate size as both, cannot produce.
+func checkMiniMaxM2(c *Config) error {
+	if c.FF != c.ExpertFF {
+		return fmt.Errorf("minimax-m2's converter writes one intermediate size as the feed-forward and the expert length (here %d and %d): set both", c.FF, c.ExpertFF)
+	}
+	return nil
+}
 
 func minimaxM2Keys(c *Config, kv *kvList) {
 	baseKeys(c, kv, true)

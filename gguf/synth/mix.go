@@ -179,7 +179,7 @@ func chooseTypes(p *Preset, mix Mix, imatrix bool, decls []tensorDecl) ([]tensor
 	}
 	q := &quantizer{mix: mix, imatrix: imatrix, nLayer: c.blocks(), nExpert: max(1, c.Experts),
 		nGQA: c.Heads / c.HeadsKV, tied: true}
-	if l := archs[c.Arch]; l.is70B != nil {
+	if l := c.layout(); l.is70B != nil {
 		q.is70B = l.is70B(c)
 	}
 	for _, d := range decls {

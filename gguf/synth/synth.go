@@ -112,7 +112,7 @@ func BuildPreset(p Preset, mix Mix, opts Options) (*Model, error) {
 func (p *Preset) tensorSpecs(mix Mix, imatrix bool) ([]gguf.TensorSpec, error) {
 	c := &p.Config
 	var decls tensorList
-	archs[c.Arch].tensors(c, &decls)
+	c.layout().tensors(c, &decls)
 	quantOrder := sortForQuantizer(decls)
 	types, err := chooseTypes(p, mix, imatrix, quantOrder)
 	if err != nil {
@@ -162,7 +162,7 @@ func (p *Preset) metadata(mix Mix, tok *Tokenizer) (gguf.Metadata, error) {
 		gguf.KV{Key: "general.type", Value: gguf.NewValue("model")},
 		gguf.KV{Key: "general.name", Value: gguf.NewValue(p.Title)},
 	)
-	archs[c.Arch].keys(c, kv)
+	c.layout().keys(c, kv)
 	quantVersion := gguf.KV{Key: "general.quantization_version", Value: gguf.NewValue(uint32(2))}
 	if mix.FileType == ftypeF16 {
 		// The converter: the model's keys, the quantization version, the tokenizer.
@@ -216,20 +216,20 @@ func (p *Preset) apply(o Options) error {
 			*s.dst = s.v
 		}
 	}
-	if o.ExpertFF != 0 && c.Arch == "llama" {
-		return fmt.Errorf("llama-architecture experts are as wide as the dense FFN; set the feed-forward length instead")
+	if o.ExpertFF != 0 && c.layout().expertsAsWideAsFF {
+		return fmt.Errorf("%s-architecture experts are as wide as the dense FFN; set the feed-forward length instead", c.Arch)
 	}
 	if o.NoMTP {
 		c.NextN = 0
 	}
 	if o.LegacySSMIn {
-		if c.Arch != "qwen3next" {
+		if !c.layout().legacySSMIn {
 			return fmt.Errorf("%s has no ssm_in to write the legacy way (qwen3next has)", c.Arch)
 		}
 		c.LegacySSMIn = true
 	}
 	if o.IndexerHeads != 0 || o.IndexerHeadDim != 0 || o.IndexerTopK != 0 {
-		if !c.hasIndexer() {
+		if !c.desc().Indexer {
 			return fmt.Errorf("%s has no lightning indexer to size (deepseek32 and glm-dsa have)", c.Arch)
 		}
 	}
@@ -237,7 +237,7 @@ func (p *Preset) apply(o Options) error {
 		// Shortened: keep the types of the blocks that remain.
 		c.IndexerTypes = c.IndexerTypes[:min(c.Layers, len(c.IndexerTypes))]
 	}
-	if o.LeadingDense != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe" && !c.hasIndexer() {
+	if o.LeadingDense != 0 && !c.layout().leadingDense {
 		return fmt.Errorf("%s has no leading dense blocks to set", c.Arch)
 	}
 	if c.Yarn != nil && c.Context < c.Yarn.OrigContext {
@@ -258,7 +258,7 @@ const (
 )
 
 func (c *Config) validate() error {
-	if _, ok := archs[c.Arch]; !ok {
+	if _, ok := layouts[c.desc()]; !ok {
 		return fmt.Errorf("no layout for architecture %q", c.Arch)
 	}
 	for _, s := range []struct {
@@ -289,16 +289,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("MLA needs 0 < rope dimension %d < head dimension %d and a value head dimension (got %d)", c.RopeDim, c.HeadDim, c.VHeadDim)
 	case c.LeadingDense < c.Layers && c.Experts > 0 && (c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts):
 		return fmt.Errorf("experts used %d must be 1 to the number of experts %d", c.ExpertsUsed, c.Experts)
-	case c.Experts > 0 && c.ExpertFF < 1 && c.Arch != "llama":
+	case c.Experts > 0 && c.ExpertFF < 1 && !c.layout().expertsAsWideAsFF:
 		return fmt.Errorf("expert feed-forward length must be positive")
 	case c.LeadingDense > c.Layers:
 		return fmt.Errorf("leading dense blocks %d exceed the %d layers", c.LeadingDense, c.Layers)
 	case (c.LeadingDense > 0 || c.Experts == 0) && c.FF < 1:
 		return fmt.Errorf("dense feed-forward length must be positive")
 	}
-	if c.Arch == "deepseek2" && c.QLoraRank == 0 && c.Layers != 26 && c.Layers != 27 {
-		// src/models/deepseek2.cpp reads q_lora_rank unless the model looks like a Lite one.
-		return fmt.Errorf("llama.cpp loads a deepseek2 model without a query LoRA rank only with 26 or 27 layers (%d here); set a query LoRA rank", c.Layers)
+	if check := c.layout().check; check != nil {
+		if err := check(c); err != nil {
+			return err
+		}
 	}
 	if c.ExpertGroups > 1 {
 		perGroup := c.Experts / c.ExpertGroups
@@ -311,22 +312,16 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%d experts used cannot come from %d groups of %d experts", c.ExpertsUsed, c.ExpertGroupsUsed, perGroup)
 		}
 	}
-	if c.hasIndexer() {
+	if c.desc().Indexer {
 		if err := c.validateIndexer(); err != nil {
 			return err
 		}
 	}
-	if c.Arch == "minimax-m2" && c.FF != c.ExpertFF {
-		return fmt.Errorf("minimax-m2's converter writes one intermediate size as the feed-forward and the expert length (here %d and %d): set both", c.FF, c.ExpertFF)
-	}
-	if c.hasDeltaNet() && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
+	if c.desc().Recurrent && (c.SSMConv < 1 || c.SSMState < 1 || c.SSMGroups < 1 || c.SSMHeads < 1 || c.FullAttnInterval < 1 || c.SSMHeads%c.SSMGroups != 0) {
 		return fmt.Errorf("linear attention needs positive SSM state, groups and heads, the heads a multiple of the groups")
 	}
 	return nil
 }
-
-// hasIndexer reports whether the architecture has DeepSeek Sparse Attention's indexer.
-func (c *Config) hasIndexer() bool { return c.Arch == "deepseek32" || c.Arch == "glm-dsa" }
 
 // validateIndexer checks what llama.cpp 3f545bec needs to load and run a model with the
 // lightning indexer: a query LoRA (the indexer's query comes from it), an indexer head of
