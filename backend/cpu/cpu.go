@@ -158,6 +158,53 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	return &weight{name: name, m: m, owner: b}, nil
 }
 
+// StagedWeight views bytes of a buffer of the backend as a weight (op offload's staging
+// memory on the simulated GPU). The Matrix is made for each staging: it keeps nothing
+// derived from the bytes, which the next Upload replaces.
+func (b *Backend) StagedWeight(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64) (backend.Weight, error) {
+	u, err := b.region(buf, off, 0, "staged weight "+name)
+	if err != nil {
+		return nil, err
+	}
+	size, err := t.Bytes(shape)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	if off+size > int64(len(u.data)) {
+		return nil, fmt.Errorf("%s: tensor %s (%d bytes) does not fit in a staging buffer of %d bytes from byte %d", b.dev.Name, name, size, len(u.data), off)
+	}
+	m, err := tensor.NewMatrix(t, shape, u.data[off:off+size:off+size])
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return &weight{name: name, m: m, owner: b}, nil
+}
+
+// Upload copies host bytes into a buffer of the backend. src may be mapped memory: a
+// fault while copying it is returned as an error.
+func (b *Backend) Upload(buf backend.Buffer, off int64, src []byte) error {
+	u, err := b.region(buf, off, int64(len(src)), "upload")
+	if err != nil {
+		return err
+	}
+	return mmap.Guard(func() { copy(u.data[off:], src) })
+}
+
+// region checks that n bytes from off lie in buf, a buffer of the backend.
+func (b *Backend) region(buf backend.Buffer, off, n int64, what string) (*buffer, error) {
+	if b.closed {
+		return nil, errClosed
+	}
+	u, ok := buf.(*buffer)
+	if !ok || u.owner != b {
+		return nil, fmt.Errorf("%s: %s into a buffer it did not allocate", b.dev.Name, what)
+	}
+	if off < 0 || n < 0 || off+n > int64(len(u.data)) {
+		return nil, fmt.Errorf("%s: %s of %d bytes at byte %d of a %d-byte buffer", b.dev.Name, what, n, off, len(u.data))
+	}
+	return u, nil
+}
+
 // Alloc allocates zeroed host memory, aligned for any element type.
 func (b *Backend) Alloc(size int64) (backend.Buffer, error) {
 	if b.closed {
