@@ -143,6 +143,12 @@ type pass struct {
 	outs       []value
 	statIDs    []int32
 	statWeight []float32
+
+	// For op offload: the experts the current MoE layer's batch routes to (nil where its
+	// experts run where they are held; routeExperts), and the host buffers behind them.
+	routed    []bool
+	routedBuf []bool
+	hostIDs   []int32
 }
 
 // segment is one sequence's rows of a pass: rows tokens of c from row first, at c's

@@ -1,0 +1,144 @@
+package moe
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/sim"
+	"github.com/moerun/moerun/placement"
+)
+
+// TestOpOffload runs every golden model's prompt, stretched to 40 tokens, on a simulated
+// GPU under placements that leave matmul weights on the host, and checks llama.cpp's op
+// offload: the prompt's matmuls of host-held weights run on the GPU and give the CPU run's
+// logits bit for bit (the simulated GPU computes with the CPU's kernels); under -ngl 99
+// -ot exps=CPU, where the routed experts are the host's only matmul weights, the bytes
+// uploaded are exactly those of the experts the prompt routed to, counted per layer from
+// the CPU run's routing; a decode step, a 31-token prompt and --no-op-offload upload
+// nothing, and --no-op-offload reserves no staging memory.
+func TestOpOffload(t *testing.T) {
+	partial := 0 // models whose prompt left some expert of an offloaded layer unused
+	for _, gm := range goldenModels {
+		prompt := stretch(loadGolden(t, gm.golden).Prompts[0].Tokens, 40)
+		cpuRun := openModel(t, gm.path, 2)
+		o := DefaultContextOptions()
+		o.Stats = NewExpertStats(len(cpuRun.layers), cpuRun.Config.Router.Experts, func(l int) bool {
+			_, ok := cpuRun.layers[l].ffn.(*moeFFN)
+			return ok
+		})
+		want, err := cpuRun.context(t, o).Eval(prompt, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = slices.Clone(want)
+		routedBytes, stackBytes := usedExpertBytes(t, cpuRun, o.Stats)
+		if routedBytes < stackBytes {
+			partial++
+		}
+		for _, pl := range []gpuPlacement{gpuPlacements[0], gpuPlacements[2]} {
+			t.Run(gm.golden+"/"+pl.name, func(t *testing.T) {
+				f, pool, host := openHost(t, gm.path, 2)
+				gpu := sim.New(0, 1<<30, pool)
+				t.Cleanup(func() { gpu.Close() })
+				// load places and loads the model with op offload on or off, and returns a
+				// context and the GPU memory the model took (before the context's).
+				load := func(offload bool) (*Context, *placement.Plan, int64) {
+					before := gpu.Used()
+					rules := pl.rules(t)
+					rules.OpOffload = offload
+					plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
+					m, err := Load(f, plan, []backend.Backend{host, gpu})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { m.Close() })
+					took := gpu.Used() - before
+					return (&testModel{Model: m, file: f, pool: pool}).context(t, DefaultContextOptions()), plan, took
+				}
+				eval := func(c *Context, tokens []int32) ([]float32, backend.Traffic) {
+					t.Helper()
+					before := gpu.Traffic()
+					logits, err := c.Eval(tokens, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return slices.Clone(logits), gpu.Traffic().Sub(before)
+				}
+
+				c, plan, took := load(true)
+				if use := deviceUse(t, plan, gpu.Device().Name); took != use.Weights+use.Staging || use.Staging == 0 {
+					t.Errorf("the model took %d bytes of the GPU, place says %d of weights and %d of staging", took, use.Weights, use.Staging)
+				}
+				got, traffic := eval(c, prompt)
+				if !slices.Equal(got, want) {
+					t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
+				}
+				switch {
+				case traffic.Uploads == 0:
+					t.Errorf("a 40-token prompt uploaded no weights: %+v", traffic)
+				case pl.ngl > 0 && traffic.BytesUploaded != routedBytes:
+					t.Errorf("a 40-token prompt uploaded %d bytes of experts, the experts it routed to hold %d", traffic.BytesUploaded, routedBytes)
+				}
+				if _, step := eval(c, prompt[:1]); step.Uploads != 0 {
+					t.Errorf("a decode step uploaded %d weights", step.Uploads)
+				}
+				short, _, _ := load(true)
+				if _, traffic := eval(short, prompt[:minOffloadBatch-1]); traffic.Uploads != 0 {
+					t.Errorf("a %d-token prompt uploaded %d weights", minOffloadBatch-1, traffic.Uploads)
+				}
+
+				off, plan, took := load(false)
+				if use := deviceUse(t, plan, gpu.Device().Name); took != use.Weights || use.Staging != 0 {
+					t.Errorf("with --no-op-offload the model took %d bytes of the GPU, place says %d of weights and %d of staging", took, use.Weights, use.Staging)
+				}
+				got, traffic = eval(off, prompt)
+				if traffic.Uploads != 0 {
+					t.Errorf("with --no-op-offload a 40-token prompt uploaded %d weights", traffic.Uploads)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("with --no-op-offload, logits differ from the CPU run's: %+v", compareLogits(got, want))
+				}
+			})
+		}
+	}
+	if partial == 0 {
+		t.Error("every prompt routed to every expert: the test cannot tell the experts used from whole stacks")
+	}
+}
+
+// stretch repeats tokens to n tokens.
+func stretch(tokens []int32, n int) []int32 {
+	out := make([]int32, 0, n)
+	for len(out) < n {
+		out = append(out, tokens[:min(len(tokens), n-len(out))]...)
+	}
+	return out
+}
+
+// usedExpertBytes is the size of the experts the routing stats recorded in layers that
+// routed a batch large enough to offload, each layer's distinct experts once: their rows of
+// the layer's gate, up and down stacks. The last layer routes only the tokens whose logits
+// are wanted (one), as llama.cpp's graphs do, and so keeps its experts on the host. stacks
+// is the size of those layers' whole stacks.
+func usedExpertBytes(t *testing.T, m *testModel, stats *ExpertStats) (used, stacks int64) {
+	t.Helper()
+	for _, l := range stats.Snapshot("test").Layers {
+		if l.Tokens < minOffloadBatch {
+			continue
+		}
+		f := m.layers[l.Layer].ffn.(*moeFFN)
+		var perExpert int64
+		for _, w := range []weight{f.gate, f.up, f.down} {
+			ti, _ := m.file.Tensor(w.w.Name())
+			perExpert += ti.Size / int64(w.w.Experts())
+		}
+		for _, e := range l.Experts {
+			if e.Selected > 0 {
+				used += perExpert
+			}
+			stacks += perExpert
+		}
+	}
+	return used, stacks
+}
