@@ -225,8 +225,8 @@ type Traffic struct {
 	BytesIn, BytesOut   int64 // their bytes
 	Syncs               int   // Synchronize calls
 	Ops                 int   // operations run
-	// Uploads and BytesUploaded count the copies of host-held weights into the device
-	// for op offload (Stager.Upload), apart from the crossings of values.
+	// Uploads and BytesUploaded count the copies of host-held weights' byte ranges into
+	// the device for op offload (Stager.Stage), apart from the crossings of values.
 	Uploads       int
 	BytesUploaded int64
 }
@@ -257,11 +257,25 @@ type Counter interface {
 // the CPU's compute. The caller owns the staging memory (a Buffer of the device) and says
 // which bytes to copy, so that of a stack of experts only those a batch routes to travel.
 type Stager interface {
-	// StagedWeight views the bytes of buf from byte off as a weight of type t and shape
-	// (GGUF order), for operations of this backend. It copies nothing: Upload fills it.
-	StagedWeight(buf Buffer, off int64, name string, t tensor.Type, shape []int64) (Weight, error)
-	// Upload copies host bytes src into buf from byte off, ordered with the device's
-	// operations: an operation issued before it still sees the old bytes, one issued after
-	// it the new ones. src must stay unchanged until the next Synchronize.
-	Upload(buf Buffer, off int64, src []byte) error
+	// Stage returns a weight of this backend that stands for a host-held weight of type t
+	// and shape (GGUF order) whose bytes in host memory are data, its own bytes being those
+	// of buf from byte off. It copies into buf the byte ranges of data that spans lists
+	// ([from, to) pairs; all of data where spans is nil), ordered with the device's
+	// operations: one issued before still sees the old bytes, one issued after the new. The
+	// bytes outside spans are left as they were, for operations that do not read them. data
+	// must stay unchanged until the next Synchronize.
+	Stage(buf Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (Weight, error)
+}
+
+// CheckSpans checks Stage's spans against data of n bytes: ordered, non-empty ranges
+// within it.
+func CheckSpans(spans [][2]int64, n int64) error {
+	var end int64
+	for _, s := range spans {
+		if s[0] < end || s[1] <= s[0] || s[1] > n {
+			return fmt.Errorf("bytes [%d, %d) of a %d-byte weight, after byte %d", s[0], s[1], n, end)
+		}
+		end = s[1]
+	}
+	return nil
 }

@@ -145,10 +145,12 @@ type pass struct {
 	statWeight []float32
 
 	// For op offload: the experts the current MoE layer's batch routes to (nil where its
-	// experts run where they are held; routeExperts), and the host buffers behind them.
+	// experts run where they are held; routeExperts), the host buffers behind them, and
+	// the byte ranges of a stack of experts to stage.
 	routed    []bool
 	routedBuf []bool
 	hostIDs   []int32
+	spans     [][2]int64
 }
 
 // segment is one sequence's rows of a pass: rows tokens of c from row first, at c's

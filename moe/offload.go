@@ -26,12 +26,19 @@ import (
 // unset): the fewest tokens for which a host-held weight's matmul runs on the GPU.
 const minOffloadBatch = 32
 
+// stagingAlign is where in the staging memory each staged weight starts: a multiple of
+// 256 bytes, as the device's own allocations (cuMemAlloc) start, which its kernels may
+// rely on.
+const stagingAlign = 256
+
 // opOffload is the GPU that runs large batches' matmuls of host-held weights, and its
 // staging memory.
 type opOffload struct {
 	dev    int // its index among the model's devices
 	stager backend.Stager
-	buf    backend.Buffer // placement's Staging bytes: room for a part's two largest weights
+	// buf is placement's Staging bytes, room for a part's two largest weights, and
+	// stagingAlign more for the second one's start.
+	buf backend.Buffer
 }
 
 // newOpOffload sets up the plan's op offload: the device placement reserved staging
@@ -49,7 +56,7 @@ func newOpOffload(plan *placement.Plan, backends []backend.Backend) (*opOffload,
 			if be.Device().Name != d.Device.Name || !ok || !be.Device().OffloadsOps {
 				continue
 			}
-			buf, err := be.Alloc(d.Staging)
+			buf, err := be.Alloc(d.Staging + stagingAlign)
 			if err != nil {
 				return nil, fmt.Errorf("op offload's staging memory on %s: %w", d.Device.Name, err)
 			}
@@ -84,7 +91,7 @@ func (c *pass) fitStaging(dev int, ws []weight) bool {
 	var n int64
 	for _, w := range ws {
 		if w.dev != dev {
-			n += int64(len(w.host))
+			n = alignStaging(n) + int64(len(w.host))
 		}
 	}
 	return n == 0 || n <= c.m.offload.buf.Size()
@@ -92,41 +99,39 @@ func (c *pass) fitStaging(dev int, ws []weight) bool {
 
 // resident is w as the backend of dev computes on it: w itself where dev holds it, else w
 // staged there from byte *off of the staging memory, which advances past it. Of a stack
-// of experts only those routed marks are copied (all where routed is nil); the others'
-// bytes are whatever an earlier staging left, which no routed slot reads.
+// of experts only those routed marks are copied (all where routed is nil), consecutive
+// ones as one span; the others' bytes are whatever an earlier staging left, which no
+// routed slot reads.
 func (c *pass) resident(dev int, w weight, off *int64, routed []bool) backend.Weight {
 	if c.err != nil || dev == w.dev {
 		return w.w
 	}
-	o := c.m.offload
-	shape := []int64{int64(w.w.Cols()), int64(w.w.Rows()), int64(w.w.Experts())}
-	staged, err := o.stager.StagedWeight(o.buf, *off, w.w.Name(), w.w.Type(), shape)
-	if err != nil {
-		c.fail(err)
-		return nil
-	}
-	if routed == nil {
-		c.fail(o.stager.Upload(o.buf, *off, w.host))
-	} else {
-		// Consecutive routed experts travel as one copy.
+	var spans [][2]int64 // nil: the whole weight
+	if routed != nil {
 		size := int64(len(w.host) / w.w.Experts())
-		for first := 0; first < len(routed); {
-			if !routed[first] {
-				first++
-				continue
+		c.spans = c.spans[:0]
+		for e, used := range routed {
+			switch {
+			case !used:
+			case len(c.spans) > 0 && c.spans[len(c.spans)-1][1] == int64(e)*size:
+				c.spans[len(c.spans)-1][1] += size
+			default:
+				c.spans = append(c.spans, [2]int64{int64(e) * size, int64(e+1) * size})
 			}
-			end := first + 1
-			for end < len(routed) && routed[end] {
-				end++
-			}
-			lo, hi := int64(first)*size, int64(end)*size
-			c.fail(o.stager.Upload(o.buf, *off+lo, w.host[lo:hi]))
-			first = end
 		}
+		spans = c.spans
 	}
+	o := c.m.offload
+	*off = alignStaging(*off)
+	shape := []int64{int64(w.w.Cols()), int64(w.w.Rows()), int64(w.w.Experts())}
+	staged, err := o.stager.Stage(o.buf, *off, w.w.Name(), w.w.Type(), shape, w.host, spans)
+	c.fail(err)
 	*off += int64(len(w.host))
 	return staged
 }
+
+// alignStaging is off rounded up to stagingAlign.
+func alignStaging(off int64) int64 { return (off + stagingAlign - 1) &^ (stagingAlign - 1) }
 
 // routeExperts sets c.routed for an MoE layer whose stack of experts w multiplies n
 // tokens by ids: the experts ids select where w runs on another device for this batch (op

@@ -84,7 +84,7 @@ func TestSimulatedGPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				use := deviceUse(t, plan, gpu.Device().Name)
-				if gpu.Used() != use.Weights+use.Staging {
+				if gpu.Used() != use.Weights+stagingBytes(use) {
 					t.Errorf("the GPU holds %d bytes of weights and op offload's staging memory, place's report says %d + %d", gpu.Used(), use.Weights, use.Staging)
 				}
 				tm := &testModel{Model: m, file: f, pool: pool}

@@ -158,36 +158,35 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	return &weight{name: name, m: m, owner: b}, nil
 }
 
-// StagedWeight views bytes of a buffer of the backend as a weight (op offload's staging
-// memory on the simulated GPU). The Matrix is made for each staging: it keeps nothing
-// derived from the bytes, which the next Upload replaces.
-func (b *Backend) StagedWeight(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64) (backend.Weight, error) {
-	u, err := b.region(buf, off, 0, "staged weight "+name)
+// Stage views bytes of a buffer of the backend as a weight (op offload's staging memory on
+// the simulated GPU) and copies spans of data into them. The Matrix is made for each
+// staging: it keeps nothing derived from the bytes, which the next staging replaces. data
+// may be mapped memory: a fault while copying it is returned as an error.
+func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
+	u, err := b.region(buf, off, int64(len(data)), "staging of "+name)
 	if err != nil {
 		return nil, err
 	}
-	size, err := t.Bytes(shape)
+	if err := backend.CheckSpans(spans, int64(len(data))); err != nil {
+		return nil, fmt.Errorf("%s: staging of %s: %w", b.dev.Name, name, err)
+	}
+	dst := u.data[off : off+int64(len(data)) : off+int64(len(data))]
+	m, err := tensor.NewMatrix(t, shape, dst)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
 	}
-	if off+size > int64(len(u.data)) {
-		return nil, fmt.Errorf("%s: tensor %s (%d bytes) does not fit in a staging buffer of %d bytes from byte %d", b.dev.Name, name, size, len(u.data), off)
-	}
-	m, err := tensor.NewMatrix(t, shape, u.data[off:off+size:off+size])
+	err = mmap.Guard(func() {
+		if spans == nil {
+			copy(dst, data)
+		}
+		for _, s := range spans {
+			copy(dst[s[0]:s[1]], data[s[0]:s[1]])
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
 	}
 	return &weight{name: name, m: m, owner: b}, nil
-}
-
-// Upload copies host bytes into a buffer of the backend. src may be mapped memory: a
-// fault while copying it is returned as an error.
-func (b *Backend) Upload(buf backend.Buffer, off int64, src []byte) error {
-	u, err := b.region(buf, off, int64(len(src)), "upload")
-	if err != nil {
-		return err
-	}
-	return mmap.Guard(func() { copy(u.data[off:], src) })
 }
 
 // region checks that n bytes from off lie in buf, a buffer of the backend.

@@ -60,6 +60,11 @@ type Backend struct {
 	angles       []ropeAngles
 	nextRoPE     int
 
+	// For op offload's double-buffered copies through staging's halves (stageSpan): the
+	// half to fill next, and which halves a queued copy may still be reading.
+	nextHalf   int
+	halfQueued [2]bool
+
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
 	stats    Stats
@@ -76,6 +81,7 @@ type Stats struct {
 	Time         time.Duration // wall time spent issuing GPU work and waiting for it
 	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
 	CopyOutBytes int64         // bytes copied back: Get
+	StagedBytes  int64         // bytes of host-held weights copied in for op offload (Stage)
 }
 
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream

@@ -87,11 +87,17 @@ func (b *Backend) Get(dst []byte, src backend.Tensor) error {
 	return b.Backend.Get(dst, src)
 }
 
-// Upload copies a host-held weight's bytes into the device for op offload, and counts them.
-func (b *Backend) Upload(buf backend.Buffer, off int64, src []byte) error {
-	b.traffic.Uploads++
-	b.traffic.BytesUploaded += int64(len(src))
-	return b.Backend.Upload(buf, off, src)
+// Stage copies a host-held weight's bytes into the device for op offload, and counts them.
+func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
+	if spans == nil {
+		b.traffic.Uploads++
+		b.traffic.BytesUploaded += int64(len(data))
+	}
+	for _, s := range spans {
+		b.traffic.Uploads++
+		b.traffic.BytesUploaded += s[1] - s[0]
+	}
+	return b.Backend.Stage(buf, off, name, t, shape, data, spans)
 }
 
 // Synchronize counts a wait for the device.
