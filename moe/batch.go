@@ -138,9 +138,10 @@ type pass struct {
 	err       error
 	staging   []byte
 
-	// Reused by project and mulMatIDs, and by routing statistics.
+	// Reused by project and mulMatIDs (outs), product (single), and by routing statistics.
 	fused      []backend.Weight
 	outs       []value
+	single     []value
 	statIDs    []int32
 	statWeight []float32
 

@@ -177,7 +177,9 @@ func (c *pass) matmul(w weight, x value) value { return c.product(x, value{}, 0,
 // product is w·x (ids absent) or w's experts by ids times x, on the device that runs it
 // (runsOn: w's, or the op offload GPU for a large batch).
 func (c *pass) product(x, ids value, k int, w weight) value {
-	return c.products(x, ids, k, []weight{w})[0]
+	// Not in c.outs, which may hold a caller's results still.
+	c.single = c.appendProducts(c.single[:0], x, ids, k, []weight{w})
+	return c.single[0]
 }
 
 // project multiplies x by each weight, as one operation where the weights share a device

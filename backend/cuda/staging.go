@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/moerun/moerun/backend"
-	"github.com/moerun/moerun/backend/cuda/kernels"
 	"github.com/moerun/moerun/internal/mmap"
 	"github.com/moerun/moerun/tensor"
 	"gorgonia.org/cu"
@@ -157,21 +156,13 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 	if err := backend.CheckSpans(spans, int64(len(data))); err != nil {
 		return nil, fmt.Errorf("%s: staging of %s: %w", b.dev.Name, name, err)
 	}
-	m, err := tensor.NewMatrix(t, shape, data)
+	w, err := b.newWeight(name, t, shape, data)
 	if err != nil {
-		return nil, fmt.Errorf("tensor %s: %w", name, err)
+		return nil, err
 	}
-	w := &weight{name: name, m: m, owner: b}
-	if !kernels.Supported(t) {
-		if w.host, err = b.host.Load(name, t, shape, data); err != nil {
-			return nil, err
-		}
+	if w.host != nil {
 		return w, nil
 	}
-	if w.rowBytes, err = t.RowBytes(int64(m.Cols())); err != nil {
-		return nil, fmt.Errorf("tensor %s: %w", name, err)
-	}
-	w.expertBytes = w.rowBytes * int64(m.Rows())
 	w.ptr = u.ptr + cu.DevicePtr(off)
 	if spans == nil {
 		spans = [][2]int64{{0, int64(len(data))}}
