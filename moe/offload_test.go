@@ -6,7 +6,9 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/backend/sim"
+	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/placement"
+	"github.com/moerun/moerun/tensor"
 )
 
 // TestOpOffload runs every golden model's prompt, stretched to 40 tokens, on a simulated
@@ -49,14 +51,9 @@ func TestOpOffload(t *testing.T) {
 					before := gpu.Used()
 					rules := pl.rules(t)
 					rules.OpOffload = offload
-					plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
-					m, err := Load(f, plan, []backend.Backend{host, gpu})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { m.Close() })
+					m, plan := loadPlaced(t, f, pool, host, gpu, rules)
 					took := gpu.Used() - before
-					return (&testModel{Model: m, file: f, pool: pool}).context(t, DefaultContextOptions()), plan, took
+					return m.context(t, DefaultContextOptions()), plan, took
 				}
 				eval := func(c *Context, tokens []int32) ([]float32, backend.Traffic) {
 					t.Helper()
@@ -109,12 +106,7 @@ func TestOpOffload(t *testing.T) {
 			t.Cleanup(func() { gpu.Close() })
 			rules := gpuPlacements[2].rules(t)
 			rules.NoHost = true
-			plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
-			m, err := Load(f, plan, []backend.Backend{host, gpu})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { m.Close() })
+			m, plan := loadPlaced(t, f, pool, host, gpu, rules)
 			kept := map[string]bool{}
 			for _, u := range plan.Tensors {
 				if u.Storage == placement.StorageRepacked {
@@ -124,7 +116,7 @@ func TestOpOffload(t *testing.T) {
 			if len(kept) > 0 {
 				repacked++
 			}
-			c := (&testModel{Model: m, file: f, pool: pool}).context(t, DefaultContextOptions())
+			c := m.context(t, DefaultContextOptions())
 			before := gpu.Traffic()
 			got, err := c.Eval(prompt, false)
 			if err != nil {
@@ -151,6 +143,18 @@ func TestOpOffload(t *testing.T) {
 	if partial == 0 {
 		t.Error("every prompt routed to every expert: the test cannot tell the experts used from whole stacks")
 	}
+}
+
+// loadPlaced places f's model by rules on host and gpu and loads it.
+func loadPlaced(t *testing.T, f *gguf.File, pool *tensor.Pool, host, gpu backend.Backend, rules placement.Rules) (*testModel, *placement.Plan) {
+	t.Helper()
+	plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
+	m, err := Load(f, plan, []backend.Backend{host, gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &testModel{Model: m, file: f, pool: pool}, plan
 }
 
 // stagingBytes is the staging memory the runtime allocates for op offload on a device
