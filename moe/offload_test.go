@@ -24,19 +24,8 @@ func TestOpOffload(t *testing.T) {
 	partial := 0  // models whose prompt left some expert of an offloaded layer unused
 	repacked := 0 // models with expert stacks the CPU repacks under --no-host
 	for _, gm := range goldenModels {
-		prompt := stretch(loadGolden(t, gm.golden).Prompts[0].Tokens, 40)
-		cpuRun := openModel(t, gm.path, 2)
-		o := DefaultContextOptions()
-		o.Stats = NewExpertStats(len(cpuRun.layers), cpuRun.Config.Router.Experts, func(l int) bool {
-			_, ok := cpuRun.layers[l].ffn.(*moeFFN)
-			return ok
-		})
-		want, err := cpuRun.context(t, o).Eval(prompt, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = slices.Clone(want)
-		routedBytes, stackBytes := usedExpertBytes(t, cpuRun, o.Stats, nil)
+		prompt, want, cpuRun, stats := routedPrompt(t, gm.golden, gm.path)
+		routedBytes, stackBytes := usedExpertBytes(t, cpuRun, stats, nil)
 		if routedBytes < stackBytes {
 			partial++
 		}
@@ -125,7 +114,7 @@ func TestOpOffload(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
 			}
-			wantBytes, _ := usedExpertBytes(t, cpuRun, o.Stats, kept)
+			wantBytes, _ := usedExpertBytes(t, cpuRun, stats, kept)
 			if deviceUse(t, plan, gpu.Device().Name).Staging == 0 {
 				// Placement judges a layer's experts by their largest stack: repacked
 				// there (synth-minimax-m2's down stacks), it reserves no staging memory,
@@ -145,8 +134,26 @@ func TestOpOffload(t *testing.T) {
 	}
 }
 
+// routedPrompt is a golden model's first prompt stretched to 40 tokens, a batch op offload
+// takes, and the CPU run's last logits for it, with the model and its routing statistics.
+func routedPrompt(t *testing.T, golden, path string) (prompt []int32, logits []float32, m *testModel, stats *ExpertStats) {
+	t.Helper()
+	prompt = stretch(loadGolden(t, golden).Prompts[0].Tokens, 40)
+	m = openModel(t, path, 2)
+	o := DefaultContextOptions()
+	o.Stats = NewExpertStats(len(m.layers), m.Config.Router.Experts, func(l int) bool {
+		_, ok := m.layers[l].ffn.(*moeFFN)
+		return ok
+	})
+	logits, err := m.context(t, o).Eval(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prompt, slices.Clone(logits), m, o.Stats
+}
+
 // loadPlaced places f's model by rules on host and gpu and loads it.
-func loadPlaced(t *testing.T, f *gguf.File, pool *tensor.Pool, host, gpu backend.Backend, rules placement.Rules) (*testModel, *placement.Plan) {
+func loadPlaced(t testing.TB, f *gguf.File, pool *tensor.Pool, host, gpu backend.Backend, rules placement.Rules) (*testModel, *placement.Plan) {
 	t.Helper()
 	plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
 	m, err := Load(f, plan, []backend.Backend{host, gpu})
