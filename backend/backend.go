@@ -225,22 +225,57 @@ type Traffic struct {
 	BytesIn, BytesOut   int64 // their bytes
 	Syncs               int   // Synchronize calls
 	Ops                 int   // operations run
+	// Uploads and BytesUploaded count the copies of host-held weights' byte ranges into
+	// the device for op offload (Stager.Stage), apart from the crossings of values.
+	Uploads       int
+	BytesUploaded int64
 }
 
 // Sub is the traffic between two readings of a counter.
 func (t Traffic) Sub(before Traffic) Traffic {
 	return Traffic{CopiesIn: t.CopiesIn - before.CopiesIn, CopiesOut: t.CopiesOut - before.CopiesOut,
 		BytesIn: t.BytesIn - before.BytesIn, BytesOut: t.BytesOut - before.BytesOut,
-		Syncs: t.Syncs - before.Syncs, Ops: t.Ops - before.Ops}
+		Syncs: t.Syncs - before.Syncs, Ops: t.Ops - before.Ops,
+		Uploads: t.Uploads - before.Uploads, BytesUploaded: t.BytesUploaded - before.BytesUploaded}
 }
 
 // Add is the traffic of two periods together.
 func (t Traffic) Add(o Traffic) Traffic {
 	return Traffic{CopiesIn: t.CopiesIn + o.CopiesIn, CopiesOut: t.CopiesOut + o.CopiesOut,
-		BytesIn: t.BytesIn + o.BytesIn, BytesOut: t.BytesOut + o.BytesOut, Syncs: t.Syncs + o.Syncs, Ops: t.Ops + o.Ops}
+		BytesIn: t.BytesIn + o.BytesIn, BytesOut: t.BytesOut + o.BytesOut, Syncs: t.Syncs + o.Syncs, Ops: t.Ops + o.Ops,
+		Uploads: t.Uploads + o.Uploads, BytesUploaded: t.BytesUploaded + o.BytesUploaded}
 }
 
 // Counter is a backend that counts its traffic with the host.
 type Counter interface {
 	Traffic() Traffic
+}
+
+// Stager is a device that computes on weights the host holds by copying them into its own
+// memory for the operation at hand: ggml's op offload, which runs a prompt batch's matmuls
+// of CPU-held weights on a GPU when the batch is large enough that the copy costs less than
+// the CPU's compute. The caller owns the staging memory (a Buffer of the device) and says
+// which bytes to copy, so that of a stack of experts only those a batch routes to travel.
+type Stager interface {
+	// Stage returns a weight of this backend that stands for a host-held weight of type t
+	// and shape (GGUF order) whose bytes in host memory are data, its own bytes being those
+	// of buf from byte off. It copies into buf the byte ranges of data that spans lists
+	// ([from, to) pairs; all of data where spans is nil), ordered with the device's
+	// operations: one issued before still sees the old bytes, one issued after the new. The
+	// bytes outside spans are left as they were, for operations that do not read them. data
+	// must stay unchanged until the next Synchronize.
+	Stage(buf Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (Weight, error)
+}
+
+// CheckSpans checks Stage's spans against data of n bytes: ordered, non-empty ranges
+// within it.
+func CheckSpans(spans [][2]int64, n int64) error {
+	var end int64
+	for _, s := range spans {
+		if s[0] < end || s[1] <= s[0] || s[1] > n {
+			return fmt.Errorf("bytes [%d, %d) of a %d-byte weight, after byte %d", s[0], s[1], n, end)
+		}
+		end = s[1]
+	}
+	return nil
 }

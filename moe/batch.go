@@ -138,11 +138,20 @@ type pass struct {
 	err       error
 	staging   []byte
 
-	// Reused by project and mulMatIDs, and by routing statistics.
+	// Reused by project and mulMatIDs (outs), product (single), and by routing statistics.
 	fused      []backend.Weight
 	outs       []value
+	single     []value
 	statIDs    []int32
 	statWeight []float32
+
+	// For op offload: the experts the current MoE layer's batch routes to (nil where its
+	// experts run where they are held; routeExperts), the host buffers behind them, and
+	// the byte ranges of a stack of experts to stage.
+	routed    []bool
+	routedBuf []bool
+	hostIDs   []int32
+	spans     [][2]int64
 }
 
 // segment is one sequence's rows of a pass: rows tokens of c from row first, at c's

@@ -115,3 +115,40 @@ func TestCUDAGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAOpOffload: a 40-token prompt under -ngl 99 -ot exps=CPU runs the CPU-held experts
+// on the GPU (op offload), its logits within the golden bar of the CPU run's and the bytes
+// staged exactly those of the experts the prompt routed to. It also runs on the fake driver
+// (make cuda-fake's library, -run CUDAOpOffload).
+func TestCUDAOpOffload(t *testing.T) {
+	if err := cuda.Available(); err != nil {
+		if os.Getenv("MOERUN_REQUIRE_GPU") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	gm := goldenModels[0]
+	prompt, want, cpuRun, stats := routedPrompt(t, gm.golden, gm.path)
+	f, pool, host := openHost(t, gm.path, 2)
+	gpu, err := cuda.New(0, cuda.Options{Host: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gpu.Close() })
+	m, _ := loadPlaced(t, f, pool, host, gpu, gpuPlacements[2].rules(t))
+	before := gpu.Stats().StagedBytes
+	got, err := m.context(t, DefaultContextOptions()).Eval(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := compareLogits(got, want)
+	if a.nmse > barMedianNMSE || a.kl > barMeanKL {
+		t.Errorf("logits against the CPU run's: NMSE %.3g (bar %g), KL %.3g (bar %g)", a.nmse, barMedianNMSE, a.kl, barMeanKL)
+	}
+	routed, _ := usedExpertBytes(t, cpuRun, stats, nil)
+	staged := gpu.Stats().StagedBytes - before
+	if staged != routed || staged == 0 {
+		t.Errorf("staged %d bytes, the experts the prompt routed to hold %d", staged, routed)
+	}
+	t.Logf("staged %d bytes of experts; logits against the CPU run's: NMSE %.3g, KL %.3g", staged, a.nmse, a.kl)
+}

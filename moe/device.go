@@ -174,22 +174,12 @@ func (c *pass) getRows(w weight, ids []int32) value {
 // matmul is w·x on w's device.
 func (c *pass) matmul(w weight, x value) value { return c.product(x, value{}, 0, w) }
 
-// product is w·x (ids absent) or w's experts by ids times x, on w's device.
+// product is w·x (ids absent) or w's experts by ids times x, on the device that runs it
+// (runsOn: w's, or the op offload GPU for a large batch).
 func (c *pass) product(x, ids value, k int, w weight) value {
-	rows := x.Rows
-	if ids.Valid() {
-		rows = ids.Elements()
-	}
-	x, ids = c.to(w.dev, x), c.to(w.dev, ids)
-	y := c.alloc(w.dev, tensor.F32, w.w.Rows(), rows)
-	switch {
-	case c.err != nil:
-	case ids.Valid():
-		c.fail(w.on.MulMatID(y, w.w, x, ids, k))
-	default:
-		c.fail(w.on.MatMul(y, w.w, x))
-	}
-	return y
+	// Not in c.outs, which may hold a caller's results still.
+	c.single = c.appendProducts(c.single[:0], x, ids, k, []weight{w})
+	return c.single[0]
 }
 
 // project multiplies x by each weight, as one operation where the weights share a device
@@ -198,46 +188,74 @@ func (c *pass) product(x, ids value, k int, w weight) value {
 func (c *pass) project(x value, ws ...weight) []value { return c.products(x, value{}, 0, ws) }
 
 // mulMatIDs is project for stacks of experts with the same routing (ids, k slots per
-// token): one output row per (token, slot).
+// token): one output row per (token, slot). With op offload, only the experts c.routed
+// marks are staged.
 func (c *pass) mulMatIDs(x, ids value, k int, ws ...weight) []value {
 	return c.products(x, ids, k, ws)
 }
 
-// products runs project (ids absent) or mulMatIDs: the weights' products fused on their
-// device where they share one, else one by one on each weight's device.
+// products runs project (ids absent) or mulMatIDs: the weights' products fused on the
+// device that runs them where that is one device (and the weights it stages fit its
+// staging memory together), else one by one on each weight's device.
 func (c *pass) products(x, ids value, k int, ws []weight) []value {
 	c.outs = c.outs[:0]
-	rows := x.Rows
-	if ids.Valid() {
-		rows = ids.Elements()
-	}
-	if !sameDevice(ws) {
-		for _, w := range ws {
-			c.outs = append(c.outs, c.product(x, ids, k, w))
-		}
+	tokens, op := batchOf(x, ids)
+	if dev := c.runsOn(ws[0], op, tokens); c.allRunOn(dev, op, tokens, ws) && c.fitStaging(dev, ws) {
+		c.outs = c.appendProducts(c.outs, x, ids, k, ws)
 		return c.outs
 	}
-	dev := ws[0].dev
-	x, ids = c.to(dev, x), c.to(dev, ids)
-	c.fused = c.fused[:0]
-	for _, w := range ws {
-		c.fused = append(c.fused, w.w)
-		c.outs = append(c.outs, c.alloc(dev, tensor.F32, w.w.Rows(), rows))
-	}
-	if c.err != nil {
-		return c.outs
-	}
-	if ids.Valid() {
-		c.fail(ws[0].on.MulMatIDs(c.outs, c.fused, x, ids, k))
-	} else {
-		c.fail(ws[0].on.MatMuls(c.outs, c.fused, x))
+	for i := range ws {
+		c.outs = c.appendProducts(c.outs, x, ids, k, ws[i:i+1])
 	}
 	return c.outs
 }
 
-func sameDevice(ws []weight) bool {
-	for _, w := range ws[1:] {
-		if w.dev != ws[0].dev {
+// batchOf is the batch size by which a product of x (by ids, when valid) may be offloaded
+// (its tokens), and the product's operation.
+func batchOf(x, ids value) (int, backend.Op) {
+	if ids.Valid() {
+		return ids.Rows, backend.OpMulMatID
+	}
+	return x.Rows, backend.OpMatMul
+}
+
+// appendProducts runs the products of ws, which run on one device, as one operation
+// there and appends their results to outs.
+func (c *pass) appendProducts(outs []value, x, ids value, k int, ws []weight) []value {
+	tokens, op := batchOf(x, ids)
+	rows := x.Rows
+	var routed []bool
+	if ids.Valid() {
+		rows, routed = ids.Elements(), c.routed
+	}
+	dev := c.runsOn(ws[0], op, tokens)
+	x, ids = c.to(dev, x), c.to(dev, ids)
+	c.fused = c.fused[:0]
+	first := len(outs)
+	var staged int64
+	for _, w := range ws {
+		c.fused = append(c.fused, c.resident(dev, w, &staged, routed))
+		outs = append(outs, c.alloc(dev, tensor.F32, w.w.Rows(), rows))
+	}
+	on := c.backendOf(dev)
+	switch {
+	case c.err != nil:
+	case ids.Valid() && len(ws) == 1:
+		c.fail(on.MulMatID(outs[first], c.fused[0], x, ids, k))
+	case ids.Valid():
+		c.fail(on.MulMatIDs(outs[first:], c.fused, x, ids, k))
+	case len(ws) == 1:
+		c.fail(on.MatMul(outs[first], c.fused[0], x))
+	default:
+		c.fail(on.MatMuls(outs[first:], c.fused, x))
+	}
+	return outs
+}
+
+// allRunOn reports whether every weight of ws runs op over tokens on dev.
+func (c *pass) allRunOn(dev int, op backend.Op, tokens int, ws []weight) bool {
+	for _, w := range ws {
+		if c.runsOn(w, op, tokens) != dev {
 			return false
 		}
 	}

@@ -59,10 +59,10 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	n, k := in.Rows, cfg.Used
 	logits := c.matmul(f.router, in)
 	c.addParam(logits, f.routerBias)
-	// The routing runs where the router's logits are. Where the experts are elsewhere
-	// (-ot exps=CPU), their input and the routing cross to them as one block: one copy
-	// and one wait.
-	dev, exp := c.on(c.devOf(logits), backend.OpRoute, tensor.F32), f.gate.dev
+	// The routing runs where the router's logits are. Where the experts run elsewhere
+	// (-ot exps=CPU, or a large batch offloading host-held experts to a GPU), their input
+	// and the routing cross to them as one block: one copy and one wait.
+	dev, exp := c.on(c.devOf(logits), backend.OpRoute, tensor.F32), c.runsOn(f.gate, backend.OpMulMatID, n)
 	block, x, ids, weights := c.routing(dev, exp, in, n, k)
 	logits, bias := c.to(dev, logits), c.to(dev, f.selectionBias.t)
 	if c.err == nil {
@@ -73,6 +73,7 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 		moved := c.to(exp, block)
 		x, ids, weights = rebase(x, block, moved), rebase(ids, block, moved), rebase(weights, block, moved)
 	}
+	c.routeExperts(ids, f.gate, n)
 	p := c.mulMatIDs(x, ids, k, f.gate, f.up)
 	g, u := p[0], p[1]
 	c.addExpertBias(g, f.gateBias, ids)

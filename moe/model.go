@@ -34,6 +34,7 @@ type Model struct {
 	output     weight
 	layers     []layer
 	weights    *weightSource
+	offload    *opOffload // nil without op offload
 
 	backends []backend.Backend // the devices the plan uses, by index
 	names    []string          // their names
@@ -68,6 +69,9 @@ type weight struct {
 	w   backend.Weight
 	on  backend.Backend
 	dev int
+	// host is the weight's bytes where it may be offloaded (opOffload): it is in the
+	// host's memory and not in the CPU's repacked layout. Nil otherwise.
+	host []byte
 }
 
 // ModelError is a problem with the model file (its metadata or tensors) rather than with
@@ -109,6 +113,9 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Mode
 	if err := b.checkAllUsed(); err != nil {
 		return nil, errors.Join(&ModelError{Model: name, Err: err}, src.close())
 	}
+	if m.offload, err = newOpOffload(plan, backends); err != nil {
+		return nil, errors.Join(err, src.close())
+	}
 	src.lockAll()
 	return m, nil
 }
@@ -124,9 +131,12 @@ func hostDevice(backends []backend.Backend) string {
 }
 
 // Close releases the memory the weights were read into where the load mode copies them
-// (--no-mmap, --mlock, -dio). Contexts of the model must not be used afterwards; views into
-// a mapped file need no release (the file's Close unmaps it).
-func (m *Model) Close() error { return m.weights.close() }
+// (--no-mmap, --mlock, -dio), and op offload's staging memory. Contexts of the model must
+// not be used afterwards; views into a mapped file need no release (the file's Close
+// unmaps it).
+func (m *Model) Close() error {
+	return errors.Join(m.weights.close(), m.offload.close(m.backends))
+}
 
 // LoadWarnings are what loading the weights met that the user should know, as llama.cpp
 // warns: a lock in RAM refused (RLIMIT_MEMLOCK), a file system without direct I/O.
@@ -280,7 +290,11 @@ func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, erro
 	if err != nil {
 		return weight{}, err
 	}
-	return weight{w: w, on: be, dev: dev}, nil
+	wt := weight{w: w, on: be, dev: dev}
+	if u.Device == b.src.host && u.Storage != placement.StorageRepacked {
+		wt.host = data
+	}
+	return wt, nil
 }
 
 // device is the index of the backend of the plan entry u for tensor name.

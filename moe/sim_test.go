@@ -62,7 +62,8 @@ func (p gpuPlacement) rules(t *testing.T) placement.Rules {
 //   - the logits of a prompt and of the decode steps after it are the CPU run's, bit for
 //     bit: every value was on the device that computed it (an operand on another device is
 //     an error), and nothing was lost or reordered on the way;
-//   - the GPU holds the weight and KV cache bytes place's memory report gives it;
+//   - the GPU holds the weight, op offload staging and KV cache bytes place's memory
+//     report gives it;
 //   - a decode step crosses between the devices only where the plan changes device: for
 //     -ngl 99 the embedding in and the logits out, one wait; for -ngl 99 -ot exps=CPU two
 //     copies more per MoE layer (the normed input, expert ids and weights out as one block,
@@ -83,8 +84,8 @@ func TestSimulatedGPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				use := deviceUse(t, plan, gpu.Device().Name)
-				if gpu.Used() != use.Weights {
-					t.Errorf("the GPU holds %d bytes of weights, place's report says %d", gpu.Used(), use.Weights)
+				if gpu.Used() != use.Weights+stagingBytes(use) {
+					t.Errorf("the GPU holds %d bytes of weights and op offload's staging memory, place's report says %d + %d", gpu.Used(), use.Weights, use.Staging)
 				}
 				tm := &testModel{Model: m, file: f, pool: pool}
 				o := DefaultContextOptions()

@@ -158,6 +158,52 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	return &weight{name: name, m: m, owner: b}, nil
 }
 
+// Stage views bytes of a buffer of the backend as a weight (op offload's staging memory on
+// the simulated GPU) and copies spans of data into them. The Matrix is made for each
+// staging: it keeps nothing derived from the bytes, which the next staging replaces. data
+// may be mapped memory: a fault while copying it is returned as an error.
+func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
+	u, err := b.region(buf, off, int64(len(data)), "staging of "+name)
+	if err != nil {
+		return nil, err
+	}
+	if err := backend.CheckSpans(spans, int64(len(data))); err != nil {
+		return nil, fmt.Errorf("%s: staging of %s: %w", b.dev.Name, name, err)
+	}
+	dst := u.data[off : off+int64(len(data)) : off+int64(len(data))]
+	m, err := tensor.NewMatrix(t, shape, dst)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	err = mmap.Guard(func() {
+		if spans == nil {
+			copy(dst, data)
+		}
+		for _, s := range spans {
+			copy(dst[s[0]:s[1]], data[s[0]:s[1]])
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return &weight{name: name, m: m, owner: b}, nil
+}
+
+// region checks that n bytes from off lie in buf, a buffer of the backend.
+func (b *Backend) region(buf backend.Buffer, off, n int64, what string) (*buffer, error) {
+	if b.closed {
+		return nil, errClosed
+	}
+	u, ok := buf.(*buffer)
+	if !ok || u.owner != b {
+		return nil, fmt.Errorf("%s: %s into a buffer it did not allocate", b.dev.Name, what)
+	}
+	if off < 0 || n < 0 || off+n > int64(len(u.data)) {
+		return nil, fmt.Errorf("%s: %s of %d bytes at byte %d of a %d-byte buffer", b.dev.Name, what, n, off, len(u.data))
+	}
+	return u, nil
+}
+
 // Alloc allocates zeroed host memory, aligned for any element type.
 func (b *Backend) Alloc(size int64) (backend.Buffer, error) {
 	if b.closed {

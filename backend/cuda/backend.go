@@ -60,6 +60,11 @@ type Backend struct {
 	angles       []ropeAngles
 	nextRoPE     int
 
+	// For op offload's double-buffered copies through staging's halves (stageSpan): the
+	// half to fill next, and which halves a queued copy may still be reading.
+	nextHalf   int
+	halfQueued [2]bool
+
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
 	stats    Stats
@@ -76,6 +81,7 @@ type Stats struct {
 	Time         time.Duration // wall time spent issuing GPU work and waiting for it
 	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
 	CopyOutBytes int64         // bytes copied back: Get
+	StagedBytes  int64         // bytes of host-held weights copied in for op offload (Stage)
 }
 
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream
@@ -183,6 +189,34 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 	if b.closed {
 		return nil, errClosed
 	}
+	w, err := b.newWeight(name, t, shape, data)
+	if err != nil {
+		return nil, err
+	}
+	if w.host != nil {
+		return w, nil
+	}
+	size := w.expertBytes * int64(w.m.Experts())
+	err = b.do(func() error {
+		free, _, _ := cu.MemInfo()
+		if w.ptr, err = cu.MemAlloc(size); err != nil {
+			return fmt.Errorf("allocating %d MiB (%d MiB free): %w", size>>20, free>>20, err)
+		}
+		b.weights = append(b.weights, w.ptr)
+		return b.upload(w.ptr, data[:size])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %s: %w", b.dev.Name, name, err)
+	}
+	b.resident += size
+	return w, nil
+}
+
+// newWeight describes a weight of this backend from its bytes in host memory: its shape and
+// type and, for a type with a CUDA kernel, its row and expert strides, its device memory
+// left to the caller. A type without a kernel is computed by the host pool on data itself
+// (w.host).
+func (b *Backend) newWeight(name string, t tensor.Type, shape []int64, data []byte) (*weight, error) {
 	m, err := tensor.NewMatrix(t, shape, data)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
@@ -198,19 +232,6 @@ func (b *Backend) Load(name string, t tensor.Type, shape []int64, data []byte) (
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
 	}
 	w.expertBytes = w.rowBytes * int64(m.Rows())
-	size := w.expertBytes * int64(m.Experts())
-	err = b.do(func() error {
-		free, _, _ := cu.MemInfo()
-		if w.ptr, err = cu.MemAlloc(size); err != nil {
-			return fmt.Errorf("allocating %d MiB (%d MiB free): %w", size>>20, free>>20, err)
-		}
-		b.weights = append(b.weights, w.ptr)
-		return b.upload(w.ptr, data[:size])
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: tensor %s: %w", b.dev.Name, name, err)
-	}
-	b.resident += size
 	return w, nil
 }
 

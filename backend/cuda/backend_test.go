@@ -86,6 +86,7 @@ func TestNeedsHost(t *testing.T) {
 type pair struct {
 	gpu, cpu backend.Weight
 	m        *tensor.Matrix
+	data     []byte // the weight's bytes in host memory
 }
 
 // testBackends opens CUDA0 and a CPU backend to check it against.
@@ -136,7 +137,7 @@ func randomWeight(t *testing.T, g *Backend, c *cpu.Backend, typ tensor.Type, col
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pair{gpu: gw, cpu: cw, m: m}
+	return pair{gpu: gw, cpu: cw, m: m, data: data}
 }
 
 func randomVector(n int, rng *rand.Rand) []float32 {
@@ -386,6 +387,52 @@ func TestMulMatIDConformance(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestStage: a stack of experts staged for op offload with only some experts' bytes copied
+// computes, for ids that select only those, what the stack loaded whole computes, and the
+// bytes copied are those experts'.
+func TestStage(t *testing.T) {
+	g, _ := testBackends(t)
+	c := cpu.New(cpu.Options{Pool: g.host.Pool()})
+	rng := rand.New(rand.NewPCG(5, 9))
+	const experts, k, rows, tokens = 6, 2, 19, 33
+	for _, typ := range []tensor.Type{tensor.Q8_0, tensor.Q4_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			cols := shapes(typ)[1]
+			p := randomWeight(t, g, c, typ, cols, rows, experts, rng)
+			used := []int32{1, 2, 4}
+			ids := make([]int32, tokens*k)
+			for i := range ids {
+				ids[i] = used[rng.IntN(len(used))]
+			}
+			expertBytes := int64(len(p.data) / experts)
+			spans := [][2]int64{{expertBytes, 3 * expertBytes}, {4 * expertBytes, 5 * expertBytes}}
+			buf, err := g.Alloc(256 + int64(len(p.data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := g.Stats().StagedBytes
+			staged, err := g.Stage(buf, 256, "staged", typ, []int64{int64(cols), rows, experts}, p.data, spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.Stats().StagedBytes - before; got != 3*expertBytes {
+				t.Errorf("staged %d bytes, the used experts hold %d", got, 3*expertBytes)
+			}
+			x := randomVector(cols*tokens, rng)
+			sd, wd := f32s(t, g, rows, make([]float32, len(ids)*rows)), f32s(t, g, rows, make([]float32, len(ids)*rows))
+			if err := g.MulMatID(sd, staged, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.MulMatID(wd, p.gpu, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := values(t, g, sd), values(t, g, wd); !slices.Equal(got, want) {
+				t.Errorf("the staged stack computes %v…, the loaded one %v…", got[:4], want[:4])
+			}
+		})
 	}
 }
 

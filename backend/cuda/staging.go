@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/internal/mmap"
+	"github.com/moerun/moerun/tensor"
 	"gorgonia.org/cu"
 )
 
@@ -118,6 +120,12 @@ func (b *Backend) upload(dst cu.DevicePtr, data []byte) error {
 	if err := b.staging.reserve(stagingBytes); err != nil {
 		return err
 	}
+	if b.halfQueued != [2]bool{} { // op offload's copies may still read the buffer
+		if err := b.stream.Synchronize(); err != nil {
+			return err
+		}
+		b.halfQueued = [2]bool{}
+	}
 	for off := 0; off < len(data); off += stagingBytes {
 		chunk := b.staging.mem[:min(stagingBytes, len(data)-off)]
 		if err := mmap.Guard(func() { copy(chunk, data[off:]) }); err != nil {
@@ -126,6 +134,77 @@ func (b *Backend) upload(dst cu.DevicePtr, data []byte) error {
 		if err := cu.MemcpyHtoD(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk))); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Stage makes a weight of the GPU over device memory of buf from byte off, standing for a
+// host-held weight whose bytes are data, and queues copies of data's spans into it (op
+// offload). A type without a CUDA kernel is computed by the host pool on data itself, as
+// Load does.
+func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
+	if b.closed {
+		return nil, errClosed
+	}
+	u, ok := buf.(*buffer)
+	if !ok || u.owner != b {
+		return nil, fmt.Errorf("%s: staging of %s into a buffer it did not allocate", b.dev.Name, name)
+	}
+	if off < 0 || off+int64(len(data)) > u.size {
+		return nil, fmt.Errorf("%s: staging of %s (%d bytes) at byte %d of a %d-byte buffer", b.dev.Name, name, len(data), off, u.size)
+	}
+	if err := backend.CheckSpans(spans, int64(len(data))); err != nil {
+		return nil, fmt.Errorf("%s: staging of %s: %w", b.dev.Name, name, err)
+	}
+	w, err := b.newWeight(name, t, shape, data)
+	if err != nil {
+		return nil, err
+	}
+	if w.host != nil {
+		return w, nil
+	}
+	w.ptr = u.ptr + cu.DevicePtr(off)
+	if spans == nil {
+		spans = [][2]int64{{0, int64(len(data))}}
+	}
+	err = b.copying("staging of "+name, func() error {
+		for _, s := range spans {
+			if err := b.stageSpan(w.ptr, data, s[0], s[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w, err
+}
+
+// stageSpan queues the copy of data[from:to] to dst+from through the pinned staging
+// buffer's two halves, double-buffered: Go copies the next chunk into one half (under
+// mmap.Guard, as upload does) while the GPU's DMA reads the other. A half is refilled only
+// after the stream has passed its last copy; the stream waits for the operations queued
+// before too, which op offload's copies follow anyway.
+func (b *Backend) stageSpan(dst cu.DevicePtr, data []byte, from, to int64) error {
+	if err := b.staging.reserve(stagingBytes); err != nil {
+		return err
+	}
+	const half = stagingBytes / 2
+	for off := from; off < to; off += half {
+		if b.halfQueued[b.nextHalf] {
+			if err := b.stream.Synchronize(); err != nil {
+				return err
+			}
+			b.halfQueued = [2]bool{}
+		}
+		chunk := b.staging.mem[int64(b.nextHalf)*half:][:min(half, to-off)]
+		if err := mmap.Guard(func() { copy(chunk, data[off:]) }); err != nil {
+			return err
+		}
+		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk)), b.stream); err != nil {
+			return err
+		}
+		b.stats.StagedBytes += int64(len(chunk))
+		b.halfQueued[b.nextHalf] = true
+		b.nextHalf ^= 1
 	}
 	return nil
 }

@@ -87,6 +87,19 @@ func (b *Backend) Get(dst []byte, src backend.Tensor) error {
 	return b.Backend.Get(dst, src)
 }
 
+// Stage copies a host-held weight's bytes into the device for op offload, and counts them.
+func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
+	if spans == nil {
+		b.traffic.Uploads++
+		b.traffic.BytesUploaded += int64(len(data))
+	}
+	for _, s := range spans {
+		b.traffic.Uploads++
+		b.traffic.BytesUploaded += s[1] - s[0]
+	}
+	return b.Backend.Stage(buf, off, name, t, shape, data, spans)
+}
+
 // Synchronize counts a wait for the device.
 func (b *Backend) Synchronize() error {
 	b.traffic.Syncs++
@@ -106,11 +119,12 @@ func (b *Backend) Used() int64 { return b.used }
 // Summary is a one-line account of the work done so far.
 func (b *Backend) Summary() string {
 	t := b.Traffic()
-	return fmt.Sprintf("%d operations, %d copies in (%.1f MiB), %d out (%.1f MiB), %d waits; %.1f MiB of device memory used",
-		t.Ops, t.CopiesIn, float64(t.BytesIn)/(1<<20), t.CopiesOut, float64(t.BytesOut)/(1<<20), t.Syncs, float64(b.used)/(1<<20))
+	return fmt.Sprintf("%d operations, %d copies in (%.1f MiB), %d out (%.1f MiB), %d waits, %d weight uploads for op offload (%.1f MiB); %.1f MiB of device memory used",
+		t.Ops, t.CopiesIn, float64(t.BytesIn)/(1<<20), t.CopiesOut, float64(t.BytesOut)/(1<<20), t.Syncs, t.Uploads, float64(t.BytesUploaded)/(1<<20), float64(b.used)/(1<<20))
 }
 
 var (
 	_ backend.Backend = (*Backend)(nil)
 	_ backend.Counter = (*Backend)(nil)
+	_ backend.Stager  = (*Backend)(nil)
 )

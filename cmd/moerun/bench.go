@@ -44,6 +44,7 @@ type benchCmd struct {
 	SER         []string `name:"smart-expert-reduction" sep:"none" placeholder:"KMIN,T,..." help:"-ser: smart expert reduction settings to test, as ik_llama.cpp's llama-bench: pairs KMIN,T (6,0.5,4,1 is two; -1,0 is off). Each row then also shows what its setting costs on a fixed English text against no SER: perplexity, mean KL divergence of the next-token distributions and how often the top token stays the same." group:"bench"`
 	NKVO        []string `name:"nkvo" sep:"none" placeholder:"0|1,..." help:"-nkvo: llama-bench's list of KV-cache-in-RAM settings to test (1: every layer's cache on the CPU, as -nkvo; default 0)." group:"bench"`
 	MMap        []string `name:"mmp" sep:"none" placeholder:"0|1,..." help:"-mmp: llama-bench's list of mmap settings to test (0: read the weights into memory, as --no-mmap; default 1)." group:"bench"`
+	NOPO        []string `name:"nopo" sep:"none" placeholder:"0|1,..." help:"-nopo, --no-op-offload: llama-bench's list of op offload settings to test (1: CPU-held weights never run on the GPU, as run's --no-op-offload; default 0)." group:"bench"`
 	Progress    bool     `name:"progress" help:"Say on stderr which test of how many starts, as llama-bench's --progress." group:"bench"`
 	Roofline    bool     `name:"roofline" help:"For each tg test on the CPU, measure the stream-read bandwidth before and after every repetition and report on stderr the memory-bandwidth roofline (bandwidth / bytes read per token) and the share of it reached." group:"bench"`
 
@@ -208,8 +209,12 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every combination, in llama-bench's nesting: -ngl outermost, then -ncmoe, -b, -ub,
-	// -ctk, -ctv, -nkvo, -fa, -mmp, then moerun's -ser, and threads innermost.
+	nopo, err := switchList("-nopo", c.NOPO)
+	if err != nil {
+		return nil, err
+	}
+	// Every combination, in llama-bench's nesting: -ngl outermost, then -ncmoe, -nopo, -b,
+	// -ub, -ctk, -ctv, -nkvo, -fa, -mmp, then moerun's -ser, and threads innermost.
 	axes := []struct {
 		values []string
 		set    func(f *placementFlags, v string)
@@ -219,6 +224,12 @@ func (c *benchCmd) configs() ([]benchConfig, error) {
 			if v != "" {
 				f.NCPUMoE = []string{v}
 				f.given("n-cpu-moe")
+			}
+		}},
+		{nopo, func(f *placementFlags, v string) {
+			if v != "" {
+				f.OpOffload = v == "0"
+				f.given("op-offload")
 			}
 		}},
 		{batches, func(f *placementFlags, v string) { f.BatchSize = v }},
@@ -446,7 +457,7 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		NBatch: rules.Batch, NUBatch: rules.UBatch, NThreads: cfg.threads,
 		TypeK: rules.CacheK.Info().Name, TypeV: rules.CacheV.Info().Name,
 		NGPULayers: plan.Settings.GPULayers, NCPUMoE: nCPUMoE(rules), NoKVOffload: !rules.KVOffload,
-		FlashAttn: flashAttnValue(rules.FlashAttn), LoadMode: plan.Settings.LoadMode.String(),
+		FlashAttn: flashAttnValue(rules.FlashAttn), LoadMode: plan.Settings.LoadMode.String(), NoOpOffload: boolInt(!rules.OpOffload),
 		NPrompt: t.nPrompt, NGen: t.nGen, NDepth: t.nDepth, TestTime: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	}
 	if r.cmd.Warmup {
@@ -578,6 +589,7 @@ type benchResult struct {
 	NoKVOffload   bool      `json:"no_kv_offload"` // -nkvo
 	FlashAttn     int       `json:"flash_attn"`    // -1 auto, 0 off, 1 on
 	LoadMode      string    `json:"load_mode"`     // mmap, none, …
+	NoOpOffload   int       `json:"no_op_offload"` // -nopo: 1 with op offload off
 	NPrompt       int       `json:"n_prompt"`
 	NGen          int       `json:"n_gen"`
 	NDepth        int       `json:"n_depth"`
@@ -881,6 +893,9 @@ func markdownColumns(configs []benchConfig, gpu bool) []markdownColumn {
 	if varies(func(r placement.Rules) string { return r.LoadMode.String() }) {
 		cols = append(cols, markdownColumn{"lm", -10, func(r *benchResult) string { return r.LoadMode }})
 	}
+	if varies(func(r placement.Rules) string { return strconv.FormatBool(r.OpOffload) }) {
+		cols = append(cols, markdownColumn{"nopo", 4, func(r *benchResult) string { return strconv.Itoa(r.NoOpOffload) }})
+	}
 	withSER := len(configs) > 0 && configs[0].ser != nil
 	if withSER {
 		cols = append(cols, markdownColumn{"ser", 8, func(r *benchResult) string { return r.SER }})
@@ -904,6 +919,14 @@ func boolDigit(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// boolInt is 1 for true, as llama-bench's integer fields hold switches (no_op_offload).
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // formatSize and formatParams are llama-bench's: MiB below 1 GiB, M below a billion.

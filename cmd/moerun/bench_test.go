@@ -569,7 +569,9 @@ func TestCompareLogits(t *testing.T) {
 // TestBenchSimGPU runs bench on a simulated GPU: the expert-offload placement reports two
 // copies (one each way) per MoE layer per generated token (the tiny model has 4 layers, all MoE) on
 // top of the embedding in and the logits out; everything on the GPU only those two; and
-// the speed is that of the CPU's kernels, so the results are real numbers.
+// the speed is that of the CPU's kernels, so the results are real numbers. A prompt of 32
+// tokens uploads the expert weights for op offload unless -nopo 1 (llama-bench's
+// --no-op-offload 1).
 func TestBenchSimGPU(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -587,7 +589,30 @@ func TestBenchSimGPU(t *testing.T) {
 			t.Errorf("%v: want %q on stderr and the SIM backend in the table:\n%s\n%s", c.args, c.want, errOut, out)
 		}
 	}
-	code, out, errOut := moerun(t, "place", tinyQwen, "--sim-gpu", "64MiB")
+	// Op offload: a 32-token prompt's expert matmuls run on the GPU, their weights
+	// uploaded; --no-op-offload keeps them on the CPU.
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"-nopo", "0"}, `CUDA0 \(simulated GPU[^)]*\): .* [1-9][0-9]* weight uploads for op offload \([0-9.]+ MiB\)`},
+		{[]string{"--no-op-offload", "1"}, `CUDA0 \(simulated GPU[^)]*\): .* 0 weight uploads for op offload`},
+	} {
+		args := append([]string{"bench", "-m", tinyQwen, "-p", "32", "-n", "0", "-r", "1", "-t", "1", "--sim-gpu", "64MiB", "-ngl", "99", "-ot", "exps=CPU"}, c.flags...)
+		code, _, errOut := moerun(t, args...)
+		if code != 0 || !regexp.MustCompile(c.want).MatchString(errOut) {
+			t.Errorf("%v: exit %d, want %q on stderr:\n%s", c.flags, code, c.want, errOut)
+		}
+	}
+	results := benchJSON(t, "-p", "32", "-n", "0", "-r", "1", "--sim-gpu", "64MiB", "-ngl", "99", "-ot", "exps=CPU", "-nopo", "0,1", "-o", "json")
+	if len(results) != 2 || results[0]["no_op_offload"] != 0.0 || results[1]["no_op_offload"] != 1.0 {
+		t.Errorf("-nopo 0,1: %d results, no_op_offload %v", len(results), results)
+	}
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "-p", "32", "-n", "0", "-r", "1", "-t", "1", "--sim-gpu", "64MiB", "-nopo", "0,1")
+	if code != 0 || !strings.Contains(out, "| nopo |") {
+		t.Errorf("-nopo 0,1: exit %d, want a nopo column:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = moerun(t, "place", tinyQwen, "--sim-gpu", "64MiB")
 	if code != 0 || !strings.Contains(out, "CUDA0  64.00 MiB") {
 		t.Errorf("place --sim-gpu: exit %d, %s%s", code, out, errOut)
 	}

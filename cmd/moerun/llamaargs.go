@@ -342,6 +342,7 @@ func lookupLlamaFlag(name string) (llamaSpelling, bool) {
 var llamaBenchLists = map[string]string{
 	"-nkvo": "--nkvo", "--no-kv-offload": "--nkvo",
 	"-mmp": "--mmp", "--mmap": "--mmp",
+	"-nopo": "--nopo", "--no-op-offload": "--nopo",
 }
 
 // llamaPassthrough lists the commands that take a whole llama-server command line and the
