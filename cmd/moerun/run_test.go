@@ -201,14 +201,7 @@ func TestRunSERAndExpertStats(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc moe.ExpertStatsJSON
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := readExpertStats(t, path)
 	if doc.Schema != "moerun.expert-stats/v1" || len(doc.Layers) != 4 {
 		t.Fatalf("stats %+v", doc)
 	}
@@ -356,4 +349,18 @@ func TestRunNoRepack(t *testing.T) {
 	if tensor.PackedKernels(tensor.Q4_0) == bytes.Equal(packed, unpacked) {
 		t.Errorf("packed kernels on this machine: %v; logits with --no-repack the same: %v", tensor.PackedKernels(tensor.Q4_0), bytes.Equal(packed, unpacked))
 	}
+}
+
+// readExpertStats reads an --expert-stats file.
+func readExpertStats(t *testing.T, path string) moe.ExpertStatsJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc moe.ExpertStatsJSON
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

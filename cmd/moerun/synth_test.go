@@ -11,7 +11,6 @@ import (
 
 	"github.com/moerun/moerun/gguf"
 	"github.com/moerun/moerun/gguf/synth"
-	"github.com/moerun/moerun/moe"
 )
 
 func TestSynthList(t *testing.T) {
@@ -136,15 +135,7 @@ func TestSynthExpertLoadSkewsRouting(t *testing.T) {
 		if code, out, errOut := moerun(t, "run", "-m", model, "-f", text, "-n", "1", "-t", "1", "--expert-stats", stats); code != 0 {
 			t.Fatalf("%s: run: exit %d: %s%s", load, code, out, errOut)
 		}
-		data, err := os.ReadFile(stats)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got moe.ExpertStatsJSON
-		if err := json.Unmarshal(data, &got); err != nil {
-			t.Fatal(err)
-		}
-		first := got.Layers[0]
+		first := readExpertStats(t, stats).Layers[0]
 		counts := make([]float64, len(first.Experts))
 		total := 0.0
 		for i, e := range first.Experts {
