@@ -53,14 +53,7 @@ func TestCUDAGolden(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	pool := tensor.NewPool(4)
-	defer pool.Close()
-	gpu, err := cuda.New(0, cuda.Options{Host: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gpu.Close()
-	host := cpu.New(cpu.Options{Pool: pool})
+	gpu, host := cudaAndHost(t, 4)
 	tolerances := loadCUDATolerances(t)
 	for _, gm := range goldenModels {
 		tol, ok := tolerances[gm.golden]
@@ -93,7 +86,7 @@ func TestCUDAGolden(t *testing.T) {
 				}
 				g := loadGolden(t, gm.golden)
 				ops := gpu.Stats().Ops
-				steps, final, same, ties := teacherForced(t, &testModel{Model: m, file: f, pool: pool}, g, DefaultContextOptions())
+				steps, final, same, ties := teacherForced(t, &testModel{Model: m, file: f, pool: host.Pool()}, g, DefaultContextOptions())
 				allowed := nearTie
 				if pl.ngl == 0 {
 					cpuMaxDiff = final.maxDiff
@@ -151,4 +144,18 @@ func TestCUDAOpOffload(t *testing.T) {
 		t.Errorf("staged %d bytes, the experts the prompt routed to hold %d", staged, routed)
 	}
 	t.Logf("staged %d bytes of experts; logits against the CPU run's: NMSE %.3g, KL %.3g", staged, a.nmse, a.kl)
+}
+
+// cudaAndHost is CUDA device 0 and a CPU backend sharing one pool of threads threads, all
+// closed when the test ends.
+func cudaAndHost(t *testing.T, threads int) (*cuda.Backend, *cpu.Backend) {
+	t.Helper()
+	pool := tensor.NewPool(threads)
+	t.Cleanup(pool.Close)
+	gpu, err := cuda.New(0, cuda.Options{Host: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gpu.Close() })
+	return gpu, cpu.New(cpu.Options{Pool: pool})
 }

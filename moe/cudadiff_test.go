@@ -329,15 +329,8 @@ func TestCUDAOpDiff(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		t.Skip(err)
 	}
-	pool := tensor.NewPool(2)
-	defer pool.Close()
-	gpu, err := cuda.New(0, cuda.Options{Host: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gpu.Close()
-	host := cpu.New(cpu.Options{Pool: pool})
-	ref := cpu.New(cpu.Options{Pool: pool})
+	gpu, host := cudaAndHost(t, 2)
+	ref := cpu.New(cpu.Options{Pool: host.Pool()})
 	defer ref.Close()
 	d := &diffBackend{Backend: gpu, ref: ref, mirrors: map[backend.Buffer]backend.Buffer{},
 		worst: map[string]*opDiff{}, threshold: 1e-2, useCPU: os.Getenv("MOERUN_CUDA_OPDIFF_USECPU")}
@@ -368,7 +361,7 @@ func TestCUDAOpDiff(t *testing.T) {
 			fmt.Sscan(n, &k)
 			g.Prompts = g.Prompts[:k]
 		}
-		_, final, _, _ := teacherForced(t, &testModel{Model: m, file: f, pool: pool}, g, DefaultContextOptions())
+		_, final, _, _ := teacherForced(t, &testModel{Model: m, file: f, pool: host.Pool()}, g, DefaultContextOptions())
 		t.Logf("final max |Δ| %.3g", final.maxDiff)
 		d.report(t)
 	}
