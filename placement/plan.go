@@ -61,6 +61,12 @@ type TensorUse struct {
 	Tied bool
 	// Default is the device the layer map alone would have chosen.
 	Default string
+	// Experts is nil for a whole tensor. A routed-expert stack (ffn_*_exps) that an
+	// override rule with an expert selector splits by expert has one entry per share
+	// instead, consecutive in Plan.Tensors, each listing its experts (sorted ids; together
+	// the shares hold every expert once). Shape stays the whole stack's; Bytes is the
+	// share's.
+	Experts []int
 }
 
 // Plan is the complete decision.
