@@ -47,7 +47,8 @@ type Backend interface {
 	Synchronize() error
 
 	// Supports reports whether the backend runs op with operands of type t (the weight's
-	// type for weight operations, the cache's for SetRows and Attention, F32 otherwise).
+	// type for weight operations, the cache's for SetRows and Attention, I32 for MapIDs,
+	// F32 otherwise).
 	Supports(op Op, t tensor.Type) bool
 
 	Ops
@@ -127,6 +128,11 @@ type Ops interface {
 	// WeightedSum sets dst[t] to the sum over slots j of y[t·k+j]·w[t·k+j], each product
 	// rounded before it is added, in slot order.
 	WeightedSum(dst, y, w Tensor, k int) error
+	// MapIDs sets each element of dst (I32) to table[id] for the element id of ids (I32), or
+	// to -1 where id is -1 or outside the table (one row of I32): the router's expert ids
+	// turned into the indices of the experts one device holds of a stack split by expert,
+	// -1 for the experts it does not.
+	MapIDs(dst, ids, table Tensor) error
 
 	// CausalConv runs a depthwise causal convolution (taps = w.Rows, channels = w.Cols)
 	// over the rows of x, carrying the last taps-1 inputs in state (F32).
@@ -162,12 +168,13 @@ const (
 	OpWeightedSum
 	OpCausalConv
 	OpGatedDeltaRule
+	OpMapIDs
 	NumOps // the number of operations
 )
 
 var opNames = [NumOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
 	"scale", "unary", "swiglu", "copy", "rope", "set-rows", "attention", "route", "add-id", "weighted-sum", "causal-conv",
-	"gated-delta-rule"}
+	"gated-delta-rule", "map-ids"}
 
 func (o Op) String() string {
 	if o < 0 || o >= NumOps {

@@ -96,6 +96,7 @@ var opSuites = map[backend.Op]func(*env){
 	backend.OpWeightedSum:    weightedSumSuite,
 	backend.OpCausalConv:     causalConvSuite,
 	backend.OpGatedDeltaRule: gatedDeltaRuleSuite,
+	backend.OpMapIDs:         mapIDsSuite,
 }
 
 // suite is one Run.

@@ -288,6 +288,29 @@ func addIDSuite(e *env) {
 	}
 }
 
+// mapIDsSuite turns router ids into a device's indices of a split stack: ids in the table,
+// ids beyond it and skipped slots (-1).
+func mapIDsSuite(e *env) {
+	if !e.supports(tensor.I32) {
+		return
+	}
+	const experts, k = 16, 4
+	for _, n := range []int{1, 7, 300} {
+		for _, tableLen := range []int{experts, experts / 2} {
+			e.run(fmt.Sprintf("tokens=%d,table=%d", n, tableLen), func(c *tcase) {
+				table := make([]int32, tableLen)
+				for i := range table {
+					table[i] = int32(c.rng.IntN(experts+1)) - 1
+				}
+				ids := c.ids("ids", k, n, c.experts(n, k, experts, 0.15))
+				tab := c.ids("table", tableLen, 1, table)
+				dst := c.output("dst", tensor.I32, k, n, 0)
+				c.run(func(b backend.Backend, s side) error { return b.MapIDs(dst.on(s), ids.on(s), tab.on(s)) })
+			})
+		}
+	}
+}
+
 // weightedSumSuite sums each token's slots, weighted.
 func weightedSumSuite(e *env) {
 	if !e.supports(tensor.F32) {

@@ -285,6 +285,8 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpCopy:
 		// Rows are copied as bytes, but the runtime only copies activations.
 		return t == tensor.F32
+	case backend.OpMapIDs:
+		return t == tensor.I32
 	}
 	return t == tensor.F32
 }

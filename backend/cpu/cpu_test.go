@@ -226,3 +226,41 @@ func TestFused(t *testing.T) {
 		t.Errorf("weights of another backend: %v", err)
 	}
 }
+
+// TestMapIDs: the router's ids become the indices the table gives, -1 for skipped slots,
+// for experts the table marks absent and for ids beyond it.
+func TestMapIDs(t *testing.T) {
+	b := New(Options{})
+	defer b.Close()
+	ids := []int32{3, -1, 0, 5, 2, 7}
+	table := []int32{-1, 0, 1, 2, -1, 3} // experts 1, 2, 3, 5 held here, as 0..3
+	want := []int32{2, -1, -1, 3, 1, -1}
+	tensorOf := func(v []int32, cols, rows int) backend.Tensor {
+		buf, err := b.Alloc(int64(4 * len(v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := backend.NewTensor(buf, 0, tensor.I32, cols, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Set(x, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	dst := tensorOf(make([]int32, len(ids)), 2, 3)
+	if err := b.MapIDs(dst, tensorOf(ids, 2, 3), tensorOf(table, len(table), 1)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, len(ids))
+	if err := b.Get(unsafe.Slice((*byte)(unsafe.Pointer(&got[0])), 4*len(got)), dst); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("MapIDs(%v) by %v = %v, want %v", ids, table, got, want)
+	}
+	if err := b.MapIDs(dst, tensorOf(ids[:4], 2, 2), tensorOf(table, len(table), 1)); err == nil {
+		t.Error("MapIDs of 4 ids into 6: no error")
+	}
+}

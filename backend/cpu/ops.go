@@ -551,6 +551,37 @@ func (b *Backend) AddID(x, y, ids backend.Tensor) error {
 	return nil
 }
 
+// MapIDs sets dst[i] to table[ids[i]], or -1 where ids[i] is -1 or beyond the table.
+func (b *Backend) MapIDs(dst, ids, table backend.Tensor) error {
+	if err := b.allow(backend.OpMapIDs); err != nil {
+		return err
+	}
+	ds, err := b.i32(dst, "map-ids")
+	if err != nil {
+		return err
+	}
+	is, err := b.i32(ids, "map-ids")
+	if err != nil {
+		return err
+	}
+	ts, err := b.i32(table, "map-ids")
+	if err != nil {
+		return err
+	}
+	if len(ds) != len(is) || table.Rows != 1 {
+		return b.shapeError("map-ids", "%s from %s by the table %s", dst, ids, table)
+	}
+	b.ops++
+	for i, id := range is {
+		if id < 0 || int(id) >= len(ts) {
+			ds[i] = -1
+			continue
+		}
+		ds[i] = ts[id]
+	}
+	return nil
+}
+
 // WeightedSum sets out[t] = ((y[t,0]·w[t,0] + y[t,1]·w[t,1]) + y[t,2]·w[t,2]) + …, each
 // product rounded before it is added, as llama.cpp multiplies the expert outputs by their
 // weights (ffn_moe_weighted) and then adds the slots' views in order.

@@ -645,6 +645,8 @@ func TestDeviceMemory(t *testing.T) {
 				want = typ == tensor.F32
 			case backend.OpSetRows:
 				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0
+			case backend.OpMapIDs:
+				want = typ == tensor.I32
 			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
 				want = c.Supports(op, typ) // through the host
 			}
@@ -791,6 +793,10 @@ func TestExactOps(t *testing.T) {
 		{"add-id", func(b backend.Backend) (backend.Tensor, error) {
 			d := f32s(t, b, cols, x)
 			return d, b.AddID(d, f32s(t, b, cols, y[:3*cols]), i32s(t, b, 1, ids))
+		}},
+		{"map-ids", func(b backend.Backend) (backend.Tensor, error) {
+			d := i32s(t, b, 1, make([]int32, len(ids)))
+			return d, b.MapIDs(d, i32s(t, b, 1, ids), i32s(t, b, 2, []int32{1, -1}))
 		}},
 		{"weighted-sum", func(b backend.Backend) (backend.Tensor, error) {
 			d := f32s(t, b, cols, make([]float32, rows*cols))

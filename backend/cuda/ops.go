@@ -32,6 +32,8 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
 		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
 		return t == tensor.F32
+	case backend.OpMapIDs:
+		return t == tensor.I32
 	case backend.OpSetRows:
 		return kernels.SetRows(t) != ""
 	case backend.OpAttention:
@@ -539,6 +541,33 @@ func (b *Backend) AddID(x, bias, ids backend.Tensor) error {
 	return b.run("add-id", func() error {
 		return b.launchRows(kernels.AddIDF32, x.Rows, uint64(xp), uint64(bp), uint64(ip), uint64(x.Cols), uint64(x.Rows),
 			uint64(bias.Rows), xs, bs)
+	})
+}
+
+// MapIDs sets dst[i] to table[ids[i]], -1 where ids[i] is -1 or beyond the table.
+func (b *Backend) MapIDs(dst, ids, table backend.Tensor) error {
+	d, err := b.contiguous(dst, tensor.I32, "map-ids")
+	if err != nil {
+		return err
+	}
+	ip, err := b.contiguous(ids, tensor.I32, "map-ids")
+	if err != nil {
+		return err
+	}
+	tp, err := b.contiguous(table, tensor.I32, "map-ids")
+	if err != nil {
+		return err
+	}
+	n := dst.Elements()
+	if ids.Elements() != n || table.Rows != 1 {
+		return fmt.Errorf("%s: map-ids: %s from %s by the table %s", b.dev.Name, dst, ids, table)
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.run("map-ids", func() error {
+		return b.launch(b.op[kernels.MapIDsI32], min(ceilDiv(n, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1,
+			uint64(d), uint64(ip), uint64(tp), uint64(n), uint64(table.Cols))
 	})
 }
 

@@ -74,6 +74,7 @@ const (
 	RMSNormF32     = "rms_norm_f32" // a warp per row, OpRowsPerBlock rows per block
 	L2NormF32      = "l2_norm_f32"  // likewise
 	AddIDF32       = "add_id_f32"
+	MapIDsI32      = "map_ids_i32" // a thread per element
 	WeightedSumF32 = "weighted_sum_f32"
 	RoPEF32        = "rope_f32"
 	// QuantizeActF32 rounds activations as the CPU matmul quantizes them for a weight type
@@ -148,7 +149,7 @@ const OpRowsPerBlock = OpBlockX / 32
 
 // ops lists them, for Entries.
 var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
-	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
+	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, MapIDsI32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
 	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32}
 
 // types are the weight types with kernels, in ggml's id order.

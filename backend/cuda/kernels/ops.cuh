@@ -26,6 +26,8 @@
 // l2_norm_f32(x, eps, cols, rows, stride): x / max(‖x‖, eps), in place.
 // add_id_f32(x, b, ids, cols, rows, bRows, xStride, bStride): x[r] += b[ids[r]] where
 //   0 ≤ ids[r] < bRows (the router's ids; -1, an unused slot, leaves the row alone).
+// map_ids_i32(dst, ids, table, n, tableLen): dst[i] = table[ids[i]] for the n elements of
+//   ids, -1 where ids[i] is negative or not below tableLen (a thread per element, any grid).
 // weighted_sum_f32(dst, y, w, k, cols, rows): dst[t] = Σ_j y[t·k+j]·w[t·k+j] over rows
 //   tokens t, each product rounded before it is added, in slot order (y and dst contiguous).
 // rope_f32(x, table, rowLen, rows, heads, half, offset, neox): rotates, in each of rows rows
@@ -200,6 +202,14 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
         const i64 id = ids[r];
         if (id < 0 || id >= bRows) continue;
         for (i64 c = threadIdx.x; c < cols; c += blockDim.x) x[r * xStride + c] = __fadd_rn(x[r * xStride + c], b[id * bStride + c]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    map_ids_i32(int* dst, const int* ids, const int* table, i64 n, i64 tableLen) {
+    for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) {
+        const i64 id = ids[i];
+        dst[i] = id < 0 || id >= tableLen ? -1 : table[id];
     }
 }
 
@@ -563,5 +573,5 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
 #define MOERUN_OPS(X)                                                                                         \
     X(group_pairs) X(copy_f32)                                                                                \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
-        X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
+        X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(map_ids_i32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
             X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32)
