@@ -144,6 +144,9 @@ type pass struct {
 	single     []value
 	statIDs    []int32
 	statWeight []float32
+	// moved holds the current MoE layer's routing block copied to each device that runs a
+	// share of its experts (movedBlock).
+	moved []value
 
 	// For op offload: the experts the current MoE layer's batch routes to (nil where its
 	// experts run where they are held; routeExperts), the host buffers behind them, and

@@ -28,21 +28,20 @@ func (f *denseFFN) forward(c *pass, _ int, in value) value {
 // outputs are summed with the router's weights in slot order. Shared experts, when the
 // model has them, run on every token and are added to the sum.
 type moeFFN struct {
-	router         weight // ffn_gate_inp
-	selectionBias  param  // exp_probs_b, when present
-	gate, up, down weight // stacks of experts
-	width          int    // an expert's hidden width
-	embd           int
-	shared         *denseFFN // nil without shared experts
+	router        weight // ffn_gate_inp
+	selectionBias param  // exp_probs_b, when present
+	// experts holds the stacks of experts (ffn_{gate,up,down}_exps): one share, or one per
+	// device where the plan splits them by expert.
+	experts []expertShare
+	width   int // an expert's hidden width
+	embd    int
+	shared  *denseFFN // nil without shared experts
 	// sharedGate (ffn_gate_inp_shexp), when the model has one, scales the shared experts'
 	// output per token by sigmoid(sharedGate·x) (Qwen2-MoE, Qwen3.5-MoE).
 	sharedGate *weight
-	// Biases (gpt-oss): routerBias is added to the router logits (ffn_gate_inp.bias);
-	// gateBias, upBias and downBias hold one row per expert, added to the outputs of the
-	// expert each slot selected (ffn_{gate,up,down}_exps.bias, ggml_add_id). Absent in
-	// other models.
-	routerBias                 param
-	gateBias, upBias, downBias param
+	// routerBias (gpt-oss) is added to the router logits (ffn_gate_inp.bias). Absent in
+	// other models, as the experts' biases are.
+	routerBias param
 	// clampedGLU selects gpt-oss's clamped SwiGLU (swiglu_oai) over plain SwiGLU.
 	clampedGLU bool
 }
@@ -59,29 +58,40 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	n, k := in.Rows, cfg.Used
 	logits := c.matmul(f.router, in)
 	c.addParam(logits, f.routerBias)
-	// The routing runs where the router's logits are. Where the experts run elsewhere
-	// (-ot exps=CPU, or a large batch offloading host-held experts to a GPU), their input
-	// and the routing cross to them as one block: one copy and one wait.
-	dev, exp := c.on(c.devOf(logits), backend.OpRoute, tensor.F32), c.runsOn(f.gate, backend.OpMulMatID, n)
+	// The routing runs where the router's logits are. Where experts run elsewhere (-ot
+	// exps=CPU, a share of a split stack, or a large batch offloading host-held experts to
+	// a GPU), their input and the routing cross to them as one block: one copy and one
+	// wait per device.
+	dev := c.on(c.devOf(logits), backend.OpRoute, tensor.F32)
+	exp := dev
+	for i := range f.experts {
+		if run := c.runsOn(f.experts[i].gate, backend.OpMulMatID, n); run != dev {
+			exp = run
+			break
+		}
+	}
 	block, x, ids, weights := c.routing(dev, exp, in, n, k)
 	logits, bias := c.to(dev, logits), c.to(dev, f.selectionBias.t)
 	if c.err == nil {
 		c.fail(c.backendOf(dev).Route(ids, weights, logits, bias, cfg))
 	}
 	c.record(il, ids, weights)
-	if block.Valid() {
-		moved := c.to(exp, block)
-		x, ids, weights = rebase(x, block, moved), rebase(ids, block, moved), rebase(weights, block, moved)
+	// Each share's products give zero rows for the slots routed elsewhere, so adding the
+	// shares' outputs gives the whole stack's, bit for bit, before the weighted sum.
+	var down value
+	c.moved = c.moved[:0]
+	for i := range f.experts {
+		d := f.expertProducts(c, &f.experts[i], dev, block, x, ids, n, k)
+		if i == 0 {
+			down = d
+		} else {
+			c.add(down, down, d)
+		}
 	}
-	c.routeExperts(ids, f.gate, n)
-	p := c.mulMatIDs(x, ids, k, f.gate, f.up)
-	g, u := p[0], p[1]
-	c.addExpertBias(g, f.gateBias, ids)
-	c.addExpertBias(u, f.upBias, ids)
-	c.swiGLU(g, u, f.clampedGLU)
-	down := c.mulMatIDs(g, ids, k, f.down)[0]
-	c.addExpertBias(down, f.downBias, ids)
 	sum := c.on(c.devOf(down), backend.OpWeightedSum, tensor.F32)
+	if m := c.movedTo(sum); m.Valid() {
+		weights = rebase(weights, block, m) // crossed with the block already
+	}
 	out := c.alloc(sum, tensor.F32, f.embd, n)
 	down, weights = c.to(sum, down), c.to(sum, weights)
 	if c.err == nil {
@@ -100,6 +110,57 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	}
 	c.add(s, s, out)
 	return s
+}
+
+// expertProducts runs one share's experts for the slots routed to them: x and the
+// routing's ids on the device that runs the share (dev's own, or views of block's copy
+// there, made once per device), the ids turned into the share's numbering where it holds
+// only some experts, then the SwiGLU network of each slot's expert. The other slots' rows
+// are zero.
+func (f *moeFFN) expertProducts(c *pass, s *expertShare, dev int, block, x, ids value, n, k int) value {
+	if run := c.runsOn(s.gate, backend.OpMulMatID, n); run != dev && block.Valid() {
+		moved := c.movedBlock(run, block)
+		x, ids = rebase(x, block, moved), rebase(ids, block, moved)
+	}
+	if s.table.Valid() {
+		run := c.devOf(ids)
+		mapped := c.alloc(run, tensor.I32, k, n)
+		table := c.to(run, s.table)
+		if c.err == nil {
+			c.fail(c.backendOf(run).MapIDs(mapped, ids, table))
+		}
+		ids = mapped
+	}
+	c.routeExperts(ids, s.gate, n)
+	p := c.mulMatIDs(x, ids, k, s.gate, s.up)
+	g, u := p[0], p[1]
+	c.addExpertBias(g, s.gateBias, ids)
+	c.addExpertBias(u, s.upBias, ids)
+	c.swiGLU(g, u, f.clampedGLU)
+	down := c.mulMatIDs(g, ids, k, s.down)[0]
+	c.addExpertBias(down, s.downBias, ids)
+	return down
+}
+
+// movedBlock is the routing block's copy on device dev: made by the first share that
+// runs there, reused by the others.
+func (c *pass) movedBlock(dev int, block value) value {
+	if m := c.movedTo(dev); m.Valid() {
+		return m
+	}
+	m := c.to(dev, block)
+	c.moved = append(c.moved, m)
+	return m
+}
+
+// movedTo is the routing block's copy on dev, or the zero value where none was made.
+func (c *pass) movedTo(dev int) value {
+	for _, m := range c.moved {
+		if c.devOf(m) == dev {
+			return m
+		}
+	}
+	return value{}
 }
 
 // routing allocates on dev the expert ids and weights of n tokens (k slots each) and x,
@@ -164,8 +225,9 @@ func (c *pass) addExpertBias(x value, bias param, ids value) {
 	c.done(x, d)
 }
 
-// bindMoE binds block il's router and expert stacks.
-func bindMoE(c *Config, b *binder, il int) (*moeFFN, error) {
+// bindMoE binds block il's router and expert stacks; biases says the model has expert
+// biases (gpt-oss).
+func bindMoE(c *Config, b *binder, il int, biases bool) (*moeFFN, error) {
 	e := c.Router.Experts
 	f := &moeFFN{width: c.FFExp, embd: c.Embd}
 	var err error
@@ -175,13 +237,7 @@ func bindMoE(c *Config, b *binder, il int) (*moeFFN, error) {
 	if b.has(blk(il, "ffn_gate_up_exps.weight")) {
 		return nil, fmt.Errorf("tensor %s: the fused gate/up expert layout is not supported", blk(il, "ffn_gate_up_exps.weight"))
 	}
-	if f.gate, err = b.matrix(blk(il, "ffn_gate_exps.weight"), c.Embd, c.FFExp, e); err != nil {
-		return nil, err
-	}
-	if f.up, err = b.matrix(blk(il, "ffn_up_exps.weight"), c.Embd, c.FFExp, e); err != nil {
-		return nil, err
-	}
-	if f.down, err = b.matrix(blk(il, "ffn_down_exps.weight"), c.FFExp, c.Embd, e); err != nil {
+	if f.experts, err = bindExperts(c, b, il, f.router.dev, biases); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -195,7 +251,7 @@ func bindLeadDenseMoE(c *Config, b *binder, il int, biasRequired bool) (feedForw
 	if il < c.DenseLead {
 		return bindDense(c, b, il, "", c.FF)
 	}
-	f, err := bindMoE(c, b, il)
+	f, err := bindMoE(c, b, il, false)
 	if err != nil {
 		return nil, err
 	}

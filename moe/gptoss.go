@@ -65,23 +65,13 @@ var gptOSS = architecture{
 		return a, nil
 	},
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
-		f, err := bindMoE(c, b, il)
+		f, err := bindMoE(c, b, il, true)
 		if err != nil {
 			return nil, err
 		}
-		e := c.Router.Experts
 		f.clampedGLU = true
-		if f.routerBias, err = b.param(blk(il, "ffn_gate_inp.bias"), e); err != nil {
+		if f.routerBias, err = b.param(blk(il, "ffn_gate_inp.bias"), c.Router.Experts); err != nil {
 			return nil, err
-		}
-		for _, p := range []struct {
-			bias *param
-			name string
-			cols int
-		}{{&f.gateBias, "ffn_gate_exps.bias", c.FFExp}, {&f.upBias, "ffn_up_exps.bias", c.FFExp}, {&f.downBias, "ffn_down_exps.bias", c.Embd}} {
-			if *p.bias, err = b.param(blk(il, p.name), p.cols, e); err != nil {
-				return nil, err
-			}
 		}
 		return f, nil
 	},

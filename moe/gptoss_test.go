@@ -24,7 +24,7 @@ func TestGPTOSSLayers(t *testing.T) {
 					il, a.window, a.rope.Base, a.sinks.t.Elements(), a.oBias.valid(), wantWindow, wantBase)
 			}
 			f := l.ffn.(*moeFFN)
-			if !f.clampedGLU || f.routerBias.t.Elements() != 16 || f.gateBias.t.Elements() != 128*16 || f.downBias.t.Elements() != 192*16 {
+			if !f.clampedGLU || f.routerBias.t.Elements() != 16 || f.experts[0].gateBias.t.Elements() != 128*16 || f.experts[0].downBias.t.Elements() != 192*16 {
 				t.Errorf("layer %d: expert biases or activation not bound", il)
 			}
 		}

@@ -100,6 +100,7 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Mode
 		return nil, err
 	}
 	b := newBinder(f, plan, backends, src, cfg.Layers, cfg.Layers+cfg.NextN)
+	b.experts = cfg.Router.Experts
 	m := &Model{Name: name, Config: *cfg, layers: make([]layer, cfg.Layers), weights: src, backends: backends}
 	for _, be := range backends {
 		m.names = append(m.names, be.Device().Name)
@@ -247,10 +248,14 @@ func supportedArchs() string {
 // binder looks tensors up by name, checks their shapes and loads them on the backend the
 // plan assigned them to.
 type binder struct {
-	f        *gguf.File
-	src      *weightSource
-	uses     map[string]*placement.TensorUse // by name; the tied output copy is apart
-	tied     *placement.TensorUse
+	f    *gguf.File
+	src  *weightSource
+	uses map[string]*placement.TensorUse // by name; the tied output copy is apart
+	tied *placement.TensorUse
+	// shares holds, by name, the plan's entries for a stack of experts it splits by
+	// expert, one per share.
+	shares   map[string][]*placement.TensorUse
+	experts  int            // routed experts per MoE layer
 	backends map[string]int // device name → index in devs
 	devs     []backend.Backend
 	used     map[string]bool
@@ -259,16 +264,19 @@ type binder struct {
 }
 
 func newBinder(f *gguf.File, plan *placement.Plan, backends []backend.Backend, src *weightSource, layers, blocks int) *binder {
-	b := &binder{f: f, src: src, uses: map[string]*placement.TensorUse{}, backends: map[string]int{}, devs: backends,
-		used: map[string]bool{}, layers: layers, blocks: blocks}
+	b := &binder{f: f, src: src, uses: map[string]*placement.TensorUse{}, shares: map[string][]*placement.TensorUse{},
+		backends: map[string]int{}, devs: backends, used: map[string]bool{}, layers: layers, blocks: blocks}
 	for i, be := range backends {
 		b.backends[be.Device().Name] = i
 	}
 	for i := range plan.Tensors {
 		u := &plan.Tensors[i]
-		if u.Tied {
+		switch {
+		case u.Tied:
 			b.tied = u
-		} else {
+		case u.Experts != nil:
+			b.shares[u.Name] = append(b.shares[u.Name], u)
+		default:
 			b.uses[u.Name] = u
 		}
 	}
@@ -433,6 +441,11 @@ func (b *binder) upload(name string, v []float32, cols, rows int) (param, error)
 	if err != nil {
 		return param{}, err
 	}
+	return b.uploadTo(name, dev, v, cols, rows)
+}
+
+// uploadTo puts rows×cols float32 values of tensor name on device dev.
+func (b *binder) uploadTo(name string, dev int, v []float32, cols, rows int) (param, error) {
 	be := b.devs[dev]
 	buf, err := be.Alloc(int64(4 * len(v)))
 	if err != nil {

@@ -195,7 +195,8 @@ func usedExpertBytes(t *testing.T, m *testModel, stats *ExpertStats, kept map[st
 		}
 		f := m.layers[l.Layer].ffn.(*moeFFN)
 		var perExpert int64
-		for _, w := range []weight{f.gate, f.up, f.down} {
+		s := f.experts[0]
+		for _, w := range []weight{s.gate, s.up, s.down} {
 			if kept[w.w.Name()] {
 				continue
 			}

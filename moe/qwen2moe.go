@@ -49,7 +49,7 @@ var qwen2moe = architecture{
 		return bindGQA(c, b, il)
 	},
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
-		f, err := bindMoE(c, b, il)
+		f, err := bindMoE(c, b, il, false)
 		if err != nil {
 			return nil, err
 		}

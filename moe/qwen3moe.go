@@ -44,6 +44,6 @@ var qwen3moe = architecture{
 		return a, a.bindQKNorms(b, il, true)
 	},
 	feedForward: func(c *Config, b *binder, il int) (feedForward, error) {
-		return bindMoE(c, b, il)
+		return bindMoE(c, b, il, false)
 	},
 }

@@ -67,6 +67,9 @@ func newWeightSource(f *gguf.File, plan *placement.Plan, host string) (*weightSo
 		if u.Tied {
 			name = "token_embd.weight"
 		}
+		if u.Experts != nil {
+			name = fmt.Sprintf("%s@%d", name, u.Experts[0]) // a share of a stack split by expert
+		}
 		if u.Device != host || seen[name] {
 			continue
 		}
@@ -102,6 +105,50 @@ func (s *weightSource) bytes(ti *gguf.TensorInfo, u *placement.TensorUse) ([]byt
 	}
 	s.copies[ti.Name] = data
 	return data, nil
+}
+
+// share returns the bytes of one share of a stack of experts that the plan splits by
+// expert (entry u), and the experts they hold, in order. The host's share under a mapping
+// is a view of the whole stack (nil experts: numbered as in the file), whose other
+// experts' pages are never read; any other share holds its experts' slices alone, side by
+// side: in the host's copies (read through the mapping, not with the load mode's reads),
+// or in memory that the device's backend copies from.
+func (s *weightSource) share(ti *gguf.TensorInfo, u *placement.TensorUse) ([]byte, []int, error) {
+	if u.Device == s.host && !s.copy {
+		data, err := s.bytes(ti, u)
+		return data, nil, err
+	}
+	if len(ti.Shape) != 3 || ti.Shape[2] <= 0 {
+		return nil, nil, fmt.Errorf("tensor %s: the plan splits it by expert, and it is not a stack of experts (shape %v)", ti.Name, ti.Shape)
+	}
+	experts := int(ti.Shape[2])
+	for i, e := range u.Experts {
+		if e < 0 || e >= experts || i > 0 && e <= u.Experts[i-1] {
+			return nil, nil, fmt.Errorf("tensor %s: the plan's share on %s lists experts %v: not ascending ids below %d", ti.Name, u.Device, u.Experts, experts)
+		}
+	}
+	whole, err := s.f.TensorData(ti)
+	if err != nil {
+		return nil, nil, err
+	}
+	size := len(whole) / experts
+	var out []byte
+	if u.Device == s.host {
+		if out, err = s.take(size*len(u.Experts), copyAlign); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		out = make([]byte, size*len(u.Experts))
+	}
+	err = mmap.Guard(func() {
+		for i, e := range u.Experts {
+			copy(out[i*size:(i+1)*size], whole[e*size:(e+1)*size])
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("tensor %s: %w", ti.Name, err)
+	}
+	return out, u.Experts, nil
 }
 
 // lockAll locks the host's weights in RAM once every weight is bound, where the load mode
