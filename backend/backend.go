@@ -272,6 +272,11 @@ type Stager interface {
 	// bytes outside spans are left as they were, for operations that do not read them. data
 	// must stay unchanged until the next Synchronize.
 	Stage(buf Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (Weight, error)
+	// StagesInto reports whether Stage of a weight of type t computes on the bytes in buf.
+	// Where it does not (a type the device computes through the host), the staged weight
+	// computes on data, and a weight whose bytes are written into buf piece by piece, as
+	// the expert cache's slots are, cannot be made of that type.
+	StagesInto(t tensor.Type) bool
 }
 
 // CheckSpans checks Stage's spans against data of n bytes: ordered, non-empty ranges

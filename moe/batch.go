@@ -199,6 +199,12 @@ func (c *pass) forward(tokens []int32) ([]float32, error) {
 	for i := range c.mem {
 		c.mem[i].pass.reset(m.backends[i])
 	}
+	if m.cache != nil {
+		// Between passes: the slots the last passes' routing asks for are filled.
+		if err := m.cache.refill(); err != nil {
+			return nil, fmt.Errorf("expert cache: %w", err)
+		}
+	}
 	x := c.getRows(m.embd, tokens)
 	for il := range m.layers {
 		l := &m.layers[il]

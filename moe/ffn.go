@@ -36,6 +36,9 @@ type moeFFN struct {
 	width   int // an expert's hidden width
 	embd    int
 	shared  *denseFFN // nil without shared experts
+	// cache, when the expert cache holds some of the layer's experts on its GPU, is its
+	// slots: experts then holds the slots' share and the host's.
+	cache *cachedLayer
 	// sharedGate (ffn_gate_inp_shexp), when the model has one, scales the shared experts'
 	// output per token by sigmoid(sharedGate·x) (Qwen2-MoE, Qwen3.5-MoE).
 	sharedGate *weight
@@ -87,6 +90,9 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 		} else {
 			c.add(down, down, d)
 		}
+	}
+	if f.cache != nil {
+		c.countCached(f.cache, block, ids)
 	}
 	sum := c.on(c.devOf(down), backend.OpWeightedSum, tensor.F32)
 	if m := c.movedTo(sum); m.Valid() {
@@ -151,6 +157,20 @@ func (c *pass) movedBlock(dev int, block value) value {
 	m := c.to(dev, block)
 	c.moved = append(c.moved, m)
 	return m
+}
+
+// countCached adds the layer's routing to the expert cache's counts, reading the ids
+// where the host has them already: the block that crossed to it for its share.
+func (c *pass) countCached(l *cachedLayer, block, ids value) {
+	if m := c.movedTo(l.ffn.experts[1].gate.dev); m.Valid() {
+		ids = rebase(ids, block, m)
+	}
+	cache := c.m.cache
+	cache.hostIDs = grow(cache.hostIDs, ids.Elements())
+	c.readIDs(cache.hostIDs, ids)
+	if c.err == nil {
+		cache.count(l, cache.hostIDs)
+	}
 }
 
 // movedTo is the routing block's copy on dev, or the zero value where none was made.

@@ -34,7 +34,8 @@ type Model struct {
 	output     weight
 	layers     []layer
 	weights    *weightSource
-	offload    *opOffload // nil without op offload
+	offload    *opOffload   // nil without op offload
+	cache      *expertCache // nil without the expert cache
 
 	backends []backend.Backend // the devices the plan uses, by index
 	names    []string          // their names
@@ -136,7 +137,11 @@ func hostDevice(backends []backend.Backend) string {
 // not be used afterwards; views into a mapped file need no release (the file's Close
 // unmaps it).
 func (m *Model) Close() error {
-	return errors.Join(m.weights.close(), m.offload.close(m.backends))
+	var cache error
+	if m.cache != nil {
+		cache = m.cache.free()
+	}
+	return errors.Join(m.weights.close(), m.offload.close(m.backends), cache)
 }
 
 // LoadWarnings are what loading the weights met that the user should know, as llama.cpp

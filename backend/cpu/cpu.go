@@ -189,6 +189,9 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 	return &weight{name: name, m: m, owner: b}, nil
 }
 
+// StagesInto is true: Stage's weights are views of the buffer, whatever the type.
+func (b *Backend) StagesInto(tensor.Type) bool { return true }
+
 // region checks that n bytes from off lie in buf, a buffer of the backend.
 func (b *Backend) region(buf backend.Buffer, off, n int64, what string) (*buffer, error) {
 	if b.closed {

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cuda/kernels"
 	"github.com/moerun/moerun/internal/mmap"
 	"github.com/moerun/moerun/tensor"
 	"gorgonia.org/cu"
@@ -177,6 +178,10 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 	})
 	return w, err
 }
+
+// StagesInto reports whether t has CUDA kernels: a weight of another type is computed by
+// the host on the bytes Stage was given.
+func (b *Backend) StagesInto(t tensor.Type) bool { return kernels.Supported(t) }
 
 // stageSpan queues the copy of data[from:to] to dst+from through the pinned staging
 // buffer's two halves, double-buffered: Go copies the next chunk into one half (under
