@@ -118,6 +118,11 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Mode
 	if m.offload, err = newOpOffload(plan, backends); err != nil {
 		return nil, errors.Join(err, src.close())
 	}
+	if ec := plan.Settings.ExpertCache; ec.Slots > 0 {
+		if err := m.EnableExpertCache(ExpertCacheOptions{Slots: ec.Slots, Swaps: ec.Swaps}); err != nil {
+			return nil, errors.Join(&ModelError{Model: name, Err: fmt.Errorf("--expert-cache %s: %w", ec, err)}, m.Close())
+		}
+	}
 	src.lockAll()
 	return m, nil
 }

@@ -114,6 +114,7 @@ type Settings struct {
 	Mmap          bool
 	Locked        bool
 	OpOffload     bool
+	ExpertCache   ExpertCache
 	CacheK        tensor.Type
 	CacheV        tensor.Type
 	KVOffload     bool

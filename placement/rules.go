@@ -120,6 +120,8 @@ type Rules struct {
 	NoHost    bool // --no-host
 	Repack    bool // false with --no-repack
 	OpOffload bool // false with --no-op-offload
+	// ExpertCache is moerun's --expert-cache (llama.cpp has none).
+	ExpertCache ExpertCache
 
 	Fit       bool    // --fit on|off
 	FitTarget []int64 // -fitt, bytes; one value applies to every device

@@ -77,10 +77,13 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 	passes, batched := s.engine.Batches()
 	promptSeconds := time.Duration(m.promptNanos.Load()).Seconds()
 	genSeconds := time.Duration(m.generationNanos.Load()).Seconds()
-	for _, c := range []struct {
-		name, kind, help string
-		value            float64
-	}{
+	values := func(vs []sample) {
+		for _, v := range vs {
+			metric(v.name, v.kind, v.help)
+			fmt.Fprintf(&b, "moerun_%s %g\n", v.name, v.value)
+		}
+	}
+	values([]sample{
 		{"prompt_tokens_total", "counter", "Prompt tokens evaluated.", float64(m.promptTokens.Load())},
 		{"prompt_tokens_cached_total", "counter", "Prompt tokens a slot's KV cache already held (not evaluated).", float64(m.cachedTokens.Load())},
 		{"generated_tokens_total", "counter", "Tokens generated.", float64(m.completionTokens.Load())},
@@ -96,10 +99,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 		{"slots", "gauge", "Slots (-np).", float64(s.slots)},
 		{"queue_capacity", "gauge", "Requests that may wait for a slot before new ones are refused.", float64(s.queueSize)},
 		{"slot_context_tokens", "gauge", "Context size of each slot.", float64(s.slotSize)},
-	} {
-		metric(c.name, c.kind, c.help)
-		fmt.Fprintf(&b, "moerun_%s %g\n", c.name, c.value)
-	}
+	})
 
 	doc := s.stats.Snapshot(s.name)
 	metric("expert_layer_tokens_total", "counter", "Tokens routed through each MoE layer.")
@@ -122,10 +122,27 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request, _ *request
 			fmt.Fprintf(&b, "moerun_expert_weight_total{layer=\"%d\",expert=\"%d\"} %g\n", l.Layer, e.Expert, e.WeightSum)
 		}
 	}
+	if st := s.cacheStats(); st.Layers > 0 {
+		values([]sample{
+			{"expert_cache_slots", "gauge", "Experts the expert cache holds on the GPU per layer (--expert-cache).", float64(st.Slots)},
+			{"expert_cache_layers", "gauge", "MoE layers the expert cache serves.", float64(st.Layers)},
+			{"expert_cache_bytes", "gauge", "GPU memory the expert cache's slots take.", float64(st.SlotBytes)},
+			{"expert_cache_hits_total", "counter", "Routed expert slots computed on the GPU from the cache.", float64(st.Hits)},
+			{"expert_cache_misses_total", "counter", "Routed expert slots of cached layers computed by the CPU.", float64(st.Misses)},
+			{"expert_cache_swaps_total", "counter", "Experts copied into a slot in place of another.", float64(st.Swaps)},
+			{"expert_cache_moved_bytes_total", "counter", "Bytes copied into the slots.", float64(st.BytesMoved)},
+		})
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b.Bytes())
 	return nil
+}
+
+// sample is one unlabelled metric value, with its kind and help.
+type sample struct {
+	name, kind, help string
+	value            float64
 }
 
 func rate(n, d float64) float64 {

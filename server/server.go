@@ -99,8 +99,10 @@ type Config struct {
 
 // Server serves the API. It is an http.Handler.
 type Server struct {
-	vocab    *tokenizer.Vocab
-	template *tokenizer.ChosenTemplate
+	vocab *tokenizer.Vocab
+	// cacheStats reads the model's expert cache's counters (--expert-cache) for /metrics.
+	cacheStats func() moe.ExpertCacheStats
+	template   *tokenizer.ChosenTemplate
 	// harmony marks gpt-oss's template, which reads an assistant turn's reasoning from
 	// "thinking" (see harmonyMessage).
 	harmony bool
@@ -280,7 +282,7 @@ func New(c Config) (*Server, error) {
 		checkpoints: c.ContextCheckpoints, minStep: c.CheckpointMinStep, noSlots: c.NoSlots,
 		drained: make(chan struct{}), inFlight: make(chan struct{}, c.Slots+c.QueueSize),
 		reasoning: c.ReasoningFormat != "none", kwargs: c.ChatTemplateKwargs,
-		stats: c.Model.NewExpertStats(), accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
+		stats: c.Model.NewExpertStats(), cacheStats: c.Model.ExpertCacheStats, accessLog: c.AccessLog, sampling: c.Sampling, maxTokens: c.MaxTokens,
 	}
 	s.abort, s.abortNow = context.WithCancel(context.Background())
 	s.tokenTexts = sync.OnceValue(func() *tokenTexts { return newTokenTexts(c.Vocab) })

@@ -104,12 +104,23 @@ func (m *machine) simulated() bool {
 // GPU times its work, the share of the time its operations (copies and waits included)
 // took; the rest is the CPU's.
 func (m *machine) report(w io.Writer, wall time.Duration) {
+	m.reportExpertCache(w)
 	for _, g := range m.gpus {
 		fmt.Fprintf(w, "moerun: %s (%s): %s", g.Device().Name, g.Device().Description, g.Summary())
 		if t, ok := g.(timedBackend); ok {
 			fmt.Fprintf(w, "; %.0f%% of the %.2f s on GPU operations, the rest on the CPU", 100*t.Busy().Seconds()/max(wall.Seconds(), 1e-9), wall.Seconds())
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// reportExpertCache writes what the models' expert caches did (--expert-cache).
+func (m *machine) reportExpertCache(w io.Writer) {
+	for _, model := range m.models {
+		if st := model.ExpertCacheStats(); st.Layers > 0 {
+			fmt.Fprintf(w, "moerun: expert cache: %d layers × %d slots (%s on the GPU): hit rate %.1f%% (%d of %d routed slots), %d swaps, %s moved\n",
+				st.Layers, st.Slots, humanBytes(st.SlotBytes), 100*st.HitRate(), st.Hits, st.Hits+st.Misses, st.Swaps, humanBytes(st.BytesMoved))
+		}
 	}
 }
 

@@ -513,6 +513,11 @@ func (c *placementFlags) rules(lookupEnv func(string) (string, bool)) (placement
 			return r, placeError(err)
 		}
 	}
+	if c.ExpertCache != "" { // moerun's own: llama.cpp has no such option
+		if r.ExpertCache, err = placement.ParseExpertCache("--expert-cache", c.ExpertCache); err != nil {
+			return r, placeError(err)
+		}
+	}
 	return r, nil
 }
 

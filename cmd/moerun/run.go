@@ -115,6 +115,7 @@ func (c *runCmd) Run(e *env) error {
 	}
 	fmt.Fprintf(e.stderr, "moerun: prompt: %d tokens in %.2f ms (%.2f tokens/s); generation: %d tokens, %d decode steps in %.2f ms (%.2f tokens/s); %d threads\n",
 		st.PromptTokens, ms(st.PromptTime.Seconds()), st.PromptSpeed(), st.Generated, st.DecodeSteps, ms(st.DecodeTime.Seconds()), st.DecodeSpeed(), threads)
+	m.reportExpertCache(e.stderr)
 	if m.mapsWeights {
 		reportHugePages(e.stderr, f, false)
 	}
