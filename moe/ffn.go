@@ -81,8 +81,16 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	c.record(il, ids, weights)
 	// Each share's products give zero rows for the slots routed elsewhere, so adding the
 	// shares' outputs gives the whole stack's, bit for bit, before the weighted sum.
-	var down value
+	// The block crosses to every other device first: a copy out of a GPU waits for the
+	// GPU, and issued after the GPU's share of the experts it would wait for them too,
+	// where the host can compute its share while the GPU computes its own.
 	c.moved = c.moved[:0]
+	for i := range f.experts {
+		if run := c.runsOn(f.experts[i].gate, backend.OpMulMatID, n); run != dev && block.Valid() {
+			c.movedBlock(run, block)
+		}
+	}
+	var down value
 	for i := range f.experts {
 		d := f.expertProducts(c, &f.experts[i], dev, block, x, ids, n, k)
 		if i == 0 {
