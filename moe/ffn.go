@@ -90,6 +90,13 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 			c.movedBlock(run, block)
 		}
 	}
+	// The shared experts run where the plan holds them (on the GPU with -ot exps=CPU):
+	// issued before the routed experts, a GPU computes them while the host computes the
+	// experts it holds. Their sum is added after the routed experts' as before.
+	var shared value
+	if f.shared != nil {
+		shared = f.sharedExperts(c, il, in)
+	}
 	var down value
 	for i := range f.experts {
 		d := f.expertProducts(c, &f.experts[i], dev, block, x, ids, n, k)
@@ -114,6 +121,13 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	if f.shared == nil {
 		return out
 	}
+	c.add(shared, shared, out)
+	return shared
+}
+
+// sharedExperts is the shared experts' output for in, scaled by the shared gate where the
+// model has one.
+func (f *moeFFN) sharedExperts(c *pass, il int, in value) value {
 	s := f.shared.forward(c, il, in)
 	if f.sharedGate != nil {
 		// llama.cpp's qwen2moe graph computes the gate as silu(g)/g, qwen35moe's as
@@ -122,7 +136,6 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 		c.unary(gate, backend.Sigmoid)
 		c.scaleRows(s, gate)
 	}
-	c.add(s, s, out)
 	return s
 }
 
