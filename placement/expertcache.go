@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/gguf"
 )
 
 // ExpertCache is --expert-cache: how many experts of each MoE layer whose experts are in
@@ -39,4 +42,60 @@ func (c ExpertCache) String() string {
 		return strconv.Itoa(c.Slots)
 	}
 	return fmt.Sprintf("%d:%d", c.Slots, c.Swaps)
+}
+
+// expertCache adds the memory --expert-cache takes to the layout, as the runtime allocates
+// it (moe's EnableExpertCache): for each MoE layer whose router is on a GPU and whose
+// routed experts are all in the host's memory (mapped or copied, not repacked), the slots
+// of its gate, up and down stacks and float32 rows of its expert biases on the router's
+// GPU, and two tables of one int32 per expert, one on that GPU and one on the host. The
+// slots count as weights, the tables too.
+func (p *planner) expertCache(lay *layout) {
+	slots := int64(p.r.ExpertCache.Slots)
+	experts := int64(p.hp.nExpert)
+	if slots <= 0 || experts <= 0 {
+		return
+	}
+	type layerUse struct {
+		router   int   // the router's device, -1 where none was seen
+		onHost   bool  // every routed expert tensor in the host's mapped or copied memory
+		perSlot  int64 // bytes of one slot
+		hasStack bool
+	}
+	layers := map[int]*layerUse{}
+	use := func(l int) *layerUse {
+		if layers[l] == nil {
+			layers[l] = &layerUse{router: -1, onHost: true}
+		}
+		return layers[l]
+	}
+	for i := range p.tensors {
+		t, a := &p.tensors[i], lay.assign[i]
+		if t.layer < 0 || t.skip || a.dev < 0 {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(t.info.Name, ".ffn_gate_inp.weight"):
+			use(t.layer).router = a.dev
+		case t.class == gguf.ClassRoutedExpert:
+			u := use(t.layer)
+			u.onHost = u.onHost && a.dev == p.cpu && a.storage != StorageRepacked
+			if strings.HasSuffix(t.info.Name, ".bias") {
+				u.perSlot += 4 * t.info.Shape[0]
+			} else {
+				u.perSlot += t.info.Size / experts
+				u.hasStack = true
+			}
+		}
+	}
+	for _, u := range layers {
+		if u.router < 0 || !u.onHost || !u.hasStack || p.devs[u.router].Kind != backend.KindGPU {
+			continue
+		}
+		m := &lay.mem[u.router]
+		cache := slots*u.perSlot + 4*experts
+		m.weights += cache
+		m.expertCache += cache
+		lay.mem[p.cpu].weights += 4 * experts
+	}
 }

@@ -67,6 +67,7 @@ type jsonSettings struct {
 	Mmap           bool      `json:"mmap"`
 	Mlock          bool      `json:"mlock"`
 	OpOffload      bool      `json:"op_offload"`
+	ExpertCache    string    `json:"expert_cache,omitempty"` // --expert-cache: SLOTS or SLOTS:SWAPS
 }
 
 type jsonVerdict struct {
@@ -84,6 +85,7 @@ type jsonDevice struct {
 	KVBytes             int64  `json:"kv_bytes"`
 	ComputeBytes        int64  `json:"compute_bytes"`
 	ComputeStagingBytes int64  `json:"compute_staging_bytes"`
+	ExpertCacheBytes    int64  `json:"expert_cache_bytes,omitempty"`
 	TotalBytes          int64  `json:"total_bytes"`
 	MarginBytes         int64  `json:"margin_bytes"`
 	Fits                *bool  `json:"fits"`
@@ -160,7 +162,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 		Settings: jsonSettings{GPULayers: p.Settings.GPULayers, GPULayersParam: nglText(p.Settings.GPULayersFlag),
 			SplitMode: p.Settings.SplitMode.String(), TensorSplit: nonNil(p.Settings.TensorSplit), ModelDevices: nonNil(p.Settings.ModelDevices),
 			CacheTypeK: p.Settings.CacheK.String(), CacheTypeV: p.Settings.CacheV.String(), KVOffload: p.Settings.KVOffload,
-			LoadMode: p.Settings.LoadMode.String(), Mmap: p.Settings.Mmap, Mlock: p.Settings.Locked, OpOffload: p.Settings.OpOffload},
+			LoadMode: p.Settings.LoadMode.String(), Mmap: p.Settings.Mmap, Mlock: p.Settings.Locked, OpOffload: p.Settings.OpOffload, ExpertCache: expertCacheFlag(p.Settings.ExpertCache)},
 		Verdict: jsonVerdict{Text: p.Verdict()},
 		Fit:     jsonFit{Enabled: p.Fit.Enabled, Status: p.Fit.Status, Changes: nonNil(p.Fit.Changes), Args: p.Fit.Args, Log: nonNil(p.Fit.Log)},
 		Notes:   nonNil(p.Notes), Warnings: nonNil(p.Warnings), Ignored: nonNil(ignored),
@@ -170,7 +172,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 	for _, d := range p.Devices {
 		jd := jsonDevice{Name: d.Device.Name, Kind: d.Device.Kind.String(), InModel: d.InModel, CapacityBytes: d.Capacity(),
 			WeightsBytes: d.Weights, WeightsMappedBytes: d.WeightsMapped, KVBytes: d.KV, ComputeBytes: d.Compute,
-			ComputeStagingBytes: d.Staging, TotalBytes: d.Total, MarginBytes: d.Margin, Layers: d.Layers}
+			ComputeStagingBytes: d.Staging, ExpertCacheBytes: d.ExpertCache, TotalBytes: d.Total, MarginBytes: d.Margin, Layers: d.Layers}
 		if fits, ok := d.Fits(); ok {
 			jd.Fits = &fits
 			known = true
@@ -218,4 +220,12 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// expertCacheFlag is --expert-cache's value, "" without a cache.
+func expertCacheFlag(c ExpertCache) string {
+	if c.Slots == 0 {
+		return ""
+	}
+	return c.String()
 }

@@ -39,6 +39,7 @@ type layerKV struct {
 
 type devMem struct {
 	weights, mapped, kv, compute, staging int64
+	expertCache                           int64 // of weights: --expert-cache's slots and tables
 }
 
 func (m devMem) total() int64 { return m.weights + m.kv + m.compute }
@@ -241,6 +242,7 @@ func (p *planner) layout(cfg config) (*layout, error) {
 	if lay.tied != nil && lay.tied.buffer != lay.assign[p.tiedEmbd].buffer {
 		lay.addWeight(*lay.tied, p.tensors[p.tiedEmbd].info.Size)
 	}
+	p.expertCache(lay)
 	if err := p.kvCache(lay); err != nil {
 		return nil, err
 	}

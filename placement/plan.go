@@ -129,6 +129,7 @@ type DeviceUse struct {
 	KV            int64 // KV cache and recurrent state
 	Compute       int64 // compute buffer (estimate)
 	Staging       int64 // of which: CPU weights copied here for large batches (op offload)
+	ExpertCache   int64 // of Weights: the expert cache's slots (--expert-cache)
 	Total         int64
 	Margin        int64 // free memory llama.cpp's fit keeps (1 GiB by default)
 	Layers        int   // blocks whose layer map points here

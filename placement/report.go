@@ -75,7 +75,7 @@ func (p *planner) deviceUses(lay *layout) []DeviceUse {
 	for _, d := range order {
 		m := lay.mem[d]
 		u := DeviceUse{Device: p.devs[d], InModel: slices.Contains(p.model, d) || d == p.cpu, Weights: m.weights,
-			WeightsMapped: m.mapped, KV: m.kv, Compute: m.compute, Staging: m.staging, Total: m.total(), Margin: p.margin(0)}
+			WeightsMapped: m.mapped, KV: m.kv, Compute: m.compute, Staging: m.staging, ExpertCache: m.expertCache, Total: m.total(), Margin: p.margin(0)}
 		if id := slices.Index(p.model, d); id >= 0 {
 			u.Margin = p.margin(id)
 		}
@@ -348,6 +348,10 @@ func (p *planner) notes(lay *layout, plan *Plan) {
 		note("the host's RAM is unknown: give --ram to check it")
 	}
 	for _, d := range plan.Devices {
+		if d.ExpertCache > 0 {
+			note("%s: %s of its weights are the expert cache's slots (--expert-cache %s): the experts each layer's routing used most lately, refilled between passes",
+				d.Device.Name, humanBytes(d.ExpertCache), p.r.ExpertCache)
+		}
 		if d.Staging > 0 {
 			note("%s: prompt batches of 32+ tokens run the matmuls of CPU-held weights here, copying the weights over; the compute estimate includes %s for that (--no-op-offload removes it)", d.Device.Name, humanBytes(d.Staging))
 		}
