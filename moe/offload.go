@@ -8,7 +8,7 @@ import (
 )
 
 // Op offload, as llama.cpp's scheduler does it: a matmul (or a stack of experts' matmul)
-// whose weight the host holds runs, for a batch of minOffloadBatch tokens or more, on the
+// whose weight the host holds runs, for a batch of GGML_OP_OFFLOAD_MIN_BATCH tokens (32 by default) or more, on the
 // first GPU that offers it, the weight copied into staging memory there first. A prompt
 // batch reads each weight once for many tokens, so copying it costs less than the CPU's
 // compute. Of a stack of experts only those the batch routes to are copied, which needs
@@ -21,10 +21,6 @@ import (
 // the CPU repacks), which ggml keeps in a buffer that is not host memory and does not
 // offload. Placement reserves the staging memory (DeviceUse.Staging); without a
 // reservation, or with --no-op-offload, nothing is offloaded.
-
-// minOffloadBatch is the CUDA backend's op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH
-// unset): the fewest tokens for which a host-held weight's matmul runs on the GPU.
-const minOffloadBatch = 32
 
 // stagingAlign is where in the staging memory each staged weight starts: a multiple of
 // 256 bytes, as the device's own allocations (cuMemAlloc) start, which its kernels may
@@ -39,6 +35,9 @@ type opOffload struct {
 	// buf is placement's Staging bytes, room for a part's two largest weights, and
 	// stagingAlign more for the second one's start.
 	buf backend.Buffer
+	// minBatch is the fewest tokens whose matmuls go to the GPU: the plan's
+	// (GGML_OP_OFFLOAD_MIN_BATCH, as the CUDA backend's op_offload_min_batch_size).
+	minBatch int
 }
 
 // newOpOffload sets up the plan's op offload: the device placement reserved staging
@@ -60,7 +59,7 @@ func newOpOffload(plan *placement.Plan, backends []backend.Backend) (*opOffload,
 			if err != nil {
 				return nil, fmt.Errorf("op offload's staging memory on %s: %w", d.Device.Name, err)
 			}
-			return &opOffload{dev: i, stager: stager, buf: buf}, nil
+			return &opOffload{dev: i, stager: stager, buf: buf, minBatch: plan.Settings.OpOffloadMinBatch}, nil
 		}
 	}
 	return nil, nil
@@ -79,7 +78,7 @@ func (o *opOffload) close(backends []backend.Backend) error {
 // computes w's type, else w's own device.
 func (c *pass) runsOn(w weight, op backend.Op, tokens int) int {
 	o := c.m.offload
-	if o == nil || w.host == nil || tokens < minOffloadBatch || int64(len(w.host)) > o.buf.Size() || !c.backendOf(o.dev).Supports(op, w.w.Type()) {
+	if o == nil || w.host == nil || tokens < o.minBatch || int64(len(w.host)) > o.buf.Size() || !c.backendOf(o.dev).Supports(op, w.w.Type()) {
 		return w.dev
 	}
 	return o.dev

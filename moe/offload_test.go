@@ -72,8 +72,8 @@ func TestOpOffload(t *testing.T) {
 					t.Errorf("a decode step uploaded %d weights", step.Uploads)
 				}
 				short, _, _ := load(true)
-				if _, traffic := eval(short, prompt[:minOffloadBatch-1]); traffic.Uploads != 0 {
-					t.Errorf("a %d-token prompt uploaded %d weights", minOffloadBatch-1, traffic.Uploads)
+				if _, traffic := eval(short, prompt[:placement.DefaultOffloadMinBatch-1]); traffic.Uploads != 0 {
+					t.Errorf("a %d-token prompt uploaded %d weights", placement.DefaultOffloadMinBatch-1, traffic.Uploads)
 				}
 
 				off, plan, took := load(false)
@@ -190,7 +190,7 @@ func stretch(tokens []int32, n int) []int32 {
 func usedExpertBytes(t *testing.T, m *testModel, stats *ExpertStats, kept map[string]bool) (used, stacks int64) {
 	t.Helper()
 	for _, l := range stats.Snapshot("test").Layers {
-		if l.Tokens < minOffloadBatch {
+		if l.Tokens < placement.DefaultOffloadMinBatch {
 			continue
 		}
 		f := m.layers[l.Layer].ffn.(*moeFFN)
@@ -211,4 +211,35 @@ func usedExpertBytes(t *testing.T, m *testModel, stats *ExpertStats, kept map[st
 		}
 	}
 	return used, stacks
+}
+
+// TestOpOffloadMinBatch: GGML_OP_OFFLOAD_MIN_BATCH (the plan's OpOffloadMinBatch) moves the
+// threshold as in ggml's CUDA backend: at 8, an 8-token prompt's expert products run on the
+// GPU (and give the CPU's logits); at 1000, a 40-token prompt's stay on the CPU.
+func TestOpOffloadMinBatch(t *testing.T) {
+	gm := goldenModels[0]
+	prompt := stretch(loadGolden(t, gm.golden).Prompts[0].Tokens, 40)
+	for _, tc := range []struct {
+		minBatch, tokens int
+		uploads          bool
+	}{{8, 8, true}, {8, 7, false}, {1000, 40, false}} {
+		f, pool, host := openHost(t, gm.path, 2)
+		gpu := sim.New(0, 1<<30, pool)
+		t.Cleanup(func() { gpu.Close() })
+		rules := gpuPlacements[2].rules(t) // -ngl 99 -ot exps=CPU
+		rules.OpOffloadMinBatch = tc.minBatch
+		m, _ := loadPlaced(t, f, pool, host, gpu, rules)
+		want := runSteps(t, openModel(t, gm.path, 2), prompt[:tc.tokens], nil)
+		before := gpu.Traffic()
+		got, err := m.context(t, DefaultContextOptions()).Eval(prompt[:tc.tokens], false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uploads := gpu.Traffic().Sub(before).Uploads; (uploads > 0) != tc.uploads {
+			t.Errorf("min batch %d, %d tokens: %d uploads, want uploads %t", tc.minBatch, tc.tokens, uploads, tc.uploads)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("min batch %d, %d tokens: logits differ from the CPU run's: %+v", tc.minBatch, tc.tokens, compareLogits(got, want))
+		}
+	}
 }

@@ -39,3 +39,12 @@ func FuzzParseExpertCache(f *testing.F) {
 		}
 	})
 }
+
+// TestParseOffloadMinBatch: GGML_OP_OFFLOAD_MIN_BATCH reads as C's atoi does.
+func TestParseOffloadMinBatch(t *testing.T) {
+	for in, want := range map[string]int{"32": 32, " 8": 8, "+16x": 16, "-4": -4, "": 0, "abc": 0, "12 34": 12, "99999999999999999999": 2147483647} {
+		if got := ParseOffloadMinBatch(in); got != want {
+			t.Errorf("ParseOffloadMinBatch(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

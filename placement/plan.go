@@ -114,10 +114,12 @@ type Settings struct {
 	Mmap          bool
 	Locked        bool
 	OpOffload     bool
-	ExpertCache   ExpertCache
-	CacheK        tensor.Type
-	CacheV        tensor.Type
-	KVOffload     bool
+	// OpOffloadMinBatch is the fewest tokens op offload moves to a GPU (Rules').
+	OpOffloadMinBatch int
+	ExpertCache       ExpertCache
+	CacheK            tensor.Type
+	CacheV            tensor.Type
+	KVOffload         bool
 }
 
 // DeviceUse is one device's memory budget.

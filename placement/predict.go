@@ -24,7 +24,6 @@ const (
 	tokenOverhead = 1e-3  // t0: sampling, logits, launches: per token and per ubatch
 	gpuComputeEff = 0.5   // share of the tensor-core peak llama.cpp's prompt matmuls reach
 	cpuGFLOPS     = 80.0  // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
-	offloadBatch  = 32    // ggml's op_offload_min_batch_size: smaller batches stay on the CPU
 	// A prompt ubatch's GPU kernels are launched one by one: the llama.cpp versions of
 	// the public rows captured no CUDA graph for batches of several tokens or with
 	// MUL_MAT_ID, and the reference commit executes directly whenever the graph's node
@@ -74,6 +73,8 @@ type Prediction struct {
 	Prefill  *PrefillTime // nil when it does not fit
 	Machine  Machine
 	Notes    []string
+	// OffloadMinBatch is the op offload threshold the prediction used (the plan's).
+	OffloadMinBatch int
 	// WhatIf is the expert-granular what-if, when the caller ran one (ExpertWhatIf); the
 	// reports include it.
 	WhatIf *WhatIf
@@ -288,7 +289,7 @@ func Predict(plan *Plan, hw Hardware, opts PredictOptions) (*Prediction, error) 
 	if err != nil {
 		return nil, err
 	}
-	pred := &Prediction{UBatch: plan.Context.NUBatch, Depth: e.depth, Machine: e.m.Machine, Fits: true}
+	pred := &Prediction{UBatch: plan.Context.NUBatch, Depth: e.depth, Machine: e.m.Machine, Fits: true, OffloadMinBatch: plan.Settings.OpOffloadMinBatch}
 	for _, d := range plan.Devices {
 		fits, known := d.Fits()
 		switch {
@@ -572,7 +573,7 @@ func (e *estimator) prefill() (first *PrefillTime, prompt int, seconds float64) 
 func (e *estimator) ubatch(u, depth int) *PrefillTime {
 	out := &PrefillTime{UBatch: u}
 	for _, d := range e.plan.Devices {
-		if d.Staging > 0 && u >= offloadBatch && out.OffloadTo == "" {
+		if d.Staging > 0 && u >= e.plan.Settings.OpOffloadMinBatch && out.OffloadTo == "" {
 			out.OffloadTo = d.Device.Name
 		}
 	}

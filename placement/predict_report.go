@@ -125,7 +125,7 @@ func (p *Prediction) toJSON() *jsonPrediction {
 	out := &jsonPrediction{Fits: p.Fits, Problems: nonNil(p.Problems), UBatch: p.UBatch, Depth: p.Depth, Prompt: p.Prompt, Notes: nonNil(p.Notes),
 		Machine: jsonMachine{CPUBandwidth: m.CPUBandwidth, CPUBandwidthBy: m.CPUBandwidthBy, CPUThreads: m.CPUThreads, CPUThreadsBy: m.CPUThreadsBy,
 			CPUTFLOPS: m.CPUTFLOPS, CPUTFLOPSBy: m.CPUTFLOPSBy, GPUs: []jsonMachineGPU{}, PCIe: m.PCIe, PCIeBy: m.PCIeBy, PCIeGBs: m.PCIeGBs},
-		Constant: jsonConstants{gpuEfficiency, crossingTime, tokenOverhead, gpuComputeEff, offloadBatch},
+		Constant: jsonConstants{gpuEfficiency, crossingTime, tokenOverhead, gpuComputeEff, p.OffloadMinBatch},
 	}
 	for _, g := range m.GPUs {
 		out.Machine.GPUs = append(out.Machine.GPUs, jsonMachineGPU(g))

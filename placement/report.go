@@ -33,7 +33,7 @@ func (p *planner) report(lay *layout) *Plan {
 			Experts: hp.nExpert, ExpertsUsed: hp.nUsed, ContextTrain: hp.nCtx, MLA: hp.mla},
 		Context: lay.ctx,
 		Settings: Settings{GPULayers: p.offloaded(lay), GPULayersFlag: lay.cfg.ngl, SplitMode: p.r.SplitMode,
-			TensorSplit: lay.cfg.split, LoadMode: p.r.LoadMode, Mmap: lay.mmap, Locked: p.r.LoadMode.locked(), OpOffload: p.r.OpOffload, ExpertCache: p.r.ExpertCache,
+			TensorSplit: lay.cfg.split, LoadMode: p.r.LoadMode, Mmap: lay.mmap, Locked: p.r.LoadMode.locked(), OpOffload: p.r.OpOffload, OpOffloadMinBatch: p.r.OpOffloadMinBatch, ExpertCache: p.r.ExpertCache,
 			CacheK: p.r.CacheK, CacheV: p.r.CacheV, KVOffload: p.r.KVOffload},
 	}
 	for _, d := range p.model {

@@ -120,6 +120,9 @@ type Rules struct {
 	NoHost    bool // --no-host
 	Repack    bool // false with --no-repack
 	OpOffload bool // false with --no-op-offload
+	// OpOffloadMinBatch is the fewest tokens for which op offload runs a CPU-held weight's
+	// matmul on a GPU: ggml's GGML_OP_OFFLOAD_MIN_BATCH, 32 when unset.
+	OpOffloadMinBatch int
 	// ExpertCache is moerun's --expert-cache (llama.cpp has none).
 	ExpertCache ExpertCache
 
@@ -152,7 +155,7 @@ const (
 func DefaultRules() Rules {
 	return Rules{
 		GPULayers: NGLAuto, Batch: 2048, UBatch: 512, Parallel: -1,
-		CacheK: tensor.F16, CacheV: tensor.F16, KVOffload: true, Repack: true, OpOffload: true,
+		CacheK: tensor.F16, CacheV: tensor.F16, KVOffload: true, Repack: true, OpOffload: true, OpOffloadMinBatch: DefaultOffloadMinBatch,
 		Fit: true, FitTarget: []int64{1 << 30}, FitMinCtx: 4096,
 	}
 }
@@ -415,6 +418,33 @@ func ParseFlashAttn(flag, value string) (FlashAttn, error) {
 		return 0, argError(flag, "needs a value since llama.cpp made it one: write -fa on (or off, auto)")
 	}
 	return 0, argError(flag, fmt.Sprintf("error: unknown value for --flash-attn: '%s'", value))
+}
+
+// DefaultOffloadMinBatch is ggml's op offload threshold when GGML_OP_OFFLOAD_MIN_BATCH is
+// unset.
+const DefaultOffloadMinBatch = 32
+
+// ParseOffloadMinBatch reads GGML_OP_OFFLOAD_MIN_BATCH as ggml's backends do, with C's atoi:
+// leading blanks, a sign and the digits up to the first other character; no digits read
+// as 0 (every batch offloads), and a value beyond an int32 is clamped (atoi's overflow is
+// undefined; the clamp keeps its likely intent: never, or always).
+func ParseOffloadMinBatch(value string) int {
+	s := strings.TrimLeft(value, " \t\n\v\f\r")
+	sign := 1
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		if s[0] == '-' {
+			sign = -1
+		}
+		s = s[1:]
+	}
+	n := 0
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = min(n*10+int(c-'0'), math.MaxInt32)
+	}
+	return sign * n
 }
 
 // ParseOnOff reads --fit on|off.

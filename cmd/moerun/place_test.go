@@ -510,3 +510,15 @@ func TestBatchSizeErrors(t *testing.T) {
 		}
 	}
 }
+
+// GGML_OP_OFFLOAD_MIN_BATCH, ggml's variable, sets the op offload threshold the plan and
+// the prediction use, read as C's atoi.
+func TestPlaceOffloadMinBatch(t *testing.T) {
+	for value, want := range map[string]string{"1000": `"op_offload_min_batch": 1000`, "8x": `"op_offload_min_batch": 8`, "": `"op_offload_min_batch": 0`} {
+		t.Setenv("GGML_OP_OFFLOAD_MIN_BATCH", value)
+		code, out, errOut := moerun(t, "place", tinyQwen, "--gpu", "8GiB", "-ngl", "99", "--predict", "--ram-bw", "50", "--gpu-bw", "900", "--json")
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("GGML_OP_OFFLOAD_MIN_BATCH=%q: exit %d, want %s in the prediction: %s", value, code, want, errOut)
+		}
+	}
+}
