@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,22 +13,28 @@ import (
 // ExpertCache is --expert-cache: how many experts of each MoE layer whose experts are in
 // RAM under a GPU attention the GPU keeps in slots, refilled between passes from their
 // recent use, and how many a layer may swap between two passes (0: the runtime's default).
-// The zero value is no cache.
+// The zero value is no cache; Slots ExpertCacheAuto asks Place for as many as the GPUs'
+// free memory holds.
 type ExpertCache struct {
 	Slots, Swaps int
 }
+
+// ExpertCacheAuto is the Slots of --expert-cache auto.
+const ExpertCacheAuto = -1
 
 // maxCacheSlots bounds the slots a flag may ask for (the largest MoE layers have 512
 // experts; the model's own count is checked when it is loaded).
 const maxCacheSlots = 1 << 16
 
-// ParseExpertCache reads SLOTS or SLOTS:SWAPS (0 slots: no cache).
+// ParseExpertCache reads SLOTS or SLOTS:SWAPS, SLOTS a count (0: no cache) or auto.
 func ParseExpertCache(flag, value string) (ExpertCache, error) {
 	slots, swaps, hasSwaps := strings.Cut(value, ":")
-	var c ExpertCache
+	c := ExpertCache{Slots: ExpertCacheAuto}
 	var err error
-	if c.Slots, err = strconv.Atoi(slots); err != nil || c.Slots < 0 || c.Slots > maxCacheSlots {
-		return ExpertCache{}, argError(flag, fmt.Sprintf("%q: want SLOTS or SLOTS:SWAPS, SLOTS a count of experts per layer from 0 to %d", value, maxCacheSlots))
+	if slots != "auto" {
+		if c.Slots, err = strconv.Atoi(slots); err != nil || c.Slots < 0 || c.Slots > maxCacheSlots {
+			return ExpertCache{}, argError(flag, fmt.Sprintf("%q: want SLOTS or SLOTS:SWAPS, SLOTS auto or a count of experts per layer from 0 to %d", value, maxCacheSlots))
+		}
 	}
 	if hasSwaps {
 		if c.Swaps, err = strconv.Atoi(swaps); err != nil || c.Swaps < 1 || c.Swaps > maxCacheSlots {
@@ -38,10 +45,53 @@ func ParseExpertCache(flag, value string) (ExpertCache, error) {
 }
 
 func (c ExpertCache) String() string {
-	if c.Swaps == 0 {
-		return strconv.Itoa(c.Slots)
+	slots := strconv.Itoa(c.Slots)
+	if c.Slots == ExpertCacheAuto {
+		slots = "auto"
 	}
-	return fmt.Sprintf("%d:%d", c.Slots, c.Swaps)
+	if c.Swaps == 0 {
+		return slots
+	}
+	return fmt.Sprintf("%s:%d", slots, c.Swaps)
+}
+
+// autoExpertCache sizes --expert-cache auto for the placement cfg: the most slots per
+// layer (fewer than the layer's experts) that every GPU holding slots has room for beside
+// the rest of the plan, keeping -fitt's free memory whether --fit is on or not. The cost of
+// a slot on each GPU is measured by planning one and two slots. It fails where a GPU that
+// would hold slots has no known capacity, and gives 0 where none fits or nothing is cached.
+func (p *planner) autoExpertCache(cfg config) (int, error) {
+	var plans [3]*Plan
+	for s := range plans {
+		p.r.ExpertCache.Slots = s
+		lay, err := p.layout(cfg)
+		if err != nil {
+			return 0, err
+		}
+		plans[s] = p.report(lay)
+	}
+	slots, cached := p.hp.nExpert-1, false
+	for i, d := range plans[0].Devices {
+		one, two := plans[1].Devices[i].ExpertCache, plans[2].Devices[i].ExpertCache
+		per := two - one
+		if per <= 0 {
+			continue
+		}
+		cached = true
+		if d.Capacity() <= 0 {
+			return 0, fmt.Errorf("--expert-cache auto: %s's free memory is unknown: give the slots as a number, or the GPU's memory (--gpu, --device-mem)", d.Device.Name)
+		}
+		margin := d.Margin
+		if id := slices.Index(plans[0].Settings.ModelDevices, d.Device.Name); id >= 0 {
+			margin = max(margin, p.fitTarget(id))
+		}
+		room := d.Capacity() - margin - d.Total - (one - per) // the tables cost once
+		slots = min(slots, int(max(room, 0)/per))
+	}
+	if !cached {
+		return 0, nil
+	}
+	return slots, nil
 }
 
 // expertCache adds the memory --expert-cache takes to the layout, as the runtime allocates

@@ -1,12 +1,15 @@
 package placement
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/moerun/moerun/backend"
 )
 
 func TestParseExpertCache(t *testing.T) {
-	for in, want := range map[string]ExpertCache{"0": {}, "16": {Slots: 16}, "16:4": {Slots: 16, Swaps: 4}, "1:1": {Slots: 1, Swaps: 1}} {
+	for in, want := range map[string]ExpertCache{"0": {}, "auto": {Slots: ExpertCacheAuto}, "auto:4": {Slots: ExpertCacheAuto, Swaps: 4}, "16": {Slots: 16}, "16:4": {Slots: 16, Swaps: 4}, "1:1": {Slots: 1, Swaps: 1}} {
 		got, err := ParseExpertCache("--expert-cache", in)
 		if err != nil || got != want {
 			t.Errorf("ParseExpertCache(%q) = %+v, %v; want %+v", in, got, err, want)
@@ -15,7 +18,7 @@ func TestParseExpertCache(t *testing.T) {
 			t.Errorf("%+v prints as %q, parsed from %q", got, got.String(), in)
 		}
 	}
-	for in, why := range map[string]string{"": "SLOTS", "-1": "SLOTS", "16:0": "SWAPS", "16:": "SWAPS", "x": "SLOTS", "16:2:3": "SWAPS", "70000": "65536"} {
+	for in, why := range map[string]string{"": "SLOTS", "-1": "SLOTS", "Auto": "SLOTS", "16:0": "SWAPS", "16:": "SWAPS", "x": "SLOTS", "16:2:3": "SWAPS", "70000": "65536"} {
 		if _, err := ParseExpertCache("--expert-cache", in); err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "--expert-cache") {
 			t.Errorf("ParseExpertCache(%q): %v, want an error naming the flag and %s", in, err, why)
 		}
@@ -31,7 +34,7 @@ func FuzzParseExpertCache(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.Slots < 0 || c.Slots > maxCacheSlots || c.Swaps < 0 || c.Swaps > maxCacheSlots {
+		if c.Slots < ExpertCacheAuto || c.Slots > maxCacheSlots || c.Swaps < 0 || c.Swaps > maxCacheSlots {
 			t.Fatalf("%q gave %+v", s, c)
 		}
 		if again, err := ParseExpertCache("--expert-cache", c.String()); err != nil || again != c {
@@ -46,5 +49,52 @@ func TestParseOffloadMinBatch(t *testing.T) {
 		if got := ParseOffloadMinBatch(in); got != want {
 			t.Errorf("ParseOffloadMinBatch(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// TestExpertCacheAuto: --expert-cache auto takes the most slots that leave -fitt's margin
+// free on the GPU: one more would not fit; the context --fit chose is kept; a GPU of
+// unknown size is refused; a placement without experts in RAM gets none.
+func TestExpertCacheAuto(t *testing.T) {
+	m := presetModel(t, "qwen3-30b-a3b:q4_k_m")
+	items, err := ParseOverrideTensor("-ot", "exps=CPU")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := []backend.Device{backend.GPU(0, 8<<30), backend.CPU(64 << 30)}
+	r := DefaultRules()
+	r.GPULayers, r.Items, r.CtxSize = 99, items, 8192
+	r.ExpertCache = ExpertCache{Slots: ExpertCacheAuto, Swaps: 3}
+	plan, err := Place(m, r, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := plan.Settings.ExpertCache.Slots
+	gpu := plan.Devices[0]
+	if slots <= 0 || plan.Settings.ExpertCache.Swaps != 3 || gpu.ExpertCache == 0 {
+		t.Fatalf("auto gave %+v, %d bytes of cache", plan.Settings.ExpertCache, gpu.ExpertCache)
+	}
+	if fits, _ := gpu.Fits(); !fits {
+		t.Errorf("auto's %d slots do not fit: %d + %d of %d", slots, gpu.Total, gpu.Margin, gpu.Capacity())
+	}
+	r.ExpertCache.Slots = slots + 1
+	more, err := Place(m, r, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fits, _ := more.Devices[0].Fits(); fits {
+		t.Errorf("%d slots fit too: auto's %d is not the most", slots+1, slots)
+	}
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), fmt.Sprintf("--expert-cache auto: %d slots", slots)) {
+		t.Errorf("no note says what auto chose: %q", plan.Notes)
+	}
+
+	r.ExpertCache.Slots, r.Items = ExpertCacheAuto, nil // every expert on the GPU: nothing to cache
+	if plan, err := Place(m, r, devs); err != nil || plan.Settings.ExpertCache.Slots != 0 {
+		t.Errorf("all experts on the GPU: %v, %+v", err, plan.Settings.ExpertCache)
+	}
+	r.Items = items
+	if _, err := Place(m, r, []backend.Device{backend.GPU(0, 0), backend.CPU(64 << 30)}); err == nil || !strings.Contains(err.Error(), "free memory is unknown") {
+		t.Errorf("a GPU of unknown size: %v", err)
 	}
 }

@@ -117,6 +117,11 @@ func (p *planner) margin(id int) int64 {
 	if !p.r.Fit && !p.r.KeepMargin {
 		return 0 // llama.cpp keeps no free memory unless --fit does: a plan that fits runs
 	}
+	return p.fitTarget(id)
+}
+
+// fitTarget is -fitt's free memory for model device id, whether --fit is on or not.
+func (p *planner) fitTarget(id int) int64 {
 	t := p.r.FitTarget
 	switch {
 	case id < len(t):

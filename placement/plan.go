@@ -188,6 +188,15 @@ func Place(m Model, r Rules, devs []backend.Device) (*Plan, error) {
 			return nil, err
 		}
 	}
+	var autoSlots string
+	if r.ExpertCache.Slots == ExpertCacheAuto {
+		slots, err := p.autoExpertCache(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p.r.ExpertCache.Slots = slots
+		autoSlots = fmt.Sprintf("--expert-cache auto: %d slots per layer, what the GPUs' free memory holds beside the plan (keeping -fitt's margin)", slots)
+	}
 	lay, err := p.layout(cfg)
 	if err != nil {
 		return nil, err
@@ -195,6 +204,9 @@ func Place(m Model, r Rules, devs []backend.Device) (*Plan, error) {
 	plan := p.report(lay)
 	plan.Fit = fit
 	plan.gpuAdvice = p.advise(cfg, plan)
+	if autoSlots != "" {
+		plan.Notes = append(plan.Notes, autoSlots)
+	}
 	return plan, nil
 }
 
