@@ -35,7 +35,7 @@ type ExpertCacheOptions struct {
 // Defaults of ExpertCacheOptions.
 const (
 	DefaultExpertCacheSwaps = 2
-	DefaultExpertCacheDecay = 0.95
+	DefaultExpertCacheDecay = 0.99
 	// cacheMargin is how much higher than a cached expert's count an uncached expert's
 	// must be to take its slot: an expert as used as a cached one is not worth its copy,
 	// and two experts of about equal use would otherwise swap back and forth.
