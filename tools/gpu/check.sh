@@ -23,7 +23,8 @@
 # there and bench it side by side (about 390 s of the budget on an H100: raise CHECK_BUDGET
 # and the call's timeout to match), CHECK_LAYERS (48: the full qwen3-30b-a3b), CHECK_PROMPT
 # (512), CHECK_GEN (128), CHECK_REPS (3), CHECK_GPU_THREADS (16,8), CHECK_CPU_THREADS
-# (1,4,8,16), CHECK_WORK (scratch folder for the models, /tmp/moerun-gpu-check).
+# (1,4,8,16), CHECK_HOT_LAYERS (10: blocks of the hot-experts model, see hot_experts),
+# CHECK_WORK (scratch folder for the models, /tmp/moerun-gpu-check).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -342,8 +343,46 @@ device_run() {
 			done
 		done
 	fi
+	hot_experts "$gpu"
 	log "done: ${#steps[@]} steps, ${#benches[@]} bench rows; $out/check.log and $out/summary.json"
 	write_summary "$gpu_name" "$out/summary.json"
+}
+
+# hot_experts GPU: issue 38's check, scaled down to fit the budget. A Qwen3.5-35B-A3B-shaped
+# model with a measured-like expert load (gamma:0.5), CHECK_HOT_LAYERS of its 40 blocks, and
+# the VRAM that 8 GiB is for the full model: room for the experts of 9 blocks in 40 with
+# --n-cpu-moe beside everything else and --fit's 1 GiB margin. The best --n-cpu-moe that
+# fits (every count tried with place) runs against -ot exps=CPU with the expert cache that
+# --expert-cache auto sizes for that VRAM. On the CPU part a simulated GPU of that size
+# stands in (same answers, no speed: it checks the commands).
+hot_experts() {
+	local gpu=$1 layers=${CHECK_HOT_LAYERS:-10} model total vram n ncmoe="" slots t
+	model="$work/qwen35-hot-$layers.gguf"
+	step "synth qwen3.5-35b-a3b:q4_k_m, $layers layers, expert load gamma:0.5" 200 \
+		"$bin/moerun" synth qwen3.5-35b-a3b:q4_k_m --layers "$layers" --random --seed 1 --expert-load gamma:0.5 -o "$model" || return 0
+	n=$((layers - (layers * 9 + 20) / 40))
+	total=$("$bin/moerun" place "$model" --gpu 1TiB -c 4096 --fit off -ngl 99 --n-cpu-moe "$n" --json |
+		grep -o '"total_bytes": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+	[ -n "$total" ] || return 0
+	vram=$(((total >> 20) + 1024 + 1))
+	local dry=(--gpu "${vram}MiB" -c 4096)
+	for ((n = 0; n <= layers; n++)); do
+		if "$bin/moerun" place "$model" "${dry[@]}" -ngl 99 --n-cpu-moe "$n" | grep -q '^verdict: fits:'; then
+			ncmoe=$n
+			break
+		fi
+	done
+	slots=$("$bin/moerun" place "$model" "${dry[@]}" -ngl 99 -ot exps=CPU --expert-cache auto |
+		sed -n 's/.*--expert-cache auto: \([0-9]*\) slots.*/\1/p')
+	log "hot experts: ${vram} MiB of VRAM: --n-cpu-moe ${ncmoe:-none fits}, --expert-cache ${slots:-?} slots"
+	[ -n "$ncmoe" ] && [ -n "$slots" ] || return 0
+	local sim=""
+	[ "$gpu" = 1 ] || sim="--sim-gpu ${vram}MiB"
+	t=${CHECK_GPU_THREADS:-16,8}
+	t=${t%%,*}
+	run_bench moerun "moerun bench hot experts: -ngl 99 --n-cpu-moe $ncmoe -t $t" 120 "$model" "$sim -ngl 99 --n-cpu-moe $ncmoe" "$t"
+	run_bench moerun "moerun bench hot experts: -ngl 99 -ot exps=CPU --expert-cache $slots -t $t" 120 "$model" \
+		"$sim -ngl 99 -ot exps=CPU --expert-cache $slots" "$t"
 }
 
 cmd_device() {
