@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -96,5 +97,42 @@ func TestExpertCacheAuto(t *testing.T) {
 	r.Items = items
 	if _, err := Place(m, r, []backend.Device{backend.GPU(0, 0), backend.CPU(64 << 30)}); err == nil || !strings.Contains(err.Error(), "free memory is unknown") {
 		t.Errorf("a GPU of unknown size: %v", err)
+	}
+}
+
+// TestExpertCachePrediction, by hand on the tiny qwen3moe fixture (4 blocks of 16 experts, 4
+// used) with the experts of blocks 0 and 1 in RAM and 4 slots: without statistics the slots
+// serve 4/16 of those blocks' expert reads, which move from the CPU to the GPU; with
+// statistics in which experts 0-3 take every token, they serve all of them.
+func TestExpertCachePrediction(t *testing.T) {
+	plan := tinyExpertPlan(t)
+	hw := testHardware()
+	base, err := Predict(plan, hw, PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Settings.ExpertCache = ExpertCache{Slots: 4}
+	hot := []uint64{100, 100, 100, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	stats := readRouting(t, routingDocument(100, map[int][]uint64{0: hot, 1: hot, 2: hot, 3: hot}))
+	for _, tc := range []struct {
+		name  string
+		stats *RoutingStats
+		hits  float64
+	}{{"uniform", nil, 0.25}, {"experts 0-3 hot", stats, 1}} {
+		p, err := Predict(plan, hw, PredictOptions{Routing: tc.stats})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, cpu0 := deviceDecode(t, p, "CPU"), deviceDecode(t, base, "CPU")
+		gpu, gpu0 := deviceDecode(t, p, "CUDA0"), deviceDecode(t, base, "CUDA0")
+		moved := float64(cpu0.ExpertBytes) * tc.hits
+		if math.Abs(p.Decode.CacheHits-tc.hits) > 1e-9 || math.Abs(float64(cpu0.ExpertBytes-cpu.ExpertBytes)-moved) > 1 ||
+			math.Abs(float64(gpu.ExpertBytes-gpu0.ExpertBytes)-moved) > 1 {
+			t.Errorf("%s: hits %.3f (want %.3f); CPU expert reads %d → %d, GPU %d → %d (want %.0f moved)",
+				tc.name, p.Decode.CacheHits, tc.hits, cpu0.ExpertBytes, cpu.ExpertBytes, gpu0.ExpertBytes, gpu.ExpertBytes, moved)
+		}
+		if p.TG <= base.TG {
+			t.Errorf("%s: the cache predicts %.1f tokens/s, no cache %.1f", tc.name, p.TG, base.TG)
+		}
 	}
 }

@@ -87,6 +87,9 @@ type DecodeTime struct {
 	Crossings       int // hand-overs between devices per token
 	CrossingSeconds float64
 	OverheadSeconds float64 // t0
+	// CacheHits is the share of the cached layers' routed-expert reads the expert cache's
+	// slots are predicted to serve (--expert-cache; 0 without).
+	CacheHits float64
 }
 
 // DeviceDecode is one device's share of a token.
@@ -307,6 +310,14 @@ func Predict(plan *Plan, hw Hardware, opts PredictOptions) (*Prediction, error) 
 	}
 	pred.Decode = e.decode()
 	pred.TG = 1 / pred.Decode.Seconds
+	if h := pred.Decode.CacheHits; h > 0 {
+		from := "uniform routing: slots/experts"
+		if e.stats != nil {
+			from = "the statistics' most used experts per layer"
+		}
+		pred.Notes = append(pred.Notes, fmt.Sprintf("decode: the expert cache's %d slots a layer serve %.0f%% of the cached layers' routed-expert reads (%s); "+
+			"the cache follows the routing as it changes, and its copies between steps are not counted", plan.Settings.ExpertCache.Slots, 100*h, from))
+	}
 	var promptSeconds float64
 	pred.Prefill, pred.Prompt, promptSeconds = e.prefill()
 	if pred.Prefill.Unknown == "" {
@@ -420,6 +431,10 @@ func (e *estimator) decode() *DecodeTime {
 		out.Devices[i] = DeviceDecode{Device: d.Device.Name, Kind: d.Device.Kind}
 		byName[d.Device.Name] = &out.Devices[i]
 	}
+	cached := e.cachedLayers()
+	for _, c := range cached {
+		out.CacheHits += c.hits / float64(len(cached))
+	}
 	for i := range e.plan.Tensors {
 		t := &e.plan.Tensors[i]
 		dd := byName[t.Device]
@@ -427,6 +442,12 @@ func (e *estimator) decode() *DecodeTime {
 			continue // not loaded
 		}
 		b, f := e.tensorRead(t)
+		if c, ok := cached[t.Layer]; ok && t.Class == gguf.ClassRoutedExpert && byName[c.gpu] != nil {
+			// The slots' share of the layer's reads moves to the GPU holding them.
+			expert[c.gpu] += b * c.hits
+			byName[c.gpu].FLOPs += f * c.hits
+			b, f = b*(1-c.hits), f*(1-c.hits)
+		}
 		if t.Class == gguf.ClassRoutedExpert {
 			expert[t.Device] += b
 		} else {
@@ -457,6 +478,62 @@ func (e *estimator) decode() *DecodeTime {
 	out.CrossingSeconds = float64(out.Crossings) * crossingTime
 	out.OverheadSeconds = tokenOverhead
 	out.Seconds += out.CrossingSeconds + out.OverheadSeconds
+	return out
+}
+
+// cacheLayer is a layer the expert cache serves: the GPU holding its slots and the share of
+// its routed-expert reads they are predicted to serve.
+type cacheLayer struct {
+	gpu  string
+	hits float64
+}
+
+// cachedLayers are the layers --expert-cache gives slots (those whose router is on a GPU
+// and whose routed experts are all on the host, as placement counts the slots' memory),
+// with their predicted hit share: the routing probability of the layer's SLOTS most used
+// experts in the statistics, or SLOTS/experts without them. The cache follows the routing
+// as it changes, which a static record cannot show; the swaps' copies are left out (about
+// 0.1 a layer and token on skewed synthetic models, docs/benchmarks.md).
+func (e *estimator) cachedLayers() map[int]cacheLayer {
+	slots := e.plan.Settings.ExpertCache.Slots
+	if slots <= 0 || e.e <= 0 {
+		return nil
+	}
+	router, onHost := map[int]string{}, map[int]bool{}
+	for i := range e.plan.Tensors {
+		t := &e.plan.Tensors[i]
+		switch {
+		case t.Layer < 0 || t.Device == "":
+		case strings.HasSuffix(t.Name, ".ffn_gate_inp.weight"):
+			router[t.Layer] = t.Device
+		case t.Class == gguf.ClassRoutedExpert:
+			host, seen := onHost[t.Layer]
+			onHost[t.Layer] = (host || !seen) && e.kind[t.Device] == backend.KindCPU && t.Storage != StorageRepacked && t.Experts == nil
+		}
+	}
+	out := map[int]cacheLayer{}
+	for l, host := range onHost {
+		gpu := router[l]
+		if !host || e.kind[gpu] != backend.KindGPU {
+			continue
+		}
+		hits := min(float64(slots)/e.e, 1)
+		if ps := e.stats.probabilities(l); ps != nil {
+			ps = slices.Clone(ps)
+			slices.SortFunc(ps, func(a, b float64) int { return cmpFloat(b, a) })
+			var top, all float64
+			for i, p := range ps {
+				all += p
+				if i < slots {
+					top += p
+				}
+			}
+			if all > 0 {
+				hits = top / all
+			}
+		}
+		out[l] = cacheLayer{gpu: gpu, hits: hits}
+	}
 	return out
 }
 

@@ -30,6 +30,7 @@ type jsonDecode struct {
 	Crossings       int                `json:"crossings"`
 	CrossingSeconds float64            `json:"crossing_seconds"`
 	OverheadSeconds float64            `json:"overhead_seconds"`
+	CacheHits       float64            `json:"expert_cache_hits,omitempty"`
 	Devices         []jsonDeviceDecode `json:"devices"`
 }
 
@@ -137,7 +138,7 @@ func (p *Prediction) toJSON() *jsonPrediction {
 		}
 	}
 	if d := p.Decode; d != nil {
-		out.Decode = &jsonDecode{Seconds: d.Seconds, Crossings: d.Crossings, CrossingSeconds: d.CrossingSeconds, OverheadSeconds: d.OverheadSeconds,
+		out.Decode = &jsonDecode{Seconds: d.Seconds, Crossings: d.Crossings, CrossingSeconds: d.CrossingSeconds, OverheadSeconds: d.OverheadSeconds, CacheHits: d.CacheHits,
 			Devices: []jsonDeviceDecode{}}
 		for _, dd := range d.Devices {
 			out.Decode.Devices = append(out.Decode.Devices, jsonDeviceDecode{dd.Device, dd.Kind.String(), dd.ExpertBytes, dd.OtherBytes, dd.KVBytes,
