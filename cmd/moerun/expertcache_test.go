@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +54,49 @@ func TestExpertCacheHitRate(t *testing.T) {
 		if measured < predicted-8 || measured > predicted+8 {
 			t.Errorf("%s: hit rate %.1f%%, the statistics predict %.1f%%", load, measured, predicted)
 		}
+	}
+}
+
+// TestServeExpertCacheMetrics: serve with --expert-cache on a simulated GPU exports the
+// cache's counters on /metrics once a completion ran, and its hits and misses add up to
+// the routed slots of the cached layers.
+func TestServeExpertCacheMetrics(t *testing.T) {
+	url, stop, stderr := startServe(t, "-m", tinyQwen, "--host", "127.0.0.1", "--port", "0", "-np", "1", "-t", "1",
+		"--sim-gpu", "1GiB", "-ngl", "99", "-ot", "exps=CPU", "--expert-cache", "2")
+	defer func() {
+		if code := stop(); code != 0 {
+			t.Errorf("exit %d: %s", code, stderr)
+		}
+	}()
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hello","max_tokens":16,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/v1/completions: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	value := func(name string) float64 {
+		m := regexp.MustCompile(`(?m)^moerun_` + name + ` (\S+)$`).FindSubmatch(metrics)
+		if m == nil {
+			t.Fatalf("no moerun_%s in /metrics:\n%s", name, metrics)
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v
+	}
+	hits, misses, layers := value("expert_cache_hits_total"), value("expert_cache_misses_total"), value("expert_cache_layers")
+	if value("expert_cache_slots") != 2 || layers != 4 || value("expert_cache_bytes") <= 0 {
+		t.Errorf("slots %g, layers %g, bytes %g", value("expert_cache_slots"), layers, value("expert_cache_bytes"))
+	}
+	// tiny-qwen3moe routes 2 experts a token; "Hello" and 16 tokens are at least 17 evaluated.
+	if routed := hits + misses; routed < 2*4*17 || hits == 0 || value("expert_cache_moved_bytes_total") <= 0 {
+		t.Errorf("%g hits and %g misses, %g bytes moved", hits, misses, value("expert_cache_moved_bytes_total"))
 	}
 }
