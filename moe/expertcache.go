@@ -71,7 +71,8 @@ type expertCache struct {
 // cachedLayer is one layer's slots.
 type cachedLayer struct {
 	ffn    *moeFFN
-	gpu    backend.Backend
+	gpu    backend.Backend // the router's, which holds the slots
+	host   backend.Backend // the one holding the layer's stacks
 	stager backend.Stager
 	stacks [3]cachedStack // gate, up, down
 	biases [3]cachedBias  // gpt-oss's, where the model has them
@@ -168,7 +169,7 @@ func (m *Model) cacheable(f *moeFFN) bool {
 func (m *Model) cacheLayer(f *moeFFN, slots int) (*cachedLayer, error) {
 	e := m.Config.Router.Experts
 	host := f.experts[0]
-	l := &cachedLayer{ffn: f, gpu: f.router.on, stager: f.router.on.(backend.Stager), slotOf: make([]int32, e), hostOf: make([]int32, e),
+	l := &cachedLayer{ffn: f, gpu: f.router.on, host: host.gate.on, stager: f.router.on.(backend.Stager), slotOf: make([]int32, e), hostOf: make([]int32, e),
 		inSlot: make([]int, slots), count: make([]float64, e)}
 	for i := range l.slotOf {
 		l.slotOf[i], l.hostOf[i] = -1, int32(i)
@@ -176,7 +177,8 @@ func (m *Model) cacheLayer(f *moeFFN, slots int) (*cachedLayer, error) {
 	for i := range l.inSlot {
 		l.inSlot[i] = -1
 	}
-	gpuShare := expertShare{}
+	var slotStacks [3]weight // gate, up, down
+	var slotBiases [3]param
 	for i, w := range []weight{host.gate, host.up, host.down} {
 		s := &l.stacks[i]
 		s.host, s.size = w.host, len(w.host)/e
@@ -192,7 +194,7 @@ func (m *Model) cacheLayer(f *moeFFN, slots int) (*cachedLayer, error) {
 			return l, errors.Join(err, l.free())
 		}
 		s.w = sw
-		*[]*weight{&gpuShare.gate, &gpuShare.up, &gpuShare.down}[i] = weight{w: sw, on: l.gpu, dev: f.router.dev}
+		slotStacks[i] = weight{w: sw, on: l.gpu, dev: f.router.dev}
 	}
 	for i, p := range []param{host.gateBias, host.upBias, host.downBias} {
 		if !p.valid() {
@@ -212,18 +214,18 @@ func (m *Model) cacheLayer(f *moeFFN, slots int) (*cachedLayer, error) {
 		if err != nil {
 			return l, errors.Join(err, l.free())
 		}
-		*[]*param{&gpuShare.gateBias, &gpuShare.upBias, &gpuShare.downBias}[i] = b.p
+		slotBiases[i] = b.p
 	}
 	for i, table := range [][]int32{l.slotOf, l.hostOf} {
-		dev := []int{f.router.dev, host.gate.dev}[i]
-		t, err := m.allocTable(dev, table)
+		t, err := newTable([]backend.Backend{l.gpu, l.host}[i], table)
 		if err != nil {
 			return l, errors.Join(err, l.free())
 		}
 		l.tables[i] = t
 	}
-	gpuShare.table, host.table = l.tables[0], l.tables[1]
-	f.experts = []expertShare{gpuShare, host}
+	host.table = l.tables[1]
+	f.experts = []expertShare{{gate: slotStacks[0], up: slotStacks[1], down: slotStacks[2],
+		gateBias: slotBiases[0], upBias: slotBiases[1], downBias: slotBiases[2], table: l.tables[0]}, host}
 	return l, nil
 }
 
@@ -235,20 +237,6 @@ func (m *Model) allocParam(dev, cols, rows int) (param, error) {
 	}
 	t, err := backend.NewTensor(buf, 0, tensor.F32, cols, rows)
 	return param{t: t, dev: dev}, err
-}
-
-// allocTable puts an I32 table on device dev.
-func (m *Model) allocTable(dev int, table []int32) (value, error) {
-	be := m.backends[dev]
-	buf, err := be.Alloc(int64(4 * len(table)))
-	if err != nil {
-		return value{}, err
-	}
-	t, err := backend.NewTensor(buf, 0, tensor.I32, len(table), 1)
-	if err == nil {
-		err = be.Set(t, int32Bytes(table))
-	}
-	return t, err
 }
 
 // free releases what the layer allocated on the GPU (the host's tables and weights are the
@@ -265,9 +253,9 @@ func (l *cachedLayer) free() error {
 			errs = append(errs, l.gpu.Free(b.p.t.Buf))
 		}
 	}
-	for _, t := range l.tables {
-		if t.Valid() && t.Device() == l.gpu.Device().Name {
-			errs = append(errs, l.gpu.Free(t.Buf))
+	for i, t := range l.tables {
+		if t.Valid() {
+			errs = append(errs, []backend.Backend{l.gpu, l.host}[i].Free(t.Buf))
 		}
 	}
 	return errors.Join(errs...)
@@ -413,12 +401,7 @@ func (l *cachedLayer) place(s, e int) {
 // writeTables copies both tables to their devices.
 func (l *cachedLayer) writeTables() error {
 	for i, table := range [][]int32{l.slotOf, l.hostOf} {
-		t := l.tables[i]
-		be := l.gpu
-		if t.Device() != l.gpu.Device().Name {
-			be = l.ffn.experts[1].gate.on
-		}
-		if err := be.Set(t, int32Bytes(table)); err != nil {
+		if err := []backend.Backend{l.gpu, l.host}[i].Set(l.tables[i], int32Bytes(table)); err != nil {
 			return err
 		}
 	}

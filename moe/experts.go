@@ -198,19 +198,24 @@ func (b *binder) expertTable(name string, s *expertShare) (value, error) {
 	for i, e := range s.local {
 		table[e] = int32(i)
 	}
-	be := s.gate.on
-	buf, err := be.Alloc(int64(4 * len(table)))
+	t, err := newTable(s.gate.on, table)
 	if err != nil {
 		return value{}, fmt.Errorf("tensor %s: its experts' table: %w", name, err)
+	}
+	return t, nil
+}
+
+// newTable puts an I32 row of its own on be: an expert share's table.
+func newTable(be backend.Backend, table []int32) (value, error) {
+	buf, err := be.Alloc(int64(4 * len(table)))
+	if err != nil {
+		return value{}, err
 	}
 	t, err := backend.NewTensor(buf, 0, tensor.I32, len(table), 1)
 	if err == nil {
 		err = be.Set(t, int32Bytes(table))
 	}
-	if err != nil {
-		return value{}, fmt.Errorf("tensor %s: its experts' table: %w", name, err)
-	}
-	return t, nil
+	return t, err
 }
 
 // sameShares reports whether two stacks' shares hold the same experts on the same devices.
