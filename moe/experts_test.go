@@ -92,9 +92,7 @@ func TestExpertSplit(t *testing.T) {
 		}},
 	}
 	for _, gm := range models {
-		prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
-		decode := []int32{prompt[0], prompt[len(prompt)-1]}
-		want := runSteps(t, openModel(t, gm.path, 2), prompt, decode)
+		prompt, decode, want := cpuSteps(t, gm.golden, gm.path)
 		for _, sp := range splits {
 			t.Run(gm.golden+"/"+sp.name, func(t *testing.T) {
 				f, pool, host := openHost(t, gm.path, 2)

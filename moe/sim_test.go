@@ -70,9 +70,7 @@ func (p gpuPlacement) rules(t *testing.T) placement.Rules {
 //     one wait, the experts' sum in); none for -ngl 0.
 func TestSimulatedGPU(t *testing.T) {
 	for _, gm := range goldenModels {
-		prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
-		decode := []int32{prompt[0], prompt[len(prompt)-1]}
-		want := runSteps(t, openModel(t, gm.path, 2), prompt, decode)
+		prompt, decode, want := cpuSteps(t, gm.golden, gm.path)
 		for _, pl := range gpuPlacements {
 			t.Run(gm.golden+"/"+pl.name, func(t *testing.T) {
 				f, pool, host := openHost(t, gm.path, 2)
@@ -154,6 +152,15 @@ func checkCacheBytes(t *testing.T, c *Context, plan *placement.Plan) {
 			t.Errorf("layer %d (%s): %d bytes of cache, place says %d", l.Index, l.Kind, bytes, l.KVBytes)
 		}
 	}
+}
+
+// cpuSteps is a golden model's first prompt, two decode tokens after it, and the CPU run's
+// logits for them (runSteps): what the GPU placements are compared with.
+func cpuSteps(t *testing.T, golden, path string) (prompt, decode []int32, logits []float32) {
+	t.Helper()
+	prompt = loadGolden(t, golden).Prompts[0].Tokens
+	decode = []int32{prompt[0], prompt[len(prompt)-1]}
+	return prompt, decode, runSteps(t, openModel(t, path, 2), prompt, decode)
 }
 
 // runSteps evaluates prompt and then each token of decode on its own, and returns the

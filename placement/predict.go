@@ -519,18 +519,7 @@ func (e *estimator) cachedLayers() map[int]cacheLayer {
 		}
 		hits := min(float64(slots)/e.e, 1)
 		if ps := e.stats.probabilities(l); ps != nil {
-			ps = slices.Clone(ps)
-			slices.SortFunc(ps, func(a, b float64) int { return cmpFloat(b, a) })
-			var top, all float64
-			for i, p := range ps {
-				all += p
-				if i < slots {
-					top += p
-				}
-			}
-			if all > 0 {
-				hits = top / all
-			}
+			hits = topShare(ps, slots)
 		}
 		out[l] = cacheLayer{gpu: gpu, hits: hits}
 	}

@@ -318,21 +318,27 @@ func (g *granularModel) room(spare bool) map[string]float64 {
 func (g *granularModel) skew() float64 {
 	sum := 0.0
 	for _, l := range g.layers {
-		ps := slices.Clone(l.probs)
-		slices.SortFunc(ps, func(a, b float64) int { return -cmpFloat(a, b) })
-		top := max(1, len(ps)/10)
-		var hot, all float64
-		for i, p := range ps {
-			all += p
-			if i < top {
-				hot += p
-			}
-		}
-		if all > 0 {
-			sum += hot / all
-		}
+		sum += topShare(l.probs, max(1, len(l.probs)/10))
 	}
 	return sum / float64(len(g.layers))
+}
+
+// topShare is the share of the routing probabilities ps that the n most likely experts
+// take (0 when ps sums to nothing).
+func topShare(ps []float64, n int) float64 {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b float64) int { return cmpFloat(b, a) })
+	var top, all float64
+	for i, p := range ps {
+		all += p
+		if i < n {
+			top += p
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return top / all
 }
 
 func cmpFloat(a, b float64) int {
