@@ -141,7 +141,8 @@ func (c *runCmd) newContext(m *machine, f *gguf.File, rules placement.Rules, ser
 // statistics settings.
 func (c *runCmd) contextOn(model *moe.Model, plan *placement.Plan, rules placement.Rules, ser moe.SER) (*moe.Context, error) {
 	opts := moe.DefaultContextOptions()
-	opts.Size, opts.Batch, opts.UBatch = rules.CtxSize, plan.Context.NBatch, plan.Context.NUBatch
+	// The plan's context: -c as given (padded as llama.cpp pads it), or what --fit chose.
+	opts.Size, opts.Batch, opts.UBatch = plan.Context.NCtx, plan.Context.NBatch, plan.Context.NUBatch
 	opts.CacheK, opts.CacheV = plan.Settings.CacheK, plan.Settings.CacheV
 	opts.SWAFull = rules.SWAFull
 	opts.SER = ser
