@@ -214,3 +214,41 @@ func TestExpertSplitMismatch(t *testing.T) {
 		t.Fatalf("Load of mismatched splits: %v, want the advice to give the stacks the same selectors", err)
 	}
 }
+
+// TestExpertSelectorRun: an -ot expert selector, placed by package placement (no plan
+// edited by hand), runs on a simulated GPU with the CPU run's logits; the GPU holds the
+// weights place reports.
+func TestExpertSelectorRun(t *testing.T) {
+	gm := goldenModels[0]
+	prompt, decode, want := cpuSteps(t, gm.golden, gm.path)
+	f, pool, host := openHost(t, gm.path, 2)
+	gpu := sim.New(0, 1<<30, pool)
+	t.Cleanup(func() { gpu.Close() })
+	rules := placement.DefaultRules()
+	rules.GPULayers = 99
+	items, err := placement.ParseOverrideTensor("-ot", `blk\.(0|2)\.ffn_.*_exps@1+3-5=CUDA0,exps=CPU`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules.Items = items
+	m, plan := loadPlaced(t, f, pool, host, gpu, rules)
+	split := 0
+	for _, l := range m.layers {
+		if ffn, ok := l.ffn.(*moeFFN); ok && len(ffn.experts) == 2 {
+			split++
+		}
+	}
+	if split != 2 {
+		t.Fatalf("%d layers split, want 2", split)
+	}
+	// Beside place's weights, each split layer's GPU share has its table, an int32 per expert.
+	tables := int64(split * 4 * m.Config.Router.Experts)
+	if use := deviceUse(t, plan, gpu.Device().Name); gpu.Used() != use.Weights+stagingBytes(use)+tables {
+		t.Errorf("the GPU holds %d bytes, place says %d of weights and %d of staging, + %d of tables", gpu.Used(), use.Weights, use.Staging, tables)
+	}
+	o := DefaultContextOptions()
+	o.Size = plan.Context.NCtx
+	if got, _ := stepsOn(t, m.context(t, o), prompt, decode, nil); !slices.Equal(got, want) {
+		t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
+	}
+}

@@ -129,7 +129,8 @@ func (p *planner) expertCache(lay *layout) {
 			use(t.layer).router = a.dev
 		case t.class == gguf.ClassRoutedExpert:
 			u := use(t.layer)
-			u.onHost = u.onHost && a.dev == p.cpu && a.storage != StorageRepacked
+			_, split := lay.shares[i] // a layer split by expert selectors is not cached
+			u.onHost = u.onHost && !split && a.dev == p.cpu && a.storage != StorageRepacked
 			if strings.HasSuffix(t.info.Name, ".bias") {
 				u.perSlot += 4 * t.info.Shape[0]
 			} else {

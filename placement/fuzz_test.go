@@ -11,7 +11,8 @@ import (
 // FuzzParseOverrideTensor: any -ot value either parses into items whose texts rejoin into the
 // value, or fails with a usage error.
 func FuzzParseOverrideTensor(f *testing.F) {
-	for _, s := range []string{"exps=CPU", `blk\.1\.ffn_up_exps=CPU,blk\.2\.=CPU`, "a=b=c", "", ",", "x{1,2}=CPU", "=", "é=CUDA0"} {
+	for _, s := range []string{"exps=CPU", `blk\.1\.ffn_up_exps=CPU,blk\.2\.=CPU`, "a=b=c", "", ",", "x{1,2}=CPU", "=", "é=CUDA0",
+		"exps@0-3+8=CUDA0", "exps@hot:4=CUDA0", "a@=CPU", "@1=CPU", "x@3-1=CPU", "x[@]1=CPU"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
@@ -26,7 +27,14 @@ func FuzzParseOverrideTensor(f *testing.F) {
 		texts := make([]string, len(items))
 		for i, it := range items {
 			texts[i] = it.Text
-			if it.Pattern+"="+it.Target != it.Text || strings.Contains(it.Pattern, "=") || strings.Contains(it.Text, ",") {
+			selector := ""
+			if it.Experts != nil {
+				selector = it.Text[len(it.Pattern) : len(it.Text)-len(it.Target)-1]
+				if again, err := ParseExpertSelector(selector[1:]); err != nil || again.String() != it.Experts.String() {
+					t.Fatalf("item %+v of %q: its selector %q reads back as %v, %v", it, value, selector, again, err)
+				}
+			}
+			if it.Pattern+selector+"="+it.Target != it.Text || strings.Contains(it.Pattern, "=") || strings.Contains(it.Text, ",") {
 				t.Fatalf("item %+v of %q", it, value)
 			}
 		}
@@ -73,7 +81,8 @@ func FuzzMatcher(f *testing.F) {
 // plan places every tensor exactly once on a known device or skips it.
 func FuzzPlace(f *testing.F) {
 	m := openModel(f, tinyQwen)
-	for _, s := range []string{"exps=CPU", "blk\\.0\\.=CUDA0", "=CPU", "(x=CPU", "exps=NOPE", "attn=CUDA0,ffn=CPU"} {
+	for _, s := range []string{"exps=CPU", "blk\\.0\\.=CUDA0", "=CPU", "(x=CPU", "exps=NOPE", "attn=CUDA0,ffn=CPU",
+		"exps@0-3=CUDA0,exps=CPU", "ffn_up_exps@hot:2=CUDA0", "blk\\.1\\.@7+99=CUDA0"} {
 		f.Add(s, 99, 2)
 	}
 	f.Fuzz(func(t *testing.T, ot string, ngl, ncmoe int) {

@@ -103,6 +103,7 @@ type jsonLayer struct {
 	IndexerBytes int64             `json:"indexer_bytes,omitempty"`
 	Classes      map[string]string `json:"classes"`
 	Bytes        map[string]int64  `json:"bytes"`
+	Experts      map[string]int    `json:"experts,omitempty"` // per device, where selectors split the layer's experts
 }
 
 type jsonTensor struct {
@@ -119,6 +120,7 @@ type jsonTensor struct {
 	RuleIdx *int    `json:"rule_index"`
 	Default string  `json:"default_device"`
 	Tied    bool    `json:"tied_output,omitempty"`
+	Experts []int   `json:"experts,omitempty"` // a share of a stack split by expert
 }
 
 type jsonRule struct {
@@ -184,7 +186,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 		doc.Verdict.Fits = &allFit
 	}
 	for _, l := range p.Layers {
-		jl := jsonLayer{Name: l.Label(), Kind: l.Kind, Device: l.Device, KVDevice: l.KVDevice, KVBytes: l.KVBytes, IndexerBytes: l.IndexerBytes, Classes: l.Classes, Bytes: l.Bytes}
+		jl := jsonLayer{Name: l.Label(), Kind: l.Kind, Device: l.Device, KVDevice: l.KVDevice, KVBytes: l.KVBytes, IndexerBytes: l.IndexerBytes, Classes: l.Classes, Bytes: l.Bytes, Experts: l.Experts}
 		if l.Index >= 0 {
 			jl.Layer = &l.Index
 		}
@@ -192,7 +194,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 	}
 	for _, t := range p.Tensors {
 		jt := jsonTensor{Name: t.Name, Class: t.Class.String(), Type: t.Type.String(), Shape: t.Shape, Bytes: t.Bytes,
-			Device: t.Device, Buffer: t.Buffer, Storage: t.Storage.String(), Rule: t.Reason, Default: t.Default, Tied: t.Tied}
+			Device: t.Device, Buffer: t.Buffer, Storage: t.Storage.String(), Rule: t.Reason, Default: t.Default, Tied: t.Tied, Experts: t.Experts}
 		if t.Layer >= 0 {
 			jt.Layer = &t.Layer
 		}

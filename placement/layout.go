@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 	"slices"
+
+	"github.com/moerun/moerun/gguf"
 )
 
 // layout is one complete placement for a config: what Plan reports, and what --fit measures
@@ -14,7 +16,10 @@ type layout struct {
 	layerDev []int // device per layer index 0..nLayerAll (the last is the output layer)
 	ovr      []override
 	assign   []assignment // per tensor
-	tied     *assignment  // the output matrix made from token_embd, when output.weight is absent
+	// shares holds, by tensor index, the shares of a routed-expert stack that expert
+	// selectors split (assign then holds the first share's assignment).
+	shares   map[int][]share
+	tied     *assignment // the output matrix made from token_embd, when output.weight is absent
 	tiedMeta tensorMeta
 	kv       []layerKV // per layer 0..nLayerAll-1
 	mem      []devMem  // per device
@@ -28,6 +33,14 @@ type assignment struct {
 	over     int // index into layout.ovr of the deciding override, -1 for none
 	listDev  int // the device the layer's list alone would give
 	listFrom string
+}
+
+// share is the part of a routed-expert stack one assignment takes: its experts (ascending)
+// and their bytes.
+type share struct {
+	a       assignment
+	experts []int
+	bytes   int64
 }
 
 type layerKV struct {
@@ -230,6 +243,9 @@ func (p *planner) layout(cfg config) (*layout, error) {
 	for i := range p.tensors {
 		lay.assign[i] = p.assign(lay, &p.tensors[i], first[i])
 	}
+	if err := p.splitByExpert(lay); err != nil {
+		return nil, err
+	}
 	if embd := p.tiedEmbd; embd >= 0 {
 		lay.tiedMeta = p.tensors[embd]
 		lay.tiedMeta.input, lay.tiedMeta.matmul, lay.tiedMeta.partKey = false, true, partOutput
@@ -237,6 +253,12 @@ func (p *planner) layout(cfg config) (*layout, error) {
 		lay.tied = &a
 	}
 	for i, a := range lay.assign {
+		if shares, ok := lay.shares[i]; ok {
+			for _, sh := range shares {
+				lay.addWeight(sh.a, sh.bytes)
+			}
+			continue
+		}
 		lay.addWeight(a, p.tensors[i].info.Size)
 	}
 	if lay.tied != nil && lay.tied.buffer != lay.assign[p.tiedEmbd].buffer {
@@ -464,7 +486,9 @@ func (p *planner) compute(lay *layout) {
 		}
 	}
 	for i := range p.tensors {
-		addTensor(&p.tensors[i], lay.assign[i])
+		for _, a := range lay.assignments(i) {
+			addTensor(&p.tensors[i], a)
+		}
 	}
 	if lay.tied != nil {
 		addTensor(&lay.tiedMeta, *lay.tied)
@@ -596,4 +620,146 @@ func (p *planner) describeList(lay *layout, t *tensorMeta, a assignment) string 
 		return fmt.Sprintf("-ngl layer map: layer %d → %s", t.layer, p.deviceName(lay.layerDev[t.layer]))
 	}
 	return "-ngl layer map: output layer → " + p.deviceName(lay.layerDev[len(lay.layerDev)-1])
+}
+
+// assignments are tensor i's assignments: its shares', or its one.
+func (lay *layout) assignments(i int) []assignment {
+	shares, ok := lay.shares[i]
+	if !ok {
+		return lay.assign[i : i+1]
+	}
+	out := make([]assignment, len(shares))
+	for j, sh := range shares {
+		out[j] = sh.a
+	}
+	return out
+}
+
+// splitByExpert applies the overrides with expert selectors: each expert of a routed-expert
+// stack takes the first override whose pattern matches the stack and whose selector holds
+// the expert (one without a selector holds them all), else the layer map's device. Experts
+// that end up in the same buffer form one share; a stack whose experts all do stays whole.
+// Tensors that are not routed-expert stacks are left to the overrides without selectors.
+func (p *planner) splitByExpert(lay *layout) error {
+	var selective []int
+	for i, o := range lay.ovr {
+		if o.experts != nil {
+			selective = append(selective, i)
+		}
+	}
+	if len(selective) == 0 {
+		return nil
+	}
+	n := p.hp.nExpert
+	matching := map[int][]int{} // stack → the overrides matching it, in order
+	hit := map[int]bool{}
+	for _, oi := range selective {
+		ts, err := p.matches(lay.ovr[oi].pattern)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if p.isExpertStack(t) {
+				hit[t] = true
+			}
+		}
+	}
+	for oi, o := range lay.ovr {
+		ts, err := p.matches(o.pattern)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if hit[t] {
+				matching[t] = append(matching[t], oi)
+			}
+		}
+	}
+	// The first override without a selector decides a non-stack tensor, as before.
+	for i := range p.tensors {
+		if hit[i] || lay.assign[i].over < 0 || lay.ovr[lay.assign[i].over].experts == nil {
+			continue
+		}
+		first := -1
+		ts := p.mustHitsIndex(i, lay.ovr)
+		for _, oi := range ts {
+			if lay.ovr[oi].experts == nil {
+				first = oi
+				break
+			}
+		}
+		lay.assign[i] = p.assign(lay, &p.tensors[i], first)
+	}
+	lay.shares = map[int][]share{}
+	for t, ovrs := range matching {
+		owner := make([]int, n)
+		for e := range owner {
+			owner[e] = -2 // not taken yet
+		}
+		for _, oi := range ovrs {
+			o := lay.ovr[oi]
+			ids := []int(nil)
+			if o.experts != nil {
+				var err error
+				if ids, err = o.experts.experts(p.tensors[t].layer, n, p.r.HotStats); err != nil {
+					return usagef("%s on %s: %v", lay.cfg.items[o.item].Origin(), p.tensors[t].info.Name, err)
+				}
+			}
+			for e := range owner {
+				if owner[e] == -2 && (o.experts == nil || slices.Contains(ids, e)) {
+					owner[e] = oi
+				}
+			}
+		}
+		var shares []share
+		per := p.tensors[t].info.Size / int64(n)
+		for e, oi := range owner {
+			if oi == -2 {
+				oi = -1 // the layer map's
+			}
+			a := p.assign(lay, &p.tensors[t], oi)
+			j := slices.IndexFunc(shares, func(sh share) bool {
+				return sh.a.dev == a.dev && sh.a.buffer == a.buffer && sh.a.storage == a.storage
+			})
+			if j < 0 {
+				shares = append(shares, share{a: a})
+				j = len(shares) - 1
+			}
+			shares[j].experts = append(shares[j].experts, e)
+			shares[j].bytes += per
+		}
+		lay.assign[t] = shares[0].a
+		if len(shares) > 1 {
+			lay.shares[t] = shares
+		}
+	}
+	return nil
+}
+
+// isExpertStack reports whether tensor i holds one slice per expert of the model: a
+// routed-expert stack or its bias, of a block that is loaded.
+func (p *planner) isExpertStack(i int) bool {
+	t := &p.tensors[i]
+	shape := t.info.Shape
+	return t.class == gguf.ClassRoutedExpert && !t.skip && t.layer >= 0 && p.hp.nExpert > 1 &&
+		len(shape) >= 2 && shape[len(shape)-1] == int64(p.hp.nExpert)
+}
+
+// mustHitsIndex lists, in order, the overrides whose patterns match tensor i.
+func (p *planner) mustHitsIndex(i int, ovr []override) []int {
+	var out []int
+	for oi, o := range ovr {
+		if p.mustHits(o.pattern)[i] {
+			out = append(out, oi)
+		}
+	}
+	return out
+}
+
+// sharesOf is tensor i's shares, or one share of all its bytes (size).
+func (lay *layout) sharesOf(i int, size int64) []share {
+	if shares, ok := lay.shares[i]; ok {
+		return shares
+	}
+	return []share{{a: lay.assign[i], bytes: size}}
 }

@@ -161,6 +161,25 @@ type LayerUse struct {
 	Kind         string            // "attention", "swa", "recurrent", "nextn" or "" for input/output
 	Classes      map[string]string // tensor class → device(s) holding it ("CPU+CUDA0" when split)
 	Bytes        map[string]int64  // device → weight bytes of this layer held there
+	// Experts, for a layer whose routed-expert stacks expert selectors split, is how many
+	// of its experts each device holds (of its first split stack); nil otherwise.
+	Experts map[string]int
+}
+
+// RoutedCell is the layer map's routed-expert cell: the devices, each with its count of
+// experts where the layer is split by expert ("CUDA0 32+CPU 96").
+func (l *LayerUse) RoutedCell() string {
+	cell := l.Classes[gguf.ClassRoutedExpert.String()]
+	if l.Experts == nil {
+		return cell
+	}
+	devs := strings.Split(cell, "+")
+	for i, d := range devs {
+		if n, ok := l.Experts[d]; ok {
+			devs[i] = fmt.Sprintf("%s %d", d, n)
+		}
+	}
+	return strings.Join(devs, "+")
 }
 
 // Label names a layer row.
@@ -707,6 +726,7 @@ type override struct {
 	target  int // device index
 	item    int // index into the items, for reports
 	host    bool
+	experts *ExpertSelector // the item's expert selector, nil for whole tensors
 }
 
 // expand turns the items into llama.cpp's override list: --cpu-moe and --n-cpu-moe become
@@ -723,7 +743,7 @@ func (p *planner) expand(items []Item, ngl int) []override {
 	for i, it := range items {
 		switch it.Kind {
 		case ItemPattern, ItemFit, ItemCPUMoE:
-			out = append(out, override{pattern: it.Pattern, target: target(it.Target), item: i})
+			out = append(out, override{pattern: it.Pattern, target: target(it.Target), item: i, experts: it.Experts})
 		case ItemNCPUMoE:
 			for il := 0; il < it.N; il++ {
 				out = append(out, override{pattern: blockExpsPattern(il), target: p.cpu, item: i})
@@ -746,7 +766,7 @@ func (p *planner) expandIK(items []Item, ngl int, target func(string) int) []ove
 		switch it.Kind {
 		case ItemPattern:
 			t := target(it.Target)
-			out = append(out, override{pattern: it.Pattern, target: t, item: i, host: t == p.cpu})
+			out = append(out, override{pattern: it.Pattern, target: t, item: i, host: t == p.cpu, experts: it.Experts})
 		case ItemCPUMoE:
 			ncmoe, ncmoeItem = 999, i
 		case ItemNCPUMoE:

@@ -385,10 +385,29 @@ func (e *estimator) expertShare() float64 {
 	return min(e.k/e.e, 1)
 }
 
+// shareOfExperts is the share of a split stack's bytes (the experts t lists) that a token
+// reads: the routing probabilities of its experts in the statistics, each expert's slice
+// being 1/len(t.Experts) of the share, or k/E each without statistics.
+func (e *estimator) shareOfExperts(t *TensorUse) float64 {
+	ps := e.stats.probabilities(t.Layer)
+	if ps == nil {
+		return e.expertShare()
+	}
+	var p float64
+	for _, ex := range t.Experts {
+		if ex < len(ps) {
+			p += ps[ex]
+		}
+	}
+	return p / float64(len(t.Experts))
+}
+
 // tensorRead is what decoding one token reads of a tensor and computes with it.
 func (e *estimator) tensorRead(t *TensorUse) (bytes, flops float64) {
 	share := 1.0
 	switch {
+	case t.Class == gguf.ClassRoutedExpert && t.Experts != nil:
+		share = e.shareOfExperts(t)
 	case t.Class == gguf.ClassRoutedExpert:
 		share = e.expertShare()
 	case t.Class == gguf.ClassEmbedding && len(t.Shape) >= 2 && t.Shape[1] > 0:

@@ -95,28 +95,47 @@ func (p *planner) tensorUses(lay *layout) []TensorUse {
 		u := TensorUse{Name: t.info.Name, Class: t.class, Layer: t.layer, Type: t.info.Type, Shape: t.info.Shape,
 			Bytes: t.info.Size, Device: p.deviceName(a.dev), Buffer: a.buffer, Storage: a.storage, Rule: -1,
 			Tied: tied, Default: p.deviceName(a.listDev)}
-		if tied {
-			u.Class = gguf.ClassOutput
-		}
-		if a.over >= 0 {
-			o := lay.ovr[a.over]
-			u.Rule = o.item
-			u.Reason = lay.cfg.items[o.item].Origin()
-			if lay.cfg.items[o.item].Kind == ItemNCPUMoE || p.r.Semantics == IKLlama && o.host && lay.cfg.items[o.item].Kind != ItemPattern {
-				u.Reason += " (" + o.pattern + ")"
-			}
-		} else {
-			u.Reason = p.describeList(lay, t, a)
-		}
+		p.explain(lay, &u, t, a)
 		out = append(out, u)
 	}
 	for i := range p.tensors {
-		add(&p.tensors[i], lay.assign[i], false)
+		shares, split := lay.shares[i]
+		if !split {
+			add(&p.tensors[i], lay.assign[i], false)
+			continue
+		}
+		for _, sh := range shares {
+			add(&p.tensors[i], sh.a, false)
+			u := &out[len(out)-1]
+			u.Experts, u.Bytes = sh.experts, sh.bytes
+			if sh.a.over >= 0 && lay.ovr[sh.a.over].experts != nil {
+				u.Reason += fmt.Sprintf(" (%d experts: %s)", len(sh.experts), expertList(sh.experts))
+			} else {
+				u.Reason += fmt.Sprintf(" (the %d experts no selector took: %s)", len(sh.experts), expertList(sh.experts))
+			}
+		}
 	}
 	if lay.tied != nil {
 		add(&lay.tiedMeta, *lay.tied, true)
 	}
 	return out
+}
+
+// explain fills in the rule that decided u (a's override) and the reason in words.
+func (p *planner) explain(lay *layout, u *TensorUse, t *tensorMeta, a assignment) {
+	if u.Tied {
+		u.Class = gguf.ClassOutput
+	}
+	if a.over < 0 {
+		u.Reason = p.describeList(lay, t, a)
+		return
+	}
+	o := lay.ovr[a.over]
+	u.Rule = o.item
+	u.Reason = lay.cfg.items[o.item].Origin()
+	if lay.cfg.items[o.item].Kind == ItemNCPUMoE || p.r.Semantics == IKLlama && o.host && lay.cfg.items[o.item].Kind != ItemPattern {
+		u.Reason += " (" + o.pattern + ")"
+	}
 }
 
 // layerUses builds the layer map: one row per block, then the output and input layers.
@@ -144,7 +163,7 @@ func (p *planner) layerUses(lay *layout) []LayerUse {
 		}
 		return &rows[n]
 	}
-	place := func(t *tensorMeta, a assignment, class gguf.Class) {
+	place := func(t *tensorMeta, a assignment, class gguf.Class, bytes int64) {
 		r := row(t)
 		dev := p.deviceName(a.dev)
 		if a.dev < 0 {
@@ -158,14 +177,28 @@ func (p *planner) layerUses(lay *layout) []LayerUse {
 			r.Classes[class.String()] = dev
 		}
 		if a.dev >= 0 {
-			r.Bytes[p.deviceName(a.dev)] += t.info.Size
+			r.Bytes[p.deviceName(a.dev)] += bytes
 		}
 	}
 	for i := range p.tensors {
-		place(&p.tensors[i], lay.assign[i], p.tensors[i].class)
+		if shares, ok := lay.shares[i]; ok {
+			r := row(&p.tensors[i])
+			counted := r.Experts != nil
+			if !counted {
+				r.Experts = map[string]int{}
+			}
+			for _, sh := range shares {
+				place(&p.tensors[i], sh.a, p.tensors[i].class, sh.bytes)
+				if !counted {
+					r.Experts[p.deviceName(sh.a.dev)] += len(sh.experts)
+				}
+			}
+			continue
+		}
+		place(&p.tensors[i], lay.assign[i], p.tensors[i].class, p.tensors[i].info.Size)
 	}
 	if lay.tied != nil {
-		place(&lay.tiedMeta, *lay.tied, gguf.ClassOutput)
+		place(&lay.tiedMeta, *lay.tied, gguf.ClassOutput, lay.tiedMeta.info.Size)
 	}
 	return rows
 }
@@ -195,16 +228,26 @@ func (p *planner) ruleUses(lay *layout) []RuleUse {
 			}
 		}
 	}
-	for t, a := range lay.assign {
-		if a.over < 0 {
-			continue
-		}
-		r := &rules[lay.ovr[a.over].item]
-		r.Decided++
-		r.DecidedBytes += p.tensors[t].info.Size
-		if a.dev != a.listDev {
-			r.Moved++
-			r.MovedBytes += p.tensors[t].info.Size
+	for t := range lay.assign {
+		decided := map[int]bool{} // a rule taking several shares of a tensor decides it once
+		for _, sh := range lay.sharesOf(t, p.tensors[t].info.Size) {
+			a := sh.a
+			if a.over < 0 {
+				continue
+			}
+			item := lay.ovr[a.over].item
+			r := &rules[item]
+			if !decided[item] {
+				r.Decided++
+			}
+			r.DecidedBytes += sh.bytes
+			if a.dev != a.listDev {
+				if !decided[item] {
+					r.Moved++
+				}
+				r.MovedBytes += sh.bytes
+			}
+			decided[item] = true
 		}
 	}
 	for i := range rules {
@@ -223,8 +266,10 @@ func (p *planner) lint(lay *layout, rules []RuleUse, i int, matchedBy [][]bool) 
 			continue
 		}
 		r.Matched++
-		if a := lay.assign[t]; a.over >= 0 && lay.ovr[a.over].item != i && !slices.Contains(shadow, lay.ovr[a.over].item) {
-			shadow = append(shadow, lay.ovr[a.over].item)
+		for _, a := range lay.assignments(t) {
+			if a.over >= 0 && lay.ovr[a.over].item != i && !slices.Contains(shadow, lay.ovr[a.over].item) {
+				shadow = append(shadow, lay.ovr[a.over].item)
+			}
 		}
 	}
 	slices.Sort(shadow)
@@ -238,12 +283,16 @@ func (p *planner) lint(lay *layout, rules []RuleUse, i int, matchedBy [][]bool) 
 	case r.Decided == 0:
 		r.ShadowedBy = shadow
 		r.Warnings = append(r.Warnings, fmt.Sprintf("shadowed: every tensor it matches was already placed by %s (the first matching rule wins)", ruleRefs(shadow)))
-	case r.Moved == 0:
+	case r.Moved == 0 && it.Experts == nil:
 		r.Warnings = append(r.Warnings, fmt.Sprintf("moves nothing: the %d tensor(s) it places were already on %s", r.Decided, p.targetName(lay, i)))
+	case r.Moved == 0:
+		r.Info = append(r.Info, fmt.Sprintf("keeps the experts it selects of %d stack(s) on %s, ahead of the rules after it", r.Decided, p.targetName(lay, i)))
 	default:
-		if len(shadow) > 0 {
+		if len(shadow) > 0 && r.Matched > r.Decided {
 			r.ShadowedBy = shadow
 			r.Info = append(r.Info, fmt.Sprintf("%d of the %d tensors it matches were taken by %s first", r.Matched-r.Decided, r.Matched, ruleRefs(shadow)))
+		} else if len(shadow) > 0 {
+			r.Info = append(r.Info, fmt.Sprintf("takes the experts %s left of the stacks it matches", ruleRefs(shadow)))
 		}
 		if r.Decided > r.Moved {
 			r.Info = append(r.Info, fmt.Sprintf("%d of the %d tensors it places were already there", r.Decided-r.Moved, r.Decided))
@@ -254,6 +303,12 @@ func (p *planner) lint(lay *layout, rules []RuleUse, i int, matchedBy [][]bool) 
 	}
 	if it.Kind != ItemPattern {
 		return
+	}
+	if it.Experts != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the expert selector @%s is moerun's own: llama.cpp reads it as part of the regex, which then matches no tensor", it.Experts))
+		if n := r.Matched - p.stacksMatched(matchedBy[i]); n > 0 {
+			r.Info = append(r.Info, fmt.Sprintf("%d tensor(s) it matches are not expert stacks: its selector leaves them to the rules after it", n))
+		}
 	}
 	if what := stdRegexUnsupported(it.Pattern); what != "" {
 		r.Warnings = append(r.Warnings, "llama.cpp cannot use this pattern: C++ std::regex (ECMAScript) rejects "+what+", so llama.cpp fails to load the model")
@@ -375,4 +430,15 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%.2f %s", v, units[i])
+}
+
+// stacksMatched counts the routed-expert stacks among the tensors matched marks.
+func (p *planner) stacksMatched(matched []bool) int {
+	n := 0
+	for t, m := range matched {
+		if m && p.isExpertStack(t) {
+			n++
+		}
+	}
+	return n
 }

@@ -125,6 +125,8 @@ type Rules struct {
 	OpOffloadMinBatch int
 	// ExpertCache is moerun's --expert-cache (llama.cpp has none).
 	ExpertCache ExpertCache
+	// HotStats are the routing statistics that hot:K expert selectors read (--hot-stats).
+	HotStats *RoutingStats
 
 	Fit       bool    // --fit on|off
 	FitTarget []int64 // -fitt, bytes; one value applies to every device
@@ -180,6 +182,9 @@ type Item struct {
 	Pattern string // ItemPattern, ItemFit
 	Target  string // buffer type
 	N       int    // ItemNCPUMoE
+	// Experts, on an ItemPattern, narrows it to some experts of the routed-expert stacks
+	// it matches (PATTERN@EXPERTS=BUFFER, moerun's own); nil for a whole-tensor rule.
+	Experts *ExpertSelector
 }
 
 // Origin is how reports name the item: "-ot exps=CPU", "--n-cpu-moe 2".
@@ -233,7 +238,11 @@ func ParseOverrideTensor(flag, value string) ([]Item, error) {
 			}
 			return nil, argError(flag, "invalid value\n"+hint)
 		}
-		items = append(items, Item{Kind: ItemPattern, Flag: flag, Text: part, Pattern: pattern, Target: target})
+		regex, sel, err := splitSelector(pattern)
+		if err != nil {
+			return nil, argError(flag, err.Error())
+		}
+		items = append(items, Item{Kind: ItemPattern, Flag: flag, Text: part, Pattern: regex, Target: target, Experts: sel})
 	}
 	return items, nil
 }

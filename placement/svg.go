@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/moerun/moerun/gguf"
 )
 
 // palette colours devices in pictures: the CPU grey-blue, GPUs in turn.
@@ -85,7 +87,11 @@ func (p *Plan) WriteSVG(w io.Writer) error {
 		y := top + 4 + i*svgRow
 		fmt.Fprintf(ew, `<text x="10" y="%d">%s</text>`, y+svgRow-3, esc(l.Label()))
 		for j, c := range mapClasses {
-			svgCell(ew, col, svgLabelW+j*svgCellW, y, l.Classes[c.class.String()])
+			title := ""
+			if c.class == gguf.ClassRoutedExpert && l.Experts != nil {
+				title = "experts per device: " + l.RoutedCell()
+			}
+			svgCell(ew, col, svgLabelW+j*svgCellW, y, l.Classes[c.class.String()], title)
 		}
 		var other []string
 		for _, c := range []string{"embedding", "output", "other"} {
@@ -93,8 +99,8 @@ func (p *Plan) WriteSVG(w io.Writer) error {
 				other = append(other, d)
 			}
 		}
-		svgCell(ew, col, svgLabelW+len(mapClasses)*svgCellW, y, strings.Join(other, "+"))
-		svgCell(ew, col, svgLabelW+(len(mapClasses)+1)*svgCellW, y, l.KVDevice)
+		svgCell(ew, col, svgLabelW+len(mapClasses)*svgCellW, y, strings.Join(other, "+"), "")
+		svgCell(ew, col, svgLabelW+(len(mapClasses)+1)*svgCellW, y, l.KVDevice, "")
 		bx := svgLabelW + cols*svgCellW + 10
 		for _, name := range sortedKeys(l.Bytes) {
 			b := l.Bytes[name]
@@ -134,10 +140,14 @@ func (p *Plan) svgCapacityBars(w io.Writer, col map[string]string, devs []Device
 	}
 }
 
-// svgCell fills a cell with the colour of each device named in a "CPU+CUDA0" cell.
-func svgCell(w io.Writer, col map[string]string, x, y int, devs string) {
+// svgCell fills a cell with the colour of each device named in a "CPU+CUDA0" cell; title
+// is its tooltip (devs when empty).
+func svgCell(w io.Writer, col map[string]string, x, y int, devs, title string) {
 	if devs == "" {
 		return
+	}
+	if title == "" {
+		title = devs
 	}
 	names := strings.Split(devs, "+")
 	wpx := float64(svgCellW-4) / float64(len(names))
@@ -146,7 +156,7 @@ func svgCell(w io.Writer, col map[string]string, x, y int, devs string) {
 		if fill == "" {
 			fill = "#ffffff"
 		}
-		fmt.Fprintf(w, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#fff"><title>%s</title></rect>`, float64(x)+float64(i)*wpx, y, wpx, svgRow-1, fill, esc(devs))
+		fmt.Fprintf(w, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#fff"><title>%s</title></rect>`, float64(x)+float64(i)*wpx, y, wpx, svgRow-1, fill, esc(title))
 	}
 	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="9" fill="#000">%s</text>`, x+3, y+svgRow-4, esc(devs))
 }

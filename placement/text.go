@@ -230,7 +230,11 @@ func (p *Plan) writeLayerMap(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "  %s", label)
 		for _, c := range mapClasses {
-			fmt.Fprintf(tw, "\t%s", orDash(l.Classes[c.class.String()]))
+			cell := l.Classes[c.class.String()]
+			if c.class == gguf.ClassRoutedExpert {
+				cell = l.RoutedCell()
+			}
+			fmt.Fprintf(tw, "\t%s", orDash(cell))
 		}
 		var other []string
 		for _, c := range []gguf.Class{gguf.ClassEmbedding, gguf.ClassOutput, gguf.ClassOther} {

@@ -215,8 +215,7 @@ func ExpertWhatIf(plan *Plan, hw Hardware, stats *RoutingStats, opts PredictOpti
 	w.Notes = append(w.Notes,
 		"llama.cpp cannot express expert-granular placement: -ot places whole tensors, and each ffn_*_exps tensor holds all experts of its layer; "+
 			"its best is whole layers (the flags under 'llama.cpp'), where routing statistics change nothing for decode speed",
-		"the expert rules use moerun's expert selector PATTERN@EXPERTS=DEVICE (experts as 3+17+40-42); moerun's runtime is to read them — "+
-			"moerun place does not accept them yet",
+		"the expert rules use moerun's expert selector PATTERN@EXPERTS=DEVICE (experts as 3+17+40-42), which place, fit, run, serve and bench accept",
 		"every layer with experts on both sides is counted with 2 device crossings per token, and prompt processing is taken as unchanged")
 	return w, nil
 }

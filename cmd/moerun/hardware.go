@@ -227,17 +227,22 @@ func llamaThreads(ignored []string) int {
 
 // routingStats reads --expert-stats.
 func (h *hardwareFlags) routingStats() (*placement.RoutingStats, error) {
-	if h.ExpertStats == "" {
+	return readRoutingStats(h.ExpertStats)
+}
+
+// readRoutingStats reads a routing statistics document (nil for no path).
+func readRoutingStats(path string) (*placement.RoutingStats, error) {
+	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Open(h.ExpertStats)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	s, err := placement.ReadRoutingStats(f)
 	if err != nil {
-		return nil, badInput("%s: %v", h.ExpertStats, err)
+		return nil, badInput("%s: %v", path, err)
 	}
 	return s, nil
 }

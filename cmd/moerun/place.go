@@ -516,6 +516,9 @@ func (c *placementFlags) rules(lookupEnv func(string) (string, bool)) (placement
 	if v, ok := lookupEnv("GGML_OP_OFFLOAD_MIN_BATCH"); ok { // ggml's, read by its GPU backends
 		r.OpOffloadMinBatch = placement.ParseOffloadMinBatch(v)
 	}
+	if r.HotStats, err = readRoutingStats(c.HotStats); err != nil {
+		return r, err
+	}
 	if c.ExpertCache != "" { // moerun's own: llama.cpp has no such option
 		if r.ExpertCache, err = placement.ParseExpertCache("--expert-cache", c.ExpertCache); err != nil {
 			return r, placeError(err)
