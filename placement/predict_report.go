@@ -102,6 +102,8 @@ type jsonWhatIf struct {
 	LayerTG   float64      `json:"layer_tg_tps"`
 	Equal     jsonGranular `json:"equal_vram"`
 	Spare     jsonGranular `json:"with_spare_vram"`
+	Hot       jsonGranular `json:"hot_selector"`
+	HotK      int          `json:"hot_k"`
 	Skew      float64      `json:"skew"`
 	Recommend string       `json:"recommend"`
 	Why       string       `json:"why"`
@@ -165,7 +167,7 @@ func (w *WhatIf) toJSON() *jsonWhatIf {
 	g := func(x Granular) jsonGranular {
 		return jsonGranular{x.Budget, x.Experts, x.Coverage, x.TG, x.Gain, nonNil(x.Rules)}
 	}
-	return &jsonWhatIf{LayerTG: w.LayerTG, Equal: g(w.Equal), Spare: g(w.Spare), Skew: w.Skew, Recommend: w.Recommend, Why: w.Why,
+	return &jsonWhatIf{LayerTG: w.LayerTG, Equal: g(w.Equal), Spare: g(w.Spare), Hot: g(w.Hot), HotK: w.HotK, Skew: w.Skew, Recommend: w.Recommend, Why: w.Why,
 		Llama: nonNil(w.Llama), Notes: nonNil(w.Notes)}
 }
 
@@ -274,6 +276,16 @@ func (w *WhatIf) writeText(out io.Writer) {
 			}
 			fmt.Fprintf(out, "    -ot '%s'\n", r)
 		}
+	}
+	if w.HotK > 0 {
+		fmt.Fprintf(out, "  one selector, each layer's %d hottest experts (%s): tg ≈ %.1f tokens/s (%+.1f%%), %d experts serve %.0f%% of expert reads\n",
+			w.HotK, humanBytes(w.Hot.Budget), w.Hot.TG, 100*w.Hot.Gain, w.Hot.Experts, 100*w.Hot.Coverage)
+		quoted := make([]string, len(w.Hot.Rules))
+		for i, r := range w.Hot.Rules {
+			quoted[i] = "-ot '" + r + "'"
+		}
+		fmt.Fprintf(out, "    %s --hot-stats FILE, or -ot '%s=CPU' --expert-cache %d (the same VRAM, following the routing as it goes)\n",
+			strings.Join(quoted, " "), expsRegex, w.HotK)
 	}
 	if len(w.Llama) > 0 {
 		fmt.Fprintf(out, "  llama.cpp (whole layers only): %s\n", strings.Join(w.Llama, " "))

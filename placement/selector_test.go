@@ -201,3 +201,47 @@ func TestWhatIfRulesPlace(t *testing.T) {
 		t.Errorf("the CPU reads %d expert bytes a token, but no token routes to its experts", cpu.ExpertBytes)
 	}
 }
+
+// The what-if's one-selector placement, by hand on the tiny fixture: the VRAM of two whole
+// expert layers (32 expert slices) spread over four layers is 8 experts a layer, the hot
+// ones first; placed back with the statistics (hot:8), experts 0-7 of every layer go to the
+// GPU, and the CPU reads nothing a token routes to.
+func TestWhatIfHotSelector(t *testing.T) {
+	plan := tinyExpertPlan(t)
+	hot := []uint64{100, 100, 100, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	stats := readRouting(t, routingDocument(100, map[int][]uint64{0: hot, 1: hot, 2: hot, 3: hot}))
+	hw := testHardware()
+	hw.CPU.DecodeBandwidth = 0.05 // slow enough that the tiny model's expert reads count
+	w, err := ExpertWhatIf(plan, hw, stats, PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{expsRegex + "@hot:8=CUDA0", expsRegex + "=CPU"}
+	if w.HotK != 8 || !slices.Equal(w.Hot.Rules, want) || w.Hot.Coverage != 1 || w.Hot.Gain <= 0 {
+		t.Fatalf("hot: K %d, rules %q, coverage %.2f, gain %.3f; want K 8, %q, coverage 1", w.HotK, w.Hot.Rules, w.Hot.Coverage, w.Hot.Gain, want)
+	}
+	r := DefaultRules()
+	r.Fit, r.GPULayers, r.CtxSize, r.HotStats = false, NGLAll, 4096, stats
+	for _, rule := range w.Hot.Rules {
+		items, err := ParseOverrideTensor("-ot", rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Items = append(r.Items, items...)
+	}
+	m := openModel(t, tinyQwen)
+	placed, err := Place(m, r, []backend.Device{backend.GPU(0, 4<<30), backend.CPU(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shares(t, placed, m, "blk.3.ffn_down_exps.weight"); !slices.Equal(got, []string{"CUDA0:0-7", "CPU:8-15"}) {
+		t.Errorf("blk.3.ffn_down_exps.weight: %q", got)
+	}
+	p, err := Predict(placed, hw, PredictOptions{Routing: stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu := deviceDecode(t, p, "CPU"); cpu.ExpertBytes != 0 {
+		t.Errorf("the CPU reads %d expert bytes a token", cpu.ExpertBytes)
+	}
+}

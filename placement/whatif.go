@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -149,6 +150,11 @@ type WhatIf struct {
 	// what whole layers could use of it (whole multiples of an expert layer): the part only
 	// single experts can fill.
 	Equal, Spare Granular
+	// Hot is Spare's VRAM spent by one selector per GPU: each layer's HotK most routed
+	// experts (-ot 'exps@hot:K=GPU' --hot-stats FILE), which is also what --expert-cache K
+	// is predicted to do there. HotK is 0 where not one expert a layer fits.
+	Hot  Granular
+	HotK int
 	// Skew is the mean over layers of the routing share of each layer's hottest tenth of
 	// experts (0.1 when routing is uniform).
 	Skew      float64
@@ -194,6 +200,9 @@ func ExpertWhatIf(plan *Plan, hw Hardware, stats *RoutingStats, opts PredictOpti
 	w.Skew = g.skew()
 	w.Equal = g.place(false, w.LayerTG)
 	w.Spare = g.place(true, w.LayerTG)
+	if len(g.gpus) > 0 {
+		w.Hot, w.HotK = g.hot(true, w.LayerTG)
+	}
 	w.Llama = expertFlags(plan)
 	best := w.Spare
 	switch {
@@ -394,10 +403,8 @@ func (g *granularModel) place(spare bool, layerTG float64) Granular {
 	for i := range onGPU {
 		onGPU[i] = make([]string, len(g.layers[i].probs))
 	}
-	cpuBytes, gpuBytes, all := 0.0, map[string]float64{}, 0.0
 	for _, c := range cands {
 		l := &g.layers[c.layer]
-		all += c.p * l.size
 		dev := l.device
 		if room[dev] < l.size {
 			dev = ""
@@ -409,13 +416,33 @@ func (g *granularModel) place(spare bool, layerTG float64) Granular {
 			}
 		}
 		if dev == "" {
-			cpuBytes += c.p * l.size
 			continue
 		}
 		room[dev] -= l.size
 		onGPU[c.layer][c.expert] = dev
-		gpuBytes[dev] += c.p * l.size
-		out.Experts++
+	}
+	out = g.evaluate(onGPU, out.Budget, layerTG)
+	out.Rules = g.rules(onGPU)
+	return out
+}
+
+// evaluate predicts the speed of the experts onGPU puts in VRAM (per layer, per expert: a
+// GPU or ""), within budget bytes: the plan's time with the expert reads moved, and the
+// crossings that layers split between devices add.
+func (g *granularModel) evaluate(onGPU [][]string, budget int64, layerTG float64) Granular {
+	out := Granular{Budget: budget}
+	cpuBytes, gpuBytes, all := 0.0, map[string]float64{}, 0.0
+	for li, l := range g.layers {
+		for e, p := range l.probs {
+			all += p * l.size
+			dev := onGPU[li][e]
+			if dev == "" {
+				cpuBytes += p * l.size
+				continue
+			}
+			gpuBytes[dev] += p * l.size
+			out.Experts++
+		}
 	}
 	if all > 0 {
 		out.Coverage = 1 - cpuBytes/all
@@ -429,8 +456,73 @@ func (g *granularModel) place(spare bool, layerTG float64) Granular {
 	t += float64(g.crossingChange(onGPU)) * crossingTime
 	out.TG = 1 / t
 	out.Gain = out.TG/layerTG - 1
-	out.Rules = g.rules(onGPU)
 	return out
+}
+
+// hot is the placement one selector per GPU writes: each layer's K most routed experts in
+// VRAM on its layer's GPU, K the most that every GPU's room (as place's) holds for all its
+// layers. It is -ot 'exps@hot:K=GPU' with --hot-stats, and what --expert-cache K is
+// predicted to do in the same VRAM. Layers the plan keeps on the CPU stay there.
+func (g *granularModel) hot(spare bool, layerTG float64) (Granular, int) {
+	room := g.room(spare)
+	var budget int64
+	for _, r := range room {
+		budget += int64(r)
+	}
+	need := map[string]float64{} // bytes of one expert of every layer, per GPU
+	for _, l := range g.layers {
+		if slices.Contains(g.gpus, l.device) {
+			need[l.device] += l.size
+		}
+	}
+	k := -1
+	for dev, n := range need {
+		if n > 0 {
+			if kd := int(room[dev] / n); k < 0 || kd < k {
+				k = kd
+			}
+		}
+	}
+	onGPU := make([][]string, len(g.layers))
+	for li, l := range g.layers {
+		onGPU[li] = make([]string, len(l.probs))
+		if k <= 0 || need[l.device] == 0 {
+			continue
+		}
+		ids := make([]int, len(l.probs))
+		for i := range ids {
+			ids[i] = i
+		}
+		slices.SortStableFunc(ids, func(a, b int) int { return cmpFloat(l.probs[b], l.probs[a]) })
+		for _, e := range ids[:min(k, len(ids))] {
+			if l.probs[e] > 0 {
+				onGPU[li][e] = l.device
+			}
+		}
+	}
+	out := g.evaluate(onGPU, budget, layerTG)
+	if k > 0 {
+		for _, dev := range slices.Sorted(maps.Keys(need)) {
+			out.Rules = append(out.Rules, fmt.Sprintf(`%s%s@hot:%d=%s`, g.layersOn(dev), expsRegex, k, dev))
+		}
+		out.Rules = append(out.Rules, expsRegex+"=CPU")
+	}
+	return out, max(k, 0)
+}
+
+// layersOn is a pattern prefix that matches the blocks of g's layers on dev: none where
+// every layer is there.
+func (g *granularModel) layersOn(dev string) string {
+	var ids []string
+	for _, l := range g.layers {
+		if l.device == dev {
+			ids = append(ids, strconv.Itoa(l.index))
+		}
+	}
+	if len(ids) == len(g.layers) {
+		return ""
+	}
+	return `blk\.(` + strings.Join(ids, "|") + `)`
 }
 
 // crossingChange is how many more hand-overs per token the granular placement makes than
