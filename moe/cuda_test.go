@@ -11,6 +11,7 @@ import (
 	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/backend/cuda"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/placement"
 	"github.com/moerun/moerun/tensor"
 )
 
@@ -158,4 +159,55 @@ func cudaAndHost(t *testing.T, threads int) (*cuda.Backend, *cpu.Backend) {
 	}
 	t.Cleanup(func() { gpu.Close() })
 	return gpu, cpu.New(cpu.Options{Pool: pool})
+}
+
+// TestCUDAExpertShares: a layer's experts split between the GPU and the CPU, by an -ot
+// expert selector and by the expert cache (its slots filled and swapped between decode
+// steps), give the CPU run's logits within the golden bar: MapIDs, the shares' products and
+// the slots' staging on CUDA. It also runs on the fake driver (make cuda-fake's library,
+// -run CUDAExpertShares).
+func TestCUDAExpertShares(t *testing.T) {
+	if err := cuda.Available(); err != nil {
+		if os.Getenv("MOERUN_REQUIRE_GPU") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	gm := goldenModels[0]
+	prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
+	decode := stretch(prompt, 12)
+	want := runSteps(t, openModel(t, gm.path, 2), prompt, decode)
+	for _, tc := range []struct {
+		name, ot string
+		cache    placement.ExpertCache
+	}{
+		{"selector", `blk\.(0|2)\.ffn_.*_exps@1+3-5=CUDA0,exps=CPU`, placement.ExpertCache{}},
+		{"expert cache", "exps=CPU", placement.ExpertCache{Slots: 4, Swaps: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, pool, host := openHost(t, gm.path, 2)
+			gpu, err := cuda.New(0, cuda.Options{Host: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { gpu.Close() })
+			rules := placement.DefaultRules()
+			rules.GPULayers, rules.ExpertCache = 99, tc.cache
+			if rules.Items, err = placement.ParseOverrideTensor("-ot", tc.ot); err != nil {
+				t.Fatal(err)
+			}
+			m, plan := loadPlaced(t, f, pool, host, gpu, rules)
+			o := DefaultContextOptions()
+			o.Size = plan.Context.NCtx
+			got, _ := stepsOn(t, m.context(t, o), prompt, decode, nil)
+			a := compareLogits(got, want)
+			if a.nmse > barMedianNMSE || a.kl > barMeanKL {
+				t.Errorf("logits against the CPU run's: NMSE %.3g (bar %g), KL %.3g (bar %g)", a.nmse, barMedianNMSE, a.kl, barMeanKL)
+			}
+			if st := m.ExpertCacheStats(); tc.cache.Slots > 0 && (st.Hits == 0 || st.Swaps == 0) {
+				t.Errorf("the cache never hit (%d) or swapped (%d)", st.Hits, st.Swaps)
+			}
+			t.Logf("logits against the CPU run's: NMSE %.3g, KL %.3g; cache %+v", a.nmse, a.kl, m.ExpertCacheStats())
+		})
+	}
 }
