@@ -253,7 +253,10 @@ func (c *fitCmd) commandArgs() (llama, moerun string) {
 
 // fitWrites are the options fit's own flags set; the user's other placement options are
 // repeated in the printed commands.
-var fitWrites = map[string]bool{"ctx-size": true, "batch-size": true, "ubatch-size": true, "cache-type-k": true, "cache-type-v": true, "flash-attn": true}
+var fitWrites = map[string]bool{"ctx-size": true, "batch-size": true, "ubatch-size": true, "cache-type-k": true, "cache-type-v": true, "flash-attn": true,
+	// The placement fit chooses: the user's is set aside (a note names it), never repeated
+	// beside fit's own, where -ot exps=CPU before fit's --n-cpu-moe would move every expert.
+	"override-tensor": true, "cpu-moe": true, "n-cpu-moe": true, "n-gpu-layers": true, "tensor-split": true}
 
 // userFlags are the llama.cpp options the user gave that fit keeps as they are (-np,
 // --no-mmap, -fitt, …), in their long spelling, which llama-server and moerun both read.

@@ -279,3 +279,23 @@ func withoutModel(args []string) []string {
 	}
 	return out
 }
+
+// TestFitSetsAsidePlacement: the placement flags of a pasted command (-ot, -ngl, …) are set
+// aside, and the printed commands carry fit's placement only: repeating -ot exps=CPU before
+// fit's --n-cpu-moe would put every expert in RAM.
+func TestFitSetsAsidePlacement(t *testing.T) {
+	code, out, errOut := moerun(t, "fit", "--preset", "qwen3-30b-a3b:q4_k_m", "--gpu", "8GiB", "--ram", "64GiB", "--gpu-bw", "272", "--ram-bw", "60",
+		"-ot", "exps=CPU", "-ngl", "20", "-ts", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "llama.cpp" || f[0] == "moerun") &&
+			(strings.Contains(line, "exps=CPU") || strings.Contains(line, "-ngl 20") || strings.Contains(line, "--n-gpu-layers 20") || strings.Contains(line, "tensor-split")) {
+			t.Errorf("a printed command repeats a placement flag fit set aside: %s", line)
+		}
+	}
+	if !strings.Contains(out, "set aside: -ot exps=CPU, -ngl 20, -ts 1") {
+		t.Errorf("no note names the flags set aside:\n%s", out)
+	}
+}
