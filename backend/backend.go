@@ -47,8 +47,8 @@ type Backend interface {
 	Synchronize() error
 
 	// Supports reports whether the backend runs op with operands of type t (the weight's
-	// type for weight operations, the cache's for SetRows and Attention, I32 for MapIDs,
-	// F32 otherwise).
+	// type for weight operations, the cache's for SetRows, Attention and IndexerScores,
+	// I32 for MapIDs, F32 otherwise).
 	Supports(op Op, t tensor.Type) bool
 
 	Ops
@@ -128,6 +128,11 @@ type Ops interface {
 	// WeightedSum sets dst[t] to the sum over slots j of y[t·k+j]·w[t·k+j], each product
 	// rounded before it is added, in slot order.
 	WeightedSum(dst, y, w Tensor, k int) error
+	// IndexerScores is DeepSeek Sparse Attention's lightning indexer over a cache of keys
+	// (tensor.Pool.IndexerScores): dst[t][j] = Σ_h w[t][h]·relu(q[t·heads+h]·keys[j]) for
+	// j ≤ pos[t], −∞ for pos[t] < j < kvLen. q is [tokens·heads][dim], w [tokens][heads]
+	// (F32), keys one row of dim values per position in a cache type, dst [tokens][kvLen].
+	IndexerScores(dst, q Tensor, heads int, pos []int32, keys, w Tensor, kvLen int) error
 	// MapIDs sets each element of dst (I32) to table[id] for the element id of ids (I32), or
 	// to -1 where id is -1 or outside the table (one row of I32): the router's expert ids
 	// turned into the indices of the experts one device holds of a stack split by expert,
@@ -169,12 +174,13 @@ const (
 	OpCausalConv
 	OpGatedDeltaRule
 	OpMapIDs
+	OpIndexerScores
 	NumOps // the number of operations
 )
 
 var opNames = [NumOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
 	"scale", "unary", "swiglu", "copy", "rope", "set-rows", "attention", "route", "add-id", "weighted-sum", "causal-conv",
-	"gated-delta-rule", "map-ids"}
+	"gated-delta-rule", "map-ids", "indexer-scores"}
 
 func (o Op) String() string {
 	if o < 0 || o >= NumOps {

@@ -144,6 +144,8 @@ type pass struct {
 	single     []value
 	statIDs    []int32
 	statWeight []float32
+	// indexScores holds a lightning indexer's scores read back for the top-k.
+	indexScores []float32
 	// moved holds the current MoE layer's routing block copied to each device that runs a
 	// share of its experts (movedBlock).
 	moved []value

@@ -124,10 +124,10 @@ type dsaAttention struct {
 // Σ_h weight_h · relu(q_h · k) with per-token head weights (proj) scaled by
 // 1/sqrt(heads·dim). Its keys live in the layer's cache beside the MLA rows.
 //
-// The devices compute its three projections; the rest runs on the host (the backends have
-// no operation for the key's LayerNorm, the scores or the top-k yet), which reads the
-// projections and, once a sequence is longer than top-k, the layer's cached keys back each
-// pass, and scores in plain Go: correct everywhere, but a cost that grows with the context.
+// The devices compute its three projections and, where the layer's cache is, the scores
+// (IndexerScores, over the cached keys, in parallel); the host runs the key's LayerNorm,
+// RoPE and Hadamard rotation (the backends have no operation for them yet) and the top-k
+// (llama.cpp's tie order, topPositions), reading back the projections and the scores.
 type lightningIndexer struct {
 	qB, k, proj weight
 	normW       []float32 // LayerNorm weight and bias of the key, on the host
@@ -265,45 +265,47 @@ func (x *lightningIndexer) choose(c *pass, il int, in, qr value, topK int) selec
 		w[i] *= scale
 	}
 	x.store(c, il, k)
-	var keys []float32
-	var scores []float32
+	// The scores run where the keys are (the layer's cache), over each sequence's cache;
+	// only they come back, for the top-k.
+	dev := c.m.kvDev[il]
+	var qd, wd value // q and w on dev, uploaded for the first sequence that needs them
 	for _, sg := range c.segs {
 		end := sg.c.n + sg.rows
 		if end <= topK {
 			continue // every token keeps every position
 		}
-		keys = grow(keys, end*dim)
-		c.readIndexKeys(sg.c.caches[il], keys[:end*dim], end)
-		if c.err != nil {
-			return sel
+		if !qd.Valid() {
+			qd, wd = c.upload(dev, q, dim), c.upload(dev, w, heads)
 		}
 		// llama.cpp scores every cell of its padded view of the cache (attend's kvLen), the
 		// masked ones -inf: they take part in its top-k's tie order.
 		nKV := min(sg.c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
+		scores := c.alloc(dev, tensor.F32, nKV, sg.rows)
+		if c.err == nil {
+			c.fail(c.backendOf(dev).IndexerScores(scores, qd.Slice(sg.first*heads, (sg.first+sg.rows)*heads), heads, c.pos[sg.first:sg.first+sg.rows],
+				sg.c.caches[il].index.Slice(0, nKV), wd.Slice(sg.first, sg.first+sg.rows), nKV))
+		}
+		c.indexScores = grow(c.indexScores, sg.rows*nKV)
+		c.read(c.indexScores[:sg.rows*nKV], scores)
+		if c.err != nil {
+			return sel
+		}
 		for r := range sg.rows {
-			t := sg.first + r
-			p := int(c.pos[t])
-			if p+1 <= topK {
-				continue
+			if t := sg.first + r; int(c.pos[t])+1 > topK {
+				sel.positions[t] = topPositions(c.indexScores[r*nKV:(r+1)*nKV], topK)
 			}
-			scores = grow(scores, nKV)
-			for j := p + 1; j < nKV; j++ {
-				scores[j] = float32(math.Inf(-1))
-			}
-			for j := 0; j <= p; j++ {
-				kj := keys[j*dim : (j+1)*dim]
-				var s float32
-				for h := range heads {
-					if qk := tensor.VecDotF32(q[(t*heads+h)*dim:(t*heads+h+1)*dim], kj); qk > 0 {
-						s += qk * w[t*heads+h]
-					}
-				}
-				scores[j] = s
-			}
-			sel.positions[t] = topPositions(scores[:nKV], topK)
 		}
 	}
 	return sel
+}
+
+// upload puts host values, rows of cols, on device dev for the current layer.
+func (c *pass) upload(dev int, v []float32, cols int) value {
+	x := c.alloc(dev, tensor.F32, cols, len(v)/cols)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Set(x, float32Bytes(v)))
+	}
+	return x
 }
 
 // store writes the tokens' indexer keys (rows of k) into each segment's cache, converted
@@ -322,21 +324,6 @@ func (x *lightningIndexer) store(c *pass, il int, k []float32) {
 		}
 		cache := sg.c.caches[il]
 		c.fail(cache.setRows(cache.index, sg.c.n, sg.of(kv)))
-	}
-}
-
-// readIndexKeys reads the first n indexer keys of a layer's cache to the host as float32.
-func (c *pass) readIndexKeys(cache *kvCache, dst []float32, n int) {
-	if c.err != nil {
-		return
-	}
-	src := cache.index.Slice(0, n)
-	c.staging = grow(c.staging, int(src.Bytes()))
-	raw := c.staging[:src.Bytes()]
-	c.fail(cache.b.Get(raw, src))
-	c.fail(cache.b.Synchronize())
-	if c.err == nil {
-		c.fail(tensor.Dequantize(src.Type, raw, dst))
 	}
 }
 

@@ -388,6 +388,7 @@ type jobs struct {
 	mulMatIDs mulMatIDsJob
 	attn      attnJob
 	stream    streamJob
+	indexer   indexerJob
 }
 
 // scratch holds the buffers operations reuse from one call to the next.
@@ -401,6 +402,7 @@ type scratch struct {
 	partials []float32     // Attention: the chunks of a split query
 	stream   []byte        // StreamRead: per worker
 	wide     []wideScratch // MatMul of F16 weights and packed kernels: per worker
+	keys     []float32     // IndexerScores: a key per worker
 }
 
 // grow returns b resized to n elements, reusing its storage when it is large enough.

@@ -301,6 +301,10 @@ var apiCalls = []apiCall{
 		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error {
 			return b.AddID(x[0], x[1], x[2])
 		}},
+	{"indexer-scores", backend.OpIndexerScores, tensor.F32, []operandShape{f32(8, 2), f32(32, 4), f32(32, 8), f32(2, 2)}, nil,
+		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error {
+			return b.IndexerScores(x[0], x[1], 2, []int32{7, 7}, x[2], x[3], 8)
+		}},
 	{"map-ids", backend.OpMapIDs, tensor.I32, []operandShape{i32(2, 2), i32(2, 2), i32(8, 1)}, nil,
 		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error {
 			return b.MapIDs(x[0], x[1], x[2])

@@ -136,6 +136,40 @@ func setRowsErr(typ tensor.Type, n int) float64 {
 	return max(ElementErr, step*step/(0.25*float64(n)))
 }
 
+// indexerScoresSuite scores a cache of keys for DeepSeek Sparse Attention's indexer: the
+// heads' ReLU'd products summed with their weights. Every token sees every position (a
+// masked one scores -Inf on both sides, which the error bound cannot weigh; package
+// tensor's test checks the masks).
+func indexerScoresSuite(e *env) {
+	const kvLen = 100
+	for _, typ := range cacheTypes() {
+		if !e.supports(typ) {
+			continue
+		}
+		for _, dim := range []int{64, 128} {
+			if int64(dim)%typ.BlockSize() != 0 {
+				continue
+			}
+			for _, n := range []int{1, 5} {
+				e.run(fmt.Sprintf("%s/dim=%d,tokens=%d", typ, dim, n), func(c *tcase) {
+					const heads = 4
+					keys := c.tensor("keys", typ, dim, kvLen, c.encoded(typ, dim*kvLen))
+					q := c.random("q", dim, n*heads, -1, 1)
+					w := c.random("w", heads, n, 0, 1)
+					dst := c.output("dst", tensor.F32, kvLen, n, MatMulErr)
+					pos := make([]int32, n)
+					for i := range pos {
+						pos[i] = int32(kvLen - 1 + i)
+					}
+					c.run(func(b backend.Backend, s side) error {
+						return b.IndexerScores(dst.on(s), q.on(s), heads, pos, keys.on(s), w.on(s), kvLen)
+					})
+				})
+			}
+		}
+	}
+}
+
 // attnConfig is one attention layout.
 type attnConfig struct {
 	name           string

@@ -97,6 +97,7 @@ var opSuites = map[backend.Op]func(*env){
 	backend.OpCausalConv:     causalConvSuite,
 	backend.OpGatedDeltaRule: gatedDeltaRuleSuite,
 	backend.OpMapIDs:         mapIDsSuite,
+	backend.OpIndexerScores:  indexerScoresSuite,
 }
 
 // suite is one Run.

@@ -283,7 +283,7 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 		// Activation-only formats (Q8_1, Q8_K) have no dot product of their own.
 		tr, err := tensor.TraitsOf(t)
 		return err == nil && tr.VecDot != nil
-	case backend.OpSetRows, backend.OpAttention:
+	case backend.OpSetRows, backend.OpAttention, backend.OpIndexerScores:
 		return t == tensor.F32 || t == tensor.F16 || t == tensor.Q8_0
 	case backend.OpCopy:
 		// Rows are copied as bytes, but the runtime only copies activations.

@@ -475,6 +475,34 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 	return b.pool.Attention(d, qs, heads, pos, kc, vc, kvLen, p)
 }
 
+// IndexerScores is tensor.Pool.IndexerScores over the cache of keys.
+func (b *Backend) IndexerScores(dst, q backend.Tensor, heads int, pos []int32, keys, w backend.Tensor, kvLen int) error {
+	if err := b.allow(backend.OpIndexerScores); err != nil {
+		return err
+	}
+	d, err := b.f32(dst, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	qs, err := b.f32(q, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	ws, err := b.f32(w, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	kc, err := b.cache(keys, q.Cols)
+	if err != nil {
+		return err
+	}
+	if keys.Cols != q.Cols || dst.Cols != kvLen {
+		return b.shapeError("indexer-scores", "%s by keys %s into %s for %d positions", q, keys, dst, kvLen)
+	}
+	b.ops++
+	return b.pool.IndexerScores(d, qs, heads, pos, kc, ws, kvLen)
+}
+
 // Route is tensor.Router.Route on each row of logits.
 func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, cfg tensor.RouterConfig) error {
 	if err := b.allow(backend.OpRoute); err != nil {

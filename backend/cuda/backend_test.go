@@ -647,7 +647,7 @@ func TestDeviceMemory(t *testing.T) {
 				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0
 			case backend.OpMapIDs:
 				want = typ == tensor.I32
-			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule:
+			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule, backend.OpIndexerScores:
 				want = c.Supports(op, typ) // through the host
 			}
 			if got := g.Supports(op, typ); got != want {

@@ -39,7 +39,7 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpAttention:
 		_, ok := kernels.AttentionCache(t)
 		return ok
-	case backend.OpCausalConv, backend.OpGatedDeltaRule:
+	case backend.OpCausalConv, backend.OpGatedDeltaRule, backend.OpIndexerScores:
 		// Through the host, for now (onHost).
 		return b.host.Supports(op, t)
 	}
@@ -768,6 +768,13 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
 	return b.onHost([]backend.Tensor{dst, state}, []backend.Tensor{x, state, w}, func(out, in []backend.Tensor) error {
 		return b.host.CausalConv(out[0], in[0], out[1], in[2])
+	})
+}
+
+// IndexerScores runs the host's lightning indexer: the cache of keys is copied out for it.
+func (b *Backend) IndexerScores(dst, q backend.Tensor, heads int, pos []int32, keys, w backend.Tensor, kvLen int) error {
+	return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, keys, w}, func(out, in []backend.Tensor) error {
+		return b.host.IndexerScores(out[0], in[0], heads, pos, in[1], in[2], kvLen)
 	})
 }
 
