@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -435,7 +436,7 @@ func (s *searcher) better(a, b *Candidate) int {
 	case ka != kb:
 		return kb - ka
 	case s.secondary(a) != s.secondary(b):
-		return cmpFloat(s.secondary(b), s.secondary(a))
+		return cmp.Compare(s.secondary(b), s.secondary(a))
 	case a.CacheType != b.CacheType:
 		return cmpBool(a.CacheType == tensor.F16, b.CacheType == tensor.F16)
 	case a.UBatch != b.UBatch:

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -116,18 +117,8 @@ func (s *ExpertSelector) experts(il, n int, stats *RoutingStats) ([]int, error) 
 		ids[i] = i
 	}
 	// Most selected first; ties to the lower id.
-	slices.SortStableFunc(ids, func(a, b int) int { return cmpUint(l.Selected[b], l.Selected[a]) })
+	slices.SortStableFunc(ids, func(a, b int) int { return cmp.Compare(l.Selected[b], l.Selected[a]) })
 	ids = ids[:min(s.Hot, n)]
 	slices.Sort(ids)
 	return ids, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -335,7 +336,7 @@ func (g *granularModel) skew() float64 {
 // take (0 when ps sums to nothing).
 func topShare(ps []float64, n int) float64 {
 	ps = slices.Clone(ps)
-	slices.SortFunc(ps, func(a, b float64) int { return cmpFloat(b, a) })
+	slices.SortFunc(ps, func(a, b float64) int { return cmp.Compare(b, a) })
 	var top, all float64
 	for i, p := range ps {
 		all += p
@@ -347,16 +348,6 @@ func topShare(ps []float64, n int) float64 {
 		return 0
 	}
 	return top / all
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // layerCoverage is the share of expert reads the plan itself serves from VRAM.
@@ -493,7 +484,7 @@ func (g *granularModel) hot(spare bool, layerTG float64) (Granular, int) {
 		for i := range ids {
 			ids[i] = i
 		}
-		slices.SortStableFunc(ids, func(a, b int) int { return cmpFloat(l.probs[b], l.probs[a]) })
+		slices.SortStableFunc(ids, func(a, b int) int { return cmp.Compare(l.probs[b], l.probs[a]) })
 		for _, e := range ids[:min(k, len(ids))] {
 			if l.probs[e] > 0 {
 				onGPU[li][e] = l.device
