@@ -648,6 +648,8 @@ func TestDeviceMemory(t *testing.T) {
 			case backend.OpMapIDs:
 				want = typ == tensor.I32
 			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule, backend.OpIndexerScores:
+				// Attention and the indexer's scores on F32, F16 and Q8_0 caches with kernels,
+				// on the host's other types; the recurrent operations through the host.
 				want = c.Supports(op, typ) // through the host
 			}
 			if got := g.Supports(op, typ); got != want {
@@ -1048,6 +1050,34 @@ func TestMulMatIDNoGroups(t *testing.T) {
 					t.Errorf("ids %v: slot %d row %d = %g, want %g", ids, slot, r, v, want)
 				}
 			}
+		}
+	}
+}
+
+// TestIndexerScoresMasks: the lightning indexer's kernel scores each token's positions up
+// to its own and gives -Inf after them, as the CPU does; the finite scores agree within
+// float32 rounding of the reductions (F32 keys).
+func TestIndexerScoresMasks(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(9, 9))
+	const heads, dim, kvLen = 3, 64, 12
+	pos := []int32{3, 10}
+	q, w, keys := randomVector(len(pos)*heads*dim, rng), randomVector(len(pos)*heads, rng), randomVector(kvLen*dim, rng)
+	run := func(b backend.Backend) []float32 {
+		d := f32s(t, b, kvLen, make([]float32, len(pos)*kvLen))
+		if err := b.IndexerScores(d, f32s(t, b, dim, q), heads, pos, f32s(t, b, dim, keys), f32s(t, b, heads, w), kvLen); err != nil {
+			t.Fatalf("%s: %v", b.Device().Name, err)
+		}
+		return values(t, b, d)
+	}
+	got, want := run(g), run(c)
+	for i := range want {
+		tk, j := i/kvLen, i%kvLen
+		switch {
+		case j > int(pos[tk]) && !math.IsInf(float64(got[i]), -1):
+			t.Errorf("token %d position %d: %g, want -Inf past position %d", tk, j, got[i], pos[tk])
+		case j <= int(pos[tk]) && math.Abs(float64(got[i]-want[i])) > 1e-4*(1+math.Abs(float64(want[i]))):
+			t.Errorf("token %d position %d: %g, the CPU %g", tk, j, got[i], want[i])
 		}
 	}
 }

@@ -39,7 +39,10 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpAttention:
 		_, ok := kernels.AttentionCache(t)
 		return ok
-	case backend.OpCausalConv, backend.OpGatedDeltaRule, backend.OpIndexerScores:
+	case backend.OpIndexerScores:
+		_, ok := kernels.AttentionCache(t)
+		return ok || b.host.Supports(op, t)
+	case backend.OpCausalConv, backend.OpGatedDeltaRule:
 		// Through the host, for now (onHost).
 		return b.host.Supports(op, t)
 	}
@@ -771,10 +774,45 @@ func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
 	})
 }
 
-// IndexerScores runs the host's lightning indexer: the cache of keys is copied out for it.
+// IndexerScores runs the lightning indexer over the cache of keys on the GPU, a warp per
+// (token, position); keys of a type or size the kernel lacks run on the host.
 func (b *Backend) IndexerScores(dst, q backend.Tensor, heads int, pos []int32, keys, w backend.Tensor, kvLen int) error {
-	return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, keys, w}, func(out, in []backend.Tensor) error {
-		return b.host.IndexerScores(out[0], in[0], heads, pos, in[1], in[2], kvLen)
+	dim := q.Cols
+	kType, ok := kernels.AttentionCache(keys.Type)
+	if heads <= 0 || keys.Cols != dim || kvLen < 0 || kvLen > keys.Rows || q.Rows != len(pos)*heads || w.Rows != len(pos) || w.Cols != heads ||
+		dst.Rows != len(pos) || dst.Cols != kvLen {
+		return fmt.Errorf("%s: indexer-scores: %s by keys %s and weights %s into %s, %d heads of %d tokens, %d positions", b.dev.Name, q, keys, w, dst, heads, len(pos), kvLen)
+	}
+	if !ok || dim > kernels.AttentionMaxDim {
+		return b.onHost([]backend.Tensor{dst}, []backend.Tensor{q, keys.Slice(0, kvLen), w}, func(out, in []backend.Tensor) error {
+			return b.host.IndexerScores(out[0], in[0], heads, pos, in[1], in[2], kvLen)
+		})
+	}
+	d, err := b.contiguous(dst, tensor.F32, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	qp, err := b.contiguous(q, tensor.F32, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	wp, err := b.contiguous(w, tensor.F32, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	kp, err := b.address(keys, "indexer-scores")
+	if err != nil {
+		return err
+	}
+	if dst.Elements() == 0 {
+		return nil
+	}
+	return b.run("indexer-scores", func() error {
+		if err := b.send(&b.route, pos); err != nil {
+			return err
+		}
+		return b.launchWarpRows(kernels.IndexerScoresF32, dst.Elements(), uint64(d), uint64(qp), uint64(wp), uint64(kp),
+			uint64(b.route.ptr), uint64(heads), uint64(dim), uint64(kvLen), kType, uint64(keys.Stride), uint64(len(pos)))
 	})
 }
 

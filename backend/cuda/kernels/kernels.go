@@ -87,6 +87,9 @@ const (
 	// RouteF32 is the MoE router, a thread per token, with RouteScratchWords(experts,
 	// groups) 4-byte words of scratch per token.
 	RouteF32 = "route_f32"
+	// IndexerScoresF32 is the lightning indexer's scores, a warp per (token, position), keys
+	// of at most AttentionMaxDim values in an AttentionCache type.
+	IndexerScoresF32 = "indexer_scores_f32"
 )
 
 // RouteScratchWords is the scratch RouteF32 needs per token.
@@ -150,7 +153,7 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, MapIDsI32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32}
+	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32, IndexerScoresF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

@@ -568,10 +568,48 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+// indexer_scores_f32(dst, q, w, keys, pos, heads, dim, kvLen, kType, posBytes, tokens): the
+//   lightning indexer, a warp per (token t, position j): dst[t·kvLen + j] = Σ_h w[t·heads+h]·
+//   (q[t·heads+h]·k[j] where positive) over the heads in order, -inf for j > pos[t]; keys are
+//   one row of dim values (dim ≤ kAttnMaxDim) of type kType per position, posBytes apart.
+//   The warp holds the key in registers and reduces each head's product as attention does.
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    indexer_scores_f32(float* dst, const float* q, const float* w, const u8* keys, const int* pos, i64 heads, i64 dim,
+                       i64 kvLen, i64 kType, i64 posBytes, i64 tokens) {
+    const int lane = threadIdx.x % 32;
+    for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < tokens * kvLen; r += i64(gridDim.x) * kRowsPerOpBlock) {
+        const i64 t = r / kvLen, j = r % kvLen;
+        if (j > pos[t]) {
+            if (lane == 0) dst[r] = -INFINITY;
+            continue;
+        }
+        const u8* krow = keys + j * posBytes;
+        float key[kAttnPerLane];
+#pragma unroll
+        for (int i = 0; i < kAttnPerLane; i++) {
+            const i64 d = lane + 32 * i;
+            key[i] = d < dim ? cacheValue(krow, d, int(kType)) : 0.0f;
+        }
+        float score = 0.0f;
+        for (i64 h = 0; h < heads; h++) {
+            const float* qh = q + (t * heads + h) * dim;
+            float dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kAttnPerLane; i++) {
+                const i64 d = lane + 32 * i;
+                if (d < dim) dot = fmaf(qh[d], key[i], dot);
+            }
+            dot = warpSum(dot);
+            if (dot > 0.0f) score = __fadd_rn(score, __fmul_rn(dot, w[t * heads + h]));
+        }
+        if (lane == 0) dst[r] = score;
+    }
+}
+
 // MOERUN_OPS lists the entry points above and matvec.cu's group_pairs: every entry but the
 // per-type ones.
 #define MOERUN_OPS(X)                                                                                         \
     X(group_pairs) X(copy_f32)                                                                                \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(map_ids_i32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
-            X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32)
+            X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32) X(indexer_scores_f32)
