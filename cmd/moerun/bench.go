@@ -496,6 +496,12 @@ func (r *benchRunner) run(cfg benchConfig, t benchTest) (benchResult, error) {
 		}
 	}
 	res.summarize()
+	for _, model := range m.models {
+		if st := model.ExpertCacheStats(); st.Layers > 0 {
+			res.ExpertCache = &benchExpertCache{Layers: st.Layers, Slots: st.Slots, SlotBytes: st.SlotBytes, HitRate: st.HitRate(),
+				Swaps: st.Swaps, MovedBytes: st.BytesMoved}
+		}
+	}
 	m.report(r.stderr, time.Since(started))
 	if t.nPrompt == 0 && t.nGen > 0 {
 		m.reportSteps(r.stderr, res.testName(), crossed, t.nGen*r.cmd.Repetitions)
@@ -603,6 +609,18 @@ type benchResult struct {
 	// With -ser: the setting (ik_llama.cpp's field) and what it costs (bench_ser.go).
 	SER        string      `json:"ser,omitempty"`
 	SERQuality *serQuality `json:"ser_quality,omitempty"`
+	// With --expert-cache: what the cache did over the warm-up and the repetitions.
+	ExpertCache *benchExpertCache `json:"expert_cache,omitempty"`
+}
+
+// benchExpertCache is a test's expert cache account (moe.ExpertCacheStats).
+type benchExpertCache struct {
+	Layers     int     `json:"layers"`
+	Slots      int     `json:"slots"`
+	SlotBytes  int64   `json:"slot_bytes"`
+	HitRate    float64 `json:"hit_rate"`
+	Swaps      uint64  `json:"swaps"`
+	MovedBytes int64   `json:"moved_bytes"`
 }
 
 // summarize computes the samples' tokens/s and the means and standard deviations, as

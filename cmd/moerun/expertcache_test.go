@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -98,5 +99,22 @@ func TestServeExpertCacheMetrics(t *testing.T) {
 	// tiny-qwen3moe routes 2 experts a token; "Hello" and 16 tokens are at least 17 evaluated.
 	if routed := hits + misses; routed < 2*4*17 || hits == 0 || value("expert_cache_moved_bytes_total") <= 0 {
 		t.Errorf("%g hits and %g misses, %g bytes moved", hits, misses, value("expert_cache_moved_bytes_total"))
+	}
+}
+
+// TestBenchExpertCache: bench's JSON rows carry the cache's account (--expert-cache).
+func TestBenchExpertCache(t *testing.T) {
+	code, out, errOut := moerun(t, "bench", "-m", tinyQwen, "--sim-gpu", "1GiB", "-ngl", "99", "-ot", "exps=CPU", "--expert-cache", "2",
+		"-p", "0", "-n", "16", "-r", "1", "-t", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []benchResult
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	c := rows[0].ExpertCache
+	if c == nil || c.Layers != 4 || c.Slots != 2 || c.HitRate <= 0 || c.HitRate >= 1 || c.Swaps == 0 || c.MovedBytes <= 0 || c.SlotBytes <= 0 {
+		t.Errorf("expert cache account %+v", c)
 	}
 }
