@@ -235,18 +235,7 @@ func TestCUDASparseAttention(t *testing.T) {
 	rules := placement.DefaultRules()
 	rules.GPULayers = 99
 	m, _ := loadPlaced(t, f, pool, host, gpu, rules)
-	final := func() float64 {
-		logits, err := m.context(t, DefaultContextOptions()).Eval(p.Tokens, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return compareLogits(logits, p.StepLogits[0]).maxDiff
-	}
-	sparse := final()
-	for _, l := range m.layers {
-		l.attn.(*dsaAttention).topK = 1 << 20
-	}
-	dense := final()
+	sparse, dense := sparseAndDense(t, m, p)
 	t.Logf("final logits from llama.cpp's: max |Δ| %.3g keeping the top-k, %.3g keeping every position", sparse, dense)
 	// The GPU's products round otherwise than the CPU's, which may flip a position near
 	// the top-k's boundary (as the generic kernels do, see TestDSASparsityMatters); the

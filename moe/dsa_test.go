@@ -69,18 +69,7 @@ func TestDSASparsityMatters(t *testing.T) {
 		if p.Name != "long" || len(p.Tokens) <= 2*m.Config.Indexer.TopK {
 			t.Fatalf("%s: prompt %s of %d tokens does not exceed the top-k of %d well", name, p.Name, len(p.Tokens), m.Config.Indexer.TopK)
 		}
-		final := func() float64 {
-			logits, err := m.context(t, DefaultContextOptions()).Eval(p.Tokens, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return compareLogits(logits, p.StepLogits[0]).maxDiff
-		}
-		sparse := final()
-		for _, l := range m.layers {
-			l.attn.(*dsaAttention).topK = 1 << 20
-		}
-		dense := final()
+		sparse, dense := sparseAndDense(t, m, p)
 		t.Logf("%s: long's final logits from llama.cpp's: max |Δ| %.3g keeping 32 positions, %.3g keeping all", name, sparse, dense)
 		// On x86 kernels the sparse pass gives llama.cpp's bits; the generic ones' last bits
 		// may flip a position near the top-k's boundary, still far closer than dense.
@@ -243,4 +232,22 @@ func TestGLMSharedIndexer(t *testing.T) {
 	if d := compareLogits(logits, long.StepLogits[0]).maxDiff; d < 0.1 {
 		t.Errorf("sharing layer 0's choice in layer 1 changes long's final logits by only %.3g", d)
 	}
+}
+
+// sparseAndDense is how far the model's final logits for prompt p land from llama.cpp's
+// keeping the indexer's top-k, then keeping every position (the model is left dense).
+func sparseAndDense(t *testing.T, m *testModel, p goldenPrompt) (sparse, dense float64) {
+	t.Helper()
+	final := func() float64 {
+		logits, err := m.context(t, DefaultContextOptions()).Eval(p.Tokens, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return compareLogits(logits, p.StepLogits[0]).maxDiff
+	}
+	sparse = final()
+	for _, l := range m.layers {
+		l.attn.(*dsaAttention).topK = 1 << 20
+	}
+	return sparse, final()
 }
