@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -13,10 +14,15 @@ import (
 )
 
 // TestConcurrentStreamsMatchAlone: four streamed completions decoded together, in the
-// engine's shared batches, each get the text the same request gets on its own, and the
+// engine's shared batches, each get the tokens the same request gets on its own, and the
 // server's metrics show the batches (fewer forward passes than tokens evaluated). With -b
 // 8 -ub 3, more slots than a pass holds, as llama-server allows: each step's four decode
 // tokens take two passes, and no pass holds more than 3 tokens.
+//
+// A batched product sums in another order than a one-token product, as in llama.cpp, and
+// the tiny random model amplifies that: the streams' log-probabilities equal the alone
+// runs' within nearTie, not bit for bit, and greedy decoding may leave the alone run's
+// text where its two best tokens were that close.
 func TestConcurrentStreamsMatchAlone(t *testing.T) {
 	for _, sizes := range []struct{ batch, ubatch int }{{2048, 512}, {8, 3}} {
 		t.Run(fmt.Sprintf("b%d/ub%d", sizes.batch, sizes.ubatch), func(t *testing.T) {
@@ -25,21 +31,71 @@ func TestConcurrentStreamsMatchAlone(t *testing.T) {
 	}
 }
 
+// nearTie is the top-2 gap below which ../shared/testdata/README.md calls a greedy
+// divergence from llama.cpp noise rather than a bug; llama.cpp's own batched and
+// one-token paths disagree on about 2% of such steps.
+const nearTie = 0.05
+
+// tokenChoices is what one completion chose: each token, its log-probability, and its
+// best alternatives' (keyed by piece, so byte tokens that print alike share a key).
+type tokenChoices struct {
+	tokens   []string
+	logprobs []float32
+	top      []map[string]float32
+}
+
+func (c *tokenChoices) add(lp *completionLogprobs) {
+	c.tokens = append(c.tokens, lp.Tokens...)
+	c.logprobs = append(c.logprobs, lp.TokenLogprobs...)
+	c.top = append(c.top, lp.TopLogprobs...)
+}
+
+// sameWithinNoise reports where got leaves want beyond what the order of a batched sum
+// explains. Up to the first differing token every chosen token's log-probability must
+// agree within nearTie. At that token each run's two choices must have been a near tie;
+// after it the texts continue from different tokens, so nothing more is compared.
+func sameWithinNoise(got, want tokenChoices) error {
+	if len(got.tokens) != len(want.tokens) || len(got.logprobs) != len(got.tokens) || len(want.logprobs) != len(want.tokens) {
+		return fmt.Errorf("%d tokens and %d log-probabilities beside the others, %d and %d alone",
+			len(got.tokens), len(got.logprobs), len(want.tokens), len(want.logprobs))
+	}
+	for i, tok := range want.tokens {
+		if other := got.tokens[i]; other != tok {
+			for _, top := range []map[string]float32{got.top[i], want.top[i]} {
+				a, okA := top[tok]
+				b, okB := top[other]
+				if !okA || !okB || math.Abs(float64(a-b)) > nearTie {
+					return fmt.Errorf("token %d: %q beside the others, %q alone, not a near tie (%v beside, %v alone)",
+						i, other, tok, got.top[i], want.top[i])
+				}
+			}
+			return nil
+		}
+		if d := math.Abs(float64(got.logprobs[i] - want.logprobs[i])); d > nearTie {
+			return fmt.Errorf("token %d %q: log-probability %g beside the others, %g alone", i, tok, got.logprobs[i], want.logprobs[i])
+		}
+	}
+	return nil
+}
+
 func concurrentStreams(t *testing.T, batch, ubatch int) {
 	prompts := []string{"The quick brown fox", "Hello", "Once upon a time there was", "1, 2, 3,"}
 	body := func(p string, stream bool) string {
-		return fmt.Sprintf(`{"prompt": %q, "max_tokens": 12, "temperature": 0, "ignore_eos": true, "stream": %v}`, p, stream)
+		return fmt.Sprintf(`{"prompt": %q, "max_tokens": 12, "temperature": 0, "ignore_eos": true, "logprobs": 3, "stream": %v}`, p, stream)
+	}
+	type choices struct {
+		Choices []struct {
+			Logprobs *completionLogprobs `json:"logprobs"`
+		} `json:"choices"`
 	}
 	alone := newTestServer(t, func(c *Config) { c.Slots = 1 })
-	want := make([]string, len(prompts))
+	want := make([]tokenChoices, len(prompts))
 	for i, p := range prompts {
 		status, b := call(t, alone, http.MethodPost, "/v1/completions", body(p, false))
 		if status != http.StatusOK {
 			t.Fatalf("%d %s", status, b)
 		}
-		want[i] = decode[struct {
-			Choices []struct{ Text string } `json:"choices"`
-		}](t, b).Choices[0].Text
+		want[i].add(decode[choices](t, b).Choices[0].Logprobs)
 	}
 
 	s, ts := testServer(t, func(c *Config) {
@@ -47,7 +103,7 @@ func concurrentStreams(t *testing.T, batch, ubatch int) {
 		c.Context.Batch, c.Context.UBatch = batch, ubatch
 	})
 	resume := s.engine.Pause() // the four start in the same step
-	got := make([]string, len(prompts))
+	got := make([]tokenChoices, len(prompts))
 	var wg sync.WaitGroup
 	for i, p := range prompts {
 		wg.Add(1)
@@ -59,15 +115,13 @@ func concurrentStreams(t *testing.T, batch, ubatch int) {
 				return
 			}
 			defer resp.Body.Close()
-			var text strings.Builder
 			for _, e := range sseEvents(t, resp.Body) {
-				for _, c := range decode[struct {
-					Choices []struct{ Text string } `json:"choices"`
-				}](t, e).Choices {
-					text.WriteString(c.Text)
+				for _, c := range decode[choices](t, e).Choices {
+					if c.Logprobs != nil {
+						got[i].add(c.Logprobs)
+					}
 				}
 			}
-			got[i] = text.String()
 		}()
 	}
 	for s.metrics.processing.Load() < int64(len(prompts)) {
@@ -76,8 +130,8 @@ func concurrentStreams(t *testing.T, batch, ubatch int) {
 	resume()
 	wg.Wait()
 	for i := range prompts {
-		if got[i] != want[i] {
-			t.Errorf("stream %d: %q beside the others, %q alone", i, got[i], want[i])
+		if err := sameWithinNoise(got[i], want[i]); err != nil {
+			t.Errorf("stream %d: %v", i, err)
 		}
 	}
 	_, metrics := call(t, ts, http.MethodGet, "/metrics", "")
