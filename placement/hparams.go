@@ -30,6 +30,7 @@ type hparams struct {
 	headKSWA        int   // of sliding-window layers
 	headVSWA        int
 	mla             bool // K-only cache of key_length elements (DeepSeek MLA files)
+	headKMLA        int  // an MLA head's query length before absorption (key_length_mla)
 	nSWA            int  // sliding window (0: none)
 	swa             []bool
 	recurrent       []bool // layers whose memory is a recurrent state, not a KV cache
@@ -40,6 +41,7 @@ type hparams struct {
 	// of indexerDim values per position, in a second K-only cache, in the layers below
 	// n_layer that indexerFull marks (GLM's "shared" layers reuse another's choice).
 	indexerDim  int
+	indexerTopK int // positions each query keeps (compute estimate)
 	indexerFull []bool
 }
 
@@ -113,7 +115,8 @@ func readHParams(m *Model) (*hparams, error) {
 	h.headV = geti("{arch}.attention.value_length", defHead)
 	h.headKSWA = geti("{arch}.attention.key_length_swa", int64(h.headK))
 	h.headVSWA = geti("{arch}.attention.value_length_swa", int64(h.headV))
-	h.mla = geti("{arch}.attention.key_length_mla", 0) != 0 && geti("{arch}.attention.value_length_mla", 0) != 0
+	h.headKMLA = geti("{arch}.attention.key_length_mla", 0)
+	h.mla = h.headKMLA != 0 && geti("{arch}.attention.value_length_mla", 0) != 0
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +170,17 @@ func (h *hparams) readIndexer(md gguf.Metadata, shared bool) error {
 		return fmt.Errorf("metadata %s = %d is out of range", md.Key(key), d)
 	}
 	h.indexerDim = int(d)
+	key = "{arch}.attention.indexer.top_k"
+	if !md.Has(key) {
+		return fmt.Errorf("model metadata lacks %s, which placement needs", md.Key(key))
+	}
+	if d, err = md.IntOr(key, 0); err != nil {
+		return err
+	}
+	if d <= 0 || d > 1<<24 {
+		return fmt.Errorf("metadata %s = %d is out of range", md.Key(key), d)
+	}
+	h.indexerTopK = int(d)
 	h.indexerFull = make([]bool, h.nLayer)
 	for il := range h.indexerFull {
 		h.indexerFull[il] = !shared || h.nCtx < glm52Context || il < 2 || (il-2)%4 == 0

@@ -453,6 +453,13 @@ func (p *planner) compute(lay *layout) {
 	attention := make([]bool, len(p.devs))
 	swa := make([]bool, len(p.devs))
 	kvCopy := make([]int64, len(p.devs))
+	// DeepSeek Sparse Attention (deepseek32.cpp, glm-dsa.cpp, build_attn's top-k mask):
+	// each layer's zero-filled source of top-k rows is a graph leaf, allocated before the
+	// first layer runs and freed after its own, so the first layers' attention sees them
+	// all; the indexer has a mask of its own; and its scores over every cell of the cache,
+	// the top-k over them and the new mask are n_kv × ubatch tensors alive at once.
+	dsa := make([]bool, len(p.devs))
+	sparse, sparseStage := make([]int64, len(p.devs)), make([]int64, len(p.devs))
 	offloadTo := p.offloadTarget(c)
 
 	// Which device runs each part of each layer (the device of its largest matmul weight),
@@ -499,6 +506,12 @@ func (p *planner) compute(lay *layout) {
 			nkvoCopy = max(nkvoCopy, kv.bytes)
 		}
 	}
+	// The logits go past wherever the final norm landed, which is in a hole the last
+	// block left. When that block's routed experts run on another device, their outputs
+	// come back as a graph-split input, the largest such hole: with it the estimate is
+	// within 10% of llama.cpp's on Kimi-K2 and 22% over on MiniMax-M2, whose norm landed
+	// lower; without it Kimi-K2 was 26% under (testdata/placement/compute-mla.txt).
+	var lastExpertsIn int64
 	for i, u := range parts {
 		if !u.used {
 			continue
@@ -519,6 +532,9 @@ func (p *planner) compute(lay *layout) {
 			default:
 				heads, kvHeads := hp.nHead[il], hp.nHeadKV[il]
 				b = f32(2*hp.nEmbd + heads*p.headK(il) + kvHeads*(p.headK(il)+p.headV(il)) + heads*p.headV(il))
+				if hp.mla {
+					b = f32(p.mlaQueryWidth(il))
+				}
 				// The attention op itself runs by the KV cache when that is on a GPU, else
 				// where the projections run (fetching the CPU cache, as with -nkvo).
 				fa, kvDev := dev, lay.kv[il].dev
@@ -535,6 +551,14 @@ func (p *planner) compute(lay *layout) {
 				if !c.FlashAttn { // the KQ scores
 					peak[fa] = max(peak[fa], 4*T*int64(cells)*int64(heads)+f32(2*hp.nEmbd))
 				}
+				if hp.indexerTopK > 0 {
+					dsa[fa] = true
+					sparse[fa] += 4 * T * int64(min(hp.indexerTopK, cells))
+					sparseStage[fa] = max(sparseStage[fa], b)
+					if hp.indexerFull[il] {
+						sparseStage[fa] = max(sparseStage[fa], f32(hp.nEmbd+heads*p.headK(il))+10*T*int64(cells))
+					}
+				}
 				if kvDev != fa && fa != p.cpu { // a layer's cache copied over each ubatch
 					kvCopy[fa] = nkvoCopy
 				}
@@ -547,8 +571,14 @@ func (p *planner) compute(lay *layout) {
 			b = f32(2*hp.nEmbd + 3*width)
 		case partExperts:
 			b = f32(max(hp.nEmbd*(1+2*hp.nUsed), 2*hp.nEmbd+3*hp.nFFExp*hp.nUsed))
+			if layer == hp.nLayer-1 && dev != lay.layerDev[layer] {
+				lastExpertsIn = f32(hp.nEmbd * hp.nUsed)
+			}
 		case partOutput:
 			b = f32(hp.nVocab + 2*hp.nEmbd)
+			if dev == lay.layerDev[hp.nLayer-1] {
+				b += lastExpertsIn
+			}
 		}
 		peak[dev] = max(peak[dev], b)
 	}
@@ -561,11 +591,18 @@ func (p *planner) compute(lay *layout) {
 	fullMask := maskElem * T * int64(c.NCtxSeq)
 	swaMask := maskElem * T * int64(c.SWACells)
 	anyAttn, anySWA := slices.Contains(attention, true), slices.Contains(swa, true)
+	anyDSA := slices.Contains(dsa, true)
 	for d := range p.devs {
 		m := &lay.mem[d]
 		var masks int64
 		if attention[d] || d == p.cpu && anyAttn {
 			masks += fullMask
+		}
+		if dsa[d] || d == p.cpu && anyDSA { // the indexer's, F16 with its fused op
+			masks += 2 * T * int64(c.NCtxSeq)
+		}
+		if dsa[d] {
+			peak[d] = max(peak[d], sparse[d]+sparseStage[d])
 		}
 		if swa[d] || d == p.cpu && anySWA {
 			masks += swaMask
@@ -585,6 +622,17 @@ func (p *planner) compute(lay *layout) {
 			m.compute = masks + peak[d] + m.staging + kvCopy[d]
 		}
 	}
+}
+
+// mlaQueryWidth is what one token of an MLA layer's attention keeps alive at its peak,
+// in floats, as ggml's allocator lays out deepseek2.cpp's absorbed query (traced with
+// GGML_ALLOCATOR_DEBUG on DeepSeek-V3): the layer input and its norm, the projected
+// query (freed just before, a hole nothing fills), its rotated part, the query
+// multiplied into the latent space, and both concatenated.
+func (p *planner) mlaQueryWidth(il int) int {
+	hp := p.hp
+	heads, latent, rope := hp.nHead[il], hp.headV, hp.headK-hp.headV
+	return 2*hp.nEmbd + heads*(hp.headKMLA+rope+latent+hp.headK)
 }
 
 // offloadTarget is the GPU that runs large-batch matmuls on CPU-held weights (ggml's

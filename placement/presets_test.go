@@ -157,11 +157,71 @@ func checkLlamaPlacement(t *testing.T, c *llamaPlacement, plan *Plan) {
 				t.Errorf("CUDA0: weights %d MiB, KV %d MiB; llama.cpp %d and %d", d.Weights/mib, d.KV/mib, m[0], m[1])
 			}
 			t.Logf("%d tensors placed; CUDA0 compute estimate %d MiB, llama.cpp's RPC device %d", placed, d.Compute/mib, m[2])
+			if off := float64(d.Compute/mib)/float64(m[2]) - 1; off < -computeBar || off > computeBar {
+				t.Errorf("CUDA0 compute estimate %d MiB, llama.cpp sized %d", d.Compute/mib, m[2])
+			}
 		case "CPU":
 			host := c.memory["Host"][0] + c.memory["CPU_REPACK"][0]
 			if got := d.Weights / mib; got < host || got > host+1 { // two buffers, each rounded down
 				t.Errorf("CPU: weights %d MiB; llama.cpp %d in host and repacked buffers", got, host)
 			}
 		}
+	}
+}
+
+// computeBar is how far, as a fraction, the compute-buffer estimate may be from what
+// llama.cpp sizes for the presets' full-size graphs (docs/placement.md).
+const computeBar = 0.25
+
+// TestComputeAsLlamaCpp holds the compute-buffer estimate of the MLA presets, two with
+// DeepSeek Sparse Attention, to the GPU compute buffer llama.cpp sizes beside an RPC device
+// over context and ubatch (tools/oracle/rpc_compute.sh): within computeBar. The rest of the
+// gap is the allocator's fragmentation, which only its own run reproduces.
+func TestComputeAsLlamaCpp(t *testing.T) {
+	f, err := os.Open("../testdata/placement/compute-mla.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	models := map[string]Model{}
+	sc := bufio.NewScanner(f)
+	rows := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if len(fields) != 4 {
+			t.Fatalf("unreadable line %q", sc.Text())
+		}
+		preset := fields[0]
+		ctx, err1 := strconv.Atoi(fields[1])
+		ub, err2 := strconv.Atoi(fields[2])
+		want, err3 := strconv.ParseFloat(fields[3], 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("unreadable line %q", sc.Text())
+		}
+		if _, ok := models[preset]; !ok {
+			models[preset] = presetModel(t, preset+":q4_k_m")
+		}
+		rules, err := rulesFromFlags([]string{"-ngl", "99", "-ot", "exps=CPU", "-c", fields[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules.Fit, rules.Parallel, rules.UBatch = false, 1, ub
+		plan := place(t, models[preset], rules, fixtureDevices(24105))
+		got := float64(plan.Devices[0].Compute) / (1 << 20)
+		if plan.Devices[0].Device.Name != "CUDA0" {
+			t.Fatalf("first device %s", plan.Devices[0].Device.Name)
+		}
+		off := got/want - 1
+		t.Logf("%s -c %d -ub %d: estimate %.0f MiB, llama.cpp %.0f (%+.0f%%)", preset, ctx, ub, got, want, 100*off)
+		if off < -computeBar || off > computeBar {
+			t.Errorf("%s -c %d -ub %d: compute estimate %.0f MiB, llama.cpp sized %.0f", preset, ctx, ub, got, want)
+		}
+		rows++
+	}
+	if err := sc.Err(); err != nil || rows == 0 {
+		t.Fatalf("%d rows read (%v)", rows, err)
 	}
 }
