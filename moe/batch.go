@@ -332,31 +332,31 @@ func (c *pass) attendRows(il int, o, q, sinks value, heads, vDim int, ctx *Conte
 	kv := ctx.caches[il]
 	end := int(c.pos[first+rows-1]) + 1
 	kvLen := min(ctx.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
-	p.Numerics = c.attnNumerics(kv, q.Cols, vDim, rows, batch)
+	p.Numerics, p.Batch = c.attnNumerics(kv, q.Cols, vDim, batch), batch
 	from, to := first*perToken, (first+rows)*perToken
 	c.fail(c.backendOf(c.devOf(o)).Attention(o.Slice(from, to), q.Slice(from, to), heads, c.pos[first:first+rows], kv.k, kv.v, sinks, kvLen, p))
 }
 
-// attnNumerics is how rows tokens of a batch of batch tokens of one context attend over the
-// cache kv: as the pass's numerics ask, except that where ggml would run its tiled kernel
-// for the batch (float32 throughout) and tensor's AttnGGML cannot for these rows (fewer of
-// them, or a quantized cache), AttnPrecise stands in for it.
-func (c *pass) attnNumerics(kv *kvCache, qDim, vDim, rows, batch int) tensor.AttnNumerics {
-	if c.numerics != tensor.AttnGGML || batch < tensor.AttnTileTokens {
-		return c.numerics
+// attnNumerics is how the tokens of a batch of batch tokens of one context attend over the
+// cache kv: as the pass's numerics ask (ggml chooses its kernel by the whole batch, which
+// AttnParams.Batch passes on), except that where ggml keeps its per-row kernel for a batch
+// of 64 or more only because the cache is quantized, AttnPrecise stands in for it (see
+// attend).
+func (c *pass) attnNumerics(kv *kvCache, qDim, vDim, batch int) tensor.AttnNumerics {
+	k, v := tensor.KV{Type: kv.k.Type, Dim: qDim}, tensor.KV{Type: kv.v.Type, Dim: vDim}
+	if c.numerics == tensor.AttnGGML && batch >= tensor.AttnTileTokens && !tensor.TiledAttention(batch, k, v) {
+		return tensor.AttnPrecise
 	}
-	if rows >= tensor.AttnTileTokens && tensor.TiledAttention(rows, tensor.KV{Type: kv.k.Type, Dim: qDim}, tensor.KV{Type: kv.v.Type, Dim: vDim}) {
-		return tensor.AttnGGML
-	}
-	return tensor.AttnPrecise
+	return c.numerics
 }
 
 // attendSelected is attend where each token reads only the positions sel chose for it
 // (DeepSeek Sparse Attention; no sinks, no window), which it passes to the kernel to keep
 // (tensor.AttnParams.Keep): ggml's flash attention skips the positions llama.cpp's top-k
 // mask hides, so the kept ones give the same sums. Tokens that keep every position attend
-// as attend does; the others one at a time, over the positions ggml would split across
-// threads for a single token, and otherwise only as far as their own position.
+// as attend does; the others one at a time with their batch's kernel (tiled from 64 tokens),
+// a lone token over the padded positions ggml splits across threads, a token of a batch
+// only as far as its own position.
 func (c *pass) attendSelected(il int, q value, heads, vDim int, sel *selection, p tensor.AttnParams) value {
 	dev := c.m.kvDev[il]
 	q = c.to(dev, q)
@@ -382,7 +382,7 @@ func (c *pass) attendSelected(il int, q value, heads, vDim int, sel *selection, 
 			}
 			pt := p
 			pt.Keep = sel.positions[t]
-			pt.Numerics = c.attnNumerics(kv, q.Cols, vDim, 1, sg.rows)
+			pt.Numerics, pt.Batch = c.attnNumerics(kv, q.Cols, vDim, sg.rows), sg.rows
 			from, to := t*perToken, (t+1)*perToken
 			c.fail(c.backendOf(dev).Attention(o.Slice(from, to), q.Slice(from, to), heads, c.pos[t:t+1], kv.k, kv.v, value{}, kvLen, pt))
 		}

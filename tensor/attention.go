@@ -98,9 +98,18 @@ type AttnParams struct {
 	// Keep, when not nil, lists the only positions the query attends, ascending (DeepSeek
 	// Sparse Attention's choice); the others are skipped as ggml's flash attention skips
 	// masked positions, split across workers as the whole range would be. One query token.
-	Keep     []int32
+	Keep []int32
+	// Batch, when more than the call's tokens, is how many query tokens the llama.cpp
+	// operation these belong to has (one context's tokens of a ubatch): ggml picks its
+	// kernel by that count, so that with AttnGGML a part of a batch of 64 or more runs the
+	// tiled kernel's arithmetic and a part of any batch is never split across workers. 0:
+	// the call's own tokens.
+	Batch    int
 	Numerics AttnNumerics
 }
+
+// batchTokens is the number of query tokens ggml's kernel choice sees for a call of n.
+func (a *AttnParams) batchTokens(n int) int { return max(n, a.Batch) }
 
 // ggmlTile is the tile of ggml's tiled flash attention kernel (GGML_FA_TILE_Q/_KV), and
 // ggmlSplitKV the number of positions from which it splits a single query's positions
@@ -137,7 +146,7 @@ func (p *Pool) Attention(dst, q []float32, heads int, pos []int32, k, v KV, kvLe
 	}
 	j.kernel = j.chooseKernel()
 	j.chunks, j.chunkLen = 1, kvLen
-	if j.kernel != attnTiled && len(pos) == 1 && kvLen >= ggmlSplitKV && p.threads > 1 &&
+	if j.kernel != attnTiled && a.batchTokens(len(pos)) == 1 && kvLen >= ggmlSplitKV && p.threads > 1 &&
 		(a.Numerics != AttnGGML || j.kernel == attnRowFloatKV) {
 		j.chunks = p.threads
 		j.chunkLen = ceilDiv(kvLen, p.threads)
@@ -175,8 +184,8 @@ func (j *attnJob) check() error {
 	if j.params.Sinks != nil && len(j.params.Sinks) != j.heads {
 		return fmt.Errorf("attention: %d sinks for %d heads", len(j.params.Sinks), j.heads)
 	}
-	if j.kvLen < 0 || j.params.Window < 0 {
-		return fmt.Errorf("attention: %d positions, window %d", j.kvLen, j.params.Window)
+	if j.kvLen < 0 || j.params.Window < 0 || j.params.Batch < 0 {
+		return fmt.Errorf("attention: %d positions, window %d, batch %d", j.kvLen, j.params.Window, j.params.Batch)
 	}
 	if keep := j.params.Keep; keep != nil {
 		if len(j.pos) != 1 {
@@ -288,7 +297,7 @@ func (j *attnJob) chooseKernel() int {
 	switch {
 	case j.params.Numerics != AttnGGML:
 		return attnPrecise
-	case TiledAttention(len(j.pos), j.k, j.v):
+	case TiledAttention(j.params.batchTokens(len(j.pos)), j.k, j.v):
 		return attnTiled
 	case floatKV(j.k, j.v):
 		return attnRowFloatKV
@@ -755,7 +764,19 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 		f, l := j.visible(t)
 		first, last = min(first, f), max(last, l)
 	}
+	var kept *[ggmlTile]bool // with Keep (one token): which of the tile's positions it keeps
+	if j.params.Keep != nil {
+		kept = new([ggmlTile]bool)
+	}
 	for tile := first / ggmlTile * ggmlTile; tile <= last; tile += ggmlTile {
+		if kept != nil {
+			*kept = [ggmlTile]bool{}
+			j.keptRuns(max(first, tile), min(last, tile+ggmlTile-1), func(from, to int) {
+				for pos := from; pos <= to; pos++ {
+					kept[pos-tile] = true
+				}
+			})
+		}
 		// Decode the positions any row of the block sees, K transposed ([d][position]) so
 		// that a row's scores are computed eight positions at a time.
 		for pos := max(first, tile); pos <= min(last, tile+ggmlTile-1); pos++ {
@@ -779,7 +800,7 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 				for i+n > group {
 					n /= 2
 				}
-				j.tileRows(s, &scores, t, g, (t-t0)*group+i, i, n, lo, hi)
+				j.tileRows(s, &scores, t, g, (t-t0)*group+i, i, n, lo, hi, kept)
 				i += n
 			}
 		}
@@ -788,8 +809,10 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 
 // tileRows runs a tile for n (1, 2 or 4) consecutive heads of group g, from head i of
 // token t (its row of s.acc): their scores, each row's softmax step, and the weighted
-// sums of the tile's values for the rows that have any.
-func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, row, i, n, lo, hi int) {
+// sums of the tile's values for the rows that have any. kept, when not nil, masks the
+// positions the token does not keep as ggml's top-k mask does: their scores become −Inf,
+// so they weigh nothing, and a tile with none kept changes nothing.
+func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, row, i, n, lo, hi int, kept *[ggmlTile]bool) {
 	dk, dv := j.k.Dim, j.v.Dim
 	var q, acc [4][]float32
 	for r := range n {
@@ -803,6 +826,15 @@ func (j *attnJob) tileRows(s *attnScratch, scores *[4]*[ggmlTile]float32, t, g, 
 		active.tileScores2(scores[0], scores[1], q[0], q[1], s.keys, lo, hi, j.params.Scale)
 	default:
 		active.tileScores(scores[0], q[0], s.keys, lo, hi, j.params.Scale)
+	}
+	if kept != nil {
+		for r := range n {
+			for c := lo; c <= hi; c++ {
+				if !kept[c] {
+					scores[r][c] = float32(math.Inf(-1))
+				}
+			}
+		}
 	}
 	all, weighed := true, [4]bool{}
 	for r := range n {

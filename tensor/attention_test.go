@@ -79,7 +79,8 @@ func TestAttentionMatchesGGML(t *testing.T) {
 }
 
 // refAttention is the textbook computation in float64 from the cache's decoded values:
-// scores, a full softmax with the sink in the denominator, the weighted sum.
+// scores over the positions kept (a.Keep, all when nil), a full softmax with the sink in
+// the denominator, the weighted sum.
 func refAttention(q []float32, heads int, pos []int32, k, v KV, kvLen int, a AttnParams) []float64 {
 	kTr, _ := TraitsOf(k.Type)
 	vTr, _ := TraitsOf(v.Type)
@@ -96,6 +97,9 @@ func refAttention(q []float32, heads int, pos []int32, k, v KV, kvLen int, a Att
 			var visible []int
 			for j := 0; j < kvLen; j++ {
 				if j > int(p) || (a.Window > 0 && int(p)-j >= a.Window) {
+					continue
+				}
+				if _, kept := slices.BinarySearch(a.Keep, int32(j)); a.Keep != nil && !kept {
 					continue
 				}
 				kTr.ToFloat(k.row(j, g, int(kBytes)), krow)
@@ -743,5 +747,69 @@ func TestAttentionKeep(t *testing.T) {
 		if err == nil {
 			t.Errorf("keeping %v for positions %v: no error", c.keep, c.pos)
 		}
+	}
+}
+
+// TestAttentionBatchKernel checks AttnParams.Batch: a token attending alone as part of a
+// batch of 64 or more gets the bits its row gets in that batch's call (ggml's tiled
+// kernel, whose rows do not depend on each other), also through Keep when it keeps every
+// position it sees; keeping fewer masks them in the tiles, which changes the result; a
+// part of a batch is never split across workers as a lone token's long range is.
+func TestAttentionBatchKernel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	p := NewPool(2)
+	defer p.Close()
+	const dim, vDim, heads, kvLen = 80, 64, 4, 700
+	rows := randomFloats(rng, kvLen*dim)
+	k := denseKV(t, F16, rows, dim, 1)
+	v := k
+	v.Dim = vDim
+	const batch = 70
+	pos := seq(kvLen-batch, batch)
+	q := randomFloats(rng, batch*heads*dim)
+	a := AttnParams{Scale: 0.125, Numerics: AttnGGML}
+	whole := make([]float32, batch*heads*vDim)
+	if err := p.Attention(whole, q, heads, pos, k, v, kvLen, a); err != nil {
+		t.Fatal(err)
+	}
+	alone := func(tok int, keep []int32, batchOf int) []float32 {
+		out := make([]float32, heads*vDim)
+		b := a
+		b.Keep, b.Batch = keep, batchOf
+		if err := p.Attention(out, q[tok*heads*dim:(tok+1)*heads*dim], heads, pos[tok:tok+1], k, v, kvLen, b); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tok := range []int{0, 37, batch - 1} {
+		want := whole[tok*heads*vDim : (tok+1)*heads*vDim]
+		if got := alone(tok, nil, batch); !slices.Equal(got, want) {
+			t.Errorf("token %d of %d alone: other bits than in its batch", tok, batch)
+		}
+		if got := alone(tok, seq(0, int(pos[tok])+1), batch); !slices.Equal(got, want) {
+			t.Errorf("token %d of %d keeping every position: other bits than in its batch", tok, batch)
+		}
+		if got := alone(tok, nil, 0); slices.Equal(got, want) {
+			t.Errorf("token %d alone without its batch: the tiled kernel's bits (the per-row kernel's are expected)", tok)
+		}
+		var keep []int32
+		for j := range int(pos[tok]) + 1 {
+			if j%3 != 1 {
+				keep = append(keep, int32(j))
+			}
+		}
+		kept := alone(tok, keep, batch)
+		if slices.Equal(kept, want) {
+			t.Errorf("token %d keeping two thirds of its positions: the result did not change", tok)
+		}
+		ref := refAttention(q[tok*heads*dim:(tok+1)*heads*dim], heads, pos[tok:tok+1], k, v, kvLen, AttnParams{Scale: a.Scale, Keep: keep})
+		for i := range kept {
+			if math.Abs(float64(kept[i])-ref[i]) > 1e-3 {
+				t.Fatalf("token %d keeping two thirds: element %d is %g, the float64 reference %g", tok, i, kept[i], ref[i])
+			}
+		}
+	}
+	if err := p.Attention(make([]float32, heads*vDim), q[:heads*dim], heads, pos[:1], k, v, kvLen, AttnParams{Batch: -1}); err == nil {
+		t.Error("a negative batch: no error")
 	}
 }

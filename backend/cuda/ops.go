@@ -696,7 +696,7 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 // Attention is flash attention of q over the cache's first kvLen positions (see
 // kernels.AttentionF32), a warp per (token, query head); heads larger than the kernel
 // takes run on the host (onHost). tensor.AttnPrecise, and tensor.AttnGGML for the batches
-// ggml runs its tiled kernel on, get float32 queries; AttnGGML below them gets ggml-cpu's
+// ggml runs its tiled kernel on (p.Batch counts the whole batch), get float32 queries; AttnGGML below them gets ggml-cpu's
 // per-row numerics (queries converted to the K cache's dot-product type, an F16 V summed in
 // F16), as package tensor's kernels do.
 func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v, sinks backend.Tensor, kvLen int, p tensor.AttnParams) error {
@@ -750,7 +750,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 		return nil
 	}
 	ggml := uint64(0)
-	if p.Numerics == tensor.AttnGGML && !tensor.TiledAttention(len(pos), tensor.KV{Type: k.Type, Dim: dk}, tensor.KV{Type: v.Type, Dim: dv}) {
+	if p.Numerics == tensor.AttnGGML && !tensor.TiledAttention(max(len(pos), p.Batch), tensor.KV{Type: k.Type, Dim: dk}, tensor.KV{Type: v.Type, Dim: dv}) {
 		ggml = 1
 	}
 	return b.run("attention", func() error {
