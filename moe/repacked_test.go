@@ -158,8 +158,9 @@ func topMargin(logits []float32) float64 {
 // TestFixtureBitExact: moerun gives the shared fixtures' logits bit for bit, after every
 // prompt and after each of the 32 greedy steps (teacher-forced), on tiny-qwen3moe (F16
 // attention and output, F32 router, Q4_0 experts), tiny-deepseek2 (MLA, Q8_0 experts),
-// tiny-qwen3moe's Q8_0, Q6_K and Q4_K variants, tiny-glm4moe and tiny-qwen35moe (Gated
-// DeltaNet; four of its five prompts): llama.cpp's AVX-512 build
+// tiny-qwen3moe's Q8_0, Q6_K and Q4_K variants, tiny-glm4moe, tiny-qwen35moe (Gated
+// DeltaNet; four of its five prompts) and the three sparse-attention synth models:
+// llama.cpp's AVX-512 build
 // sums the float products in ggml_vec_dot's and tinyBLAS's orders (ggml_float.go), its
 // repacked Q4_0 as the packed kernels do and its repacked Q4_K as the repacked rows kernels
 // (gemm's fours of a prompt, gemv's rest), and Q8_0 and Q6_K as its AVX2 kernels (lane by
@@ -181,6 +182,12 @@ func TestFixtureBitExact(t *testing.T) {
 		// Qwen3.5's "fox" ends 1.6e-5 from llama.cpp's logits: the op that differs is not
 		// found yet (its DeltaNet layers' outputs are equal).
 		{archModel("qwen35moe"), "tiny-qwen35moe", "fox"},
+		// DeepSeek Sparse Attention, recorded with the same commit's AVX-512 build
+		// (moe/testdata/README.md): the tokens of a prompt that drop positions attend with
+		// the batch's kernel, ggml's tiled one for long's 302 tokens.
+		{synthModel("deepseek32"), "synth-deepseek32", ""},
+		{synthModel("glm-dsa"), "synth-glm-dsa", ""},
+		{synthModel("glm-dsa-shared"), "synth-glm-dsa-shared", ""},
 	} {
 		if typ, ok := repacked[c.golden]; ok && !tensor.PackedKernels(typ) {
 			t.Logf("%s: no %s kernels in llama.cpp's repacked arithmetic at kernel level %s", c.golden, typ, tensor.KernelLevel())
