@@ -42,8 +42,10 @@ func (p *Pool) IndexerScores(dst, q []float32, heads int, pos []int32, k KV, w [
 	}
 	defer p.mu.Unlock()
 	p.scratch.keys = grow(p.scratch.keys, p.threads*k.Dim)
+	p.scratch.dots = grow(p.scratch.dots, p.threads*heads)
 	j := &p.jobs.indexer
-	*j = indexerJob{dst: dst, q: q, w: w, pos: pos, k: k, heads: heads, kvLen: kvLen, last: last, rowBytes: int(rb), scratch: p.scratch.keys}
+	*j = indexerJob{dst: dst, q: q, w: w, pos: pos, k: k, heads: heads, kvLen: kvLen, last: last, rowBytes: int(rb),
+		scratch: p.scratch.keys, dots: p.scratch.dots}
 	return p.run(j, ceilDiv(kvLen, indexerChunk))
 }
 
@@ -58,6 +60,7 @@ type indexerJob struct {
 	kvLen, last int // positions scored; the last any token sees
 	rowBytes    int
 	scratch     []float32 // a key's float32 values per worker
+	dots        []float32 // a key's products with the heads, per worker
 }
 
 // unit scores the positions of chunk u for every token.
@@ -80,13 +83,37 @@ func (j *indexerJob) unit(worker, u int) {
 				j.dst[t*j.kvLen+pj] = inf
 				continue
 			}
-			var s float32
-			for h := range j.heads {
-				if qk := vecDotF32(j.q[(t*j.heads+h)*dim:(t*j.heads+h+1)*dim], key); qk > 0 {
-					s += qk * j.w[t*j.heads+h]
-				}
-			}
-			j.dst[t*j.kvLen+pj] = s
+			j.dst[t*j.kvLen+pj] = j.score(j.q[t*j.heads*dim:(t+1)*j.heads*dim], j.w[t*j.heads:(t+1)*j.heads], key, worker)
 		}
 	}
+}
+
+// score is one token's score of one key: Σ_h w[h]·relu(q_h·key) in head order, each dot
+// product ggml_vec_dot_f32's; with keys of 128 values (DeepSeek-V3.2's and GLM-5's), all
+// heads' products at once where the level has vecReducedKey128 (the same bits).
+func (j *indexerJob) score(q, w, key []float32, worker int) float32 {
+	var s float32
+	if len(key) == 128 && active.vecReducedKey128 != nil {
+		dots := j.dots[worker*j.heads : (worker+1)*j.heads]
+		active.vecReducedKey128(q, (*[128]float32)(key), dots)
+		for h, qk := range dots {
+			s += relu(qk) * w[h]
+		}
+		return s
+	}
+	dim := len(key)
+	for h := range j.heads {
+		s += relu(vecDotF32(q[h*dim:(h+1)*dim], key)) * w[h]
+	}
+	return s
+}
+
+// relu is max(x, 0) as ggml's MAX(x, 0.0f) gives it (0 for a NaN), without a branch: the
+// signs of the products vary at random, which a branch mispredicts half the time. A
+// negative x gives +0, whose product with a weight adds nothing to a sum, as ggml's does.
+func relu(x float32) float32 {
+	b := math.Float32bits(x)
+	negative := uint32(int32(b) >> 31)
+	nan := uint32(int32(0x7F800000-(b&0x7FFFFFFF)) >> 31)
+	return math.Float32frombits(b &^ (negative | nan))
 }

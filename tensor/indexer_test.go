@@ -86,3 +86,74 @@ func TestIndexerScores(t *testing.T) {
 		t.Error("a short query: no error")
 	}
 }
+
+// TestIndexerScoresKey128: with keys of 128 values (DeepSeek-V3.2's and GLM-5's indexer) the
+// scores are Σ_h w[h]·max(q_h·k, 0) with each product ggml_vec_dot_f32's (vecDotF32), added
+// in head order, bit for bit, at every kernel level (the AVX-512 level scores all heads
+// against a key at once), NaN products counting as 0 as ggml's MAX(qk, 0.0f) makes them.
+func TestIndexerScoresKey128(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const heads, dim, kvLen = 64, 128, 100
+	q, w := make([]float32, heads*dim), make([]float32, heads)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	keys := make([]float32, kvLen*dim)
+	for i := range keys {
+		keys[i] = float32(rng.NormFloat64())
+	}
+	keys[7*dim+3] = float32(math.NaN()) // position 7: every product is NaN
+	data := make([]byte, 4*len(keys))
+	if err := Quantize(F32, keys, data); err != nil {
+		t.Fatal(err)
+	}
+	kv := KV{Type: F32, Data: data, Dim: dim, Heads: 1, PosStride: dim * 4, HeadStride: dim * 4, Cells: kvLen}
+	p := NewPool(2)
+	defer p.Close()
+	got := make([]float32, kvLen)
+	if err := p.IndexerScores(got, q, heads, []int32{kvLen - 1}, kv, w, kvLen); err != nil {
+		t.Fatal(err)
+	}
+	for j := range kvLen {
+		var want float32
+		for h := range heads {
+			if qk := vecDotF32(q[h*dim:(h+1)*dim], keys[j*dim:(j+1)*dim]); qk > 0 {
+				want += qk * w[h]
+			}
+		}
+		if math.Float32bits(got[j]) != math.Float32bits(want) {
+			t.Fatalf("level %s: position %d scores %g, ggml's order gives %g", KernelLevel(), j, got[j], want)
+		}
+	}
+}
+
+func TestRelu(t *testing.T) {
+	for _, c := range []struct{ x, want float32 }{
+		{1.5, 1.5}, {-2, 0}, {0, 0}, {float32(math.Copysign(0, -1)), 0}, {float32(math.Inf(1)), float32(math.Inf(1))},
+		{float32(math.Inf(-1)), 0}, {float32(math.NaN()), 0}, {math.Float32frombits(0xFFC00001), 0}, {math.SmallestNonzeroFloat32, math.SmallestNonzeroFloat32},
+	} {
+		if got := relu(c.x); math.Float32bits(got) != math.Float32bits(c.want) {
+			t.Errorf("relu(%g) = %g, want %g", c.x, got, c.want)
+		}
+	}
+}
+
+// BenchmarkIndexerScores is one decode step's indexer of DeepSeek-V3.2's shape (64 heads of
+// 128) over 4,096 positions of an F16 cache, on two workers.
+func BenchmarkIndexerScores(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const heads, dim, kvLen = 64, 128, 4096
+	k := denseKV(b, F16, randomFloats(rng, kvLen*dim), dim, 1)
+	q, w := randomFloats(rng, heads*dim), randomFloats(rng, heads)
+	dst := make([]float32, kvLen)
+	p := NewPool(2)
+	defer p.Close()
+	for b.Loop() {
+		if err := p.IndexerScores(dst, q, heads, []int32{kvLen - 1}, k, w, kvLen); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

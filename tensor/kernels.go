@@ -163,6 +163,9 @@ type kernelSet struct {
 	// its own accumulators: the same bits with independent chains to overlap.
 	tinyDots4x4 func(w, x *[4][]float32, out *[16]float32)
 	vecReduced4 func(w *[4][]float32, x []float32, out *[4]float32)
+	// vecReducedKey128, where the level has it, is vecReduced of each 128-value row of q by
+	// one 128-value key (out[h] for row h): the lightning indexer's heads against a key.
+	vecReducedKey128 func(q []float32, key *[128]float32, out []float32)
 	// vecF16Rows4, where the level has it, is vecReduced of four F16 rows (rowBytes apart,
 	// steps steps of floatStep values) by a widened vector, reading the rows as F16: for
 	// one token, where widening a row first would cost as much as the products.

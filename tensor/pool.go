@@ -403,6 +403,7 @@ type scratch struct {
 	stream   []byte        // StreamRead: per worker
 	wide     []wideScratch // MatMul of F16 weights and packed kernels: per worker
 	keys     []float32     // IndexerScores: a key per worker
+	dots     []float32     // IndexerScores: the heads' products with a key, per worker
 }
 
 // grow returns b resized to n elements, reusing its storage when it is large enough.

@@ -140,7 +140,7 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.activationFromFloat[Q8_0], k.activationFromFloat[Q8_K] = quantizeQ8_0AVX512, quantizeQ8KAVX512
 	k.exp32s, k.f16Heads = exp32sAVX512, dotF16HeadsTile
 	k.readStream = readStreamWith(readStreamAVX512)
-	k.tinyDots4x4, k.vecReduced4 = tinyDots4x4AVX512, vecReduced4AVX512
+	k.tinyDots4x4, k.vecReduced4, k.vecReducedKey128 = tinyDots4x4AVX512, vecReduced4AVX512, vecReducedKey128AVX512
 	k.vecF16Rows4, k.tinyF16Rows4x4, k.madHalfHeads = vecF16Rows4AVX512, tinyF16Rows4x4AVX512, madHalfHeads8
 	k.tileScores, k.tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
 	k.tileScores2, k.tileAccumulate2, k.tileMaxOf = tileScores2AVX512, tileAccumulate2AVX512, tileMaxAVX512

@@ -166,3 +166,26 @@ func vecReduced4AVX512(w *[4][]float32, x []float32, out *[4]float32) {
 		out[r] = sum16x8(v.GetLo(), v.GetHi())
 	}
 }
+
+// vecReducedKey128AVX512 is vecReduced of each 128-value row of q (out[h] for row h) by one
+// 128-value key, which stays in registers for all of them: ggml_vec_dot_f32's two steps of
+// four 16-lane accumulators per row, then its reduction, as vecReduced computes them.
+func vecReducedKey128AVX512(q []float32, key *[128]float32, out []float32) {
+	q = q[:len(out)*128]
+	k0, k1, k2, k3 := f32x16s(key[0:16]), f32x16s(key[16:32]), f32x16s(key[32:48]), f32x16s(key[48:64])
+	k4, k5, k6, k7 := f32x16s(key[64:80]), f32x16s(key[80:96]), f32x16s(key[96:112]), f32x16s(key[112:128])
+	var zero archsimd.Float32x16 // the accumulators start at zero, as ggml's do
+	for h := range out {
+		r := (*[128]float32)(q[h*128 : (h+1)*128])
+		s0 := f32x16s(r[64:80]).MulAdd(k4, f32x16s(r[0:16]).MulAdd(k0, zero))
+		s1 := f32x16s(r[80:96]).MulAdd(k5, f32x16s(r[16:32]).MulAdd(k1, zero))
+		s2 := f32x16s(r[96:112]).MulAdd(k6, f32x16s(r[32:48]).MulAdd(k2, zero))
+		s3 := f32x16s(r[112:128]).MulAdd(k7, f32x16s(r[48:64]).MulAdd(k3, zero))
+		s := s0.Add(s2).Add(s1.Add(s3))
+		h8 := s.GetHi().Add(s.GetLo())
+		var h4 [4]float32
+		h8.GetHi().Add(h8.GetLo()).Store(&h4)
+		out[h] = (h4[0] + h4[2]) + (h4[1] + h4[3])
+	}
+	archsimd.ClearAVXUpperBits()
+}
