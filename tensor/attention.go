@@ -389,11 +389,14 @@ func (j *attnJob) unit(w, u int) {
 		c0 := chunk * j.chunkLen
 		c1 := min(c0+j.chunkLen, j.kvLen)
 		qs := j.q[(t0*j.heads+g*group)*dk : (t0*j.heads+(g+1)*group)*dk]
+		if j.kernel != attnPrecise {
+			j.perRowQueries(s, qs) // once for all the runs Keep makes
+		}
 		j.keptRuns(max(first, c0), min(last, c1-1), func(from, to int) {
 			if j.kernel == attnPrecise {
 				j.precise(s, qs, g, from, to)
 			} else {
-				j.perRow(s, qs, g, from, to)
+				j.perRow(s, g, from, to)
 			}
 		})
 	}
@@ -608,27 +611,33 @@ func (s *attnScratch) apply(i, dv int, score, e float32, raised, fused, half boo
 	s.sum[i] = s.sum[i]*ms + vs
 }
 
-// perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last. The rows of an
-// F16 K are widened once for the whole group of query heads (exact), the queries rounded
-// to F16 and widened once per call, and each score summed as ggml_vec_dot_f16 does
-// (vecDotF16).
-func (j *attnJob) perRow(s *attnScratch, qs []float32, g, first, last int) {
-	dk, dv, group := j.k.Dim, j.v.Dim, j.group
-	wide := j.k.Type == F16
-	if wide {
+// perRowQueries converts the group's queries qs as ggml's per-row kernel does before its
+// scores: for an F16 K rounded to F16 and widened, otherwise to K's VecDotType.
+func (j *attnJob) perRowQueries(s *attnScratch, qs []float32) {
+	dk, group := j.k.Dim, j.group
+	if j.k.Type == F16 {
 		s.qWide = grow(s.qWide, group*dk)
 		for d, x := range qs[:group*dk] {
 			s.qWide[d] = roundToF16(x)
 		}
 		s.keys = grow(s.keys, dk)
-	} else {
-		qt := j.kTraits.VecDotType
-		s.q = grow(s.q, group*j.qBytes)
-		for i := range group {
-			// Converted at a length check accepted, so it cannot fail.
-			_ = QuantizeActivations(qt, qs[i*dk:(i+1)*dk], s.q[i*j.qBytes:(i+1)*j.qBytes])
-		}
+		return
 	}
+	qt := j.kTraits.VecDotType
+	s.q = grow(s.q, group*j.qBytes)
+	for i := range group {
+		// Converted at a length check accepted, so it cannot fail.
+		_ = QuantizeActivations(qt, qs[i*dk:(i+1)*dk], s.q[i*j.qBytes:(i+1)*j.qBytes])
+	}
+}
+
+// perRow is ggml's flash_attn_ext_f16_one_chunk over positions first..last, with the
+// group's queries converted by perRowQueries. The rows of an F16 K are widened once for the
+// whole group of query heads (exact), and each score summed as ggml_vec_dot_f16 does
+// (vecDotF16).
+func (j *attnJob) perRow(s *attnScratch, g, first, last int) {
+	dk, dv, group := j.k.Dim, j.v.Dim, j.group
+	wide := j.k.Type == F16
 	s.values = grow(s.values, dv)
 	halfV := j.v.Type == F16 // ggml accumulates an F16 V in F16 (VKQ16)
 	// A chunk of positions at a time: first the group's scores, then the running maximum
@@ -771,16 +780,27 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 	for tile := first / ggmlTile * ggmlTile; tile <= last; tile += ggmlTile {
 		if kept != nil {
 			*kept = [ggmlTile]bool{}
+			some := false
 			j.keptRuns(max(first, tile), min(last, tile+ggmlTile-1), func(from, to int) {
 				for pos := from; pos <= to; pos++ {
 					kept[pos-tile] = true
 				}
+				some = true
 			})
+			if !some {
+				continue // ggml skips a tile its mask hides entirely
+			}
 		}
 		// Decode the positions any row of the block sees, K transposed ([d][position]) so
-		// that a row's scores are computed eight positions at a time.
+		// that a row's scores are computed eight positions at a time. A position the token
+		// does not keep is not decoded: its score becomes −Inf whatever its key, and its
+		// weight 0 multiplies a zeroed value row (0·v adds nothing, as in ggml).
 		for pos := max(first, tile); pos <= min(last, tile+ggmlTile-1); pos++ {
 			r := pos - tile
+			if kept != nil && !kept[r] {
+				clear(s.values[r*dv : (r+1)*dv])
+				continue
+			}
 			j.kTraits.ToFloat(j.k.row(pos, g, int(j.kRowBytes)), s.krow)
 			for d, k := range s.krow {
 				s.keys[d*ggmlTile+r] = k
