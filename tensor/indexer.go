@@ -41,7 +41,7 @@ func (p *Pool) IndexerScores(dst, q []float32, heads int, pos []int32, k KV, w [
 		return err
 	}
 	defer p.mu.Unlock()
-	p.scratch.keys = grow(p.scratch.keys, p.threads*k.Dim)
+	p.scratch.keys = grow(p.scratch.keys, p.threads*indexerChunk*k.Dim)
 	p.scratch.dots = grow(p.scratch.dots, p.threads*heads)
 	j := &p.jobs.indexer
 	*j = indexerJob{dst: dst, q: q, w: w, pos: pos, k: k, heads: heads, kvLen: kvLen, last: last, rowBytes: int(rb),
@@ -59,31 +59,32 @@ type indexerJob struct {
 	heads       int
 	kvLen, last int // positions scored; the last any token sees
 	rowBytes    int
-	scratch     []float32 // a key's float32 values per worker
+	scratch     []float32 // a chunk of keys' float32 values per worker
 	dots        []float32 // a key's products with the heads, per worker
 }
 
-// unit scores the positions of chunk u for every token.
+// unit scores the positions of chunk u for every token: the chunk's keys are decoded
+// once, then each token's queries (heads × values, reused across the keys while they sit
+// in the cache) score them.
 func (j *indexerJob) unit(worker, u int) {
 	dim := j.k.Dim
-	key := j.scratch[worker*dim : (worker+1)*dim]
+	keys := j.scratch[worker*indexerChunk*dim : (worker+1)*indexerChunk*dim]
 	inf := float32(math.Inf(-1))
-	for pj := u * indexerChunk; pj < min((u+1)*indexerChunk, j.kvLen); pj++ {
-		if pj > j.last {
-			for t := range j.pos {
-				j.dst[t*j.kvLen+pj] = inf
-			}
-			continue
-		}
-		if err := Dequantize(j.k.Type, j.k.row(pj, 0, j.rowBytes), key); err != nil {
+	from, to := u*indexerChunk, min((u+1)*indexerChunk, j.kvLen)
+	seen := min(to, j.last+1) // the keys any token sees
+	for pj := from; pj < seen; pj++ {
+		if err := Dequantize(j.k.Type, j.k.row(pj, 0, j.rowBytes), keys[(pj-from)*dim:(pj-from+1)*dim]); err != nil {
 			panic(err) // the type was checked: RowBytes knows it
 		}
-		for t, p := range j.pos {
+	}
+	for t, p := range j.pos {
+		q, w, dst := j.q[t*j.heads*dim:(t+1)*j.heads*dim], j.w[t*j.heads:(t+1)*j.heads], j.dst[t*j.kvLen:(t+1)*j.kvLen]
+		for pj := from; pj < to; pj++ {
 			if pj > int(p) {
-				j.dst[t*j.kvLen+pj] = inf
+				dst[pj] = inf
 				continue
 			}
-			j.dst[t*j.kvLen+pj] = j.score(j.q[t*j.heads*dim:(t+1)*j.heads*dim], j.w[t*j.heads:(t+1)*j.heads], key, worker)
+			dst[pj] = j.score(q, w, keys[(pj-from)*dim:(pj-from+1)*dim], worker)
 		}
 	}
 }

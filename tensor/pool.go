@@ -402,7 +402,7 @@ type scratch struct {
 	partials []float32     // Attention: the chunks of a split query
 	stream   []byte        // StreamRead: per worker
 	wide     []wideScratch // MatMul of F16 weights and packed kernels: per worker
-	keys     []float32     // IndexerScores: a key per worker
+	keys     []float32     // IndexerScores: a chunk of keys per worker
 	dots     []float32     // IndexerScores: the heads' products with a key, per worker
 }
 
