@@ -81,7 +81,7 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	k.traits[Q5_K].FromFloat = func(src []float32, dst []byte) { encodeQ5KWith(fitK4GroupsAVX2, src, dst) }
 	k.traits[Q6_K].FromFloat = func(src []float32, dst []byte) { encodeQ6KWith(fitQ6GroupsAVX2, src, dst) }
 	k.readStream = readStreamWith(readStreamAVX2)
-	k.vecReduced, k.tinyDot = vecReducedAVX2, tinyDotAVX2
+	k.vecReduced, k.tinyDot, k.vecReducedKey128 = vecReducedAVX2, tinyDotAVX2, vecReducedKey128AVX2
 	k.vsiluRun = vsiluAVX2
 	k.ropeNeoX, k.ropeNormal = ropeNeoXAVX2, ropeNormalAVX2
 	k.addRow = func(dst, a, b []float32) { addMulAVX2(dst, a, b, false) }

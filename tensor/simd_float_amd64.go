@@ -189,3 +189,26 @@ func vecReducedKey128AVX512(q []float32, key *[128]float32, out []float32) {
 	}
 	archsimd.ClearAVXUpperBits()
 }
+
+// vecReducedKey128AVX2 is vecReducedKey128 in eight-lane halves (vecReducedAVX2's
+// arithmetic): too few registers to hold the key, which is read from the cache per row.
+func vecReducedKey128AVX2(q []float32, key *[128]float32, out []float32) {
+	q = q[:len(out)*128]
+	var zero archsimd.Float32x8 // the accumulators start at zero, as ggml's do
+	for h := range out {
+		r := (*[128]float32)(q[h*128 : (h+1)*128])
+		a0 := f32x8s(r[64:72]).MulAdd(f32x8s(key[64:72]), f32x8s(r[0:8]).MulAdd(f32x8s(key[0:8]), zero))
+		b0 := f32x8s(r[72:80]).MulAdd(f32x8s(key[72:80]), f32x8s(r[8:16]).MulAdd(f32x8s(key[8:16]), zero))
+		a1 := f32x8s(r[80:88]).MulAdd(f32x8s(key[80:88]), f32x8s(r[16:24]).MulAdd(f32x8s(key[16:24]), zero))
+		b1 := f32x8s(r[88:96]).MulAdd(f32x8s(key[88:96]), f32x8s(r[24:32]).MulAdd(f32x8s(key[24:32]), zero))
+		a2 := f32x8s(r[96:104]).MulAdd(f32x8s(key[96:104]), f32x8s(r[32:40]).MulAdd(f32x8s(key[32:40]), zero))
+		b2 := f32x8s(r[104:112]).MulAdd(f32x8s(key[104:112]), f32x8s(r[40:48]).MulAdd(f32x8s(key[40:48]), zero))
+		a3 := f32x8s(r[112:120]).MulAdd(f32x8s(key[112:120]), f32x8s(r[48:56]).MulAdd(f32x8s(key[48:56]), zero))
+		b3 := f32x8s(r[120:128]).MulAdd(f32x8s(key[120:128]), f32x8s(r[56:64]).MulAdd(f32x8s(key[56:64]), zero))
+		h8 := b0.Add(b2).Add(b1.Add(b3)).Add(a0.Add(a2).Add(a1.Add(a3)))
+		var h4 [4]float32
+		h8.GetHi().Add(h8.GetLo()).Store(&h4)
+		out[h] = (h4[0] + h4[2]) + (h4[1] + h4[3])
+	}
+	archsimd.ClearAVXUpperBits()
+}
