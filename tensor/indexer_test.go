@@ -94,17 +94,7 @@ func TestIndexerScores(t *testing.T) {
 func TestIndexerScoresKey128(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const heads, dim, kvLen = 64, 128, 100
-	q, w := make([]float32, heads*dim), make([]float32, heads)
-	for i := range q {
-		q[i] = float32(rng.NormFloat64())
-	}
-	for i := range w {
-		w[i] = float32(rng.NormFloat64())
-	}
-	keys := make([]float32, kvLen*dim)
-	for i := range keys {
-		keys[i] = float32(rng.NormFloat64())
-	}
+	q, w, keys := randomFloats(rng, heads*dim), randomFloats(rng, heads), randomFloats(rng, kvLen*dim)
 	keys[7*dim+3] = float32(math.NaN()) // position 7: every product is NaN
 	data := make([]byte, 4*len(keys))
 	if err := Quantize(F32, keys, data); err != nil {

@@ -9,12 +9,9 @@ set -euo pipefail
 bin=${LLAMA_RPC_BIN:?set LLAMA_RPC_BIN to a llama.cpp build-rpc/bin directory}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 file=$root/testdata/placement/compute-mla.txt
-work=$(mktemp -d)
-trap 'kill $rpc 2>/dev/null; rm -rf "$work"' EXIT
-(cd "$root" && go build -o "$work/moerun" ./cmd/moerun)
-LD_LIBRARY_PATH=$bin "$bin/ggml-rpc-server" -p 50198 >"$work/rpc.log" 2>&1 &
-rpc=$!
-sleep 2
+# shellcheck source=tools/oracle/rpc_common.sh
+. "$root/tools/oracle/rpc_common.sh"
+rpc_start 50198
 {
 	echo "# llama.cpp 3f545bec llama-fit-params -ngl 99 -ot exps=CPU -fit off -fitp on -v beside one RPC device (tools/oracle/rpc_compute.sh)"
 	echo "# preset ctx ubatch RPC0-compute-MiB"

@@ -13,12 +13,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/testdata/placement
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(qwen3-next-80b-a3b minimax-m2 deepseek-v3.2 glm-5 glm-4.7-flash qwen3.6-35b-a3b kimi-k2)
-work=$(mktemp -d)
-trap 'kill $rpc 2>/dev/null; rm -rf "$work"' EXIT
-(cd "$root" && go build -o "$work/moerun" ./cmd/moerun)
-LD_LIBRARY_PATH=$bin "$bin/ggml-rpc-server" -p 50199 >"$work/rpc.log" 2>&1 &
-rpc=$!
-sleep 2
+# shellcheck source=tools/oracle/rpc_common.sh
+. "$root/tools/oracle/rpc_common.sh"
+rpc_start 50199
 # The cases: flags after -m FILE, one name each.
 cases=("ngl99_ot_exps_cpu|-ngl 99 -ot exps=CPU -c 32768" "ngl99_ncmoe8|-ngl 99 --n-cpu-moe 8 -c 32768")
 for p in "${presets[@]}"; do
