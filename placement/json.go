@@ -40,6 +40,7 @@ type jsonModel struct {
 	ExpertsUsed  int    `json:"experts_used"`
 	ContextTrain int    `json:"context_train"`
 	MLA          bool   `json:"mla"`
+	IndexerTopK  int    `json:"indexer_top_k"`
 }
 
 type jsonContext struct {
@@ -158,7 +159,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 	doc := jsonPlan{
 		Schema: SchemaVersion, Semantics: p.Semantics.String(),
 		Model: jsonModel{p.Model.Name, p.Model.Arch, p.Model.Layers, p.Model.NextN, p.Model.Tensors, p.Model.Bytes,
-			p.Model.Experts, p.Model.ExpertsUsed, p.Model.ContextTrain, p.Model.MLA},
+			p.Model.Experts, p.Model.ExpertsUsed, p.Model.ContextTrain, p.Model.MLA, p.Model.IndexerTopK},
 		Context: jsonContext{p.Context.NCtx, p.Context.NCtxSeq, p.Context.NSeq, p.Context.NStream, p.Context.Unified,
 			p.Context.NBatch, p.Context.NUBatch, p.Context.SWACells, p.Context.FlashAttn},
 		Settings: jsonSettings{GPULayers: p.Settings.GPULayers, GPULayersParam: nglText(p.Settings.GPULayersFlag),

@@ -101,6 +101,9 @@ type ModelSummary struct {
 	ExpertsUsed  int
 	ContextTrain int
 	MLA          bool
+	// IndexerTopK is how many positions DeepSeek Sparse Attention's lightning indexer
+	// keeps per query (DeepSeek-V3.2, GLM-5); 0 for other models.
+	IndexerTopK int
 }
 
 // Settings are the effective placement parameters after defaults and --fit.

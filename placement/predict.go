@@ -744,8 +744,14 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 // layers) and sums as many values, 2·(k + v) FLOPs per pair, with k and v the widths of
 // all heads' keys and values (see attentionWidths). Recurrent layers scan a fixed-size
 // state: their work is in their weights.
+//
+// With DeepSeek Sparse Attention a token attends only the positions its indexer keeps (at
+// most top-k), and a layer with an indexer of its own (an indexer cache) first scores every
+// position it sees: 2·heads·dim FLOPs per pair (deepseek32.cpp, glm-dsa.cpp).
 func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
 	width := attentionWidths(e.plan.Tensors)
+	indexer := indexerWidths(e.plan.Tensors)
+	topK := e.plan.Model.IndexerTopK
 	out := map[string]float64{}
 	for _, l := range e.plan.Layers {
 		if l.KVDevice == "" || (l.Kind != "attention" && l.Kind != "swa") {
@@ -756,9 +762,42 @@ func (e *estimator) attentionFLOPs(u, depth int) map[string]float64 {
 		if w := e.plan.Context.SWAWindow; l.Kind == "swa" && w > 0 {
 			pairs = min(pairs, float64(u)*float64(w))
 		}
+		if topK > 0 {
+			if l.IndexerBytes > 0 {
+				out[l.KVDevice] += 2 * indexer[l.Index] * pairs
+			}
+			pairs = keptPairs(u, depth, topK)
+		}
 		out[l.KVDevice] += 2 * width[l.Index] * pairs
 	}
 	return out
+}
+
+// keptPairs is Σ over u tokens after depth others of min(top-k, the positions each sees):
+// the query–key pairs sparse attention computes.
+func keptPairs(u, depth, topK int) float64 {
+	first, last := depth+1, depth+u // what the ubatch's first and last tokens see
+	switch {
+	case last <= topK:
+		return float64(u)*float64(depth) + float64(u)*float64(u+1)/2
+	case first >= topK:
+		return float64(u) * float64(topK)
+	}
+	below := float64(topK)*float64(topK+1)/2 - float64(first-1)*float64(first)/2 // first … topK
+	return below + float64(last-topK)*float64(topK)
+}
+
+// indexerWidths is, per layer, the lightning indexer's heads × head size: the query width
+// of its attn_q_b projection, which every scored position costs in multiply-adds.
+func indexerWidths(tensors []TensorUse) map[int]float64 {
+	width := map[int]float64{}
+	for i := range tensors {
+		t := &tensors[i]
+		if strings.HasSuffix(t.Name, ".indexer.attn_q_b.weight") && len(t.Shape) >= 2 {
+			width[t.Layer] = float64(t.Shape[1])
+		}
+	}
+	return width
 }
 
 // attentionWidths is, per layer, the summed width of all heads' keys and values that a

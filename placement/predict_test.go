@@ -532,3 +532,42 @@ func TestPredictPromptLaunches(t *testing.T) {
 		t.Errorf("CPU alone: overhead %.2f ms per ubatch, want t0 alone", 1e3*p.Prefill.OverheadSeconds)
 	}
 }
+
+// Sparse attention's work, by hand: on DeepSeek-V3.2 a token at depth 32767 scores all
+// 32768 positions with its indexer (64 heads × 128: 2 × 8192 FLOPs a position) and attends
+// the 2048 it keeps with MLA's absorbed heads (128 × (576 + 512) wide), in each of the 61
+// layers; a model without an indexer attends every position.
+func TestPredictSparseAttention(t *testing.T) {
+	r := DefaultRules()
+	r.Fit, r.CtxSize, r.GPULayers, r.Parallel = false, 32768, NGLAll, 1
+	r.Items = []Item{CPUMoEItem("--cpu-moe")}
+	devs := []backend.Device{backend.GPU(0, 1<<40), backend.CPU(0)}
+	plan, err := Place(presetModel(t, "deepseek-v3.2:q4_k_m"), r, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Model.IndexerTopK != 2048 {
+		t.Fatalf("indexer top-k %d, want DeepSeek-V3.2's 2048", plan.Model.IndexerTopK)
+	}
+	e := &estimator{plan: plan}
+	want := 61 * (2*8192*32768.0 + 2*128*(576+512)*2048.0)
+	if got := e.attentionFLOPs(1, 32767)["CUDA0"]; got != want {
+		t.Errorf("DeepSeek-V3.2 at depth 32767: %.4g attention FLOPs a token, want %.4g", got, want)
+	}
+	dense, err := Place(presetModel(t, "deepseek-v3:q4_k_m"), r, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = 61 * 2 * 128 * (576 + 512) * 32768.0
+	if got := (&estimator{plan: dense}).attentionFLOPs(1, 32767)["CUDA0"]; got != want {
+		t.Errorf("DeepSeek-V3 at depth 32767: %.4g attention FLOPs a token, want %.4g", got, want)
+	}
+	for _, c := range []struct {
+		u, depth, topK int
+		want           float64
+	}{{4, 1, 3, 2 + 3 + 3 + 3}, {3, 0, 10, 1 + 2 + 3}, {2, 10, 5, 10}, {512, 0, 2048, 512 * 513 / 2}} {
+		if got := keptPairs(c.u, c.depth, c.topK); got != c.want {
+			t.Errorf("keptPairs(%d, %d, %d) = %v, want %v", c.u, c.depth, c.topK, got, c.want)
+		}
+	}
+}

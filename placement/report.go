@@ -30,7 +30,7 @@ func (p *planner) report(lay *layout) *Plan {
 	plan := &Plan{
 		Semantics: p.r.Semantics,
 		Model: ModelSummary{Name: p.m.Name, Arch: hp.arch, Layers: hp.nLayer, NextN: hp.nNextN, Tensors: len(p.m.Tensors),
-			Experts: hp.nExpert, ExpertsUsed: hp.nUsed, ContextTrain: hp.nCtx, MLA: hp.mla},
+			Experts: hp.nExpert, ExpertsUsed: hp.nUsed, ContextTrain: hp.nCtx, MLA: hp.mla, IndexerTopK: hp.indexerTopK},
 		Context: lay.ctx,
 		Settings: Settings{GPULayers: p.offloaded(lay), GPULayersFlag: lay.cfg.ngl, SplitMode: p.r.SplitMode,
 			TensorSplit: lay.cfg.split, LoadMode: p.r.LoadMode, Mmap: lay.mmap, Locked: p.r.LoadMode.locked(), OpOffload: p.r.OpOffload, OpOffloadMinBatch: p.r.OpOffloadMinBatch, ExpertCache: p.r.ExpertCache,
