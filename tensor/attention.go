@@ -345,17 +345,18 @@ type attnJob struct {
 
 // attnScratch is one worker's working memory.
 type attnScratch struct {
-	q      []byte    // the group's queries converted for K's VecDot
-	qWide  []float32 // or rounded to F16 and widened (an F16 K)
-	keys   []float32 // decoded K rows (the tiled kernel: a tile, transposed)
-	values []float32 // decoded V rows
-	krow   []float32 // the tiled kernel: one K row before it is transposed
-	acc    []float32 // per row (query token and head of the group): the weighted sum of V
-	max    []float32 // per row: the running maximum score (M)
-	sum    []float32 // per row: the running sum of exponentials (S)
-	scores []float32 // a tile of scores (perRow: a chunk's for the group)
-	exps   []float32 // perRow: each step's exponential
-	raised []bool    // perRow: whether the step's score raised the running maximum
+	q      []byte         // the group's queries converted for K's VecDot
+	qWide  []float32      // or rounded to F16 and widened (an F16 K)
+	keys   []float32      // decoded K rows (the tiled kernel: a tile, transposed)
+	values []float32      // decoded V rows
+	krow   []float32      // the tiled kernel: one K row before it is transposed
+	acc    []float32      // per row (query token and head of the group): the weighted sum of V
+	max    []float32      // per row: the running maximum score (M)
+	sum    []float32      // per row: the running sum of exponentials (S)
+	scores []float32      // a tile of scores (perRow: a chunk's for the group)
+	exps   []float32      // perRow: each step's exponential
+	raised []bool         // perRow: whether the step's score raised the running maximum
+	kept   [ggmlTile]bool // the tiled kernel with Keep: which of a tile's positions are kept
 	// madHeads: per block of eight heads and position, each head's weight of the values
 	// (ws) and rescaling of its accumulator (ms), and which heads rescale (a bit each).
 	ws, ms      []float32
@@ -775,7 +776,7 @@ func (j *attnJob) tiled(s *attnScratch, g, t0, t1 int) {
 	}
 	var kept *[ggmlTile]bool // with Keep (one token): which of the tile's positions it keeps
 	if j.params.Keep != nil {
-		kept = new([ggmlTile]bool)
+		kept = &s.kept
 	}
 	for tile := first / ggmlTile * ggmlTile; tile <= last; tile += ggmlTile {
 		if kept != nil {
