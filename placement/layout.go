@@ -458,7 +458,6 @@ func (p *planner) compute(lay *layout) {
 	// first layer runs and freed after its own, so the first layers' attention sees them
 	// all; the indexer has a mask of its own; and its scores over every cell of the cache,
 	// the top-k over them and the new mask are n_kv × ubatch tensors alive at once.
-	dsa := make([]bool, len(p.devs))
 	sparse, sparseStage := make([]int64, len(p.devs)), make([]int64, len(p.devs))
 	offloadTo := p.offloadTarget(c)
 
@@ -531,9 +530,10 @@ func (p *planner) compute(lay *layout) {
 				b = f32(2*hp.nEmbd + 3*hp.recurrentConvWd)
 			default:
 				heads, kvHeads := hp.nHead[il], hp.nHeadKV[il]
-				b = f32(2*hp.nEmbd + heads*p.headK(il) + kvHeads*(p.headK(il)+p.headV(il)) + heads*p.headV(il))
 				if hp.mla {
 					b = f32(p.mlaQueryWidth(il))
+				} else {
+					b = f32(2*hp.nEmbd + heads*p.headK(il) + kvHeads*(p.headK(il)+p.headV(il)) + heads*p.headV(il))
 				}
 				// The attention op itself runs by the KV cache when that is on a GPU, else
 				// where the projections run (fetching the CPU cache, as with -nkvo).
@@ -552,7 +552,6 @@ func (p *planner) compute(lay *layout) {
 					peak[fa] = max(peak[fa], 4*T*int64(cells)*int64(heads)+f32(2*hp.nEmbd))
 				}
 				if hp.indexerTopK > 0 {
-					dsa[fa] = true
 					sparse[fa] += 4 * T * int64(min(hp.indexerTopK, cells))
 					sparseStage[fa] = max(sparseStage[fa], b)
 					if hp.indexerFull[il] {
@@ -591,17 +590,17 @@ func (p *planner) compute(lay *layout) {
 	fullMask := maskElem * T * int64(c.NCtxSeq)
 	swaMask := maskElem * T * int64(c.SWACells)
 	anyAttn, anySWA := slices.Contains(attention, true), slices.Contains(swa, true)
-	anyDSA := slices.Contains(dsa, true)
+	anyDSA := slices.ContainsFunc(sparse, func(b int64) bool { return b > 0 })
 	for d := range p.devs {
 		m := &lay.mem[d]
 		var masks int64
 		if attention[d] || d == p.cpu && anyAttn {
 			masks += fullMask
 		}
-		if dsa[d] || d == p.cpu && anyDSA { // the indexer's, F16 with its fused op
+		if sparse[d] > 0 || d == p.cpu && anyDSA { // the indexer's, F16 with its fused op
 			masks += 2 * T * int64(c.NCtxSeq)
 		}
-		if dsa[d] {
+		if sparse[d] > 0 {
 			peak[d] = max(peak[d], sparse[d]+sparseStage[d])
 		}
 		if swa[d] || d == p.cpu && anySWA {
