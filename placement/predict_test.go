@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,6 +301,26 @@ func TestResolveCPUBandwidth(t *testing.T) {
 	gpuPlan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"})
 	if _, err := Predict(gpuPlan, Hardware{CPU: CPUSpec{DecodeBandwidth: 40}}, PredictOptions{}); err == nil || !strings.Contains(err.Error(), "--gpu-model") {
 		t.Errorf("GPU without a bandwidth: %v", err)
+	}
+}
+
+// gpt-oss's ubatches hit fewer experts than uniform routing: 1 − (1 + U·(k/E)/0.2)^−0.2,
+// worked by hand for gpt-oss-20b (4 of 32 experts) at -ub 512: 1 − 321^−0.2 = 0.68467.
+// One token still hits its k experts, and other architectures keep uniform routing.
+func TestPredictConcentratedRouting(t *testing.T) {
+	_, p := predictPlan(t, "gpt-oss-20b:mxfp4", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "512"})
+	if f := p.Prefill; f.OffloadTo != "CUDA0" || math.Abs(f.ActiveShare-0.68467) > 5e-5 {
+		t.Errorf("offload to %q, active share %.5f, want CUDA0 and 0.68467", f.OffloadTo, f.ActiveShare)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "hits about 68% of a layer's experts, not the 100%") }) {
+		t.Errorf("no note of the concentrated routing: %q", p.Notes)
+	}
+	if got := concentratedShare(4.0/32, 1, 0.2); got != 4.0/32 {
+		t.Errorf("one token hits %.4f of the experts, want its 4 of 32", got)
+	}
+	_, q := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "64"})
+	if slices.ContainsFunc(q.Notes, func(n string) bool { return strings.Contains(n, "routing concentrates") }) {
+		t.Errorf("qwen3moe's routing taken as concentrated: %q", q.Notes)
 	}
 }
 

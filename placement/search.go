@@ -435,7 +435,7 @@ func (s *searcher) better(a, b *Candidate) int {
 	switch ka, kb := scoreBucket(a.Score), scoreBucket(b.Score); {
 	case ka != kb:
 		return kb - ka
-	case s.secondary(a) != s.secondary(b):
+	case !sameSpeed(s.secondary(a), s.secondary(b)):
 		return cmp.Compare(s.secondary(b), s.secondary(a))
 	case a.CacheType != b.CacheType:
 		return cmpBool(a.CacheType == tensor.F16, b.CacheType == tensor.F16)
@@ -454,6 +454,13 @@ func scoreBucket(score float64) int {
 		return math.MinInt32
 	}
 	return int(math.Floor(math.Log(score) / math.Log1p(0.01)))
+}
+
+// sameSpeed reports whether two predicted speeds differ only by rounding: placements
+// that do the same work in another order (the experts of the first or of the last blocks
+// in RAM, under routing the same in every layer) sum their times in another order.
+func sameSpeed(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*max(math.Abs(a), math.Abs(b))
 }
 
 // secondary is the speed that breaks ties of the objective.
