@@ -38,6 +38,8 @@ type opOffload struct {
 	// minBatch is the fewest tokens whose matmuls go to the GPU: the plan's
 	// (GGML_OP_OFFLOAD_MIN_BATCH, as the CUDA backend's op_offload_min_batch_size).
 	minBatch int
+	// allExperts: copy whole expert stacks, not only the routed experts (-no-ooae).
+	allExperts bool
 }
 
 // newOpOffload sets up the plan's op offload: the device placement reserved staging
@@ -59,7 +61,7 @@ func newOpOffload(plan *placement.Plan, backends []backend.Backend) (*opOffload,
 			if err != nil {
 				return nil, fmt.Errorf("op offload's staging memory on %s: %w", d.Device.Name, err)
 			}
-			return &opOffload{dev: i, stager: stager, buf: buf, minBatch: plan.Settings.OpOffloadMinBatch}, nil
+			return &opOffload{dev: i, stager: stager, buf: buf, minBatch: plan.Settings.OpOffloadMinBatch, allExperts: plan.Settings.OffloadAllExperts}, nil
 		}
 	}
 	return nil, nil
@@ -134,11 +136,11 @@ func alignStaging(off int64) int64 { return (off + stagingAlign - 1) &^ (staging
 
 // routeExperts sets c.routed for an MoE layer whose stack of experts w multiplies n
 // tokens by ids: the experts ids select where w runs on another device for this batch (op
-// offload), so that only those are staged; nil where w runs where it is held. The ids are
-// read to the host for it.
+// offload), so that only those are staged; nil where w runs where it is held, or where the
+// plan stages whole stacks (-no-ooae). The ids are read to the host for it.
 func (c *pass) routeExperts(ids value, w weight, n int) {
 	c.routed = nil
-	if c.err != nil || c.runsOn(w, backend.OpMulMatID, n) == w.dev {
+	if c.err != nil || c.runsOn(w, backend.OpMulMatID, n) == w.dev || c.m.offload != nil && c.m.offload.allExperts {
 		return
 	}
 	c.hostIDs = grow(c.hostIDs, ids.Elements())

@@ -17,7 +17,8 @@ import (
 // logits bit for bit (the simulated GPU computes with the CPU's kernels); under -ngl 99
 // -ot exps=CPU, where the routed experts are the host's only matmul weights, the bytes
 // uploaded are exactly those of the experts the prompt routed to, counted per layer from
-// the CPU run's routing; a decode step, a 31-token prompt and --no-op-offload upload
+// the CPU run's routing (with -no-ooae, the layers' whole stacks); a decode step, a
+// 31-token prompt and --no-op-offload upload
 // nothing, and --no-op-offload reserves no staging memory. With --no-host the stacks the
 // CPU repacks stay on the CPU, as ggml offloads only weights in host buffers.
 func TestOpOffload(t *testing.T) {
@@ -34,12 +35,16 @@ func TestOpOffload(t *testing.T) {
 				f, pool, host := openHost(t, gm.path, 2)
 				gpu := sim.New(0, 1<<30, pool)
 				t.Cleanup(func() { gpu.Close() })
-				// load places and loads the model with op offload on or off, and returns a
-				// context and the GPU memory the model took (before the context's).
-				load := func(offload bool) (*Context, *placement.Plan, int64) {
+				// load places and loads the model with op offload on or off (and the rules
+				// set changes), and returns a context and the GPU memory the model took
+				// (before the context's).
+				load := func(offload bool, set ...func(*placement.Rules)) (*Context, *placement.Plan, int64) {
 					before := gpu.Used()
 					rules := pl.rules(t)
 					rules.OpOffload = offload
+					for _, s := range set {
+						s(&rules)
+					}
 					m, plan := loadPlaced(t, f, pool, host, gpu, rules)
 					took := gpu.Used() - before
 					return m.context(t, DefaultContextOptions()), plan, took
@@ -70,6 +75,16 @@ func TestOpOffload(t *testing.T) {
 				}
 				if _, step := eval(c, prompt[:1]); step.Uploads != 0 {
 					t.Errorf("a decode step uploaded %d weights", step.Uploads)
+				}
+				if pl.ngl > 0 {
+					whole, _, _ := load(true, func(r *placement.Rules) { r.OffloadAllExperts = true })
+					got, traffic := eval(whole, prompt)
+					if !slices.Equal(got, want) {
+						t.Errorf("with -no-ooae, logits differ from the CPU run's: %+v", compareLogits(got, want))
+					}
+					if traffic.BytesUploaded != stackBytes {
+						t.Errorf("with -no-ooae a 40-token prompt uploaded %d bytes of experts, the whole stacks of its offloaded layers hold %d", traffic.BytesUploaded, stackBytes)
+					}
 				}
 				short, _, _ := load(true)
 				if _, traffic := eval(short, prompt[:placement.DefaultOffloadMinBatch-1]); traffic.Uploads != 0 {

@@ -68,7 +68,9 @@ type jsonSettings struct {
 	Mmap           bool      `json:"mmap"`
 	Mlock          bool      `json:"mlock"`
 	OpOffload      bool      `json:"op_offload"`
-	ExpertCache    string    `json:"expert_cache,omitempty"` // --expert-cache: SLOTS or SLOTS:SWAPS
+	// OffloadAllExperts: -no-ooae, op offload copies whole expert stacks.
+	OffloadAllExperts bool   `json:"offload_all_experts,omitempty"`
+	ExpertCache       string `json:"expert_cache,omitempty"` // --expert-cache: SLOTS or SLOTS:SWAPS
 }
 
 type jsonVerdict struct {
@@ -165,7 +167,7 @@ func (p *Plan) WriteJSON(w io.Writer, ignored []string) error {
 		Settings: jsonSettings{GPULayers: p.Settings.GPULayers, GPULayersParam: nglText(p.Settings.GPULayersFlag),
 			SplitMode: p.Settings.SplitMode.String(), TensorSplit: nonNil(p.Settings.TensorSplit), ModelDevices: nonNil(p.Settings.ModelDevices),
 			CacheTypeK: p.Settings.CacheK.String(), CacheTypeV: p.Settings.CacheV.String(), KVOffload: p.Settings.KVOffload,
-			LoadMode: p.Settings.LoadMode.String(), Mmap: p.Settings.Mmap, Mlock: p.Settings.Locked, OpOffload: p.Settings.OpOffload, ExpertCache: expertCacheFlag(p.Settings.ExpertCache)},
+			LoadMode: p.Settings.LoadMode.String(), Mmap: p.Settings.Mmap, Mlock: p.Settings.Locked, OpOffload: p.Settings.OpOffload, OffloadAllExperts: p.Settings.OffloadAllExperts, ExpertCache: expertCacheFlag(p.Settings.ExpertCache)},
 		Verdict: jsonVerdict{Text: p.Verdict()},
 		Fit:     jsonFit{Enabled: p.Fit.Enabled, Status: p.Fit.Status, Changes: nonNil(p.Fit.Changes), Args: p.Fit.Args, Log: nonNil(p.Fit.Log)},
 		Notes:   nonNil(p.Notes), Warnings: nonNil(p.Warnings), Ignored: nonNil(ignored),

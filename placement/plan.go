@@ -119,6 +119,8 @@ type Settings struct {
 	OpOffload     bool
 	// OpOffloadMinBatch is the fewest tokens op offload moves to a GPU (Rules').
 	OpOffloadMinBatch int
+	// OffloadAllExperts: op offload copies whole expert stacks (Rules').
+	OffloadAllExperts bool
 	ExpertCache       ExpertCache
 	CacheK            tensor.Type
 	CacheV            tensor.Type

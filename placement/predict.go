@@ -322,7 +322,7 @@ func Predict(plan *Plan, hw Hardware, opts PredictOptions) (*Prediction, error) 
 	pred.Prefill, pred.Prompt, promptSeconds = e.prefill()
 	if pred.Prefill.Unknown == "" {
 		pred.PP = float64(pred.Prompt) / promptSeconds
-		if a := routingConcentration[plan.Model.Arch]; a > 0 && e.stats == nil && pred.Prefill.ActiveShare > 0 {
+		if a := routingConcentration[plan.Model.Arch]; a > 0 && e.stats == nil && pred.Prefill.ActiveShare > 0 && !plan.Settings.OffloadAllExperts {
 			u := pred.Prefill.UBatch
 			pred.Notes = append(pred.Notes, fmt.Sprintf("prompt: %s's routing concentrates: a ubatch of %d tokens hits about %.0f%% of a layer's experts, not the %.0f%% of uniform routing "+
 				"(llama.cpp's measurements of the model); --expert-stats puts measured routing in its place", plan.Model.Arch, u,
@@ -697,6 +697,9 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 		// type is not one, so repacked weights are computed where they are.
 		if e.kind[t.Device] == backend.KindCPU && out.OffloadTo != "" && t.Storage != StorageRepacked {
 			where = out.OffloadTo
+			if e.plan.Settings.OffloadAllExperts {
+				bytes, readShare = float64(t.Bytes), 1 // -no-ooae: every expert crosses
+			}
 			out.CopyBytes += int64(bytes)
 			bytes = 0 // copied, then read from VRAM at a rate that makes it negligible
 			if t.Class == gguf.ClassRoutedExpert {

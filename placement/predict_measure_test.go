@@ -122,6 +122,8 @@ func (m *publicRow) plan(tb testing.TB) (*Plan, Hardware) {
 		switch f.Name {
 		case "--no-mmap": // a loading flag fit never writes
 			r.LoadMode = LoadNone
+		case "-no-ooae": // nor an op offload one
+			r.OffloadAllExperts = true
 		default:
 			flags = append(flags, f)
 		}

@@ -306,7 +306,8 @@ func TestResolveCPUBandwidth(t *testing.T) {
 
 // gpt-oss's ubatches hit fewer experts than uniform routing: 1 − (1 + U·(k/E)/0.2)^−0.2,
 // worked by hand for gpt-oss-20b (4 of 32 experts) at -ub 512: 1 − 321^−0.2 = 0.68467.
-// One token still hits its k experts, and other architectures keep uniform routing.
+// One token still hits its k experts, other architectures keep uniform routing, and
+// -no-ooae copies every expert.
 func TestPredictConcentratedRouting(t *testing.T) {
 	_, p := predictPlan(t, "gpt-oss-20b:mxfp4", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "512"})
 	if f := p.Prefill; f.OffloadTo != "CUDA0" || math.Abs(f.ActiveShare-0.68467) > 5e-5 {
@@ -317,6 +318,25 @@ func TestPredictConcentratedRouting(t *testing.T) {
 	}
 	if got := concentratedShare(4.0/32, 1, 0.2); got != 4.0/32 {
 		t.Errorf("one token hits %.4f of the experts, want its 4 of 32", got)
+	}
+	// -no-ooae copies whole stacks: every CPU expert byte, and no routing note.
+	plan, _ := predictPlan(t, "gpt-oss-20b:mxfp4", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "512"})
+	plan.Settings.OffloadAllExperts = true
+	whole, err := Predict(plan, testHardware(), PredictOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpuExperts int64
+	for _, tu := range plan.Tensors {
+		if tu.Device == "CPU" && tu.Class == gguf.ClassRoutedExpert {
+			cpuExperts += tu.Bytes
+		}
+	}
+	if f := whole.Prefill; f.ActiveShare != 1 || f.CopyBytes < cpuExperts || f.CopyBytes > cpuExperts+1<<20 || slices.ContainsFunc(whole.Notes, func(n string) bool { return strings.Contains(n, "routing concentrates") }) {
+		t.Errorf("-no-ooae: active share %.3f, %d bytes copied of %d in CPU experts, notes %q", f.ActiveShare, f.CopyBytes, cpuExperts, whole.Notes)
+	}
+	if whole.PP >= p.PP {
+		t.Errorf("-no-ooae prompts at %.0f t/s, copying only the hit experts at %.0f", whole.PP, p.PP)
 	}
 	_, q := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 24<<30, Flag{"-ngl", "999"}, Flag{"--cpu-moe", ""}, Flag{"-c", "4096"}, Flag{"-ub", "64"})
 	if slices.ContainsFunc(q.Notes, func(n string) bool { return strings.Contains(n, "routing concentrates") }) {

@@ -33,7 +33,7 @@ func (p *planner) report(lay *layout) *Plan {
 			Experts: hp.nExpert, ExpertsUsed: hp.nUsed, ContextTrain: hp.nCtx, MLA: hp.mla, IndexerTopK: hp.indexerTopK},
 		Context: lay.ctx,
 		Settings: Settings{GPULayers: p.offloaded(lay), GPULayersFlag: lay.cfg.ngl, SplitMode: p.r.SplitMode,
-			TensorSplit: lay.cfg.split, LoadMode: p.r.LoadMode, Mmap: lay.mmap, Locked: p.r.LoadMode.locked(), OpOffload: p.r.OpOffload, OpOffloadMinBatch: p.r.OpOffloadMinBatch, ExpertCache: p.r.ExpertCache,
+			TensorSplit: lay.cfg.split, LoadMode: p.r.LoadMode, Mmap: lay.mmap, Locked: p.r.LoadMode.locked(), OpOffload: p.r.OpOffload, OpOffloadMinBatch: p.r.OpOffloadMinBatch, OffloadAllExperts: p.r.OffloadAllExperts, ExpertCache: p.r.ExpertCache,
 			CacheK: p.r.CacheK, CacheV: p.r.CacheV, KVOffload: p.r.KVOffload},
 	}
 	for _, d := range p.model {
@@ -408,7 +408,11 @@ func (p *planner) notes(lay *layout, plan *Plan) {
 				d.Device.Name, humanBytes(d.ExpertCache), p.r.ExpertCache)
 		}
 		if d.Staging > 0 {
-			note("%s: prompt batches of 32+ tokens run the matmuls of CPU-held weights here, copying the weights over; the compute estimate includes %s for that (--no-op-offload removes it)", d.Device.Name, humanBytes(d.Staging))
+			all := ""
+			if p.r.OffloadAllExperts {
+				all = ", every expert of a stack (-no-ooae)"
+			}
+			note("%s: prompt batches of 32+ tokens run the matmuls of CPU-held weights here, copying the weights over%s; the compute estimate includes %s for that (--no-op-offload removes it)", d.Device.Name, all, humanBytes(d.Staging))
 		}
 	}
 	for _, d := range plan.Devices {

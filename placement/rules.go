@@ -120,6 +120,10 @@ type Rules struct {
 	NoHost    bool // --no-host
 	Repack    bool // false with --no-repack
 	OpOffload bool // false with --no-op-offload
+	// OffloadAllExperts: op offload copies every expert of a CPU-held stack, not only
+	// those the batch routes to (ik_llama.cpp's -no-ooae; ik_llama.cpp before its pull
+	// request 842, and llama.cpp before its pull request 15346, always did).
+	OffloadAllExperts bool
 	// OpOffloadMinBatch is the fewest tokens for which op offload runs a CPU-held weight's
 	// matmul on a GPU: ggml's GGML_OP_OFFLOAD_MIN_BATCH, 32 when unset.
 	OpOffloadMinBatch int

@@ -296,7 +296,7 @@ var llamaServerOptions = []llamaOption{
 	{[]string{"-rtr", "--run-time-repack"}, nil, 0, ""},
 	{[]string{"-ser", "--smart-expert-reduction"}, nil, 1, ""},
 	{[]string{"-op", "--offload-policy"}, nil, 1, ""},
-	{[]string{"-no-ooae", "--no-offload-only-active-experts"}, nil, 0, ""},
+	{[]string{"-ooae", "--offload-only-active-experts"}, []string{"-no-ooae", "--no-offload-only-active-experts"}, 0, ""},
 	// llama-cli's own, which guides paste with the placement flags
 	{[]string{"-p", "--prompt"}, nil, 1, ""},
 	{[]string{"-f", "--file"}, nil, 1, ""},

@@ -17,8 +17,9 @@ func TestRewriteLlamaArgs(t *testing.T) {
 			[]string{"place", "m.gguf", "--n-gpu-layers=99", "--override-tensor=exps=CPU", "--n-gpu-layers=5", "--n-gpu-layers=3", "--n-gpu-layers=-1", "--n-gpu-layers=-1"}},
 		{[]string{"place", "-cmoe", "-ncmoe", "2", "-nkvo", "-kvo", "-fa", "on", "-ctk", "q8_0", "-ub", "256", "-np", "2"},
 			[]string{"place", "--cpu-moe", "--n-cpu-moe=2", "--no-kv-offload", "--kv-offload", "--flash-attn=on", "--cache-type-k=q8_0", "--ubatch-size=256", "--parallel=2"}},
-		{[]string{"place", "-ts", "1,1", "-sm", "none", "-mg", "1", "-dev", "CUDA0", "-fitt", "2048", "-fitc", "8192", "-fit", "off", "--no-mmap", "-nr"},
-			[]string{"place", "--tensor-split=1,1", "--split-mode=none", "--main-gpu=1", "--device=CUDA0", "--fit-target=2048", "--fit-ctx=8192", "--fit=off", "--no-mmap", "--no-repack"}},
+		{[]string{"place", "-ts", "1,1", "-sm", "none", "-mg", "1", "-dev", "CUDA0", "-fitt", "2048", "-fitc", "8192", "-fit", "off", "--no-mmap", "-nr", "-no-ooae", "-ooae"},
+			[]string{"place", "--tensor-split=1,1", "--split-mode=none", "--main-gpu=1", "--device=CUDA0", "--fit-target=2048", "--fit-ctx=8192", "--fit=off", "--no-mmap", "--no-repack",
+				"--no-offload-only-active-experts", "--offload-only-active-experts"}},
 		// place gets one-rune llama.cpp flags in long form, and the options it does not use packed
 		{[]string{"place", "-m", "x.gguf", "-c", "4096", "-t", "8", "--port", "8080", "--jinja", "-ser", "7,1", "--host=0.0.0.0"},
 			[]string{"place", "--model=x.gguf", "--ctx-size=4096", "--llama-ignored=-t 8", "--llama-ignored=--port 8080", "--llama-ignored=--jinja", "--llama-ignored=-ser 7,1", "--llama-ignored=--host=0.0.0.0"}},

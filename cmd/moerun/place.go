@@ -386,11 +386,12 @@ var placeHandlers = map[string]placeHandler{
 			r.KVUnified = placement.True
 		}
 	}),
-	"repack":     boolHandler(func(r *placement.Rules, on bool) { r.Repack = on }),
-	"op-offload": boolHandler(func(r *placement.Rules, on bool) { r.OpOffload = on }),
-	"swa-full":   boolHandler(func(r *placement.Rules, _ bool) { r.SWAFull = true }),
-	"no-host":    boolHandler(func(r *placement.Rules, _ bool) { r.NoHost = true }),
-	"mlock":      boolHandler(func(r *placement.Rules, _ bool) { r.LoadMode = placement.LoadMlock }),
+	"repack":                      boolHandler(func(r *placement.Rules, on bool) { r.Repack = on }),
+	"op-offload":                  boolHandler(func(r *placement.Rules, on bool) { r.OpOffload = on }),
+	"offload-only-active-experts": boolHandler(func(r *placement.Rules, on bool) { r.OffloadAllExperts = !on }),
+	"swa-full":                    boolHandler(func(r *placement.Rules, _ bool) { r.SWAFull = true }),
+	"no-host":                     boolHandler(func(r *placement.Rules, _ bool) { r.NoHost = true }),
+	"mlock":                       boolHandler(func(r *placement.Rules, _ bool) { r.LoadMode = placement.LoadMlock }),
 	"mmap": boolHandler(func(r *placement.Rules, on bool) {
 		r.LoadMode = placement.LoadNone
 		if on {
@@ -577,6 +578,6 @@ func (c *placementFlags) fields() map[string]any {
 		"cache-type-k": &c.CacheTypeK, "cache-type-v": &c.CacheTypeV, "flash-attn": &c.FlashAttn,
 		"kv-offload": &c.KVOffload, "kv-unified": &c.KVUnified, "swa-full": &c.SWAFull, "mmap": &c.Mmap, "mlock": &c.Mlock,
 		"direct-io": &c.DirectIO, "load-mode": &c.LoadMode, "no-host": &c.NoHost, "repack": &c.Repack,
-		"op-offload": &c.OpOffload, "fit": &c.Fit, "fit-target": &c.FitTarget, "fit-ctx": &c.FitCtx,
+		"op-offload": &c.OpOffload, "offload-only-active-experts": &c.ActiveOnly, "fit": &c.Fit, "fit-target": &c.FitTarget, "fit-ctx": &c.FitCtx,
 	}
 }

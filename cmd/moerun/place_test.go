@@ -522,3 +522,28 @@ func TestPlaceOffloadMinBatch(t *testing.T) {
 		}
 	}
 }
+
+// ik_llama.cpp's -no-ooae reaches the plan (its JSON settings, a note) and the prediction
+// (a ubatch copies every CPU-held expert); -ooae, the default, does neither.
+func TestPlaceOffloadAllExperts(t *testing.T) {
+	args := []string{"place", "--preset", "gpt-oss-20b", "--gpu-model", "rtx4080", "--ram", "64GiB", "--ram-bw", "80", "-ngl", "99", "--cpu-moe", "-ub", "512", "--predict"}
+	for _, c := range []struct {
+		flag  string
+		whole bool
+	}{{"-no-ooae", true}, {"--no-offload-only-active-experts", true}, {"-ooae", false}} {
+		code, out, errOut := moerun(t, append(args, c.flag)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.flag, code, errOut)
+		}
+		if got := strings.Contains(out, "every expert of a stack (-no-ooae)"); got != c.whole {
+			t.Errorf("%s: the op offload note names whole stacks: %v, want %v", c.flag, got, c.whole)
+		}
+		if got := strings.Contains(out, "100% of the expert bytes hit"); got != c.whole {
+			t.Errorf("%s: a ubatch copies every expert: %v, want %v\n%s", c.flag, got, c.whole, out)
+		}
+		code, out, _ = moerun(t, append(append(args, c.flag), "--json")...)
+		if got := strings.Contains(out, `"offload_all_experts": true`); code != 0 || got != c.whole {
+			t.Errorf("%s --json: exit %d, offload_all_experts %v, want %v", c.flag, code, got, c.whole)
+		}
+	}
+}

@@ -32,6 +32,7 @@ type placementFlags struct {
 	NoHost      bool     `name:"no-host" group:"memory" help:"Skip the pinned host buffer (lets the CPU repack weights)."`
 	Repack      bool     `name:"repack" negatable:"" default:"true" group:"memory" help:"-nr: --no-repack disables the CPU's repacked layouts."`
 	OpOffload   bool     `name:"op-offload" negatable:"" default:"true" group:"memory" help:"--no-op-offload: never run CPU-held weights on the GPU."`
+	ActiveOnly  bool     `name:"offload-only-active-experts" negatable:"" default:"true" group:"memory" help:"-no-ooae: op offload copies every expert of a CPU-held stack to the GPU, not only those the batch routes to (ik_llama.cpp's flag)."`
 	HotStats    string   `name:"hot-stats" placeholder:"FILE" type:"path" group:"placement" help:"Routing statistics (moerun.expert-stats/v1, written by run --expert-stats) that -ot's hot:K expert selectors read: PATTERN@hot:K=DEVICE puts each layer's K most selected experts there. moerun's own."`
 	ExpertCache string   `name:"expert-cache" placeholder:"SLOTS[:SWAPS]" group:"placement" help:"Keep SLOTS experts of each MoE layer whose experts are in RAM (-ot exps=CPU, --n-cpu-moe) on its GPU, the most used lately, refilling at most SWAPS a layer between two passes (default 2); SLOTS auto: as many as the GPU's free memory holds. moerun's own; run, bench and serve."`
 	Fit         string   `name:"fit" placeholder:"on|off" group:"placement" help:"-fit: adjust unset -c, -ngl and overrides to the free memory (default on)."`
