@@ -9,6 +9,7 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/tensor"
 )
 
 // The performance model (shared/reference/performance-model.md). Decode runs each layer's
@@ -565,6 +566,26 @@ func (e *estimator) rates(dev string, kind backend.Kind) (bw, flops float64) {
 	return bw, gpuComputeEff * g.TFLOPS * tflops
 }
 
+// cpuTypeShare is the share of the CPU's matmul rate (cpuGFLOPS, or --cpu-tflops) that
+// llama.cpp's CPU prompt path reaches on weights of type t. The default rate was set on
+// Q4_K_M models (Q4_K, Q6_K: 1). Measured with llama-bench at the reference commit, pp512
+// on the 2-thread AVX-512 build machine, over 6-block synthesized models with random
+// weights: Qwen3-30B-A3B Q4_K_M 236 t/s and Q8_0 181 t/s, the same FLOPs, so Q8_0 runs at
+// 0.77 of Q4_K_M's rate (no x86 repacked kernel for Q8_0); gpt-oss-20b at 0.71 of the rate
+// its Q4_K_M equal would reach, of which the Q8_0 attention is 21% of the FLOPs, leaving
+// 0.69 for its MXFP4 experts. test-backend-ops' MUL_MAT_ID at 512 tokens agrees on the
+// order (Q4_K 129-131 GFLOP/s, Q6_K 117-134, Q8_0 99-104, MXFP4 86). Other types: 1, not
+// measured.
+func cpuTypeShare(t tensor.Type) float64 {
+	switch t {
+	case tensor.Q8_0:
+		return 0.77
+	case tensor.MXFP4:
+		return 0.69
+	}
+	return 1
+}
+
 // kvRead is, per device, the KV cache a token reads at the prediction's depth: each layer's
 // bytes per cell times the cells in use (the sliding window at most); a recurrent layer's
 // state for one sequence.
@@ -712,6 +733,9 @@ func (e *estimator) ubatch(u, depth int) *PrefillTime {
 			gpuMatmuls++
 		}
 		bw, fl := e.rates(where, e.kind[where])
+		if e.kind[where] == backend.KindCPU {
+			fl *= cpuTypeShare(t.Type)
+		}
 		if fl <= 0 {
 			out.Unknown = fmt.Sprintf("the compute of %s is unknown (give --gpu-model NAME or --gpu-tflops)", where)
 			return out

@@ -11,6 +11,7 @@ import (
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/gguf"
+	"github.com/moerun/moerun/tensor"
 )
 
 // useMoreBits is llama-quantize's use_more_bits (src/llama-quant.cpp): the Q4_K_M layers
@@ -610,5 +611,37 @@ func TestPredictSparseAttention(t *testing.T) {
 		if got := keptPairs(c.u, c.depth, c.topK); got != c.want {
 			t.Errorf("keptPairs(%d, %d, %d) = %v, want %v", c.u, c.depth, c.topK, got, c.want)
 		}
+	}
+}
+
+// A CPU prompt's matmuls run at the default rate times their weight type's share: the
+// same shapes in Q8_0 (share 0.77) take (1/0.77 − 1) × their FLOPs / rate longer than in
+// Q4_K_M's K-quants (share 1); the router (F32) and attention are the same in both.
+func TestPredictCPUTypeShare(t *testing.T) {
+	const ub = 512
+	prefill := func(spec string) (*Plan, *PrefillTime) {
+		plan, p := predictPlan(t, spec, 0, Flag{"-c", "4096"}, Flag{"-ub", "512"})
+		return plan, p.Prefill
+	}
+	_, k := prefill("qwen3-30b-a3b:q4_k_m")
+	plan, q8 := prefill("qwen3-30b-a3b:q8_0")
+	var q8FLOPs float64 // the Q8_0 weight matmuls of a ubatch, worked out here
+	for _, tu := range plan.Tensors {
+		if tu.Type != tensor.Q8_0 || tu.Class == gguf.ClassEmbedding || len(tu.Shape) < 2 {
+			continue
+		}
+		f := 2 * float64(elements(tu.Shape)) * ub
+		switch tu.Class {
+		case gguf.ClassOutput:
+			f /= ub // the last token's logits only
+		case gguf.ClassRoutedExpert:
+			f *= 8.0 / 128
+		}
+		q8FLOPs += f
+	}
+	rate := 16 * 80e9 // testHardware's 16 threads at the default rate
+	want := q8FLOPs / rate * (1/0.77 - 1)
+	if got := q8.Devices[0].ComputeSeconds - k.Devices[0].ComputeSeconds; q8FLOPs == 0 || math.Abs(got-want) > 1e-9*want {
+		t.Errorf("Q8_0 prompt compute %.6f s over Q4_K_M's, want %.6f (%.3g FLOPs of Q8_0 matmuls)", got, want, q8FLOPs)
 	}
 }
