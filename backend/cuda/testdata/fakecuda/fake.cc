@@ -3,6 +3,18 @@
 // the CPU with the emulator's warps (kernels/testdata/emulate/warp.h: lanes as fibers;
 // glibc's fortified longjmp refuses to jump between their stacks, hence the #undef). Loads
 // outside live allocations abort.
+//
+// Streams are asynchronous, as a GPU's are, and as late as the driver's rules allow, so that
+// code which forgets to wait shows it: work queued on a stream (launches, asynchronous
+// copies and memsets) runs only when something waits for it — cuStreamSynchronize,
+// cuCtxSynchronize, cuEventSynchronize of an event recorded after it, cuStreamWaitEvent
+// from another stream, cuMemFree (which synchronizes the device), or a copy that the
+// driver makes synchronous. An asynchronous copy from page-locked host memory
+// (cuMemAllocHost) reads it when it runs, so refilling a buffer a queued copy still
+// reads changes what it copies; from pageable memory the driver stages the bytes before
+// returning, and into pageable memory it copies before returning, after the stream's
+// earlier work. The synchronous cuMemcpyHtoD/DtoH do not wait for the (non-blocking)
+// streams. Errors of queued work are returned by the next wait on its stream.
 #undef _FORTIFY_SOURCE
 #include <unistd.h>
 
@@ -10,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,7 +76,6 @@ int cuDeviceGetName(char* name, int len, int) { snprintf(name, len, "fake GPU (C
 int cuDevicePrimaryCtxRetain(void** ctx, int) { *ctx = &dummyCtx; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 int cuCtxSetCurrent(void*) { return 0; }
-int cuCtxSynchronize() { return 0; }
 int cuMemGetInfo_v2(size_t* free, size_t* total) { *free = 8ull << 30; *total = 16ull << 30; return 0; }
 int cuMemAlloc_v2(DevPtr* p, size_t n) {
     char* m = static_cast<char*>(aligned_alloc(256, (n + 255) / 256 * 256));
@@ -71,19 +84,81 @@ int cuMemAlloc_v2(DevPtr* p, size_t n) {
     *p = (DevPtr)m;
     return 0;
 }
-int cuMemFree_v2(DevPtr p) {
-    if (!allocs.erase((const char*)p)) return 1;
-    free((void*)p);
+static std::map<const char*, size_t> pinnedAllocs;  // cuMemAllocHost's
+int cuMemAllocHost_v2(void** p, size_t n) {
+    *p = malloc(n);
+    pinnedAllocs[static_cast<const char*>(*p)] = n;
     return 0;
 }
-int cuMemAllocHost_v2(void** p, size_t n) { *p = malloc(n); return 0; }
-int cuMemFreeHost(void* p) { free(p); return 0; }
+static bool pinned(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    auto it = pinnedAllocs.upper_bound(c);
+    if (it == pinnedAllocs.begin()) return false;
+    --it;
+    return c + n <= it->first + it->second;
+}
 static bool inside(DevPtr p, size_t n) {
     const char* c = (const char*)p;
     auto it = allocs.upper_bound(c);
     if (it == allocs.begin()) return false;
     --it;
     return c + n <= it->first + it->second;
+}
+
+// A stream's queue: its work runs in order, when waited for. ran counts the work run since
+// the stream was made, queued the work ever queued; an event is a position in that count.
+struct Stream {
+    std::deque<std::function<int()>> work;
+    unsigned long long ran = 0, queued = 0;
+    int err = 0;  // the first error of work run, returned by the next wait
+};
+struct Event {
+    Stream* stream = nullptr;
+    unsigned long long at = 0;  // the stream's work before the event
+};
+static Stream defaultStream;
+static std::vector<Stream*> streams{&defaultStream};
+static Stream* streamOf(void* s) { return s ? static_cast<Stream*>(s) : &defaultStream; }
+static void enqueue(void* s, std::function<int()> op) {
+    Stream* st = streamOf(s);
+    st->work.push_back(std::move(op));
+    st->queued++;
+}
+// runUntil runs the stream's work up to position at, keeping the first error.
+static void runUntil(Stream* st, unsigned long long at) {
+    while (st->ran < at && !st->work.empty()) {
+        int e = st->work.front()();
+        st->work.pop_front();
+        st->ran++;
+        if (e != 0 && st->err == 0) st->err = e;
+    }
+}
+static int drain(Stream* st) {
+    runUntil(st, st->queued);
+    int e = st->err;
+    st->err = 0;
+    return e;
+}
+static int drainAll() {
+    int err = 0;
+    for (Stream* st : streams) {
+        int e = drain(st);
+        if (err == 0) err = e;
+    }
+    return err;
+}
+
+int cuMemFree_v2(DevPtr p) {
+    int err = drainAll();  // freeing synchronizes the device: queued work may use p
+    if (!allocs.erase((const char*)p)) return 1;
+    free((void*)p);
+    return err;
+}
+int cuMemFreeHost(void* p) {
+    int err = drainAll();  // a queued copy may still read it
+    pinnedAllocs.erase(static_cast<const char*>(p));
+    free(p);
+    return err;
 }
 int cuMemcpyHtoD_v2(DevPtr dst, const void* src, size_t n) {
     if (!inside(dst, n)) return 1;
@@ -95,27 +170,95 @@ int cuMemcpyDtoH_v2(void* dst, DevPtr src, size_t n) {
     memcpy(dst, (const void*)src, n);
     return 0;
 }
-// One stream, the default one: every copy and launch runs at once, in order, so a stream
-// has nothing to wait for.
-int dummyStream;
-int cuStreamCreate(void** s, unsigned) { *s = &dummyStream; return 0; }
-int cuStreamDestroy_v2(void*) { return 0; }
-int cuStreamSynchronize(void*) { return 0; }
-int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t n, void*) { return cuMemcpyHtoD_v2(dst, src, n); }
-int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t n, void*) { return cuMemcpyDtoH_v2(dst, src, n); }
-int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t n, void*) {
-    if (!inside(dst, n) || !inside(src, n)) return 1;
-    memmove((void*)dst, (const void*)src, n);
+int cuStreamCreate(void** s, unsigned) {
+    Stream* st = new Stream;
+    streams.push_back(st);
+    *s = st;
     return 0;
 }
-int cuMemsetD32Async(DevPtr dst, unsigned v, size_t n, void*) {
-    if (!inside(dst, 4 * n)) return 1;
-    for (size_t i = 0; i < n; i++) memcpy((char*)dst + 4 * i, &v, 4);
-    return 0;
+int cuStreamDestroy_v2(void* s) {
+    Stream* st = streamOf(s);
+    int err = drain(st);
+    for (size_t i = 0; i < streams.size(); i++)
+        if (streams[i] == st && st != &defaultStream) {
+            streams.erase(streams.begin() + i);
+            delete st;
+            break;
+        }
+    return err;
 }
-int cuMemsetD8Async(DevPtr dst, unsigned char v, size_t n, void*) {
+int cuStreamSynchronize(void* s) { return drain(streamOf(s)); }
+int cuCtxSynchronize() { return drainAll(); }
+int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t n, void* s) {
     if (!inside(dst, n)) return 1;
-    memset((void*)dst, v, n);
+    if (pinned(src, n)) {
+        enqueue(s, [=] { return cuMemcpyHtoD_v2(dst, src, n); });
+        return 0;
+    }
+    std::vector<char> staged(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+    enqueue(s, [=, staged = std::move(staged)] { return cuMemcpyHtoD_v2(dst, staged.data(), n); });
+    return 0;
+}
+int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t n, void* s) {
+    if (!inside(src, n)) return 1;
+    enqueue(s, [=] { return cuMemcpyDtoH_v2(dst, src, n); });
+    if (pinned(dst, n)) return 0;
+    return drain(streamOf(s));  // into pageable memory: done before the call returns
+}
+int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t n, void* s) {
+    if (!inside(dst, n) || !inside(src, n)) return 1;
+    enqueue(s, [=] {
+        memmove((void*)dst, (const void*)src, n);
+        return 0;
+    });
+    return 0;
+}
+int cuMemsetD32Async(DevPtr dst, unsigned v, size_t n, void* s) {
+    if (!inside(dst, 4 * n)) return 1;
+    enqueue(s, [=] {
+        for (size_t i = 0; i < n; i++) memcpy((char*)dst + 4 * i, &v, 4);
+        return 0;
+    });
+    return 0;
+}
+int cuMemsetD8Async(DevPtr dst, unsigned char v, size_t n, void* s) {
+    if (!inside(dst, n)) return 1;
+    enqueue(s, [=] {
+        memset((void*)dst, v, n);
+        return 0;
+    });
+    return 0;
+}
+int cuEventCreate(void** e, unsigned) {
+    *e = new Event;
+    return 0;
+}
+int cuEventDestroy_v2(void* e) {
+    delete static_cast<Event*>(e);
+    return 0;
+}
+int cuEventRecord(void* e, void* s) {
+    Stream* st = streamOf(s);
+    *static_cast<Event*>(e) = Event{st, st->queued};
+    return 0;
+}
+int cuEventSynchronize(void* e) {
+    Event* ev = static_cast<Event*>(e);
+    if (ev->stream == nullptr) return 0;  // never recorded: complete
+    runUntil(ev->stream, ev->at);
+    int err = ev->stream->err;
+    ev->stream->err = 0;
+    return err;
+}
+int cuEventQuery(void* e) {
+    Event* ev = static_cast<Event*>(e);
+    return ev->stream == nullptr || ev->stream->ran >= ev->at ? 0 : 600;  // CUDA_ERROR_NOT_READY
+}
+// A stream that waits for an event runs after the work before it: running that work now,
+// earlier than a GPU might, is an order the GPU could also have chosen.
+int cuStreamWaitEvent(void*, void* e, unsigned) {
+    Event* ev = static_cast<Event*>(e);
+    if (ev->stream != nullptr) runUntil(ev->stream, ev->at);
     return 0;
 }
 int cuModuleLoadData(void** m, const void*) { *m = &dummyModule; return 0; }
@@ -128,18 +271,24 @@ int cuModuleGetFunction(void** f, void*, const char* name) {
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** kp, void** extra) {
     if (gx == 0 || gy == 0 || gz != 1 || bz != 1) return 1;  // CUDA_ERROR_INVALID_VALUE
-    warp::kernel = static_cast<Func*>(f)->name;
-    // The kernels' parameters are 8 bytes each (pointers, 64-bit integers and doubles).
-    const size_t n = warp::entries.at(warp::kernel).params;
-    warp::args.assign(n, nullptr);
-    for (size_t i = 0; i < n; i++) memcpy(&warp::args[i], kp[i], sizeof(void*));
-    gridDim = {gx, gy, 1};
-    blockDim = {bx, by, 1};
-    for (unsigned y = 0; y < gy; y++)
-        for (unsigned x = 0; x < gx; x++) {
-            blockIdx = {x, y, 0};
-            for (int w = 0; w < int(bx * by); w += warp::kLanes) warp::run(w);
-        }
+    std::string name = static_cast<Func*>(f)->name;
+    // The kernels' parameters are 8 bytes each (pointers, 64-bit integers and doubles),
+    // copied now as the driver does.
+    const size_t n = warp::entries.at(name).params;
+    std::vector<void*> args(n, nullptr);
+    for (size_t i = 0; i < n; i++) memcpy(&args[i], kp[i], sizeof(void*));
+    enqueue(stream, [=] {
+        warp::kernel = name;
+        warp::args = args;
+        gridDim = {gx, gy, 1};
+        blockDim = {bx, by, 1};
+        for (unsigned y = 0; y < gy; y++)
+            for (unsigned x = 0; x < gx; x++) {
+                blockIdx = {x, y, 0};
+                for (int w = 0; w < int(bx * by); w += warp::kLanes) warp::run(w);
+            }
+        return 0;
+    });
     return 0;
 }
 }

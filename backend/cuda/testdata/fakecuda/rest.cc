@@ -31,12 +31,7 @@ int cuDevicePrimaryCtxReset_v2() { return 100; }
 int cuDevicePrimaryCtxSetFlags_v2() { return 100; }
 int cuDeviceTotalMem_v2() { return 100; }
 int cuDriverGetVersion() { return 100; }
-int cuEventCreate() { return 100; }
-int cuEventDestroy_v2() { return 100; }
 int cuEventElapsedTime() { return 100; }
-int cuEventQuery() { return 100; }
-int cuEventRecord() { return 100; }
-int cuEventSynchronize() { return 100; }
 int cuFuncGetAttribute() { return 100; }
 int cuFuncSetCacheConfig() { return 100; }
 int cuFuncSetSharedMemConfig() { return 100; }
@@ -107,7 +102,6 @@ int cuStreamCreateWithPriority() { return 100; }
 int cuStreamGetFlags() { return 100; }
 int cuStreamGetPriority() { return 100; }
 int cuStreamQuery() { return 100; }
-int cuStreamWaitEvent() { return 100; }
 int cuStreamWaitValue32() { return 100; }
 int cuStreamWriteValue32() { return 100; }
 int cuSurfRefGetArray() { return 100; }
