@@ -61,9 +61,11 @@ type Backend struct {
 	nextRoPE     int
 
 	// For op offload's double-buffered copies through staging's halves (stageSpan): the
-	// half to fill next, and which halves a queued copy may still be reading.
+	// half to fill next, which halves a queued copy may still be reading, and the events
+	// recorded after each half's last copy.
 	nextHalf   int
 	halfQueued [2]bool
+	halfCopied [2]cu.Event
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -138,6 +140,11 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		// other only (the legacy default stream would also wait for other streams).
 		if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 			return fmt.Errorf("creating a stream: %w", err)
+		}
+		for i := range b.halfCopied {
+			if b.halfCopied[i], err = cu.MakeEvent(cu.DisableTiming); err != nil {
+				return fmt.Errorf("creating an event: %w", err)
+			}
 		}
 		return nil
 	})
@@ -342,6 +349,9 @@ func (b *Backend) Close() error {
 		}
 		for i := range b.angles {
 			errs = append(errs, b.angles[i].dev.free())
+		}
+		for i := range b.halfCopied {
+			errs = append(errs, cu.DestroyEvent(&b.halfCopied[i]))
 		}
 		errs = append(errs, b.staging.free(), b.mod.Unload(), b.stream.Destroy())
 		return errors.Join(errs...)

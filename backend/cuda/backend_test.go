@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/backend/cuda/kernels"
 	"github.com/moerun/moerun/tensor"
+	"gorgonia.org/cu"
 )
 
 // The GPU tests need a GPU; without one they skip, and TestNoGPU checks what a user of a
@@ -1079,5 +1081,59 @@ func TestIndexerScoresMasks(t *testing.T) {
 		case j <= int(pos[tk]) && math.Abs(float64(got[i]-want[i])) > 1e-4*(1+math.Abs(float64(want[i]))):
 			t.Errorf("token %d position %d: %g, the CPU %g", tk, j, got[i], want[i])
 		}
+	}
+}
+
+// TestStagingHalves stages one half's worth of bytes, queues a marker (a memset), then two
+// halves more: the last chunk refills the first half once that half's own copy has run,
+// without waiting for the marker queued after it (the fake driver runs queued work only
+// when waited for, and its synchronous copy does not wait, so the marker shows whether it
+// ran), and the device ends up with every byte.
+func TestStagingHalves(t *testing.T) {
+	g, _ := testBackends(t)
+	const half, cols = stagingBytes / 2, 4096 // F32 rows of 4096
+	data := make([]byte, 3*half)
+	for i := range data {
+		data[i] = byte(i*7 + i>>16)
+	}
+	buf, err := g.Alloc(int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	markerBuf, err := g.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := markerBuf.(*buffer).ptr
+	stage := func(off, n int) {
+		t.Helper()
+		if _, err := g.Stage(buf, int64(off), "chunk", tensor.F32, []int64{cols, int64(n) / 4 / cols, 1}, data[off:off+n], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage(0, half)
+	var ran [1]byte
+	err = g.do(func() error {
+		if err := cu.MemsetD8Async(marker, 7, 64, g.stream); err != nil {
+			return err
+		}
+		stage(half, 2*half)
+		return cu.MemcpyDtoH(unsafe.Pointer(&ran[0]), marker, 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.dev.Description == "fake GPU (CPU emulation)" && ran[0] != 0 {
+		t.Error("refilling the first half waited for the work queued after its copy")
+	}
+	got := make([]byte, len(data))
+	if err := g.Get(got, backend.Tensor{Buf: buf, Type: tensor.F32, Cols: cols, Rows: len(data) / 4 / cols, Stride: 4 * cols}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Error("the staged bytes differ from the host's")
 	}
 }

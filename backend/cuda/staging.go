@@ -121,11 +121,10 @@ func (b *Backend) upload(dst cu.DevicePtr, data []byte) error {
 	if err := b.staging.reserve(stagingBytes); err != nil {
 		return err
 	}
-	if b.halfQueued != [2]bool{} { // op offload's copies may still read the buffer
-		if err := b.stream.Synchronize(); err != nil {
+	for h := range b.halfQueued { // op offload's copies may still read the buffer
+		if err := b.waitHalf(h); err != nil {
 			return err
 		}
-		b.halfQueued = [2]bool{}
 	}
 	for off := 0; off < len(data); off += stagingBytes {
 		chunk := b.staging.mem[:min(stagingBytes, len(data)-off)]
@@ -185,20 +184,18 @@ func (b *Backend) StagesInto(t tensor.Type) bool { return kernels.Supported(t) }
 
 // stageSpan queues the copy of data[from:to] to dst+from through the pinned staging
 // buffer's two halves, double-buffered: Go copies the next chunk into one half (under
-// mmap.Guard, as upload does) while the GPU's DMA reads the other. A half is refilled only
-// after the stream has passed its last copy; the stream waits for the operations queued
-// before too, which op offload's copies follow anyway.
+// mmap.Guard, as upload does) while the GPU's DMA reads the other. A half is refilled once
+// the event recorded after its last copy has completed: not the whole stream, so the host
+// fills it while the GPU still copies the other half and runs the operations queued since
+// (a staged weight's matmul, before the next weight is staged).
 func (b *Backend) stageSpan(dst cu.DevicePtr, data []byte, from, to int64) error {
 	if err := b.staging.reserve(stagingBytes); err != nil {
 		return err
 	}
 	const half = stagingBytes / 2
 	for off := from; off < to; off += half {
-		if b.halfQueued[b.nextHalf] {
-			if err := b.stream.Synchronize(); err != nil {
-				return err
-			}
-			b.halfQueued = [2]bool{}
+		if err := b.waitHalf(b.nextHalf); err != nil {
+			return err
 		}
 		chunk := b.staging.mem[int64(b.nextHalf)*half:][:min(half, to-off)]
 		if err := mmap.Guard(func() { copy(chunk, data[off:]) }); err != nil {
@@ -207,9 +204,24 @@ func (b *Backend) stageSpan(dst cu.DevicePtr, data []byte, from, to int64) error
 		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk)), b.stream); err != nil {
 			return err
 		}
+		if err := b.halfCopied[b.nextHalf].Record(b.stream); err != nil {
+			return err
+		}
 		b.stats.StagedBytes += int64(len(chunk))
 		b.halfQueued[b.nextHalf] = true
 		b.nextHalf ^= 1
 	}
+	return nil
+}
+
+// waitHalf waits until the copies queued from staging half h have run.
+func (b *Backend) waitHalf(h int) error {
+	if !b.halfQueued[h] {
+		return nil
+	}
+	if err := b.halfCopied[h].Synchronize(); err != nil {
+		return err
+	}
+	b.halfQueued[h] = false
 	return nil
 }

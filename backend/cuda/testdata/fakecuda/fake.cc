@@ -188,6 +188,7 @@ int cuStreamDestroy_v2(void* s) {
     return err;
 }
 int cuStreamSynchronize(void* s) { return drain(streamOf(s)); }
+int cuStreamQuery(void* s) { return streamOf(s)->work.empty() ? 0 : 600; }  // CUDA_ERROR_NOT_READY
 int cuCtxSynchronize() { return drainAll(); }
 int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t n, void* s) {
     if (!inside(dst, n)) return 1;

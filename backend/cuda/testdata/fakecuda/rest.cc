@@ -101,7 +101,6 @@ int cuStreamAttachMemAsync() { return 100; }
 int cuStreamCreateWithPriority() { return 100; }
 int cuStreamGetFlags() { return 100; }
 int cuStreamGetPriority() { return 100; }
-int cuStreamQuery() { return 100; }
 int cuStreamWaitValue32() { return 100; }
 int cuStreamWriteValue32() { return 100; }
 int cuSurfRefGetArray() { return 100; }
