@@ -38,6 +38,11 @@ type Backend struct {
 	ctx     cu.CUContext
 	mod     cu.Module
 	stream  cu.Stream
+	// copyStream carries op offload's copies of host-held weights (Stage), so that the
+	// GPU's copy engine moves the next weight while the stream computes with the last;
+	// mark orders it after the stream's work where it must (copyAfterStream).
+	copyStream cu.Stream
+	mark       cu.Event
 	// Each weight type's kernels (the PTX entries mmv_<type> and getrows_<type>) and the
 	// operations between the products, by entry name.
 	mmv, getrows map[tensor.Type]cu.Function
@@ -141,8 +146,11 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 			return fmt.Errorf("creating a stream: %w", err)
 		}
-		for i := range b.halfCopied {
-			if b.halfCopied[i], err = cu.MakeEvent(cu.DisableTiming); err != nil {
+		if b.copyStream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+			return fmt.Errorf("creating a stream: %w", err)
+		}
+		for _, e := range []*cu.Event{&b.halfCopied[0], &b.halfCopied[1], &b.mark} {
+			if *e, err = cu.MakeEvent(cu.DisableTiming); err != nil {
 				return fmt.Errorf("creating an event: %w", err)
 			}
 		}
@@ -180,6 +188,10 @@ type weight struct {
 	expertBytes int64
 	host        backend.Weight // the host backend's, when the CPU computes this weight
 	owner       *Backend
+	// stagedIn is the buffer Stage copied the weight into, at bytes [off, end); nil for a
+	// loaded weight. Its readers wait for the buffer's copies (readStaged).
+	stagedIn *buffer
+	off, end int64
 }
 
 func (w *weight) Name() string      { return w.name }
@@ -258,9 +270,11 @@ func (b *Backend) weightOf(w backend.Weight) (*weight, error) {
 // rows of dst for up to kernels.GroupSize tokens. cw is a GPU-resident weight; x and dst
 // are device addresses of tokens rows (x 16-byte aligned).
 func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens int) error {
-	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-		uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
-		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
+	return b.readStaged(cw, func() error {
+		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
+			uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
+			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
+	})
 }
 
 // groupPairs queues group_pairs over the n expert ids at ids (device memory), building
@@ -297,10 +311,12 @@ func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k in
 		xPerSlot = 0
 	}
 	sel, gstart, gexpert := b.workList(n)
-	return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-		uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
-		uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
-		uint64(cw.rowBytes), uint64(cw.expertBytes))
+	return b.readStaged(cw, func() error {
+		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
+			uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
+			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
+			uint64(cw.rowBytes), uint64(cw.expertBytes))
+	})
 }
 
 // launch queues kernel fn on the backend's stream with the given grid and block and 8-byte
@@ -337,7 +353,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	err := b.do(func() error {
-		errs := []error{b.stream.Synchronize()}
+		errs := []error{b.copyStream.Synchronize(), b.stream.Synchronize()}
 		for _, p := range b.weights {
 			errs = append(errs, cu.MemFree(p))
 		}
@@ -350,10 +366,10 @@ func (b *Backend) Close() error {
 		for i := range b.angles {
 			errs = append(errs, b.angles[i].dev.free())
 		}
-		for i := range b.halfCopied {
-			errs = append(errs, cu.DestroyEvent(&b.halfCopied[i]))
+		for _, e := range []*cu.Event{&b.halfCopied[0], &b.halfCopied[1], &b.mark} {
+			errs = append(errs, cu.DestroyEvent(e))
 		}
-		errs = append(errs, b.staging.free(), b.mod.Unload(), b.stream.Destroy())
+		errs = append(errs, b.staging.free(), b.mod.Unload(), b.copyStream.Destroy(), b.stream.Destroy())
 		return errors.Join(errs...)
 	})
 	b.weights, b.buffers, b.resident = nil, nil, 0

@@ -1084,11 +1084,11 @@ func TestIndexerScoresMasks(t *testing.T) {
 	}
 }
 
-// TestStagingHalves stages one half's worth of bytes, queues a marker (a memset), then two
-// halves more: the last chunk refills the first half once that half's own copy has run,
-// without waiting for the marker queued after it (the fake driver runs queued work only
-// when waited for, and its synchronous copy does not wait, so the marker shows whether it
-// ran), and the device ends up with every byte.
+// TestStagingHalves stages one half's worth of bytes, queues a marker (a memset) on the
+// copy stream, then two halves more: the last chunk refills the first half once that
+// half's own copy has run, without waiting for the marker queued after it (the fake
+// driver runs queued work only when waited for, and its synchronous copy does not wait,
+// so the marker shows whether it ran), and the device ends up with every byte.
 func TestStagingHalves(t *testing.T) {
 	g, _ := testBackends(t)
 	const half, cols = stagingBytes / 2, 4096 // F32 rows of 4096
@@ -1114,7 +1114,7 @@ func TestStagingHalves(t *testing.T) {
 	stage(0, half)
 	var ran [1]byte
 	err = g.do(func() error {
-		if err := cu.MemsetD8Async(marker, 7, 64, g.stream); err != nil {
+		if err := cu.MemsetD8Async(marker, 7, 64, g.copyStream); err != nil {
 			return err
 		}
 		stage(half, 2*half)
@@ -1126,6 +1126,9 @@ func TestStagingHalves(t *testing.T) {
 	if g.dev.Description == "fake GPU (CPU emulation)" && ran[0] != 0 {
 		t.Error("refilling the first half waited for the work queued after its copy")
 	}
+	if err := g.Synchronize(); err != nil { // the copy stream's work, before Get on the stream
+		t.Fatal(err)
+	}
 	got := make([]byte, len(data))
 	if err := g.Get(got, backend.Tensor{Buf: buf, Type: tensor.F32, Cols: cols, Rows: len(data) / 4 / cols, Stride: 4 * cols}); err != nil {
 		t.Fatal(err)
@@ -1135,5 +1138,49 @@ func TestStagingHalves(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Error("the staged bytes differ from the host's")
+	}
+}
+
+// TestStagingOrder stages two expert stacks into the same bytes, each followed by a
+// MulMatID on it: the copy of the second waits for the product of the first (which the
+// fake driver, running queued work late, would otherwise give the second stack's bytes),
+// the first copy waits for the buffer's zeroing memset on the stream, and each product
+// waits for its copy. Both products equal those of the stacks loaded whole.
+func TestStagingOrder(t *testing.T) {
+	g, c := testBackends(t)
+	rng := rand.New(rand.NewPCG(3, 8))
+	const experts, k, rows, tokens = 4, 2, 17, 5
+	typ := tensor.Q8_0
+	cols := shapes(typ)[1]
+	a, bw := randomWeight(t, g, c, typ, cols, rows, experts, rng), randomWeight(t, g, c, typ, cols, rows, experts, rng)
+	buf, err := g.Alloc(int64(len(a.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, tokens*k)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(experts))
+	}
+	x := f32s(t, g, cols, randomVector(cols*tokens, rng))
+	product := func(w backend.Weight) backend.Tensor {
+		t.Helper()
+		d := f32s(t, g, rows, make([]float32, len(ids)*rows))
+		if err := g.MulMatID(d, w, x, i32s(t, g, k, ids), k); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var staged []backend.Tensor
+	for _, p := range []pair{a, bw} {
+		w, err := g.Stage(buf, 0, "stack", typ, []int64{int64(cols), rows, experts}, p.data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		staged = append(staged, product(w))
+	}
+	for i, p := range []pair{a, bw} {
+		if got, want := values(t, g, staged[i]), values(t, g, product(p.gpu)); !slices.Equal(got, want) {
+			t.Errorf("stack %d staged computes %v…, loaded %v…", i, got[:4], want[:4])
+		}
 	}
 }

@@ -22,20 +22,43 @@ type buffer struct {
 	owner *Backend
 	ptr   cu.DevicePtr // 0 for an empty buffer
 	size  int64
+	// For weights Stage copies in on the copy stream: the event recorded after the latest
+	// of those copies (valid once staged is true), which the weights' readers wait for;
+	// and the ranges the stream has read staged weights from, each with the event recorded
+	// after its latest reader, which a copy into the range waits for.
+	staged bool
+	copied cu.Event
+	reads  []stagedRead
+}
+
+// stagedRead is a range of a buffer the stream reads a staged weight from, and the event
+// after its latest reader; queued until a copy has waited for it.
+type stagedRead struct {
+	off, end int64
+	read     cu.Event
+	queued   bool
 }
 
 func (u *buffer) Device() string { return u.owner.dev.Name }
 func (u *buffer) Size() int64    { return u.size }
 func (u *buffer) Host() []byte   { return nil }
 
-// release frees the memory; the context must be current.
+// release frees the memory and the buffer's events; the context must be current.
 func (u *buffer) release() error {
-	if u.ptr == 0 {
-		return nil
+	var errs []error
+	if u.staged {
+		errs = append(errs, cu.DestroyEvent(&u.copied))
+		u.staged = false
 	}
-	err := cu.MemFree(u.ptr)
-	u.ptr = 0
-	return err
+	for i := range u.reads {
+		errs = append(errs, cu.DestroyEvent(&u.reads[i].read))
+	}
+	u.reads = nil
+	if u.ptr != 0 {
+		errs = append(errs, cu.MemFree(u.ptr))
+		u.ptr = 0
+	}
+	return errors.Join(errs...)
 }
 
 // Alloc allocates size bytes of device memory, zeroed by a memset queued on the stream.
@@ -77,7 +100,7 @@ func (b *Backend) Free(buf backend.Buffer) error {
 	}
 	b.buffers = slices.Delete(b.buffers, i, i+1)
 	return b.do(func() error {
-		return errors.Join(b.stream.Synchronize(), u.release())
+		return errors.Join(b.copyStream.Synchronize(), b.stream.Synchronize(), u.release())
 	})
 }
 
@@ -183,10 +206,10 @@ func (b *Backend) copying(what string, copy func() error) error {
 	return nil
 }
 
-// Synchronize waits for every copy and operation queued so far.
+// Synchronize waits for every copy and operation queued so far, op offload's copies too.
 func (b *Backend) Synchronize() error {
 	if b.closed {
 		return errClosed
 	}
-	return b.copying("synchronize", b.stream.Synchronize)
+	return b.copying("synchronize", func() error { return errors.Join(b.copyStream.Synchronize(), b.stream.Synchronize()) })
 }

@@ -72,8 +72,10 @@ func (b *Backend) GetRows(dst backend.Tensor, w backend.Weight, ids []int32) err
 		if err := b.send(&b.route, ids); err != nil {
 			return err
 		}
-		return b.launch(b.getrows[cw.m.Type()], min(len(ids), kernels.MaxGridX), 1, kernels.GetRowsBlockX, 1,
-			uint64(cw.ptr), uint64(b.route.ptr), uint64(d), uint64(cw.m.Cols()), uint64(len(ids)), uint64(cw.rowBytes))
+		return b.readStaged(cw, func() error {
+			return b.launch(b.getrows[cw.m.Type()], min(len(ids), kernels.MaxGridX), 1, kernels.GetRowsBlockX, 1,
+				uint64(cw.ptr), uint64(b.route.ptr), uint64(d), uint64(cw.m.Cols()), uint64(len(ids)), uint64(cw.rowBytes))
+		})
 	})
 }
 

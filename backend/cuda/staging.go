@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/moerun/moerun/backend"
@@ -164,30 +165,94 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 		return w, nil
 	}
 	w.ptr = u.ptr + cu.DevicePtr(off)
+	w.stagedIn, w.off, w.end = u, off, off+int64(len(data))
 	if spans == nil {
 		spans = [][2]int64{{0, int64(len(data))}}
 	}
 	err = b.copying("staging of "+name, func() error {
+		if err := b.beforeCopyInto(u, w.off, w.end); err != nil {
+			return err
+		}
 		for _, s := range spans {
 			if err := b.stageSpan(w.ptr, data, s[0], s[1]); err != nil {
 				return err
 			}
 		}
-		return nil
+		return u.copied.Record(b.copyStream)
 	})
 	return w, err
+}
+
+// Op offload's copies run on the copy stream, the operations on the stream; events keep
+// each ordered after what it must follow. A copy into a buffer waits, on the copy stream,
+// for the operations that read staged weights in the bytes it overwrites (their reads'
+// events), and the first one for the stream's work so far (the buffer's zeroing memset);
+// an operation on a staged weight waits, on the stream, for the copies into its buffer
+// queued before it. Nothing else is ordered: the copy engine moves the next weight while
+// the GPU computes with the last, where the runtime stages them in different bytes.
+
+// beforeCopyInto orders the copy stream for a copy into bytes [off, end) of u.
+func (b *Backend) beforeCopyInto(u *buffer, off, end int64) error {
+	if !u.staged {
+		var err error
+		if u.copied, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			return err
+		}
+		u.staged = true
+		if err := b.mark.Record(b.stream); err != nil {
+			return err
+		}
+		if err := b.copyStream.Wait(b.mark, 0); err != nil {
+			return err
+		}
+	}
+	for i := range u.reads {
+		r := &u.reads[i]
+		if r.queued && r.off < end && off < r.end {
+			if err := b.copyStream.Wait(r.read, 0); err != nil {
+				return err
+			}
+			r.queued = false
+		}
+	}
+	return nil
+}
+
+// readStaged queues launch, an operation reading cw, after the copies into cw's buffer
+// when Stage made cw, and records the read for later copies into its bytes.
+func (b *Backend) readStaged(cw *weight, launch func() error) error {
+	u := cw.stagedIn
+	if u == nil {
+		return launch()
+	}
+	if err := b.stream.Wait(u.copied, 0); err != nil {
+		return err
+	}
+	if err := launch(); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(u.reads, func(r stagedRead) bool { return r.off == cw.off && r.end == cw.end })
+	if i < 0 {
+		ev, err := cu.MakeEvent(cu.DisableTiming)
+		if err != nil {
+			return err
+		}
+		u.reads = append(u.reads, stagedRead{off: cw.off, end: cw.end, read: ev})
+		i = len(u.reads) - 1
+	}
+	u.reads[i].queued = true
+	return u.reads[i].read.Record(b.stream)
 }
 
 // StagesInto reports whether t has CUDA kernels: a weight of another type is computed by
 // the host on the bytes Stage was given.
 func (b *Backend) StagesInto(t tensor.Type) bool { return kernels.Supported(t) }
 
-// stageSpan queues the copy of data[from:to] to dst+from through the pinned staging
-// buffer's two halves, double-buffered: Go copies the next chunk into one half (under
-// mmap.Guard, as upload does) while the GPU's DMA reads the other. A half is refilled once
-// the event recorded after its last copy has completed: not the whole stream, so the host
-// fills it while the GPU still copies the other half and runs the operations queued since
-// (a staged weight's matmul, before the next weight is staged).
+// stageSpan queues the copy of data[from:to] to dst+from on the copy stream through the
+// pinned staging buffer's two halves, double-buffered: Go copies the next chunk into one
+// half (under mmap.Guard, as upload does) while the GPU's DMA reads the other. A half is
+// refilled once the event recorded after its last copy has completed: not the whole copy
+// stream, so the host fills it while the GPU still copies the other half.
 func (b *Backend) stageSpan(dst cu.DevicePtr, data []byte, from, to int64) error {
 	if err := b.staging.reserve(stagingBytes); err != nil {
 		return err
@@ -201,10 +266,10 @@ func (b *Backend) stageSpan(dst cu.DevicePtr, data []byte, from, to int64) error
 		if err := mmap.Guard(func() { copy(chunk, data[off:]) }); err != nil {
 			return err
 		}
-		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk)), b.stream); err != nil {
+		if err := cu.MemcpyHtoDAsync(dst+cu.DevicePtr(off), unsafe.Pointer(&chunk[0]), int64(len(chunk)), b.copyStream); err != nil {
 			return err
 		}
-		if err := b.halfCopied[b.nextHalf].Record(b.stream); err != nil {
+		if err := b.halfCopied[b.nextHalf].Record(b.copyStream); err != nil {
 			return err
 		}
 		b.stats.StagedBytes += int64(len(chunk))
