@@ -149,7 +149,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		if b.copyStream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 			return fmt.Errorf("creating a stream: %w", err)
 		}
-		for _, e := range []*cu.Event{&b.halfCopied[0], &b.halfCopied[1], &b.mark} {
+		for _, e := range b.events() {
 			if *e, err = cu.MakeEvent(cu.DisableTiming); err != nil {
 				return fmt.Errorf("creating an event: %w", err)
 			}
@@ -165,6 +165,11 @@ func New(ordinal int, opts Options) (*Backend, error) {
 	}
 	b.host = cpu.New(cpu.Options{Device: backend.CPU(0), Pool: opts.Host})
 	return b, nil
+}
+
+// events are the backend's own events, which New makes and Close destroys.
+func (b *Backend) events() []*cu.Event {
+	return []*cu.Event{&b.halfCopied[0], &b.halfCopied[1], &b.mark}
 }
 
 // Device describes the GPU.
@@ -366,7 +371,7 @@ func (b *Backend) Close() error {
 		for i := range b.angles {
 			errs = append(errs, b.angles[i].dev.free())
 		}
-		for _, e := range []*cu.Event{&b.halfCopied[0], &b.halfCopied[1], &b.mark} {
+		for _, e := range b.events() {
 			errs = append(errs, cu.DestroyEvent(e))
 		}
 		errs = append(errs, b.staging.free(), b.mod.Unload(), b.copyStream.Destroy(), b.stream.Destroy())

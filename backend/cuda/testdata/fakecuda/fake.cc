@@ -90,20 +90,16 @@ int cuMemAllocHost_v2(void** p, size_t n) {
     pinnedAllocs[static_cast<const char*>(*p)] = n;
     return 0;
 }
-static bool pinned(const void* p, size_t n) {
+// within reports whether the n bytes at p lie inside one of the allocations of m.
+static bool within(const std::map<const char*, size_t>& m, const void* p, size_t n) {
     const char* c = static_cast<const char*>(p);
-    auto it = pinnedAllocs.upper_bound(c);
-    if (it == pinnedAllocs.begin()) return false;
+    auto it = m.upper_bound(c);
+    if (it == m.begin()) return false;
     --it;
     return c + n <= it->first + it->second;
 }
-static bool inside(DevPtr p, size_t n) {
-    const char* c = (const char*)p;
-    auto it = allocs.upper_bound(c);
-    if (it == allocs.begin()) return false;
-    --it;
-    return c + n <= it->first + it->second;
-}
+static bool pinned(const void* p, size_t n) { return within(pinnedAllocs, p, n); }
+static bool inside(DevPtr p, size_t n) { return within(allocs, (const void*)p, n); }
 
 // A stream's queue: its work runs in order, when waited for. ran counts the work run since
 // the stream was made, queued the work ever queued; an event is a position in that count.
@@ -133,12 +129,15 @@ static void runUntil(Stream* st, unsigned long long at) {
         if (e != 0 && st->err == 0) st->err = e;
     }
 }
-static int drain(Stream* st) {
-    runUntil(st, st->queued);
+// waitFor runs the stream's work up to position at and returns (and clears) its first
+// error.
+static int waitFor(Stream* st, unsigned long long at) {
+    runUntil(st, at);
     int e = st->err;
     st->err = 0;
     return e;
 }
+static int drain(Stream* st) { return waitFor(st, st->queued); }
 static int drainAll() {
     int err = 0;
     for (Stream* st : streams) {
@@ -246,10 +245,7 @@ int cuEventRecord(void* e, void* s) {
 int cuEventSynchronize(void* e) {
     Event* ev = static_cast<Event*>(e);
     if (ev->stream == nullptr) return 0;  // never recorded: complete
-    runUntil(ev->stream, ev->at);
-    int err = ev->stream->err;
-    ev->stream->err = 0;
-    return err;
+    return waitFor(ev->stream, ev->at);
 }
 int cuEventQuery(void* e) {
     Event* ev = static_cast<Event*>(e);
