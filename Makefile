@@ -87,14 +87,14 @@ cuda-check:
 # through the kernels' emulator) stands in for the driver. Needs cuda.h (CUDA_HOME, or
 # Debian's nvidia-cuda-dev) and a C++ compiler; no GPU, no nvcc. The golden models are not
 # run this way (a warp as fibers makes them take more than 20 minutes); one model's op
-# offload and expert shares (selectors, the expert cache) are, in about 25 s.
+# offload, expert shares (selectors, the expert cache) and CUDA graphs are, in about 35 s.
 FAKECUDA = $(CURDIR)/bin/fakecuda
 cuda-fake:
 	mkdir -p $(FAKECUDA)
 	$(CXX) -std=c++17 -O2 -ffp-contract=off -shared -fPIC -Ibackend/cuda/kernels -Ibackend/cuda/kernels/testdata/emulate \
 		-o $(FAKECUDA)/libcuda.so backend/cuda/testdata/fakecuda/fake.cc backend/cuda/testdata/fakecuda/rest.cc
 	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./backend/cuda/...
-	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./moe -run 'CUDAOpOffload|CUDAExpertShares'
+	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./moe -run 'CUDAOpOffload|CUDAExpertShares|CUDAGraphs'
 
 # Regenerates the embedded PTX from backend/cuda/kernels/*.cu (needs nvcc).
 kernels:

@@ -5,6 +5,7 @@ package moe
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/moerun/moerun/backend"
@@ -242,5 +243,77 @@ func TestCUDASparseAttention(t *testing.T) {
 	// choice must still be the CPU's nearly everywhere.
 	if sparse > dense/10 || dense < 1 {
 		t.Errorf("keeping the indexer's top-k gives max |Δ| %.3g from llama.cpp, keeping every position %.3g", sparse, dense)
+	}
+}
+
+// TestCUDAGraphs: decode steps captured into CUDA graphs give the logits of the same steps
+// launched directly, bit for bit (the same kernels in the same order), under -ngl 99 and
+// -ngl 99 -ot exps=CPU. A decode step is one graph under -ngl 99; with the experts on the
+// CPU, one graph between each two crossings: a graph per MoE layer (up to its routing's
+// trip to the host) and the output head's. A steady step updates those graphs and builds
+// none. It also runs on the fake driver (make cuda-fake's library, -run CUDAGraphs).
+func TestCUDAGraphs(t *testing.T) {
+	if err := cuda.Available(); err != nil {
+		if os.Getenv("MOERUN_REQUIRE_GPU") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	gm := goldenModels[0]
+	prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
+	decode := stretch(prompt, 4)
+	for _, pl := range gpuPlacements[1:3] {
+		t.Run(pl.name, func(t *testing.T) {
+			var logits [2][]float32
+			var last [2]cuda.Stats
+			moeLayers := 0
+			for i, noGraphs := range []bool{false, true} {
+				f, pool, host := openHost(t, gm.path, 2)
+				gpu, err := cuda.New(0, cuda.Options{Host: pool, NoGraphs: noGraphs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { gpu.Close() })
+				m, _ := loadPlaced(t, f, pool, host, gpu, pl.rules(t))
+				c := m.context(t, DefaultContextOptions())
+				out, err := c.Eval(prompt, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				logits[i] = slices.Clone(out)
+				for _, tok := range decode {
+					before := gpu.Stats()
+					out, err := c.Eval([]int32{tok}, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					logits[i] = append(logits[i], out...)
+					s := gpu.Stats()
+					last[i] = cuda.Stats{GraphLaunches: s.GraphLaunches - before.GraphLaunches,
+						GraphsBuilt: s.GraphsBuilt - before.GraphsBuilt, GraphUpdates: s.GraphUpdates - before.GraphUpdates}
+				}
+				moeLayers = 0
+				for _, l := range m.layers {
+					if _, ok := l.ffn.(*moeFFN); ok {
+						moeLayers++
+					}
+				}
+			}
+			if !slices.Equal(logits[0], logits[1]) {
+				t.Errorf("logits with graphs differ from direct launches' (max |Δ| %g)", compareLogits(logits[0], logits[1]).maxDiff)
+			}
+			want := 1
+			if pl.item != nil {
+				want = moeLayers + 1
+			}
+			if g := last[0]; g.GraphLaunches != want || g.GraphsBuilt != 0 || g.GraphUpdates != want {
+				t.Errorf("the last decode step launched %d graphs (%d built, %d updated), want %d, all updated",
+					g.GraphLaunches, g.GraphsBuilt, g.GraphUpdates, want)
+			}
+			if last[1].GraphLaunches != 0 {
+				t.Errorf("NoGraphs launched %d graphs", last[1].GraphLaunches)
+			}
+			t.Logf("%d graphs a decode step (%d MoE layers)", last[0].GraphLaunches, moeLayers)
+		})
 	}
 }

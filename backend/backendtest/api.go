@@ -199,6 +199,11 @@ func crossings(s *suite, t *testing.T) {
 		if err := backend.Copy(step.to, step.dst, step.from, step.src, &staging); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
+		// A copy out of a device has arrived after that device's Synchronize (Copy's
+		// contract), not before: a GPU may hold it in a graph until then.
+		if err := step.from.Synchronize(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
 		if got := get(t, step.readBack, step.dst); !bytes.Equal(got, data) {
 			t.Errorf("%s: the bytes changed", step.name)
 		}

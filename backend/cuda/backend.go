@@ -22,6 +22,9 @@ type Options struct {
 	// and each of their operations copies its operands out of device memory and its result
 	// back.
 	Host *tensor.Pool
+	// NoGraphs launches every kernel directly instead of capturing the stream's work into
+	// CUDA graphs (graph.go); so does MOERUN_CUDA_GRAPHS=0 in the environment.
+	NoGraphs bool
 }
 
 // Backend is one CUDA device. It is not safe for concurrent use.
@@ -72,6 +75,8 @@ type Backend struct {
 	halfQueued [2]bool
 	halfCopied [2]cu.Event
 
+	graph graphState
+
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
 	stats    Stats
@@ -89,6 +94,9 @@ type Stats struct {
 	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
 	CopyOutBytes int64         // bytes copied back: Get
 	StagedBytes  int64         // bytes of host-held weights copied in for op offload (Stage)
+	// CUDA graphs (graph.go): graphs launched, of which instantiated anew; the others
+	// updated an executable graph in place (GraphUpdates).
+	GraphLaunches, GraphsBuilt, GraphUpdates int
 }
 
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream
@@ -106,7 +114,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
 	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
-		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}}
+		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}, graph: graphState{off: graphsOff(opts)}}
 	// The context first: describe's own retain then finds it alive instead of creating
 	// and destroying one (a context costs tens to hundreds of milliseconds).
 	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
@@ -289,7 +297,7 @@ func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens in
 func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
 	b.groups = ceilDiv(n, kernels.GroupSize) + min(experts, n)
 	words := n + (b.groups + 1) + b.groups + experts // sel, gstart, gexpert, scratch
-	if err := b.route.reserve(int64(words)*4, &b.stream); err != nil {
+	if err := b.route.reserve(int64(words)*4, b.settle); err != nil {
 		return err
 	}
 	sel, gstart, gexpert := b.workList(n)
@@ -330,6 +338,9 @@ func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args 
 	if len(args) > len(b.args) {
 		return fmt.Errorf("a kernel of %d parameters: the launcher passes at most %d", len(args), len(b.args))
 	}
+	if err := b.queue(kernelNode(fn)); err != nil {
+		return err
+	}
 	n := copy(b.args[:], args)
 	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, b.stream, b.argp[:n])
 }
@@ -358,7 +369,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	err := b.do(func() error {
-		errs := []error{b.copyStream.Synchronize(), b.stream.Synchronize()}
+		errs := []error{b.launchGraph(), b.copyStream.Synchronize(), b.stream.Synchronize(), b.freeGraphs()}
 		for _, p := range b.weights {
 			errs = append(errs, cu.MemFree(p))
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/tensor"
@@ -79,6 +78,9 @@ func (b *Backend) Alloc(size int64) (backend.Buffer, error) {
 			free, _, _ := cu.MemInfo()
 			return fmt.Errorf("allocating %d KiB (%d MiB free): %w", size>>10, free>>20, err)
 		}
+		if err := b.queue(nodeMemset8); err != nil {
+			return err
+		}
 		return cu.MemsetD8Async(u.ptr, 0, size, b.stream)
 	})
 	if err != nil {
@@ -100,7 +102,7 @@ func (b *Backend) Free(buf backend.Buffer) error {
 	}
 	b.buffers = slices.Delete(b.buffers, i, i+1)
 	return b.do(func() error {
-		return errors.Join(b.copyStream.Synchronize(), b.stream.Synchronize(), u.release())
+		return errors.Join(b.settle(), b.copyStream.Synchronize(), u.release())
 	})
 }
 
@@ -161,11 +163,8 @@ func (b *Backend) Set(dst backend.Tensor, src []byte) error {
 	if int64(len(src)) != dst.Bytes() {
 		return fmt.Errorf("%s: set of %d bytes into %s (%d bytes)", b.dev.Name, len(src), dst, dst.Bytes())
 	}
-	if len(src) == 0 {
-		return nil
-	}
 	b.stats.CopyInBytes += int64(len(src))
-	return b.copying("set", func() error { return cu.MemcpyHtoDAsync(p, unsafe.Pointer(&src[0]), int64(len(src)), b.stream) })
+	return b.copying("set", func() error { return b.copyIn(p, src) })
 }
 
 // Get queues a copy of src, a contiguous tensor of this backend, into dst; dst holds it
@@ -178,11 +177,8 @@ func (b *Backend) Get(dst []byte, src backend.Tensor) error {
 	if int64(len(dst)) != src.Bytes() {
 		return fmt.Errorf("%s: get of %s (%d bytes) into %d bytes", b.dev.Name, src, src.Bytes(), len(dst))
 	}
-	if len(dst) == 0 {
-		return nil
-	}
 	b.stats.CopyOutBytes += int64(len(dst))
-	return b.copying("get", func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), p, int64(len(dst)), b.stream) })
+	return b.copying("get", func() error { return b.copyOut(dst, p) })
 }
 
 // whole is the device address of a contiguous tensor of this backend, of any type.
@@ -207,9 +203,12 @@ func (b *Backend) copying(what string, copy func() error) error {
 }
 
 // Synchronize waits for every copy and operation queued so far, op offload's copies too.
+// CUDA graphs held since op offload's last copies (graph.go) resume.
 func (b *Backend) Synchronize() error {
 	if b.closed {
 		return errClosed
 	}
-	return b.copying("synchronize", func() error { return errors.Join(b.copyStream.Synchronize(), b.stream.Synchronize()) })
+	err := b.copying("synchronize", func() error { return errors.Join(b.settle(), b.copyStream.Synchronize()) })
+	b.graph.held = false
+	return err
 }

@@ -190,6 +190,9 @@ func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, i
 			}
 		}
 		if unused {
+			if err := b.queue(nodeMemset32); err != nil {
+				return err
+			}
 			if err := cu.MemsetD32Async(d, 0, int64(dst.Elements()), b.stream); err != nil {
 				return err
 			}
@@ -261,10 +264,13 @@ func (b *Backend) activations(xp cu.DevicePtr, x backend.Tensor, cw *weight) (cu
 		return xp, nil
 	}
 	n := x.Bytes()
-	if err := b.x.reserve(n, &b.stream); err != nil {
+	if err := b.x.reserve(n, b.settle); err != nil {
 		return 0, err
 	}
 	if !quantize {
+		if err := b.queue(nodeCopyOnDevice); err != nil {
+			return 0, err
+		}
 		return b.x.ptr, cu.MemcpyDtoDAsync(b.x.ptr, xp, n, b.stream)
 	}
 	// Rows of the weight's columns (a multiple of its block, so of the activations' block;
@@ -348,10 +354,10 @@ func (b *Backend) span(x backend.Tensor, host []byte, in bool) error {
 	p := x.Buf.(*buffer).ptr + cu.DevicePtr(x.Off)
 	if in {
 		b.stats.CopyInBytes += int64(len(host))
-		return b.copying("copy in", func() error { return cu.MemcpyHtoDAsync(p, unsafe.Pointer(&host[0]), int64(len(host)), b.stream) })
+		return b.copying("copy in", func() error { return b.copyIn(p, host) })
 	}
 	b.stats.CopyOutBytes += int64(len(host))
-	return b.copying("copy out", func() error { return cu.MemcpyDtoHAsync(unsafe.Pointer(&host[0]), p, int64(len(host)), b.stream) })
+	return b.copying("copy out", func() error { return b.copyOut(host, p) })
 }
 
 // Copy copies src into dst (F32, the same shape; either may be a strided view).
@@ -664,11 +670,11 @@ func (b *Backend) ropeTable(r *tensor.RoPE, pos []int32) (cu.DevicePtr, error) {
 	a.table = slices.Grow(a.table[:0], len(pos)*r.Dims)[:len(pos)*r.Dims]
 	r.Angles(a.table, pos)
 	n := int64(len(a.table)) * 4
-	if err := a.dev.reserve(n, &b.stream); err != nil {
+	if err := a.dev.reserve(n, b.settle); err != nil {
 		return 0, err
 	}
 	b.stats.CopyInBytes += n
-	return a.dev.ptr, cu.MemcpyHtoDAsync(a.dev.ptr, unsafe.Pointer(&a.table[0]), n, b.stream)
+	return a.dev.ptr, b.copyIn(a.dev.ptr, unsafe.Slice((*byte)(unsafe.Pointer(&a.table[0])), n))
 }
 
 // SetRows converts rows of src (F32) into rows first.. of the cache dst (F32, F16 or
@@ -862,7 +868,7 @@ func (b *Backend) Route(ids, weights, logits, bias backend.Tensor, r tensor.Rout
 		norm = 1
 	}
 	return b.run("route", func() error {
-		if err := b.routeScratch.reserve(int64(n)*int64(kernels.RouteScratchWords(e, groups))*4, &b.stream); err != nil {
+		if err := b.routeScratch.reserve(int64(n)*int64(kernels.RouteScratchWords(e, groups))*4, b.settle); err != nil {
 			return err
 		}
 		return b.launch(b.op[kernels.RouteF32], min(ceilDiv(n, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1,

@@ -62,15 +62,15 @@ type deviceBuffer struct {
 }
 
 // reserve makes the buffer hold at least n bytes (with headroom, so that growing token
-// counts do not reallocate every time). Work queued on stream may still read the old
-// allocation, so it waits for the stream before freeing it.
-func (d *deviceBuffer) reserve(n int64, stream *cu.Stream) error {
+// counts do not reallocate every time). Work queued may still read the old allocation,
+// so it waits (wait: the backend's settle) before freeing it.
+func (d *deviceBuffer) reserve(n int64, wait func() error) error {
 	if n <= d.size {
 		return nil
 	}
 	size := max(n, d.size+d.size/2, 1<<16)
 	if d.ptr != 0 {
-		if err := stream.Synchronize(); err != nil {
+		if err := wait(); err != nil {
 			return err
 		}
 	}
@@ -99,14 +99,14 @@ func (d *deviceBuffer) free() error {
 // the caller may reuse them at once.
 func (b *Backend) send(buf *deviceBuffer, src []int32) error {
 	n := int64(len(src)) * 4
-	if err := buf.reserve(n, &b.stream); err != nil {
+	if err := buf.reserve(n, b.settle); err != nil {
 		return err
 	}
 	if n == 0 {
 		return nil
 	}
 	b.stats.CopyInBytes += n
-	return cu.MemcpyHtoDAsync(buf.ptr, unsafe.Pointer(&src[0]), n, b.stream)
+	return b.copyIn(buf.ptr, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n))
 }
 
 // stagingBytes is the size of the pinned buffer weights pass through on their way to the
@@ -170,6 +170,9 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 		spans = [][2]int64{{0, int64(len(data))}}
 	}
 	err = b.copying("staging of "+name, func() error {
+		if err := b.hold(); err != nil {
+			return err
+		}
 		if err := b.beforeCopyInto(u, w.off, w.end); err != nil {
 			return err
 		}
@@ -224,6 +227,9 @@ func (b *Backend) readStaged(cw *weight, launch func() error) error {
 	u := cw.stagedIn
 	if u == nil {
 		return launch()
+	}
+	if err := b.hold(); err != nil {
+		return err
 	}
 	if err := b.stream.Wait(u.copied, 0); err != nil {
 		return err

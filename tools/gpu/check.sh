@@ -245,6 +245,7 @@ run_bench() { # TOOL NAME MAX MODEL PLACEMENT THREADS
 	out="$work/bench-$((++bench_n)).jsonl"
 	case $tool in
 	moerun) exe=("$bin/moerun" bench) ;;
+	moerun-nographs) exe=(env MOERUN_CUDA_GRAPHS=0 "$bin/moerun" bench) ;;
 	llama.cpp) exe=("$work/llama/build/bin/llama-bench") ;;
 	esac
 	# shellcheck disable=SC2086 # the placement is a list of flags
@@ -341,6 +342,12 @@ device_run() {
 				run_bench moerun "moerun bench $placement -t $t" 150 "$full" "$placement" "$t"
 				[ "$llama" = 0 ] || run_bench llama.cpp "llama-bench $placement -t $t" 150 "$full" "$placement" "$t"
 			done
+		done
+		# CUDA graphs against direct launches (backend/cuda/graph.go), at the first thread
+		# count: the decode figures above with graphs, these without.
+		t=${gpu_threads%%,*}
+		for placement in "-ngl 99" "-ngl 99 -ot exps=CPU"; do
+			run_bench moerun-nographs "moerun bench $placement -t $t, MOERUN_CUDA_GRAPHS=0" 150 "$full" "$placement" "$t"
 		done
 	fi
 	hot_experts "$gpu"

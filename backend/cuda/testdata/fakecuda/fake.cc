@@ -15,7 +15,19 @@
 // returning, and into pageable memory it copies before returning, after the stream's
 // earlier work. The synchronous cuMemcpyHtoD/DtoH do not wait for the (non-blocking)
 // streams. Errors of queued work are returned by the next wait on its stream.
+//
+// Stream capture builds CUDA graphs as the driver does, and as strictly: while a stream
+// captures, its launches, copies and memsets are recorded, not run; cuGraphLaunch queues a
+// graph's recorded work on a stream, in order. What the driver forbids during a capture
+// fails the same way here and spoils the capture (its cuStreamEndCapture then fails):
+// waiting for the capturing stream or the whole device (synchronizing, cuMemFree), copies
+// between the capturing stream and pageable host memory (a graph would read or write it
+// when it runs, not now), waits for events from outside the capture, and waits on events
+// recorded inside one; and in the modes other than relaxed, freeing memory or synchronizing
+// the context from any thread. cuGraphExecUpdate takes a graph of the same work, node by node
+// (kinds and kernels), and refuses any other.
 #undef _FORTIFY_SOURCE
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -101,22 +113,79 @@ static bool within(const std::map<const char*, size_t>& m, const void* p, size_t
 static bool pinned(const void* p, size_t n) { return within(pinnedAllocs, p, n); }
 static bool inside(DevPtr p, size_t n) { return within(allocs, (const void*)p, n); }
 
+// The driver's error codes the fake returns.
+enum {
+    errInvalidValue = 1,
+    errNotReady = 600,
+    errIllegalState = 401,
+    errCaptureUnsupported = 900,
+    errCaptureInvalidated = 901,
+    errCaptureIsolation = 905,
+    errCapturedEvent = 907,
+    errCaptureWrongThread = 908,
+    errGraphExecUpdateFailure = 910,
+};
+const int captureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+
+// A graph's work in order; kinds names each node (its kind, and a kernel's name), which
+// cuGraphExecUpdate compares.
+struct Graph {
+    std::vector<std::function<int()>> work;
+    std::vector<std::string> kinds;
+};
+// A capture in progress: the graph so far, the thread and mode that began it, and whether
+// something forbidden spoiled it.
+struct Capture {
+    Graph graph;
+    unsigned long long id;  // captures are numbered from 1
+    pthread_t thread;
+    int mode;
+    bool spoiled = false;
+};
+static unsigned long long captures;
+
 // A stream's queue: its work runs in order, when waited for. ran counts the work run since
 // the stream was made, queued the work ever queued; an event is a position in that count.
 struct Stream {
     std::deque<std::function<int()>> work;
     unsigned long long ran = 0, queued = 0;
     int err = 0;  // the first error of work run, returned by the next wait
+    Capture* capture = nullptr;
 };
 struct Event {
     Stream* stream = nullptr;
-    unsigned long long at = 0;  // the stream's work before the event
+    unsigned long long at = 0;   // the stream's work before the event
+    unsigned long long capture = 0;  // the capture it was recorded in, if any
 };
 static Stream defaultStream;
 static std::vector<Stream*> streams{&defaultStream};
 static Stream* streamOf(void* s) { return s ? static_cast<Stream*>(s) : &defaultStream; }
-static void enqueue(void* s, std::function<int()> op) {
+static bool capturing(void* s) { return streamOf(s)->capture != nullptr; }
+// spoil marks stream s's capture as broken by a forbidden call, returning that call's error.
+static int spoil(void* s, int err) {
+    if (Capture* c = streamOf(s)->capture) c->spoiled = true;
+    return err;
+}
+// guardedCapture reports whether a stream captures in a mode other than relaxed, spoiling
+// those captures when one does: such a capture forbids the device-wide waits (freeing
+// memory, synchronizing the context) in any thread. A relaxed capture allows them, and
+// they wait for every stream but the captured work, which has not been queued.
+static bool guardedCapture() {
+    bool any = false;
+    for (Stream* st : streams)
+        if (st->capture && st->capture->mode != captureModeRelaxed) {
+            st->capture->spoiled = true;
+            any = true;
+        }
+    return any;
+}
+static void enqueue(void* s, std::string kind, std::function<int()> op) {
     Stream* st = streamOf(s);
+    if (st->capture) {
+        st->capture->graph.work.push_back(std::move(op));
+        st->capture->graph.kinds.push_back(std::move(kind));
+        return;
+    }
     st->work.push_back(std::move(op));
     st->queued++;
 }
@@ -148,12 +217,14 @@ static int drainAll() {
 }
 
 int cuMemFree_v2(DevPtr p) {
+    if (guardedCapture()) return errCaptureUnsupported;
     int err = drainAll();  // freeing synchronizes the device: queued work may use p
     if (!allocs.erase((const char*)p)) return 1;
     free((void*)p);
     return err;
 }
 int cuMemFreeHost(void* p) {
+    if (guardedCapture()) return errCaptureUnsupported;
     int err = drainAll();  // a queued copy may still read it
     pinnedAllocs.erase(static_cast<const char*>(p));
     free(p);
@@ -177,6 +248,7 @@ int cuStreamCreate(void** s, unsigned) {
 }
 int cuStreamDestroy_v2(void* s) {
     Stream* st = streamOf(s);
+    if (st->capture) return errIllegalState;
     int err = drain(st);
     for (size_t i = 0; i < streams.size(); i++)
         if (streams[i] == st && st != &defaultStream) {
@@ -186,44 +258,58 @@ int cuStreamDestroy_v2(void* s) {
         }
     return err;
 }
-int cuStreamSynchronize(void* s) { return drain(streamOf(s)); }
-int cuStreamQuery(void* s) { return streamOf(s)->work.empty() ? 0 : 600; }  // CUDA_ERROR_NOT_READY
-int cuCtxSynchronize() { return drainAll(); }
+int cuStreamSynchronize(void* s) {
+    if (capturing(s)) return spoil(s, errCaptureUnsupported);
+    return drain(streamOf(s));
+}
+int cuStreamQuery(void* s) {
+    if (capturing(s)) return spoil(s, errCaptureUnsupported);
+    return streamOf(s)->work.empty() ? 0 : errNotReady;
+}
+int cuCtxSynchronize() {
+    if (guardedCapture()) return errCaptureUnsupported;
+    return drainAll();
+}
 int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t n, void* s) {
-    if (!inside(dst, n)) return 1;
+    if (!inside(dst, n)) return errInvalidValue;
     if (pinned(src, n)) {
-        enqueue(s, [=] { return cuMemcpyHtoD_v2(dst, src, n); });
+        enqueue(s, "memcpy HtoD", [=] { return cuMemcpyHtoD_v2(dst, src, n); });
         return 0;
     }
+    if (capturing(s)) return spoil(s, errCaptureUnsupported);
     std::vector<char> staged(static_cast<const char*>(src), static_cast<const char*>(src) + n);
-    enqueue(s, [=, staged = std::move(staged)] { return cuMemcpyHtoD_v2(dst, staged.data(), n); });
+    enqueue(s, "memcpy HtoD", [=, staged = std::move(staged)] { return cuMemcpyHtoD_v2(dst, staged.data(), n); });
     return 0;
 }
 int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t n, void* s) {
-    if (!inside(src, n)) return 1;
-    enqueue(s, [=] { return cuMemcpyDtoH_v2(dst, src, n); });
-    if (pinned(dst, n)) return 0;
+    if (!inside(src, n)) return errInvalidValue;
+    if (pinned(dst, n)) {
+        enqueue(s, "memcpy DtoH", [=] { return cuMemcpyDtoH_v2(dst, src, n); });
+        return 0;
+    }
+    if (capturing(s)) return spoil(s, errCaptureUnsupported);
+    enqueue(s, "memcpy DtoH", [=] { return cuMemcpyDtoH_v2(dst, src, n); });
     return drain(streamOf(s));  // into pageable memory: done before the call returns
 }
 int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t n, void* s) {
-    if (!inside(dst, n) || !inside(src, n)) return 1;
-    enqueue(s, [=] {
+    if (!inside(dst, n) || !inside(src, n)) return errInvalidValue;
+    enqueue(s, "memcpy DtoD", [=] {
         memmove((void*)dst, (const void*)src, n);
         return 0;
     });
     return 0;
 }
 int cuMemsetD32Async(DevPtr dst, unsigned v, size_t n, void* s) {
-    if (!inside(dst, 4 * n)) return 1;
-    enqueue(s, [=] {
+    if (!inside(dst, 4 * n)) return errInvalidValue;
+    enqueue(s, "memset 4", [=] {
         for (size_t i = 0; i < n; i++) memcpy((char*)dst + 4 * i, &v, 4);
         return 0;
     });
     return 0;
 }
 int cuMemsetD8Async(DevPtr dst, unsigned char v, size_t n, void* s) {
-    if (!inside(dst, n)) return 1;
-    enqueue(s, [=] {
+    if (!inside(dst, n)) return errInvalidValue;
+    enqueue(s, "memset 1", [=] {
         memset((void*)dst, v, n);
         return 0;
     });
@@ -237,25 +323,99 @@ int cuEventDestroy_v2(void* e) {
     delete static_cast<Event*>(e);
     return 0;
 }
+// An event recorded in a capture marks a node of the graph, not a point of a stream: the
+// fake lets the capture's own stream wait on it (a no-op, the graph being in order) and
+// nothing else.
 int cuEventRecord(void* e, void* s) {
     Stream* st = streamOf(s);
-    *static_cast<Event*>(e) = Event{st, st->queued};
+    *static_cast<Event*>(e) = Event{st, st->queued, st->capture ? st->capture->id : 0};
     return 0;
 }
 int cuEventSynchronize(void* e) {
     Event* ev = static_cast<Event*>(e);
+    if (ev->capture) return errCapturedEvent;
     if (ev->stream == nullptr) return 0;  // never recorded: complete
     return waitFor(ev->stream, ev->at);
 }
 int cuEventQuery(void* e) {
     Event* ev = static_cast<Event*>(e);
-    return ev->stream == nullptr || ev->stream->ran >= ev->at ? 0 : 600;  // CUDA_ERROR_NOT_READY
+    if (ev->capture) return errCapturedEvent;
+    return ev->stream == nullptr || ev->stream->ran >= ev->at ? 0 : errNotReady;
 }
 // A stream that waits for an event runs after the work before it: running that work now,
 // earlier than a GPU might, is an order the GPU could also have chosen.
-int cuStreamWaitEvent(void*, void* e, unsigned) {
+int cuStreamWaitEvent(void* s, void* e, unsigned) {
     Event* ev = static_cast<Event*>(e);
+    Stream* st = streamOf(s);
+    if (ev->capture) return st->capture && ev->capture == st->capture->id ? 0 : spoil(s, errCapturedEvent);
+    if (st->capture) return spoil(s, errCaptureIsolation);
     if (ev->stream != nullptr) runUntil(ev->stream, ev->at);
+    return 0;
+}
+
+int cuStreamBeginCapture_v2(void* s, int mode) {
+    Stream* st = streamOf(s);
+    if (st == &defaultStream) return errCaptureUnsupported;  // the legacy stream cannot capture
+    if (st->capture) return errIllegalState;
+    st->capture = new Capture{{}, ++captures, pthread_self(), mode};
+    return 0;
+}
+int cuStreamEndCapture(void* s, void** graph) {
+    Stream* st = streamOf(s);
+    Capture* c = st->capture;
+    if (c == nullptr) return errIllegalState;
+    if (c->mode != captureModeRelaxed && !pthread_equal(c->thread, pthread_self())) return errCaptureWrongThread;
+    st->capture = nullptr;
+    *graph = nullptr;
+    if (c->spoiled) {
+        delete c;
+        return errCaptureInvalidated;
+    }
+    *graph = new Graph(std::move(c->graph));
+    delete c;
+    return 0;
+}
+int cuStreamIsCapturing(void* s, int* status) {
+    *status = capturing(s) ? 1 : 0;  // CU_STREAM_CAPTURE_STATUS_ACTIVE, _NONE
+    return 0;
+}
+int cuGraphDestroy(void* g) {
+    delete static_cast<Graph*>(g);
+    return 0;
+}
+int cuGraphInstantiateWithFlags(void** exec, void* g, unsigned long long) {
+    if (g == nullptr) return errInvalidValue;
+    *exec = new Graph(*static_cast<Graph*>(g));
+    return 0;
+}
+int cuGraphExecDestroy(void* exec) {
+    delete static_cast<Graph*>(exec);
+    return 0;
+}
+// graphUpdate is cuGraphExecUpdate's work under both of its signatures (CUDA 11's and
+// CUDA 12's _v2).
+static int graphUpdate(void* exec, void* g) {
+    Graph* e = static_cast<Graph*>(exec);
+    Graph* from = static_cast<Graph*>(g);
+    if (e == nullptr || from == nullptr) return errInvalidValue;
+    if (e->kinds != from->kinds) return errGraphExecUpdateFailure;
+    e->work = from->work;
+    return 0;
+}
+int cuGraphExecUpdate(void* exec, void* g, void** errNode, int* result) {
+    *errNode = nullptr;
+    int err = graphUpdate(exec, g);
+    *result = err == 0 ? 0 : 2;  // CU_GRAPH_EXEC_UPDATE_SUCCESS, _ERROR_TOPOLOGY_CHANGED
+    return err;
+}
+int cuGraphExecUpdate_v2(void* exec, void* g, void* info) {
+    memset(info, 0, 24);  // CUgraphExecUpdateResultInfo: result, errorNode, errorFromNode
+    return graphUpdate(exec, g);
+}
+int cuGraphLaunch(void* exec, void* s) {
+    if (exec == nullptr) return errInvalidValue;
+    if (capturing(s)) return spoil(s, errCaptureUnsupported);  // graphs in graphs: not needed here
+    for (auto& op : static_cast<Graph*>(exec)->work) enqueue(s, "graph", op);
     return 0;
 }
 int cuModuleLoadData(void** m, const void*) { *m = &dummyModule; return 0; }
@@ -274,7 +434,7 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
     const size_t n = warp::entries.at(name).params;
     std::vector<void*> args(n, nullptr);
     for (size_t i = 0; i < n; i++) memcpy(&args[i], kp[i], sizeof(void*));
-    enqueue(stream, [=] {
+    enqueue(stream, "kernel " + name, [=] {
         warp::kernel = name;
         warp::args = args;
         gridDim = {gx, gy, 1};

@@ -44,9 +44,7 @@ int cuGraphAddMemcpyNode() { return 100; }
 int cuGraphAddMemsetNode() { return 100; }
 int cuGraphClone() { return 100; }
 int cuGraphCreate() { return 100; }
-int cuGraphDestroy() { return 100; }
 int cuGraphDestroyNode() { return 100; }
-int cuGraphExecDestroy() { return 100; }
 int cuGraphGetEdges() { return 100; }
 int cuLinkAddData_v2() { return 100; }
 int cuLinkAddFile_v2() { return 100; }

@@ -1,0 +1,191 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cuda/kernels"
+	"github.com/moerun/moerun/tensor"
+)
+
+// graphStep is a decode step of a one-layer attention block, as the runtime queues it:
+// the token's embedding in, norm, projections, RoPE at the token's position, its K and V
+// into F16 caches, attention over the cache so far, the output projection and residual,
+// and the result read back. host, when set, is a weight without a CUDA kernel whose
+// product (computed on the host through copies) is added too.
+type graphStep struct {
+	norm                 backend.Tensor
+	wq, wk, wv, wo, host backend.Weight
+	kCache, vCache       backend.Tensor
+	rope                 tensor.RoPE
+	dim, heads, headDim  int
+	hostRows             int
+	out                  []float32
+}
+
+func newGraphStep(t *testing.T, g *Backend, host bool, rng *rand.Rand) *graphStep {
+	t.Helper()
+	const dim, heads, headDim, capacity = 256, 2, 64, 16
+	s := &graphStep{dim: dim, heads: heads, headDim: headDim,
+		rope: tensor.RoPE{Mode: tensor.RoPENeoX, Dims: headDim, Base: 1e4, FreqScale: 1, AttnFactor: 1}}
+	s.norm = f32s(t, g, dim, randomVector(dim, rng))
+	load := func(typ tensor.Type, cols, rows int) backend.Weight {
+		src := randomVector(cols*rows, rng)
+		rb, err := typ.RowBytes(int64(cols))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, rb*int64(rows))
+		if err := tensor.Quantize(typ, src, data); err != nil {
+			t.Fatal(err)
+		}
+		w, err := g.Load("w", typ, []int64{int64(cols), int64(rows)}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	s.wq, s.wk, s.wv = load(tensor.Q4_K, dim, heads*headDim), load(tensor.Q8_0, dim, headDim), load(tensor.Q6_K, dim, headDim)
+	s.wo = load(tensor.Q8_0, heads*headDim, dim)
+	if host {
+		typ := tensor.TQ2_0
+		if kernels.Supported(typ) {
+			t.Skip("TQ2_0 has a kernel: no weight type runs on the host")
+		}
+		s.host, s.hostRows = load(typ, dim, dim), dim
+	}
+	s.kCache = newBytes(t, g, tensor.F16, headDim, capacity, make([]byte, 2*headDim*capacity))
+	s.vCache = newBytes(t, g, tensor.F16, headDim, capacity, make([]byte, 2*headDim*capacity))
+	s.out = make([]float32, dim)
+	return s
+}
+
+// run queues the step for the token at pos with embedding emb and waits for its result.
+func (s *graphStep) run(t *testing.T, g *Backend, pos int, emb []float32) []float32 {
+	t.Helper()
+	alloc := func(cols int) backend.Tensor {
+		buf, err := g.Alloc(int64(4 * cols))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := backend.NewTensor(buf, 0, tensor.F32, cols, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	x, xn := alloc(s.dim), alloc(s.dim)
+	q, k, v := alloc(s.heads*s.headDim), alloc(s.headDim), alloc(s.headDim)
+	att, o := alloc(s.heads*s.headDim), alloc(s.dim)
+	p := []int32{int32(pos)}
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(g.Set(x, asBytes(emb)))
+	check(g.RMSNorm(xn, x, s.norm, 1e-6))
+	check(g.MatMul(q, s.wq, xn))
+	check(g.MatMul(k, s.wk, xn))
+	check(g.MatMul(v, s.wv, xn))
+	check(g.RoPE(q, s.headDim, &s.rope, p))
+	check(g.RoPE(k, s.headDim, &s.rope, p))
+	check(g.SetRows(s.kCache, pos, k))
+	check(g.SetRows(s.vCache, pos, v))
+	params := tensor.AttnParams{Scale: 1 / float32(math.Sqrt(float64(s.headDim))), Numerics: tensor.AttnGGML}
+	heads := func(x backend.Tensor) backend.Tensor { // a row per head
+		h, err := backend.NewTensor(x.Buf, 0, tensor.F32, s.headDim, s.heads)
+		check(err)
+		return h
+	}
+	check(g.Attention(heads(att), heads(q), s.heads, p, s.kCache, s.vCache, backend.Tensor{}, pos+1, params))
+	check(g.MatMul(o, s.wo, att))
+	check(g.Add(x, x, o))
+	if s.host != nil {
+		h := alloc(s.hostRows)
+		check(g.MatMul(h, s.host, x))
+		check(g.Add(x, x, h))
+	}
+	check(g.Get(asBytes(s.out), x))
+	check(g.Synchronize())
+	return slices.Clone(s.out)
+}
+
+// TestGraphs: steps captured into CUDA graphs give the bytes of the same steps launched
+// directly, the first step's graph instantiated and every later one updating it in place
+// (new positions, cache lengths and arena slots, the same kernels); a host-run operation
+// splits a step into two graphs; MOERUN_CUDA_GRAPHS=0 launches directly.
+func TestGraphs(t *testing.T) {
+	needGPU(t)
+	for _, host := range []bool{false, true} {
+		pool := tensor.NewPool(2)
+		defer pool.Close()
+		on, err := New(0, Options{Host: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer on.Close()
+		off, err := New(0, Options{Host: pool, NoGraphs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer off.Close()
+		sOn, sOff := newGraphStep(t, on, host, rand.New(rand.NewPCG(5, 5))), newGraphStep(t, off, host, rand.New(rand.NewPCG(5, 5)))
+		rng := rand.New(rand.NewPCG(6, 6))
+		const warm, steps = 2, 5
+		perStep := 1
+		if host {
+			perStep = 2
+		}
+		var before Stats
+		for pos := range steps {
+			if pos == warm {
+				before = on.Stats()
+			}
+			emb := randomVector(sOn.dim, rng)
+			got, want := sOn.run(t, on, pos, emb), sOff.run(t, off, pos, emb)
+			if !slices.Equal(got, want) {
+				t.Fatalf("host op %v, step %d: the graphs' result differs from direct launches'", host, pos)
+			}
+		}
+		d := on.Stats()
+		d.GraphLaunches -= before.GraphLaunches
+		d.GraphsBuilt -= before.GraphsBuilt
+		d.GraphUpdates -= before.GraphUpdates
+		n := (steps - warm) * perStep
+		if d.GraphLaunches != n || d.GraphsBuilt != 0 || d.GraphUpdates != n {
+			t.Errorf("host op %v: steps %d..%d launched %d graphs (%d built, %d updated), want %d launched, all updated",
+				host, warm, steps-1, d.GraphLaunches, d.GraphsBuilt, d.GraphUpdates, n)
+		}
+		// The first steps build the graphs (scratch growing on the way splits some).
+		if s := on.Stats(); s.GraphsBuilt == 0 || s.GraphsBuilt > 2*warm*perStep {
+			t.Errorf("host op %v: %d graphs instantiated in all, want 1 to %d", host, s.GraphsBuilt, 2*warm*perStep)
+		}
+		if s := off.Stats(); s.GraphLaunches != 0 {
+			t.Errorf("NoGraphs launched %d graphs", s.GraphLaunches)
+		}
+	}
+
+	t.Setenv(graphsEnv, "0")
+	pool := tensor.NewPool(1)
+	defer pool.Close()
+	g, err := New(0, Options{Host: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	x := f32s(t, g, 8, make([]float32, 8))
+	if err := g.Scale(x, x, 2); err != nil {
+		t.Fatal(err)
+	}
+	values(t, g, x)
+	if s := g.Stats(); s.GraphLaunches != 0 {
+		t.Errorf("%s=0 launched %d graphs", graphsEnv, s.GraphLaunches)
+	}
+}
