@@ -64,6 +64,7 @@ type Backend struct {
 	routeScratch deviceBuffer
 	staging      pinned    // host memory weights are uploaded through
 	stackIDs     []int32   // MatMulStack's matrix for each row of x
+	words        []int32   // the values an operation sends its kernel in device memory
 	buffers      []*buffer // live allocations, which Close frees
 	angles       []ropeAngles
 	nextRoPE     int
@@ -94,9 +95,10 @@ type Stats struct {
 	CopyInBytes  int64         // bytes copied to the device: Set, row ids, positions, angles
 	CopyOutBytes int64         // bytes copied back: Get
 	StagedBytes  int64         // bytes of host-held weights copied in for op offload (Stage)
-	// CUDA graphs (graph.go): graphs launched, of which instantiated anew; the others
-	// updated an executable graph in place (GraphUpdates).
+	// CUDA graphs (graph.go): graphs launched; of them, captured and instantiated anew,
+	// captured into a kept graph (updated), and launched as kept (replayed).
 	GraphLaunches, GraphsBuilt, GraphUpdates int
+	GraphReplays                             int // launched as kept, with no capture
 }
 
 // New opens GPU ordinal (CUDA<ordinal>): retains its primary context, creates the stream
@@ -330,19 +332,6 @@ func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k in
 			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
 			uint64(cw.rowBytes), uint64(cw.expertBytes))
 	})
-}
-
-// launch queues kernel fn on the backend's stream with the given grid and block and 8-byte
-// parameters (pointers, 64-bit integers and doubles, as the kernels declare them).
-func (b *Backend) launch(fn cu.Function, gridX, gridY, blockX, blockY int, args ...uint64) error {
-	if len(args) > len(b.args) {
-		return fmt.Errorf("a kernel of %d parameters: the launcher passes at most %d", len(args), len(b.args))
-	}
-	if err := b.queue(kernelNode(fn)); err != nil {
-		return err
-	}
-	n := copy(b.args[:], args)
-	return fn.Launch(gridX, gridY, 1, blockX, blockY, 1, 0, b.stream, b.argp[:n])
 }
 
 // run runs one GPU operation with the context current, timing it and naming the device

@@ -7,8 +7,8 @@
 // queued in order on the backend's stream; op offload's copies of host-held weights go on
 // a second stream, ordered against the first by events (staging.go), so that the copy
 // engine moves the next weight while the GPU computes with the last. The stream's work
-// between two waits for the GPU is captured into a CUDA graph and launched at once
-// (graph.go). On the GPU run the weight operations (matmuls,
+// between two waits for the GPU is recorded and launched at once as a CUDA graph, which
+// the next decode step replays (graph.go). On the GPU run the weight operations (matmuls,
 // expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
 // between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
 // norms, RoPE, set-rows into and attention over F32, F16 and Q8_0 KV caches, the MoE

@@ -78,10 +78,7 @@ func (b *Backend) Alloc(size int64) (backend.Buffer, error) {
 			free, _, _ := cu.MemInfo()
 			return fmt.Errorf("allocating %d KiB (%d MiB free): %w", size>>10, free>>20, err)
 		}
-		if err := b.queue(nodeMemset8); err != nil {
-			return err
-		}
-		return cu.MemsetD8Async(u.ptr, 0, size, b.stream)
+		return b.memset8(u.ptr, 0, size)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.dev.Name, errors.Join(err, b.do(u.release)))

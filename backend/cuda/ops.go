@@ -190,10 +190,7 @@ func (b *Backend) mulMatIDOf(dst backend.Tensor, cw *weight, x backend.Tensor, i
 			}
 		}
 		if unused {
-			if err := b.queue(nodeMemset32); err != nil {
-				return err
-			}
-			if err := cu.MemsetD32Async(d, 0, int64(dst.Elements()), b.stream); err != nil {
+			if err := b.memset32(d, 0, int64(dst.Elements())); err != nil {
 				return err
 			}
 		}
@@ -268,10 +265,7 @@ func (b *Backend) activations(xp cu.DevicePtr, x backend.Tensor, cw *weight) (cu
 		return 0, err
 	}
 	if !quantize {
-		if err := b.queue(nodeCopyOnDevice); err != nil {
-			return 0, err
-		}
-		return b.x.ptr, cu.MemcpyDtoDAsync(b.x.ptr, xp, n, b.stream)
+		return b.x.ptr, b.copyOnDevice(b.x.ptr, xp, n)
 	}
 	// Rows of the weight's columns (a multiple of its block, so of the activations' block;
 	// the caller checked that x holds whole rows).
@@ -653,18 +647,26 @@ const ropeTables = 4
 
 // ropeTable returns the device address of r's angles at pos, computing and copying them in
 // unless a kept set matches. A set is overwritten only by a copy queued after the kernels
-// that read it.
+// that read it. New positions of a kept RoPE overwrite its own set, so that a decode step
+// copies its angles to the same place as the step before and its CUDA graph replays.
 func (b *Backend) ropeTable(r *tensor.RoPE, pos []int32) (cu.DevicePtr, error) {
+	slot := -1
 	for i := range b.angles {
-		if a := &b.angles[i]; a.rope.SameAngles(r) && slices.Equal(a.pos, pos) {
-			return a.dev.ptr, nil
+		if a := &b.angles[i]; a.rope.SameAngles(r) {
+			if slices.Equal(a.pos, pos) {
+				return a.dev.ptr, nil
+			}
+			slot = i
 		}
 	}
-	if len(b.angles) < ropeTables {
-		b.angles = append(b.angles, ropeAngles{})
+	if slot < 0 {
+		if len(b.angles) < ropeTables {
+			b.angles = append(b.angles, ropeAngles{})
+		}
+		slot = b.nextRoPE % len(b.angles)
+		b.nextRoPE++
 	}
-	a := &b.angles[b.nextRoPE%len(b.angles)]
-	b.nextRoPE++
+	a := &b.angles[slot]
 	a.rope, a.pos = *r, append(a.pos[:0], pos...)
 	a.rope.FreqFactors = slices.Clone(r.FreqFactors) // SameAngles compares them later
 	a.table = slices.Grow(a.table[:0], len(pos)*r.Dims)[:len(pos)*r.Dims]
@@ -691,13 +693,17 @@ func (b *Backend) SetRows(dst backend.Tensor, first int, src backend.Tensor) err
 	if err != nil {
 		return err
 	}
-	rows := dst.Slice(first, first+src.Rows)
-	d, err := b.address(rows, "set-rows")
+	d, err := b.address(dst, "set-rows")
 	if err != nil || src.Elements() == 0 {
 		return err
 	}
 	return b.run("set-rows", func() error {
-		return b.launchRows(name, src.Rows, uint64(d), uint64(sp), uint64(src.Cols), uint64(src.Rows), uint64(rows.Stride), ss)
+		// The kernel reads the first row from device memory (see set_rows_f32).
+		b.words = append(b.words[:0], int32(first))
+		if err := b.send(&b.route, b.words); err != nil {
+			return err
+		}
+		return b.launchRows(name, src.Rows, uint64(d), uint64(b.route.ptr), uint64(sp), uint64(src.Cols), uint64(src.Rows), uint64(dst.Stride), ss)
 	})
 }
 
@@ -762,11 +768,13 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 		ggml = 1
 	}
 	return b.run("attention", func() error {
-		if err := b.send(&b.route, pos); err != nil {
+		// The kernel reads the cache's length after the positions (see attention_f32).
+		b.words = append(append(b.words[:0], pos...), int32(kvLen))
+		if err := b.send(&b.route, b.words); err != nil {
 			return err
 		}
 		return b.launchWarpRows(kernels.AttentionF32, q.Rows, uint64(d), uint64(qp), uint64(kp), uint64(vp), uint64(sp),
-			uint64(b.route.ptr), uint64(heads), uint64(kvHeads), uint64(dk), uint64(dv), kType, vType, uint64(kvLen),
+			uint64(b.route.ptr), uint64(heads), uint64(kvHeads), uint64(dk), uint64(dv), kType, vType,
 			uint64(k.Stride), uint64(v.Stride), f64(p.Scale), uint64(p.Window), uint64(len(pos)), ggml, uint64(k.Rows))
 	})
 }

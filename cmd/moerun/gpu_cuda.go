@@ -21,8 +21,8 @@ func (b cudaBackend) Busy() time.Duration { return b.Stats().Time }
 
 func (b cudaBackend) Summary() string {
 	s := b.Stats()
-	return fmt.Sprintf("%.0f MiB of weights; %d GPU ops in %d CUDA graph launches (%d graphs built, %d updated), %.1f ms issuing and waiting (%.1f MiB in, %.1f MiB out, %.1f MiB of host-held weights in for op offload), %d ops through the host (weights without a CUDA kernel, recurrent state)",
-		float64(b.Resident())/(1<<20), s.Ops, s.GraphLaunches, s.GraphsBuilt, s.GraphUpdates, float64(s.Time.Microseconds())/1e3,
+	return fmt.Sprintf("%.0f MiB of weights; %d GPU ops in %d CUDA graph launches (%d replayed, %d captured anew, %d into a kept graph), %.1f ms issuing and waiting (%.1f MiB in, %.1f MiB out, %.1f MiB of host-held weights in for op offload), %d ops through the host (weights without a CUDA kernel, recurrent state)",
+		float64(b.Resident())/(1<<20), s.Ops, s.GraphLaunches, s.GraphReplays, s.GraphsBuilt, s.GraphUpdates, float64(s.Time.Microseconds())/1e3,
 		float64(s.CopyInBytes)/(1<<20), float64(s.CopyOutBytes)/(1<<20), float64(s.StagedBytes)/(1<<20), s.HostOps)
 }
 

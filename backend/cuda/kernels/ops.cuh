@@ -35,18 +35,21 @@
 //   by token t's angles: table holds for each token half cosines then half sines (as
 //   tensor.RoPE's Angles). NeoX (neox != 0) pairs x[i] with x[i+half], normal x[2i] with
 //   x[2i+1]; x0·cos − x1·sin and x0·sin + x1·cos, the first product fused as in ggml.
-// set_rows_f32, set_rows_f16, set_rows_q8_0(dst, src, cols, rows, dstRowBytes, srcStride):
-//   row r of src (F32) converted into the row of dst at byte r·dstRowBytes: F16 rounds to
+// set_rows_f32, set_rows_f16, set_rows_q8_0(dst, first, src, cols, rows, dstRowBytes,
+//   srcStride): row r of src (F32) converted into row first[0] + r of dst, at byte
+//   (first[0] + r)·dstRowBytes. The row comes from device memory, not a parameter, so that
+//   a CUDA graph of a decode step replays unchanged at the next position. F16 rounds to
 //   nearest even; Q8_0 is ggml's x86 activation quantizer, as tensor.QuantizeActivations:
 //   d = amax/127, quants round-to-even(x·127/amax), clamped to [-128, 127]. dst must be
 //   2-byte aligned (Q8_0's blocks are 34 bytes); Q8_0 rows are 32-value blocks, a warp each.
 // quantize_act_f32(dst, x, cols, rows, kind): rows of x as the CPU matmul quantizes them for
 //   a quantized weight (kind kActQ8_0 or kActQ8_K), expanded back to floats; a warp per
 //   block of 32 or 256 values (see the kernel).
-// attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType, kvLen,
+// attention_f32(dst, q, k, v, sinks, pos, heads, kvHeads, dk, dv, kType, vType,
 //   kPosStride, vPosStride, scale, window, tokens, ggml, cells): flash attention, a
 //   warp per (token, query head): query row t·heads + h (dk floats, contiguous) over the cache
 //   positions token t sees (j ≤ pos[t], j < kvLen, pos[t] − j < window unless window is 0),
+//   where kvLen is pos[tokens] (in device memory with the positions, as set_rows's row is),
 //   in position order, of KV head h / (heads / kvHeads); the caches hold per position kvHeads
 //   rows of dk (K) or dv (V) values of type kType or vType (kCacheF32, kCacheF16, kCacheQ8_0),
 //   positions kPosStride or vPosStride bytes apart, heads one row's bytes apart; position j
@@ -240,12 +243,14 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
 }
 
 extern "C" __global__ void __launch_bounds__(kOpThreads)
-    set_rows_f32(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    set_rows_f32(u8* dst, const int* first, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    dst += i64(*first) * dstRowBytes;
     forEach(cols, rows, [&](i64 r, i64 c) { reinterpret_cast<float*>(dst + r * dstRowBytes)[c] = src[r * srcStride + c]; });
 }
 
 extern "C" __global__ void __launch_bounds__(kOpThreads)
-    set_rows_f16(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    set_rows_f16(u8* dst, const int* first, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    dst += i64(*first) * dstRowBytes;
     forEach(cols, rows, [&](i64 r, i64 c) {
         reinterpret_cast<unsigned short*>(dst + r * dstRowBytes)[c] = __half_as_ushort(__float2half_rn(src[r * srcStride + c]));
     });
@@ -258,7 +263,8 @@ __device__ __forceinline__ float warpMax(float v) {
 }
 
 extern "C" __global__ void __launch_bounds__(kOpThreads)
-    set_rows_q8_0(u8* dst, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    set_rows_q8_0(u8* dst, const int* first, const float* src, i64 cols, i64 rows, i64 dstRowBytes, i64 srcStride) {
+    dst += i64(*first) * dstRowBytes;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const i64 blocks = cols / 32;
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -375,9 +381,10 @@ __device__ __forceinline__ float q8Dot(const float (&qv)[kAttnPerLane], const fl
 
 extern "C" __global__ void __launch_bounds__(kOpThreads)
     attention_f32(float* dst, const float* q, const u8* k, const u8* v, const float* sinks, const int* pos, i64 heads,
-                  i64 kvHeads, i64 dk, i64 dv, i64 kType, i64 vType, i64 kvLen, i64 kPosStride, i64 vPosStride,
+                  i64 kvHeads, i64 dk, i64 dv, i64 kType, i64 vType, i64 kPosStride, i64 vPosStride,
                   double scale, i64 window, i64 tokens, i64 ggml, i64 cells) {
     const int lane = threadIdx.x % 32;
+    const i64 kvLen = pos[tokens];
     const float s = float(scale);
     const i64 rows = tokens * heads, group = heads / kvHeads;
     const i64 kHeadBytes = cacheRowBytes(dk, int(kType)), vHeadBytes = cacheRowBytes(dv, int(vType));
