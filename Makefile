@@ -91,7 +91,7 @@ cuda-check:
 FAKECUDA = $(CURDIR)/bin/fakecuda
 cuda-fake:
 	mkdir -p $(FAKECUDA)
-	$(CXX) -std=c++17 -O2 -ffp-contract=off -shared -fPIC -Ibackend/cuda/kernels -Ibackend/cuda/kernels/testdata/emulate \
+	$(CXX) -std=c++17 -O2 -ffp-contract=off -shared -fPIC -fno-semantic-interposition -Ibackend/cuda/kernels -Ibackend/cuda/kernels/testdata/emulate \
 		-o $(FAKECUDA)/libcuda.so backend/cuda/testdata/fakecuda/fake.cc backend/cuda/testdata/fakecuda/rest.cc
 	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./backend/cuda/...
 	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./moe -run 'CUDAOpOffload|CUDAExpertShares|CUDAGraphs'

@@ -1,8 +1,7 @@
 // A fake libcuda for running package cuda's tests on a machine without a GPU: one device,
 // "device" memory is host memory, and cuLaunchKernel runs moerun's kernels (matvec.cu) on
-// the CPU with the emulator's warps (kernels/testdata/emulate/warp.h: lanes as fibers;
-// glibc's fortified longjmp refuses to jump between their stacks, hence the #undef). Loads
-// outside live allocations abort.
+// the CPU with the emulator's warps (kernels/testdata/emulate/warp.h: lanes as fibers).
+// Loads outside live allocations abort.
 //
 // Streams are asynchronous, as a GPU's are, and as late as the driver's rules allow, so that
 // code which forgets to wait shows it: work queued on a stream (launches, asynchronous
@@ -26,7 +25,6 @@
 // recorded inside one; and in the modes other than relaxed, freeing memory or synchronizing
 // the context from any thread. cuGraphExecUpdate takes a graph of the same work, node by node
 // (kinds and kernels), and refuses any other.
-#undef _FORTIFY_SOURCE
 #include <pthread.h>
 #include <unistd.h>
 
@@ -56,13 +54,23 @@ void fail(const char* what) {
 }
 }  // namespace
 
+// The live allocation checkLoad found last, which it tries first (loads come in runs from
+// one allocation); freeing forgets it.
+static const char *lastStart, *lastEnd;
+
+// checkLoad fails a load that is misaligned or leaves the live allocations (each rounded up
+// to 4 bytes).
 void checkLoad(const void* p, unsigned long size) {
     const char* c = static_cast<const char*>(p);
+    if (reinterpret_cast<uintptr_t>(p) % size != 0) fail("misaligned load");
+    if (c >= lastStart && c + size <= lastEnd) return;
     auto it = allocs.upper_bound(c);
     if (it == allocs.begin()) fail("load outside the allocations");
     --it;
-    if (c + size > it->first + (it->second + 3) / 4 * 4) fail("load outside the allocations");
-    if (reinterpret_cast<uintptr_t>(p) % size != 0) fail("misaligned load");
+    const char* end = it->first + (it->second + 3) / 4 * 4;
+    if (c + size > end) fail("load outside the allocations");
+    lastStart = it->first;
+    lastEnd = end;
 }
 
 namespace {
@@ -220,6 +228,7 @@ int cuMemFree_v2(DevPtr p) {
     if (guardedCapture()) return errCaptureUnsupported;
     int err = drainAll();  // freeing synchronizes the device: queued work may use p
     if (!allocs.erase((const char*)p)) return 1;
+    lastStart = lastEnd = nullptr;
     free((void*)p);
     return err;
 }
