@@ -259,6 +259,14 @@ func (t Traffic) Add(o Traffic) Traffic {
 		Uploads: t.Uploads + o.Uploads, BytesUploaded: t.BytesUploaded + o.BytesUploaded}
 }
 
+// Submitter is a device that may hold its queued work back until the host waits for it (the
+// CUDA backend records its stream's work and launches it as one graph). Submit starts the
+// work queued so far without waiting for it, for a caller about to compute on another
+// device meanwhile: the host's share of a layer's experts while the GPU computes its own.
+type Submitter interface {
+	Submit() error
+}
+
 // Counter is a backend that counts its traffic with the host.
 type Counter interface {
 	Traffic() Traffic

@@ -250,9 +250,10 @@ func TestCUDASparseAttention(t *testing.T) {
 // launched directly, bit for bit (the same kernels in the same order), under -ngl 99 and
 // -ngl 99 -ot exps=CPU. A decode step is one graph under -ngl 99; with the experts on the
 // CPU, one graph between each two crossings: a graph per MoE layer (up to its routing's
-// trip to the host) and the output head's. A steady step replays the graphs the steps
-// before it built, as they are. It also runs on the fake driver (make cuda-fake's library,
-// -run CUDAGraphs).
+// trip to the host) and the output head's, and where the model has shared experts one more
+// per layer (submitted before the host computes the routed experts, so that the GPU
+// computes them meanwhile). A steady step replays the graphs the steps before it built, as
+// they are. It also runs on the fake driver (make cuda-fake's library, -run CUDAGraphs).
 func TestCUDAGraphs(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		if os.Getenv("MOERUN_REQUIRE_GPU") == "1" {
@@ -260,22 +261,28 @@ func TestCUDAGraphs(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	gm := goldenModels[0]
-	prompt := loadGolden(t, gm.golden).Prompts[0].Tokens
-	decode := stretch(prompt, 4)
-	for _, pl := range gpuPlacements[1:3] {
-		t.Run(pl.name, func(t *testing.T) {
+	for _, tc := range []struct {
+		golden, path string
+		pl           gpuPlacement
+	}{
+		{goldenModels[0].golden, goldenModels[0].path, gpuPlacements[1]},
+		{goldenModels[0].golden, goldenModels[0].path, gpuPlacements[2]},
+		{"tiny-qwen2moe", archModel("qwen2moe"), gpuPlacements[2]},
+	} {
+		t.Run(tc.golden+"/"+tc.pl.name, func(t *testing.T) {
+			prompt := loadGolden(t, tc.golden).Prompts[0].Tokens
+			decode := stretch(prompt, 4)
 			var logits [2][]float32
 			var last [2]cuda.Stats
-			moeLayers := 0
+			moeLayers, shared := 0, 0
 			for i, noGraphs := range []bool{false, true} {
-				f, pool, host := openHost(t, gm.path, 2)
+				f, pool, host := openHost(t, tc.path, 2)
 				gpu, err := cuda.New(0, cuda.Options{Host: pool, NoGraphs: noGraphs})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { gpu.Close() })
-				m, _ := loadPlaced(t, f, pool, host, gpu, pl.rules(t))
+				m, _ := loadPlaced(t, f, pool, host, gpu, tc.pl.rules(t))
 				c := m.context(t, DefaultContextOptions())
 				out, err := c.Eval(prompt, false)
 				if err != nil {
@@ -293,10 +300,13 @@ func TestCUDAGraphs(t *testing.T) {
 					last[i] = cuda.Stats{GraphLaunches: s.GraphLaunches - before.GraphLaunches, GraphsBuilt: s.GraphsBuilt - before.GraphsBuilt,
 						GraphUpdates: s.GraphUpdates - before.GraphUpdates, GraphReplays: s.GraphReplays - before.GraphReplays}
 				}
-				moeLayers = 0
+				moeLayers, shared = 0, 0
 				for _, l := range m.layers {
-					if _, ok := l.ffn.(*moeFFN); ok {
+					if f, ok := l.ffn.(*moeFFN); ok {
 						moeLayers++
+						if f.shared != nil {
+							shared++
+						}
 					}
 				}
 			}
@@ -304,8 +314,8 @@ func TestCUDAGraphs(t *testing.T) {
 				t.Errorf("logits with graphs differ from direct launches' (max |Δ| %g)", compareLogits(logits[0], logits[1]).maxDiff)
 			}
 			want := 1
-			if pl.item != nil {
-				want = moeLayers + 1
+			if tc.pl.item != nil {
+				want = moeLayers + shared + 1
 			}
 			if g := last[0]; g.GraphLaunches != want || g.GraphReplays != want {
 				t.Errorf("the last decode step launched %d graphs (%d built, %d updated, %d replayed), want %d, all replayed",
@@ -314,7 +324,7 @@ func TestCUDAGraphs(t *testing.T) {
 			if last[1].GraphLaunches != 0 {
 				t.Errorf("NoGraphs launched %d graphs", last[1].GraphLaunches)
 			}
-			t.Logf("%d graphs a decode step (%d MoE layers)", last[0].GraphLaunches, moeLayers)
+			t.Logf("%d graphs a decode step (%d MoE layers, %d with shared experts)", last[0].GraphLaunches, moeLayers, shared)
 		})
 	}
 }

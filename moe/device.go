@@ -49,6 +49,14 @@ func (c *pass) fail(err error) {
 // backendOf is the backend of device index dev.
 func (c *pass) backendOf(dev int) backend.Backend { return c.m.backends[dev] }
 
+// submit starts the work queued on device dev, where its backend holds work back until a
+// wait (backend.Submitter), so that it runs while the pass computes on another device.
+func (c *pass) submit(dev int) {
+	if s, ok := c.backendOf(dev).(backend.Submitter); ok && c.err == nil {
+		c.fail(s.Submit())
+	}
+}
+
 // devOf is the index of the device holding x.
 func (c *pass) devOf(x value) int {
 	name := x.Device()

@@ -91,11 +91,16 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 		}
 	}
 	// The shared experts run where the plan holds them (on the GPU with -ot exps=CPU):
-	// issued before the routed experts, a GPU computes them while the host computes the
-	// experts it holds. Their sum is added after the routed experts' as before.
+	// issued before the routed experts, and submitted where those run elsewhere, a GPU
+	// computes them while the host computes the experts it holds. Their sum is added after
+	// the routed experts' as before. So is each share's work before the next share's
+	// elsewhere.
 	var shared value
 	if f.shared != nil {
 		shared = f.sharedExperts(c, il, in)
+		if d := c.devOf(shared); c.err == nil && f.sharesElsewhere(c, d, 0, n) {
+			c.submit(d)
+		}
 	}
 	var down value
 	for i := range f.experts {
@@ -104,6 +109,9 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 			down = d
 		} else {
 			c.add(down, down, d)
+		}
+		if on := c.devOf(d); c.err == nil && f.sharesElsewhere(c, on, i+1, n) {
+			c.submit(on)
 		}
 	}
 	if f.cache != nil {
@@ -123,6 +131,17 @@ func (f *moeFFN) forward(c *pass, il int, in value) value {
 	}
 	c.add(shared, shared, out)
 	return shared
+}
+
+// sharesElsewhere reports whether an expert share from the from'th runs on another device
+// than dev for a batch of n tokens.
+func (f *moeFFN) sharesElsewhere(c *pass, dev, from, n int) bool {
+	for _, s := range f.experts[from:] {
+		if c.runsOn(s.gate, backend.OpMulMatID, n) != dev {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedExperts is the shared experts' output for in, scaled by the shared gate where the

@@ -380,6 +380,15 @@ func (b *Backend) keep(key, kinds uint64, graph C.CUgraph) (*execGraph, error) {
 	return e, nil
 }
 
+// Submit launches the work recorded so far as a graph, without waiting for it
+// (backend.Submitter): the GPU computes it while the host computes elsewhere.
+func (b *Backend) Submit() error {
+	if b.closed {
+		return errClosed
+	}
+	return b.copying("submit", b.launchGraph)
+}
+
 // hold launches the recorded work and issues the backend's work directly until the next
 // Synchronize.
 func (b *Backend) hold() error {
