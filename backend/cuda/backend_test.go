@@ -651,8 +651,8 @@ func TestDeviceMemory(t *testing.T) {
 				want = typ == tensor.I32
 			case backend.OpAttention, backend.OpCausalConv, backend.OpGatedDeltaRule, backend.OpIndexerScores:
 				// Attention and the indexer's scores on F32, F16 and Q8_0 caches with kernels,
-				// on the host's other types; the recurrent operations through the host.
-				want = c.Supports(op, typ) // through the host
+				// on the host's other types; the recurrent operations on F32, as the host.
+				want = c.Supports(op, typ)
 			}
 			if got := g.Supports(op, typ); got != want {
 				t.Errorf("Supports(%s, %s) = %v, want %v", op, typ, got, want)
@@ -806,6 +806,25 @@ func TestExactOps(t *testing.T) {
 			d := f32s(t, b, cols, make([]float32, rows*cols))
 			return d, b.WeightedSum(d, f32s(t, b, cols, ys), f32s(t, b, 1, slotW), k)
 		}},
+	}
+	// The causal convolution: 4 taps (every term fused, as Qwen3.5's), and 10 (the first 8
+	// added unfused, and more state than tokens); the output, then the state it left.
+	for _, taps := range []int{4, 10} {
+		kernel, state := randomVector(taps*cols, rng), randomVector((taps-1)*cols, rng)
+		st := map[backend.Backend]backend.Tensor{}
+		cases = append(cases, struct {
+			name string
+			run  func(b backend.Backend) (backend.Tensor, error)
+		}{fmt.Sprintf("causal-conv, %d taps", taps), func(b backend.Backend) (backend.Tensor, error) {
+			d := f32s(t, b, cols, make([]float32, rows*cols))
+			st[b] = f32s(t, b, taps-1, state)
+			return d, b.CausalConv(d, f32s(t, b, cols, x), st[b], f32s(t, b, cols, kernel))
+		}}, struct {
+			name string
+			run  func(b backend.Backend) (backend.Tensor, error)
+		}{fmt.Sprintf("causal-conv's state, %d taps", taps), func(b backend.Backend) (backend.Tensor, error) {
+			return st[b], nil
+		}})
 	}
 	for _, tc := range cases {
 		gd, err := tc.run(g)

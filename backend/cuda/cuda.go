@@ -12,11 +12,11 @@
 // expert matmuls, row lookups; the kernels dequantize on the fly) and the operations
 // between them: strided copies, add, mul, scale, the unary functions, SwiGLU, RMS and L2
 // norms, RoPE, set-rows into and attention over F32, F16 and Q8_0 KV caches, the MoE
-// router, add-id and the experts' weighted sum. The recurrent state's operations (the
-// causal convolution, the delta rule), and attention over heads larger than its kernel
-// takes, must run where the state or cache is, so the backend runs them on the host pool
-// through copies of their operands; so are the weights of types with no kernel computed,
-// which stay in host memory. Expert matmuls group their (token, slot) pairs by expert on
+// router, add-id, the experts' weighted sum, the lightning indexer's scores, and Gated
+// DeltaNet's causal convolution and delta rule. Attention over heads larger than its
+// kernel takes (and a delta rule's) must run where the cache or state is, so the backend
+// runs it on the host pool through copies of its operands; so are the weights of types
+// with no kernel computed, which stay in host memory. Expert matmuls group their (token, slot) pairs by expert on
 // the device, so nothing in a forward pass waits for the GPU but the crossings to the host.
 //
 // gorgonia.org/cu is the driver binding. Two of its traps are handled here: its package

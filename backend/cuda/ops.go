@@ -43,8 +43,7 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 		_, ok := kernels.AttentionCache(t)
 		return ok || b.host.Supports(op, t)
 	case backend.OpCausalConv, backend.OpGatedDeltaRule:
-		// Through the host, for now (onHost).
-		return b.host.Supports(op, t)
+		return t == tensor.F32
 	}
 	return false
 }
@@ -779,14 +778,27 @@ func (b *Backend) Attention(dst, q backend.Tensor, heads int, pos []int32, k, v,
 	})
 }
 
-// The recurrent state's operations have no kernel yet and must run where the state is (the
-// runtime cannot move them to another device), so they run on the host through copies
-// (onHost): correct, and slow.
-
-// CausalConv runs the host's causal convolution, the state updated in place.
+// CausalConv is the depthwise causal convolution over the rows of x (see
+// kernels.CausalConvF32), the state updated in place: the CPU's bits.
 func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
-	return b.onHost([]backend.Tensor{dst, state}, []backend.Tensor{x, state, w}, func(out, in []backend.Tensor) error {
-		return b.host.CausalConv(out[0], in[0], out[1], in[2])
+	taps, channels := w.Rows, w.Cols
+	if taps < 1 || x.Cols != channels || dst.Cols != channels || dst.Rows != x.Rows || state.Elements() != (taps-1)*channels {
+		return fmt.Errorf("%s: causal-conv: %s into %s, state %s, kernel %s (taps × channels)", b.dev.Name, x, dst, state, w)
+	}
+	var ptrs [4]cu.DevicePtr
+	for i, t := range []backend.Tensor{dst, x, state, w} {
+		p, err := b.contiguous(t, tensor.F32, "causal-conv")
+		if err != nil {
+			return err
+		}
+		ptrs[i] = p
+	}
+	if x.Rows == 0 {
+		return nil
+	}
+	return b.run("causal-conv", func() error {
+		return b.launch(b.op[kernels.CausalConvF32], min(ceilDiv(channels, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1,
+			uint64(ptrs[0]), uint64(ptrs[1]), uint64(ptrs[2]), uint64(ptrs[3]), uint64(channels), uint64(taps), uint64(x.Rows))
 	})
 }
 
@@ -832,11 +844,49 @@ func (b *Backend) IndexerScores(dst, q backend.Tensor, heads int, pos []int32, k
 	})
 }
 
-// GatedDeltaRule runs the host's Gated DeltaNet recurrence, the states updated in place.
+// GatedDeltaRule is Gated DeltaNet's recurrence for decay.Rows tokens (see
+// kernels.GatedDeltaRuleF32), the states updated in place; heads larger than the kernel
+// takes run on the host (onHost).
 func (b *Backend) GatedDeltaRule(o, qkv, decay, beta, states backend.Tensor, r tensor.DeltaRule) error {
-	return b.onHost([]backend.Tensor{o, states}, []backend.Tensor{qkv, decay, beta, states}, func(out, in []backend.Tensor) error {
-		return b.host.GatedDeltaRule(out[0], in[0], in[1], in[2], out[1], r)
+	n := decay.Rows
+	if r.Dim <= 0 || r.KHeads <= 0 || r.VHeads <= 0 || r.VHeads%r.KHeads != 0 || r.Stride < 0 || n < 0 {
+		return fmt.Errorf("%s: gated-delta-rule: %+v over %d tokens", b.dev.Name, r, n)
+	}
+	if r.Dim > kernels.DeltaMaxDim {
+		return b.onHost([]backend.Tensor{o, states}, []backend.Tensor{qkv, decay, beta, states}, func(out, in []backend.Tensor) error {
+			return b.host.GatedDeltaRule(out[0], in[0], in[1], in[2], out[1], r)
+		})
+	}
+	kd, last := r.KHeads*r.Dim, (n-1)*r.Stride
+	if n > 0 && (qkv.Elements() < last+2*kd+r.VHeads*r.Dim || decay.Elements() < n*r.VHeads || beta.Elements() < n*r.VHeads ||
+		o.Elements() < n*r.VHeads*r.Dim) || states.Elements() != r.VHeads*r.Dim*r.Dim {
+		return fmt.Errorf("%s: gated-delta-rule: %s, %s, %s, %s and %s too short for %d tokens of %+v", b.dev.Name, o, qkv, decay, beta, states, n, r)
+	}
+	var ptrs [5]cu.DevicePtr
+	for i, t := range []backend.Tensor{o, qkv, decay, beta, states} {
+		p, err := b.contiguous(t, tensor.F32, "gated-delta-rule")
+		if err != nil {
+			return err
+		}
+		ptrs[i] = p
+	}
+	if n == 0 {
+		return nil
+	}
+	q := uint64(ptrs[1])
+	return b.run("gated-delta-rule", func() error {
+		return b.launchWarpRows(kernels.GatedDeltaRuleF32, r.VHeads*r.Dim, uint64(ptrs[0]), q, q+4*uint64(kd), q+8*uint64(kd),
+			uint64(ptrs[2]), uint64(ptrs[3]), uint64(ptrs[4]), uint64(n), uint64(r.Dim), uint64(r.KHeads), uint64(r.VHeads),
+			boolArg(r.Grouped), uint64(r.Stride), f64(1/float32(math.Sqrt(float64(r.Dim)))))
 	})
+}
+
+// boolArg passes a flag to a kernel, which declares it a 64-bit integer.
+func boolArg(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // Route is the MoE router for each row of logits (see kernels.RouteF32): ids (I32) and

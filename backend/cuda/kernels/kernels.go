@@ -90,6 +90,12 @@ const (
 	// IndexerScoresF32 is the lightning indexer's scores, a warp per (token, position), keys
 	// of at most AttentionMaxDim values in an AttentionCache type.
 	IndexerScoresF32 = "indexer_scores_f32"
+	// CausalConvF32 is the depthwise causal convolution, a thread per channel.
+	CausalConvF32 = "causal_conv_f32"
+	// GatedDeltaRuleF32 is Gated DeltaNet's recurrence, a warp per (value head, state row),
+	// heads of at most DeltaMaxDim values.
+	GatedDeltaRuleF32 = "gated_delta_rule_f32"
+	DeltaMaxDim       = 128
 )
 
 // RouteScratchWords is the scratch RouteF32 needs per token.
@@ -153,7 +159,7 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, MapIDsI32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32, IndexerScoresF32}
+	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32, IndexerScoresF32, CausalConvF32, GatedDeltaRuleF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

@@ -613,10 +613,98 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+// causal_conv_f32(dst, x, state, kernel, channels, taps, tokens): tensor.CausalConv.Run, a
+//   thread per channel. x and dst are [tokens][channels], kernel [taps][channels] (one row
+//   of every channel's weight per tap), state [channels][taps−1] (the channel's previous
+//   inputs, oldest first), left holding the last taps−1 inputs. Each output is the sum in
+//   tap order, oldest input first, of input times weight, added as ggml's compiled loop
+//   adds them (tensor's leftoverTerm: the taps past the last multiple of 8 fused), so the
+//   results are the CPU's bits.
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    causal_conv_f32(float* dst, const float* x, float* state, const float* kernel, i64 channels, i64 taps, i64 tokens) {
+    const i64 hist = taps - 1, unfused = taps & ~i64(7);
+    for (i64 ch = i64(blockIdx.x) * blockDim.x + threadIdx.x; ch < channels; ch += i64(gridDim.x) * blockDim.x) {
+        float* st = state + ch * hist;
+        for (i64 t = 0; t < tokens; t++) {
+            float sum = 0.0f;
+            for (i64 i = 0; i < taps; i++) {
+                const i64 s = t + i;
+                const float in = s < hist ? st[s] : x[(s - hist) * channels + ch], w = kernel[i * channels + ch];
+                sum = i < unfused ? __fadd_rn(sum, __fmul_rn(in, w)) : fmaf(in, w, sum);
+            }
+            dst[t * channels + ch] = sum;
+        }
+        // Entry j takes position tokens + j of the old state and x: never an entry already
+        // overwritten.
+        for (i64 j = 0; j < hist; j++) {
+            const i64 s = tokens + j;
+            st[j] = s < hist ? st[s] : x[(s - hist) * channels + ch];
+        }
+    }
+}
+
+// gated_delta_rule_f32(o, q, k, v, decay, beta, states, tokens, dim, kHeads, vHeads, grouped,
+//   stride, scale): tensor.Pool.GatedDeltaRule, a warp per (value head h, row j of its
+//   transposed state), the row in registers (dim ≤ kDeltaMaxDim)
+//   over the tokens: decayed by g = exp(decay[t][h]), then delta = (v[j] − row·k)·beta[t][h],
+//   row += k·delta (fused), o[t][h][j] = (row·q)·scale. q, k and v hold token t's heads from
+//   t·stride; value head h reads query/key head h / (vHeads/kHeads) when grouped, else
+//   h mod kHeads. The dot products are the warp's sums, not ggml's order: within rounding of
+//   the CPU's.
+constexpr int kDeltaMaxDim = 128;
+constexpr int kDeltaPerLane = kDeltaMaxDim / 32;
+
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    gated_delta_rule_f32(float* o, const float* q, const float* k, const float* v, const float* decay, const float* beta,
+                         float* states, i64 tokens, i64 dim, i64 kHeads, i64 vHeads, i64 grouped, i64 stride, double scale) {
+    const int lane = threadIdx.x % 32;
+    const float sc = float(scale);
+    for (i64 r = i64(blockIdx.x) * kRowsPerOpBlock + threadIdx.x / 32; r < vHeads * dim; r += i64(gridDim.x) * kRowsPerOpBlock) {
+        const i64 h = r / dim, j = r % dim;
+        const i64 kh = (grouped ? h / (vHeads / kHeads) : h % kHeads) * dim;
+        float* row = states + r * dim;
+        float s[kDeltaPerLane];
+#pragma unroll
+        for (int i = 0; i < kDeltaPerLane; i++) {
+            const i64 d = lane + 32 * i;
+            s[i] = d < dim ? row[d] : 0.0f;
+        }
+        for (i64 t = 0; t < tokens; t++) {
+            const i64 base = t * stride;
+            const float g = expf(decay[t * vHeads + h]), b = beta[t * vHeads + h];
+            float kv[kDeltaPerLane], dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kDeltaPerLane; i++) {
+                const i64 d = lane + 32 * i;
+                kv[i] = d < dim ? k[base + kh + d] : 0.0f;
+                s[i] = __fmul_rn(s[i], g);
+                dot = fmaf(s[i], kv[i], dot);
+            }
+            dot = warpSum(dot);
+            const float delta = __fmul_rn(__fsub_rn(v[base + h * dim + j], dot), b);
+            float out = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kDeltaPerLane; i++) {
+                const i64 d = lane + 32 * i;
+                s[i] = fmaf(kv[i], delta, s[i]);
+                if (d < dim) out = fmaf(s[i], q[base + kh + d], out);
+            }
+            out = warpSum(out);
+            if (lane == 0) o[(t * vHeads + h) * dim + j] = __fmul_rn(out, sc);
+        }
+#pragma unroll
+        for (int i = 0; i < kDeltaPerLane; i++) {
+            const i64 d = lane + 32 * i;
+            if (d < dim) row[d] = s[i];
+        }
+    }
+}
+
 // MOERUN_OPS lists the entry points above and matvec.cu's group_pairs: every entry but the
 // per-type ones.
 #define MOERUN_OPS(X)                                                                                         \
     X(group_pairs) X(copy_f32)                                                                                \
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(map_ids_i32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
-            X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32) X(indexer_scores_f32)
+            X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32) X(indexer_scores_f32) \
+                X(causal_conv_f32) X(gated_delta_rule_f32)
