@@ -85,9 +85,12 @@ cuda-check:
 # The cuda tag's tests without a GPU: a fake libcuda (backend/cuda/testdata/fakecuda: one
 # device whose memory is host memory, launches that run the kernels' CUDA source on the CPU
 # through the kernels' emulator) stands in for the driver. Needs cuda.h (CUDA_HOME, or
-# Debian's nvidia-cuda-dev) and a C++ compiler; no GPU, no nvcc. The golden models are not
-# run this way (a warp as fibers makes them take more than 20 minutes); one model's op
-# offload, expert shares (selectors, the expert cache) and CUDA graphs are, in about 35 s.
+# Debian's nvidia-cuda-dev) and a C++ compiler; no GPU, no nvcc. Besides the backend's own
+# tests and the conformance suite, the moe tests run every golden model through the CUDA
+# backend under -ngl 99 (every operation on the kernels; -ngl 0 first, whose distance from
+# llama.cpp the GPU run's bound adds), and one model's op offload, expert shares
+# (selectors, the expert cache) and CUDA graphs: about 8 minutes on 2 cores, most of it
+# the golden models (CI runs this target, .ci/run).
 FAKECUDA = $(CURDIR)/bin/fakecuda
 cuda-fake:
 	mkdir -p $(FAKECUDA)
@@ -95,6 +98,7 @@ cuda-fake:
 		-o $(FAKECUDA)/libcuda.so backend/cuda/testdata/fakecuda/fake.cc backend/cuda/testdata/fakecuda/rest.cc
 	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./backend/cuda/...
 	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -tags cuda ./moe -run 'CUDAOpOffload|CUDAExpertShares|CUDAGraphs'
+	$(CUDA_ENV) CGO_LDFLAGS="-L$(FAKECUDA)" LD_LIBRARY_PATH=$(FAKECUDA) $(SIMD) $(GO) test -count=1 -timeout 30m -tags cuda ./moe -run 'CUDAGolden/.*/-ngl_(0|99)$$'
 
 # Regenerates the embedded PTX from backend/cuda/kernels/*.cu (needs nvcc).
 kernels:
