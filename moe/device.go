@@ -1,9 +1,9 @@
 package moe
 
 import (
-	"unsafe"
-
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/moerun/moerun/backend"
 	"github.com/moerun/moerun/tensor"
@@ -147,17 +147,29 @@ func (c *pass) copyTo(a *arena, dev int, x value) value {
 }
 
 // read copies x (F32) to the host into dst, waiting for it.
-func (c *pass) read(dst []float32, x value) {
-	if c.err != nil {
-		return
+func (c *pass) read(dst []float32, x value) { c.readAll([][]float32{dst}, []value{x}) }
+
+// readAll copies each of xs (F32) to the host into the dst of its index, waiting once per
+// device for all of them.
+func (c *pass) readAll(dsts [][]float32, xs []value) {
+	var waits []backend.Backend
+	for i, x := range xs {
+		if c.err != nil {
+			return
+		}
+		b := c.backendOf(c.devOf(x))
+		if !x.Contiguous() || x.Type != tensor.F32 || len(dsts[i]) != x.Elements() {
+			c.fail(fmt.Errorf("read of %s into %d floats", x, len(dsts[i])))
+			return
+		}
+		c.fail(b.Get(float32Bytes(dsts[i]), x))
+		if !slices.Contains(waits, b) {
+			waits = append(waits, b)
+		}
 	}
-	b := c.backendOf(c.devOf(x))
-	if x.Contiguous() && x.Type == tensor.F32 && len(dst) == x.Elements() {
-		c.fail(b.Get(float32Bytes(dst), x))
+	for _, b := range waits {
 		c.fail(b.Synchronize())
-		return
 	}
-	c.fail(fmt.Errorf("read of %s into %d floats", x, len(dst)))
 }
 
 // readIDs copies an I32 value to the host into dst, waiting for it.

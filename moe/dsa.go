@@ -245,9 +245,7 @@ func (x *lightningIndexer) choose(c *pass, il int, in, qr value, topK int) selec
 	n := len(c.pos)
 	qv, kv, wv := c.matmul(x.qB, qr), c.matmul(x.k, in), c.matmul(x.proj, in)
 	q, k, w := make([]float32, n*heads*dim), make([]float32, n*dim), make([]float32, n*heads)
-	c.read(q, qv)
-	c.read(k, kv)
-	c.read(w, wv)
+	c.readAll([][]float32{q, k, w}, []value{qv, kv, wv})
 	sel := selection{positions: make([][]int32, n)}
 	if c.err != nil {
 		return sel
