@@ -87,6 +87,13 @@ type Ops interface {
 	RMSNorm(dst, x, w Tensor, eps float32) error
 	// L2Norm scales each row of x in place to unit L2 norm, the norm clamped below at eps.
 	L2Norm(x Tensor, eps float32) error
+	// LayerNorm normalises each row of x in place to zero mean and unit variance, then
+	// scales it by w and adds b (one row each, x's width), as ggml_norm, ggml_mul and
+	// ggml_add: tensor.LayerNorm.
+	LayerNorm(x, w, b Tensor, eps float32) error
+	// Hadamard rotates each row of x (a power of two of columns) in place by the
+	// orthonormal Walsh-Hadamard matrix: tensor.Hadamard.
+	Hadamard(x Tensor) error
 	// Add and Mul are element-wise; b has as many rows as a, or one row that is broadcast.
 	Add(dst, a, b Tensor) error
 	Mul(dst, a, b Tensor) error
@@ -175,12 +182,14 @@ const (
 	OpGatedDeltaRule
 	OpMapIDs
 	OpIndexerScores
+	OpLayerNorm
+	OpHadamard
 	NumOps // the number of operations
 )
 
 var opNames = [NumOps]string{"get-rows", "mul-mat", "mul-mat-id", "mul-mat-stack", "rms-norm", "l2-norm", "add", "mul",
 	"scale", "unary", "swiglu", "copy", "rope", "set-rows", "attention", "route", "add-id", "weighted-sum", "causal-conv",
-	"gated-delta-rule", "map-ids", "indexer-scores"}
+	"gated-delta-rule", "map-ids", "indexer-scores", "layer-norm", "hadamard"}
 
 func (o Op) String() string {
 	if o < 0 || o >= NumOps {

@@ -371,6 +371,34 @@ func (c *pass) l2Norm(x value, eps float32) {
 	c.done(x, d)
 }
 
+// layerNorm normalises x's rows in place, then scales them by w and adds b.
+func (c *pass) layerNorm(x value, w, b param, eps float32) {
+	dev, d := c.target(x, backend.OpLayerNorm)
+	wt, bt := c.to(dev, w.t), c.to(dev, b.t)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).LayerNorm(d, wt, bt, eps))
+	}
+	c.done(x, d)
+}
+
+// hadamard rotates x's rows in place by the Walsh-Hadamard matrix.
+func (c *pass) hadamard(x value) {
+	dev, d := c.target(x, backend.OpHadamard)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Hadamard(d))
+	}
+	c.done(x, d)
+}
+
+// scale multiplies x by s in place.
+func (c *pass) scale(x value, s float32) {
+	dev, d := c.target(x, backend.OpScale)
+	if c.err == nil {
+		c.fail(c.backendOf(dev).Scale(d, d, s))
+	}
+	c.done(x, d)
+}
+
 // add sets dst = a + b (b: as many rows or one), on dst's device.
 func (c *pass) add(dst, a, b value) {
 	dev, d := c.target(dst, backend.OpAdd)

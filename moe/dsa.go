@@ -124,15 +124,14 @@ type dsaAttention struct {
 // Σ_h weight_h · relu(q_h · k) with per-token head weights (proj) scaled by
 // 1/sqrt(heads·dim). Its keys live in the layer's cache beside the MLA rows.
 //
-// The devices compute its three projections and, where the layer's cache is, the scores
-// (IndexerScores, over the cached keys, in parallel); the host runs the key's LayerNorm,
-// RoPE and Hadamard rotation (the backends have no operation for them yet) and the top-k
-// (llama.cpp's tie order, topPositions), reading back the projections and the scores.
+// The devices compute its three projections, and where the layer's cache is the key's
+// LayerNorm, the RoPE and Hadamard rotation of both, and the scores (IndexerScores, over
+// the cached keys, in parallel); the host runs the top-k (llama.cpp's tie order,
+// topPositions) on the scores read back.
 type lightningIndexer struct {
-	qB, k, proj weight
-	normW       []float32 // LayerNorm weight and bias of the key, on the host
-	normB       []float32
-	cfg         *IndexerConfig
+	qB, k, proj  weight
+	normW, normB param // the key's LayerNorm weight and bias
+	cfg          *IndexerConfig
 }
 
 func bindDSA(c *Config, b *binder, il int) (attention, error) {
@@ -148,18 +147,11 @@ func bindDSA(c *Config, b *binder, il int) (attention, error) {
 		return d, loadUnusedIndexer(c, b, il)
 	}
 	idx := &lightningIndexer{cfg: x}
-	for _, n := range []struct {
-		name string
-		host *[]float32
-	}{{"indexer.k_norm.weight", &idx.normW}, {"indexer.k_norm.bias", &idx.normB}} {
-		// The norm runs on the host, which reads its own copy; the plan's device holds the
-		// tensor too, as llama.cpp's would and place counts it.
-		if _, err := b.param(blk(il, n.name), x.HeadDim); err != nil {
-			return nil, err
-		}
-		if *n.host, err = b.vector(blk(il, n.name), x.HeadDim); err != nil {
-			return nil, err
-		}
+	if idx.normW, err = b.param(blk(il, "indexer.k_norm.weight"), x.HeadDim); err != nil {
+		return nil, err
+	}
+	if idx.normB, err = b.param(blk(il, "indexer.k_norm.bias"), x.HeadDim); err != nil {
+		return nil, err
 	}
 	if idx.proj, err = b.matrix(blk(il, "indexer.proj.weight"), c.Embd, x.Heads); err != nil {
 		return nil, err
@@ -238,50 +230,37 @@ type selection struct {
 }
 
 // choose runs the indexer for the pass's tokens: it stores their keys in the layer's
-// cache and picks each token's top-k positions by score.
+// cache and picks each token's top-k positions by score. It runs where the layer's cache
+// is, its projections copied there only where the plan computes them elsewhere; only the
+// scores come back to the host, for the top-k, and only for sequences longer than it.
 func (x *lightningIndexer) choose(c *pass, il int, in, qr value, topK int) selection {
 	cfg := x.cfg
 	heads, dim := cfg.Heads, cfg.HeadDim
 	n := len(c.pos)
-	qv, kv, wv := c.matmul(x.qB, qr), c.matmul(x.k, in), c.matmul(x.proj, in)
-	q, k, w := make([]float32, n*heads*dim), make([]float32, n*dim), make([]float32, n*heads)
-	c.readAll([][]float32{q, k, w}, []value{qv, kv, wv})
 	sel := selection{positions: make([][]int32, n)}
-	if c.err != nil {
-		return sel
-	}
-	for t := range n {
-		layerNorm(k[t*dim:(t+1)*dim], x.normW, x.normB, cfg.Eps)
-	}
-	cfg.RoPE.Apply(q, dim, c.pos)
-	cfg.RoPE.Apply(k, dim, c.pos)
-	hadamardRows(q, dim)
-	hadamardRows(k, dim)
-	// The weights are scaled once instead of every score (as llama.cpp pre-scales them).
-	scale := 1 / float32(math.Sqrt(float64(dim*heads)))
-	for i := range w {
-		w[i] *= scale
-	}
-	x.store(c, il, k)
-	// The scores run where the keys are (the layer's cache), over each sequence's cache;
-	// only they come back, for the top-k.
 	dev := c.m.kvDev[il]
-	var qd, wd value // q and w on dev, uploaded for the first sequence that needs them
+	q, k, w := c.to(dev, c.matmul(x.qB, qr)), c.to(dev, c.matmul(x.k, in)), c.to(dev, c.matmul(x.proj, in))
+	c.layerNorm(k, x.normW, x.normB, cfg.Eps)
+	c.rope(&cfg.RoPE, q, dim)
+	c.rope(&cfg.RoPE, k, dim)
+	q = q.Reshape(dim) // a row per (token, head)
+	c.hadamard(q)
+	c.hadamard(k)
+	// The weights are scaled once instead of every score (as llama.cpp pre-scales them).
+	c.scale(w, 1/float32(math.Sqrt(float64(dim*heads))))
+	x.store(c, il, k)
 	for _, sg := range c.segs {
 		end := sg.c.n + sg.rows
 		if end <= topK {
 			continue // every token keeps every position
-		}
-		if !qd.Valid() {
-			qd, wd = c.upload(dev, q, dim), c.upload(dev, w, heads)
 		}
 		// llama.cpp scores every cell of its padded view of the cache (attend's kvLen), the
 		// masked ones -inf: they take part in its top-k's tie order.
 		nKV := min(sg.c.size, max(cacheBlock, (end+cacheBlock-1)/cacheBlock*cacheBlock))
 		scores := c.alloc(dev, tensor.F32, nKV, sg.rows)
 		if c.err == nil {
-			c.fail(c.backendOf(dev).IndexerScores(scores, qd.Slice(sg.first*heads, (sg.first+sg.rows)*heads), heads, c.pos[sg.first:sg.first+sg.rows],
-				sg.c.caches[il].index.Slice(0, nKV), wd.Slice(sg.first, sg.first+sg.rows), nKV))
+			c.fail(c.backendOf(dev).IndexerScores(scores, q.Slice(sg.first*heads, (sg.first+sg.rows)*heads), heads, c.pos[sg.first:sg.first+sg.rows],
+				sg.c.caches[il].index.Slice(0, nKV), w.Slice(sg.first, sg.first+sg.rows), nKV))
 		}
 		c.indexScores = grow(c.indexScores, sg.rows*nKV)
 		c.read(c.indexScores[:sg.rows*nKV], scores)
@@ -297,31 +276,15 @@ func (x *lightningIndexer) choose(c *pass, il int, in, qr value, topK int) selec
 	return sel
 }
 
-// upload puts host values, rows of cols, on device dev for the current layer.
-func (c *pass) upload(dev int, v []float32, cols int) value {
-	x := c.alloc(dev, tensor.F32, cols, len(v)/cols)
-	if c.err == nil {
-		c.fail(c.backendOf(dev).Set(x, float32Bytes(v)))
-	}
-	return x
-}
-
-// store writes the tokens' indexer keys (rows of k) into each segment's cache, converted
-// to the cache type as ggml_set_rows converts them.
-func (x *lightningIndexer) store(c *pass, il int, k []float32) {
-	dev := c.m.kvDev[il]
-	dim := x.cfg.HeadDim
-	kv := c.alloc(dev, tensor.F32, dim, len(c.pos))
-	if c.err != nil {
-		return
-	}
-	c.fail(c.backendOf(dev).Set(kv, float32Bytes(k)))
+// store writes the tokens' indexer keys (rows of k, on the layer's cache device) into each
+// segment's cache, converted to the cache type as ggml_set_rows converts them.
+func (x *lightningIndexer) store(c *pass, il int, k value) {
 	for _, sg := range c.segs {
 		if c.err != nil {
 			return
 		}
 		cache := sg.c.caches[il]
-		c.fail(cache.setRows(cache.index, sg.c.n, sg.of(kv)))
+		c.fail(cache.setRows(cache.index, sg.c.n, sg.of(k)))
 	}
 }
 
@@ -375,45 +338,4 @@ func adjustHeap(heap []int32, hole int, v int32, less func(a, b int32) bool) {
 		hole = parent
 	}
 	heap[hole] = v
-}
-
-// layerNorm normalises x in place to zero mean and unit variance (sums in float64, as
-// ggml_norm), then scales by w and adds b.
-func layerNorm(x, w, b []float32, eps float32) {
-	var sum float64
-	for _, v := range x {
-		sum += float64(v)
-	}
-	mean := float32(sum / float64(len(x)))
-	var sq float64
-	for i := range x {
-		x[i] -= mean
-		sq += float64(x[i] * x[i])
-	}
-	scale := float32(1 / math.Sqrt(sq/float64(len(x))+float64(eps)))
-	for i := range x {
-		x[i] = x[i]*scale*w[i] + b[i]
-	}
-}
-
-// hadamardRows multiplies each row of n values of x by the orthonormal Walsh-Hadamard
-// matrix of size n (Sylvester's, entries ±1/sqrt(n)), with the fast transform. Rotating
-// queries and keys alike leaves their dot products unchanged; it matters for the keys'
-// rounding to the cache type.
-func hadamardRows(x []float32, n int) {
-	norm := 1 / float32(math.Sqrt(float64(n)))
-	for row := 0; row+n <= len(x); row += n {
-		r := x[row : row+n]
-		for h := 1; h < n; h *= 2 {
-			for i := 0; i < n; i += 2 * h {
-				for j := i; j < i+h; j++ {
-					a, b := r[j], r[j+h]
-					r[j], r[j+h] = a+b, a-b
-				}
-			}
-		}
-		for i := range r {
-			r[i] *= norm
-		}
-	}
 }

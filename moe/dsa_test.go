@@ -120,7 +120,7 @@ func TestTopPositionsMatchPartialSort(t *testing.T) {
 	}
 }
 
-// TestHadamardRows compares the fast transform with the matrix llama.cpp builds
+// TestHadamardRows compares the fast transform (tensor.Hadamard) with the matrix llama.cpp builds
 // (Sylvester's: H1 = [1], H2n = [[Hn, Hn], [Hn, -Hn]], over sqrt(n)) and checks that it
 // is its own inverse.
 func TestHadamardRows(t *testing.T) {
@@ -146,7 +146,12 @@ func TestHadamardRows(t *testing.T) {
 		x[i] = float32(math.Sin(float64(i)*0.7)) * 3
 	}
 	y := slices.Clone(x)
-	hadamardRows(y, n)
+	hadamardRows := func(v []float32) {
+		for r := 0; r < len(v); r += n {
+			tensor.Hadamard(v[r : r+n])
+		}
+	}
+	hadamardRows(y)
 	for r := range 2 {
 		for i := range n {
 			var want float64
@@ -159,7 +164,7 @@ func TestHadamardRows(t *testing.T) {
 			}
 		}
 	}
-	hadamardRows(y, n)
+	hadamardRows(y)
 	for i := range x {
 		if d := math.Abs(float64(y[i] - x[i])); d > 1e-5 {
 			t.Fatalf("H·H·x element %d: %g, want %g", i, y[i], x[i])
@@ -175,12 +180,12 @@ func TestHadamardRows(t *testing.T) {
 // TestLayerNorm is the indexer key's norm on a hand-computed case: mean 2.5, variance 1.25.
 func TestLayerNorm(t *testing.T) {
 	x := []float32{1, 2, 3, 4}
-	layerNorm(x, []float32{1, 2, 1, 1}, []float32{0, 0, 1, -1}, 0)
+	tensor.LayerNorm(x, []float32{1, 2, 1, 1}, []float32{0, 0, 1, -1}, 0)
 	s := float32(1 / math.Sqrt(1.25))
 	want := []float32{-1.5 * s, -0.5 * s * 2, 0.5*s + 1, 1.5*s - 1}
 	for i := range x {
 		if math.Abs(float64(x[i]-want[i])) > 1e-6 {
-			t.Fatalf("layerNorm: %v, want %v", x, want)
+			t.Fatalf("LayerNorm: %v, want %v", x, want)
 		}
 	}
 }

@@ -97,13 +97,10 @@ func TestSimulatedGPU(t *testing.T) {
 				if pl.ngl == 2 || pl.nkvo || pl.swaFull || pl.item != nil && pl.name != "-ngl 99 -ot exps=CPU" {
 					return
 				}
-				moeLayers, indexers := 0, 0
+				moeLayers := 0
 				for _, l := range m.layers {
 					if _, ok := l.ffn.(*moeFFN); ok {
 						moeLayers++
-					}
-					if d, ok := l.attn.(*dsaAttention); ok && d.indexer != nil {
-						indexers++
 					}
 				}
 				var wantTraffic backend.Traffic
@@ -113,15 +110,9 @@ func TestSimulatedGPU(t *testing.T) {
 				case "-ngl 99 -ot exps=CPU":
 					wantTraffic = backend.Traffic{CopiesIn: 1 + moeLayers, CopiesOut: 1 + moeLayers, Syncs: 1 + moeLayers}
 				}
-				// A lightning indexer runs its key's norm, RoPE and rotation on the host
-				// (dsa.go): its query, key and head weights out with one wait for the three,
-				// the key back into its cache; the cached keys come out too once a sequence
-				// is longer than the top-k, which this short prompt is not.
-				if pl.ngl != 0 {
-					wantTraffic.CopiesIn += indexers
-					wantTraffic.CopiesOut += 3 * indexers
-					wantTraffic.Syncs += indexers
-				}
+				// A lightning indexer runs where its layer's cache is and adds no crossing:
+				// its scores come to the host only once a sequence is longer than the
+				// top-k, which this short prompt is not (TestDSAIndexerCrossings).
 				traffic.BytesIn, traffic.BytesOut, traffic.Ops = 0, 0, 0
 				if traffic != wantTraffic {
 					t.Errorf("a decode step's crossings: %+v, want %+v (%d MoE layers)", traffic, wantTraffic, moeLayers)
@@ -262,5 +253,45 @@ func TestSimulatedGPUWithoutKernels(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDSAIndexerCrossings: DeepSeek-V3.2's lightning indexer runs on the simulated GPU
+// that holds its layer's cache under -ngl 99 (the key's norm, RoPE, rotation and the
+// scores) and sends the host only the scores of a sequence longer than its top-k: a decode
+// step after the "long" prompt crosses with the embedding in, the logits out and each
+// indexer layer's scores out, one wait each, and gives the CPU run's logits bit for bit.
+func TestDSAIndexerCrossings(t *testing.T) {
+	p := loadGolden(t, "synth-deepseek32").Prompts[2]
+	path := synthModel("deepseek32")
+	want := runSteps(t, openModel(t, path, 2), p.Tokens, p.Tokens[:1])
+	f, pool, host := openHost(t, path, 2)
+	gpu := sim.New(0, 1<<30, pool)
+	t.Cleanup(func() { gpu.Close() })
+	rules := placement.DefaultRules()
+	rules.GPULayers = 99
+	plan := placeModel(t, f, rules, []backend.Device{host.Device(), gpu.Device()})
+	m, err := Load(f, plan, []backend.Backend{host, gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	indexers, topK := 0, 0
+	for _, l := range m.layers {
+		if d, ok := l.attn.(*dsaAttention); ok && d.indexer != nil {
+			indexers++
+			topK = d.topK
+		}
+	}
+	if indexers == 0 || len(p.Tokens) <= topK {
+		t.Fatalf("%d indexer layers, a prompt of %d tokens for a top-k of %d: nothing to check", indexers, len(p.Tokens), topK)
+	}
+	got, traffic := stepsOn(t, (&testModel{Model: m, file: f, pool: pool}).context(t, DefaultContextOptions()), p.Tokens, p.Tokens[:1], gpu)
+	if !slices.Equal(got, want) {
+		t.Errorf("logits differ from the CPU run's: %+v", compareLogits(got, want))
+	}
+	traffic.BytesIn, traffic.BytesOut, traffic.Ops = 0, 0, 0
+	if wantTraffic := (backend.Traffic{CopiesIn: 1, CopiesOut: 1 + indexers, Syncs: 1 + indexers}); traffic != wantTraffic {
+		t.Errorf("a decode step's crossings: %+v, want %+v (%d indexer layers)", traffic, wantTraffic, indexers)
 	}
 }

@@ -279,6 +279,48 @@ func (w *Matrix) CheckGetRows(ndst int, ids []int32) error {
 	return nil
 }
 
+// LayerNorm normalises x in place to zero mean and unit variance (ggml_norm: the sums in
+// float64), then scales by w and adds b (each len(x) values): DeepSeek Sparse Attention's
+// indexer key norm. Each product and sum is rounded on its own (the conversions keep Go
+// from fusing them), as llama.cpp's separate mul and add ops round them.
+func LayerNorm(x, w, b []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v)
+	}
+	mean := float32(sum / float64(len(x)))
+	var sq float64
+	for i := range x {
+		x[i] -= mean
+		sq += float64(x[i] * x[i])
+	}
+	scale := float32(1 / math.Sqrt(sq/float64(len(x))+float64(eps)))
+	w, b = w[:len(x)], b[:len(x)]
+	for i := range x {
+		x[i] = float32(float32(x[i]*scale)*w[i]) + b[i]
+	}
+}
+
+// Hadamard multiplies x (a power of two of values) in place by the orthonormal
+// Walsh-Hadamard matrix of its size (Sylvester's, entries ±1/sqrt(n)) with the fast
+// transform, strides 1, 2, 4 and up: the rotation DeepSeek Sparse Attention's indexer
+// gives its queries and keys.
+func Hadamard(x []float32) {
+	n := len(x)
+	for h := 1; h < n; h *= 2 {
+		for i := 0; i < n; i += 2 * h {
+			for j := i; j < i+h; j++ {
+				a, b := x[j], x[j+h]
+				x[j], x[j+h] = a+b, a-b
+			}
+		}
+	}
+	norm := 1 / float32(math.Sqrt(float64(n)))
+	for i := range x {
+		x[i] *= norm
+	}
+}
+
 // L2Norm scales x in place to unit L2 norm, the norm clamped below at eps (ggml_l2_norm:
 // the squares summed in float64, the norm rounded to float32).
 func L2Norm(x []float32, eps float32) {

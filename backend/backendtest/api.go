@@ -263,6 +263,12 @@ var apiCalls = []apiCall{
 		}},
 	{"l2-norm", backend.OpL2Norm, tensor.F32, []operandShape{f32(32, 2)}, nil,
 		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error { return b.L2Norm(x[0], 1e-6) }},
+	{"layer-norm", backend.OpLayerNorm, tensor.F32, []operandShape{f32(32, 2), f32(32, 1), f32(32, 1)}, nil,
+		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error {
+			return b.LayerNorm(x[0], x[1], x[2], 1e-6)
+		}},
+	{"hadamard", backend.OpHadamard, tensor.F32, []operandShape{f32(32, 2)}, nil,
+		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error { return b.Hadamard(x[0]) }},
 	{"add", backend.OpAdd, tensor.F32, []operandShape{f32(32, 2), f32(32, 2), f32(32, 1)}, nil,
 		func(b backend.Backend, x []backend.Tensor, _ []backend.Weight) error { return b.Add(x[0], x[1], x[2]) }},
 	{"mul", backend.OpMul, tensor.F32, []operandShape{f32(32, 2), f32(32, 2), f32(32, 2)}, nil,

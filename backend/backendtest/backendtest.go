@@ -98,6 +98,8 @@ var opSuites = map[backend.Op]func(*env){
 	backend.OpGatedDeltaRule: gatedDeltaRuleSuite,
 	backend.OpMapIDs:         mapIDsSuite,
 	backend.OpIndexerScores:  indexerScoresSuite,
+	backend.OpLayerNorm:      layerNormSuite,
+	backend.OpHadamard:       hadamardSuite,
 }
 
 // suite is one Run.

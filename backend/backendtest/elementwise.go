@@ -115,6 +115,61 @@ func l2NormSuite(e *env) {
 	}
 }
 
+// layerNormSuite normalises rows in place, contiguous and as a strided view of wider rows,
+// a constant row among them (its variance 0, eps alone under the root).
+func layerNormSuite(e *env) {
+	if !e.supports(tensor.F32) {
+		return
+	}
+	for _, sh := range rowShapes {
+		for _, strided := range []bool{false, true} {
+			e.run(fmt.Sprintf("%v/strided=%v", sh, strided), func(c *tcase) {
+				vals := c.uniform(sh.cols*sh.rows, -2, 3)
+				if sh.rows >= 2 {
+					for i := sh.cols; i < 2*sh.cols; i++ {
+						vals[i] = 0.75
+					}
+				}
+				width, from := sh.cols, 0
+				if strided {
+					width, from = sh.cols+5, 3
+					wide := c.uniform(width*sh.rows, -1, 1)
+					for r := range sh.rows {
+						copy(wide[r*width+from:], vals[r*sh.cols:(r+1)*sh.cols])
+					}
+					vals = wide
+				}
+				x := c.values("x", width, sh.rows, vals).Columns(from, sh.cols)
+				w, bias := c.random("w", sh.cols, 1, -1, 1), c.random("b", sh.cols, 1, -1, 1)
+				c.check(x, ElementErr)
+				c.run(func(b backend.Backend, s side) error { return b.LayerNorm(x.on(s), w.on(s), bias.on(s), 1e-6) })
+			})
+		}
+	}
+}
+
+// hadamardSuite rotates rows of every power of two from 1 to 512 in place, contiguous and
+// as a strided view.
+func hadamardSuite(e *env) {
+	if !e.supports(tensor.F32) {
+		return
+	}
+	for cols := 1; cols <= 512; cols *= 2 {
+		for _, strided := range []bool{false, true} {
+			e.run(fmt.Sprintf("cols=%d/strided=%v", cols, strided), func(c *tcase) {
+				const rows = 3
+				width, from := cols, 0
+				if strided {
+					width, from = cols+4, 2
+				}
+				x := c.random("x", width, rows, -1, 1).Columns(from, cols)
+				c.check(x, ElementErr)
+				c.run(func(b backend.Backend, s side) error { return b.Hadamard(x.on(s)) })
+			})
+		}
+	}
+}
+
 // binarySuite covers Add and Mul: b with a's rows or one row, dst separate or a.
 func binarySuite(e *env, f func(b backend.Backend, dst, x, y backend.Tensor) error) {
 	if !e.supports(tensor.F32) {

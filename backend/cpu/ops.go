@@ -206,6 +206,52 @@ func (b *Backend) L2Norm(x backend.Tensor, eps float32) error {
 	return nil
 }
 
+// LayerNorm is tensor.LayerNorm on each row.
+func (b *Backend) LayerNorm(x, w, bias backend.Tensor, eps float32) error {
+	if err := b.allow(backend.OpLayerNorm); err != nil {
+		return err
+	}
+	xs, stride, err := b.rows(x, "layer-norm")
+	if err != nil {
+		return err
+	}
+	ws, err := b.f32(w, "layer-norm")
+	if err != nil {
+		return err
+	}
+	bs, err := b.f32(bias, "layer-norm")
+	if err != nil {
+		return err
+	}
+	if len(ws) != x.Cols || len(bs) != x.Cols {
+		return b.shapeError("layer-norm", "%s by %s plus %s: want one row of %d each", x, w, bias, x.Cols)
+	}
+	b.ops++
+	for r := range x.Rows {
+		tensor.LayerNorm(xs[r*stride:][:x.Cols], ws, bs, eps)
+	}
+	return nil
+}
+
+// Hadamard is tensor.Hadamard on each row.
+func (b *Backend) Hadamard(x backend.Tensor) error {
+	if err := b.allow(backend.OpHadamard); err != nil {
+		return err
+	}
+	if x.Cols&(x.Cols-1) != 0 {
+		return b.shapeError("hadamard", "%s: rows of %d, not a power of two", x, x.Cols)
+	}
+	xs, stride, err := b.rows(x, "hadamard")
+	if err != nil {
+		return err
+	}
+	b.ops++
+	for r := range x.Rows {
+		tensor.Hadamard(xs[r*stride:][:x.Cols])
+	}
+	return nil
+}
+
 // broadcast is the elements of dst, a and b for an element-wise operation where b has a's
 // rows or one row (contiguous tensors).
 func (b *Backend) broadcast(o backend.Op, dst, x, y backend.Tensor) ([]float32, []float32, []float32, error) {

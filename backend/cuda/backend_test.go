@@ -643,7 +643,8 @@ func TestDeviceMemory(t *testing.T) {
 			case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 				want = c.Supports(op, typ) || kernels.Supported(typ)
 			case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
+				backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute,
+				backend.OpLayerNorm, backend.OpHadamard:
 				want = typ == tensor.F32
 			case backend.OpSetRows:
 				want = typ == tensor.F32 || typ == tensor.F16 || typ == tensor.Q8_0

@@ -30,7 +30,8 @@ func (b *Backend) Supports(op backend.Op, t tensor.Type) bool {
 	case backend.OpGetRows, backend.OpMatMul, backend.OpMulMatID, backend.OpMatMulStack:
 		return kernels.Supported(t) || b.host.Supports(op, t)
 	case backend.OpCopy, backend.OpRMSNorm, backend.OpL2Norm, backend.OpAdd, backend.OpMul, backend.OpScale,
-		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute:
+		backend.OpUnary, backend.OpSwiGLU, backend.OpAddID, backend.OpWeightedSum, backend.OpRoPE, backend.OpRoute,
+		backend.OpLayerNorm, backend.OpHadamard:
 		return t == tensor.F32
 	case backend.OpMapIDs:
 		return t == tensor.I32
@@ -377,6 +378,11 @@ func (b *Backend) launchRows(name string, rows int, args ...uint64) error {
 	return b.launch(b.op[name], min(rows, kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
 }
 
+// launchThreadRows queues one of ops.cuh's kernels that give each row a thread.
+func (b *Backend) launchThreadRows(name string, rows int, args ...uint64) error {
+	return b.launch(b.op[name], min(ceilDiv(rows, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
+}
+
 // launchWarpRows queues one of ops.cuh's row kernels, a warp per row.
 func (b *Backend) launchWarpRows(name string, rows int, args ...uint64) error {
 	return b.launch(b.op[name], min(ceilDiv(rows, kernels.OpRowsPerBlock), kernels.MaxGridX), 1, kernels.OpBlockX, 1, args...)
@@ -517,6 +523,47 @@ func (b *Backend) L2Norm(x backend.Tensor, eps float32) error {
 	}
 	return b.run("l2-norm", func() error {
 		return b.launchWarpRows(kernels.L2NormF32, x.Rows, uint64(xp), f64(eps), uint64(x.Cols), uint64(x.Rows), xs)
+	})
+}
+
+// LayerNorm is tensor.LayerNorm on each row of x in place (see kernels.LayerNormF32): the
+// CPU's bits.
+func (b *Backend) LayerNorm(x, w, bias backend.Tensor, eps float32) error {
+	xp, xs, err := b.f32Operand(x, backend.OpLayerNorm)
+	if err != nil {
+		return err
+	}
+	if w.Elements() != x.Cols || bias.Elements() != x.Cols {
+		return fmt.Errorf("%s: layer-norm: %s by %s plus %s: want one row of %d each", b.dev.Name, x, w, bias, x.Cols)
+	}
+	wp, err := b.contiguous(w, tensor.F32, "layer-norm")
+	if err != nil {
+		return err
+	}
+	bp, err := b.contiguous(bias, tensor.F32, "layer-norm")
+	if err != nil || x.Elements() == 0 {
+		return err
+	}
+	return b.run("layer-norm", func() error {
+		return b.launchThreadRows(kernels.LayerNormF32, x.Rows, uint64(xp), uint64(wp), uint64(bp), f64(eps), uint64(x.Cols), uint64(x.Rows), xs)
+	})
+}
+
+// Hadamard is tensor.Hadamard on each row of x in place (see kernels.HadamardF32): the
+// CPU's bits.
+func (b *Backend) Hadamard(x backend.Tensor) error {
+	xp, xs, err := b.f32Operand(x, backend.OpHadamard)
+	if err != nil {
+		return err
+	}
+	if x.Cols&(x.Cols-1) != 0 {
+		return fmt.Errorf("%s: hadamard: %s: rows of %d, not a power of two", b.dev.Name, x, x.Cols)
+	}
+	if x.Elements() == 0 {
+		return nil
+	}
+	return b.run("hadamard", func() error {
+		return b.launchThreadRows(kernels.HadamardF32, x.Rows, uint64(xp), uint64(x.Cols), uint64(x.Rows), xs)
 	})
 }
 
@@ -797,7 +844,7 @@ func (b *Backend) CausalConv(dst, x, state, w backend.Tensor) error {
 		return nil
 	}
 	return b.run("causal-conv", func() error {
-		return b.launch(b.op[kernels.CausalConvF32], min(ceilDiv(channels, kernels.OpBlockX), kernels.MaxGridX), 1, kernels.OpBlockX, 1,
+		return b.launchThreadRows(kernels.CausalConvF32, channels,
 			uint64(ptrs[0]), uint64(ptrs[1]), uint64(ptrs[2]), uint64(ptrs[3]), uint64(channels), uint64(taps), uint64(x.Rows))
 	})
 }

@@ -96,6 +96,10 @@ const (
 	// heads of at most DeltaMaxDim values.
 	GatedDeltaRuleF32 = "gated_delta_rule_f32"
 	DeltaMaxDim       = 128
+	// LayerNormF32 and HadamardF32 are DeepSeek Sparse Attention's indexer key norm and
+	// rotation, a thread per row.
+	LayerNormF32 = "layer_norm_f32"
+	HadamardF32  = "hadamard_f32"
 )
 
 // RouteScratchWords is the scratch RouteF32 needs per token.
@@ -159,7 +163,8 @@ const OpRowsPerBlock = OpBlockX / 32
 // ops lists them, for Entries.
 var ops = []string{GroupPairs, CopyF32, AddF32, MulF32, ScaleF32, ScaleRowsF32, SigmoidF32, SoftplusF32, SiLUF32, SwiGLUF32,
 	SwiGLUOAIF32, RMSNormF32, L2NormF32, AddIDF32, MapIDsI32, WeightedSumF32, RoPEF32, SetRows(tensor.F32), SetRows(tensor.F16),
-	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32, IndexerScoresF32, CausalConvF32, GatedDeltaRuleF32}
+	SetRows(tensor.Q8_0), QuantizeActF32, AttentionF32, RouteF32, IndexerScoresF32, CausalConvF32, GatedDeltaRuleF32,
+	LayerNormF32, HadamardF32}
 
 // types are the weight types with kernels, in ggml's id order.
 var types = []tensor.Type{

@@ -700,6 +700,46 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     }
 }
 
+// layer_norm_f32(x, w, b, eps, cols, rows, stride): tensor.LayerNorm on each row of x in
+//   place, a thread per row summing in the CPU's order (in double, as ggml_norm), so the
+//   results are the CPU's bits: x − mean, times 1/sqrt(variance + eps), times w, plus b, each
+//   step rounded on its own. For the short rows it serves (DeepSeek Sparse Attention's
+//   indexer key).
+extern "C" __global__ void __launch_bounds__(kOpThreads)
+    layer_norm_f32(float* x, const float* w, const float* b, double eps, i64 cols, i64 rows, i64 stride) {
+    for (i64 r = i64(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += i64(gridDim.x) * blockDim.x) {
+        float* row = x + r * stride;
+        double sum = 0;
+        for (i64 c = 0; c < cols; c++) sum += double(row[c]);
+        const float mean = float(sum / double(cols));
+        double sq = 0;
+        for (i64 c = 0; c < cols; c++) {
+            row[c] = __fsub_rn(row[c], mean);
+            sq += double(__fmul_rn(row[c], row[c]));
+        }
+        const float scale = float(1.0 / sqrt(sq / double(cols) + eps));
+        for (i64 c = 0; c < cols; c++) row[c] = __fadd_rn(__fmul_rn(__fmul_rn(row[c], scale), w[c]), b[c]);
+    }
+}
+
+// hadamard_f32(x, cols, rows, stride): tensor.Hadamard on each row of x in place (cols a
+//   power of two), a thread per row: the fast transform's butterflies at strides 1, 2, 4 and
+//   up, then the scale 1/sqrt(cols), in the CPU's order, so its bits.
+extern "C" __global__ void __launch_bounds__(kOpThreads) hadamard_f32(float* x, i64 cols, i64 rows, i64 stride) {
+    const float norm = float(1.0 / sqrt(double(cols)));
+    for (i64 r = i64(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += i64(gridDim.x) * blockDim.x) {
+        float* row = x + r * stride;
+        for (i64 h = 1; h < cols; h *= 2)
+            for (i64 i = 0; i < cols; i += 2 * h)
+                for (i64 j = i; j < i + h; j++) {
+                    const float a = row[j], c = row[j + h];
+                    row[j] = __fadd_rn(a, c);
+                    row[j + h] = __fsub_rn(a, c);
+                }
+        for (i64 c = 0; c < cols; c++) row[c] = __fmul_rn(row[c], norm);
+    }
+}
+
 // MOERUN_OPS lists the entry points above and matvec.cu's group_pairs: every entry but the
 // per-type ones.
 #define MOERUN_OPS(X)                                                                                         \
@@ -707,4 +747,4 @@ extern "C" __global__ void __launch_bounds__(kOpThreads)
     X(add_f32) X(mul_f32) X(scale_f32) X(scale_rows_f32) X(sigmoid_f32) X(softplus_f32) X(silu_f32) X(swiglu_f32) \
         X(swiglu_oai_f32) X(rms_norm_f32) X(l2_norm_f32) X(add_id_f32) X(map_ids_i32) X(weighted_sum_f32) X(rope_f32) X(set_rows_f32) \
             X(set_rows_f16) X(set_rows_q8_0) X(quantize_act_f32) X(attention_f32) X(route_f32) X(indexer_scores_f32) \
-                X(causal_conv_f32) X(gated_delta_rule_f32)
+                X(causal_conv_f32) X(gated_delta_rule_f32) X(layer_norm_f32) X(hadamard_f32)
