@@ -84,6 +84,20 @@ func rmsNormSuite(e *env) {
 	}
 }
 
+// rowsOf is an input x of sh's shape holding vals: contiguous, or strided, a view of the
+// columns 3.. of wider rows (the others random).
+func rowsOf(c *tcase, sh shape, vals []float32, strided bool) Tensor {
+	if !strided {
+		return c.values("x", sh.cols, sh.rows, vals)
+	}
+	width := sh.cols + 5
+	wide := c.uniform(width*sh.rows, -1, 1)
+	for r := range sh.rows {
+		copy(wide[r*width+3:], vals[r*sh.cols:(r+1)*sh.cols])
+	}
+	return c.values("x", width, sh.rows, wide).Columns(3, sh.cols)
+}
+
 func l2NormSuite(e *env) {
 	if !e.supports(tensor.F32) {
 		return
@@ -98,16 +112,7 @@ func l2NormSuite(e *env) {
 						vals[i] *= 1e-8
 					}
 				}
-				width, from := sh.cols, 0
-				if strided {
-					width, from = sh.cols+5, 3
-					wide := c.uniform(width*sh.rows, -1, 1)
-					for r := range sh.rows {
-						copy(wide[r*width+from:], vals[r*sh.cols:(r+1)*sh.cols])
-					}
-					vals = wide
-				}
-				x := c.values("x", width, sh.rows, vals).Columns(from, sh.cols)
+				x := rowsOf(c, sh, vals, strided)
 				c.check(x, ElementErr)
 				c.run(func(b backend.Backend, s side) error { return b.L2Norm(x.on(s), 1e-6) })
 			})
@@ -130,16 +135,7 @@ func layerNormSuite(e *env) {
 						vals[i] = 0.75
 					}
 				}
-				width, from := sh.cols, 0
-				if strided {
-					width, from = sh.cols+5, 3
-					wide := c.uniform(width*sh.rows, -1, 1)
-					for r := range sh.rows {
-						copy(wide[r*width+from:], vals[r*sh.cols:(r+1)*sh.cols])
-					}
-					vals = wide
-				}
-				x := c.values("x", width, sh.rows, vals).Columns(from, sh.cols)
+				x := rowsOf(c, sh, vals, strided)
 				w, bias := c.random("w", sh.cols, 1, -1, 1), c.random("b", sh.cols, 1, -1, 1)
 				c.check(x, ElementErr)
 				c.run(func(b backend.Backend, s side) error { return b.LayerNorm(x.on(s), w.on(s), bias.on(s), 1e-6) })

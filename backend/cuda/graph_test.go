@@ -123,18 +123,7 @@ func (s *graphStep) run(t *testing.T, g *Backend, pos int, emb []float32) []floa
 func TestGraphs(t *testing.T) {
 	needGPU(t)
 	for _, host := range []bool{false, true} {
-		pool := tensor.NewPool(2)
-		defer pool.Close()
-		on, err := New(0, Options{Host: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer on.Close()
-		off, err := New(0, Options{Host: pool, NoGraphs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer off.Close()
+		on, off := newGPU(t, false), newGPU(t, true)
 		sOn, sOff := newGraphStep(t, on, host, rand.New(rand.NewPCG(5, 5))), newGraphStep(t, off, host, rand.New(rand.NewPCG(5, 5)))
 		rng := rand.New(rand.NewPCG(6, 6))
 		const warm, steps = 2, 5
@@ -170,13 +159,7 @@ func TestGraphs(t *testing.T) {
 
 	// Work that differs from a kept graph's only in a kernel's parameter is not replayed
 	// through it: 1·2·3·5, each product its own graph of the same nodes.
-	pool := tensor.NewPool(1)
-	defer pool.Close()
-	g, err := New(0, Options{Host: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newGPU(t, false)
 	x := f32s(t, g, 8, []float32{1, 1, 1, 1, 1, 1, 1, 1})
 	for i, f := range []float32{2, 3, 5} {
 		if err := g.Scale(x, x, f); err != nil {
@@ -188,11 +171,7 @@ func TestGraphs(t *testing.T) {
 	}
 
 	t.Setenv(graphsEnv, "0")
-	g, err = New(0, Options{Host: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g = newGPU(t, false)
 	x = f32s(t, g, 8, make([]float32, 8))
 	if err := g.Scale(x, x, 2); err != nil {
 		t.Fatal(err)
@@ -207,4 +186,23 @@ func TestGraphs(t *testing.T) {
 func graphStats(s, before Stats) Stats {
 	return Stats{GraphLaunches: s.GraphLaunches - before.GraphLaunches, GraphsBuilt: s.GraphsBuilt - before.GraphsBuilt,
 		GraphUpdates: s.GraphUpdates - before.GraphUpdates, GraphReplays: s.GraphReplays - before.GraphReplays}
+}
+
+// newGPU opens CUDA0 with a pool of its own, graphs off where noGraphs says, closed when
+// the test ends.
+func newGPU(t *testing.T, noGraphs bool) *Backend {
+	t.Helper()
+	pool := tensor.NewPool(2)
+	g, err := New(0, Options{Host: pool, NoGraphs: noGraphs})
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+		pool.Close()
+	})
+	return g
 }
