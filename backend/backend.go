@@ -253,6 +253,19 @@ type Traffic struct {
 	BytesUploaded int64
 }
 
+// CountStage counts a Stage of a weight of size bytes: one upload per span it copies (the
+// whole weight where spans is nil).
+func (t *Traffic) CountStage(size int64, spans [][2]int64) {
+	if spans == nil {
+		t.Uploads++
+		t.BytesUploaded += size
+	}
+	for _, s := range spans {
+		t.Uploads++
+		t.BytesUploaded += s[1] - s[0]
+	}
+}
+
 // Sub is the traffic between two readings of a counter.
 func (t Traffic) Sub(before Traffic) Traffic {
 	return Traffic{CopiesIn: t.CopiesIn - before.CopiesIn, CopiesOut: t.CopiesOut - before.CopiesOut,

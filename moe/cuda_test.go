@@ -253,7 +253,8 @@ func TestCUDASparseAttention(t *testing.T) {
 // trip to the host) and the output head's, and where the model has shared experts one more
 // per layer (submitted before the host computes the routed experts, so that the GPU
 // computes them meanwhile). A steady step replays the graphs the steps before it built, as
-// they are. It also runs on the fake driver (make cuda-fake's library, -run CUDAGraphs).
+// they are. The CUDA backend counts the crossings the simulated GPU does for these
+// placements. It also runs on the fake driver (make cuda-fake's library, -run CUDAGraphs).
 func TestCUDAGraphs(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		if os.Getenv("MOERUN_REQUIRE_GPU") == "1" {
@@ -274,6 +275,7 @@ func TestCUDAGraphs(t *testing.T) {
 			decode := stretch(prompt, 4)
 			var logits [2][]float32
 			var last [2]cuda.Stats
+			var traffic backend.Traffic // the graphs run's, last step
 			moeLayers, shared := 0, 0
 			for i, noGraphs := range []bool{false, true} {
 				f, pool, host := openHost(t, tc.path, 2)
@@ -290,12 +292,15 @@ func TestCUDAGraphs(t *testing.T) {
 				}
 				logits[i] = slices.Clone(out)
 				for _, tok := range decode {
-					before := gpu.Stats()
+					before, beforeTraffic := gpu.Stats(), gpu.Traffic()
 					out, err := c.Eval([]int32{tok}, false)
 					if err != nil {
 						t.Fatal(err)
 					}
 					logits[i] = append(logits[i], out...)
+					if i == 0 {
+						traffic = gpu.Traffic().Sub(beforeTraffic)
+					}
 					s := gpu.Stats()
 					last[i] = cuda.Stats{GraphLaunches: s.GraphLaunches - before.GraphLaunches, GraphsBuilt: s.GraphsBuilt - before.GraphsBuilt,
 						GraphUpdates: s.GraphUpdates - before.GraphUpdates, GraphReplays: s.GraphReplays - before.GraphReplays}
@@ -313,9 +318,15 @@ func TestCUDAGraphs(t *testing.T) {
 			if !slices.Equal(logits[0], logits[1]) {
 				t.Errorf("logits with graphs differ from direct launches' (max |Δ| %g)", compareLogits(logits[0], logits[1]).maxDiff)
 			}
-			want := 1
+			want, crossings := 1, 1
 			if tc.pl.item != nil {
-				want = moeLayers + shared + 1
+				want, crossings = moeLayers+shared+1, moeLayers+1
+			}
+			// The crossings the simulated GPU counts for these placements (TestSimulatedGPU),
+			// counted by the CUDA backend.
+			traffic.BytesIn, traffic.BytesOut, traffic.Ops = 0, 0, 0
+			if wantTraffic := (backend.Traffic{CopiesIn: crossings, CopiesOut: crossings, Syncs: crossings}); traffic != wantTraffic {
+				t.Errorf("a decode step's crossings: %+v, want %+v", traffic, wantTraffic)
 			}
 			if g := last[0]; g.GraphLaunches != want || g.GraphReplays != want {
 				t.Errorf("the last decode step launched %d graphs (%d built, %d updated, %d replayed), want %d, all replayed",

@@ -76,7 +76,8 @@ type Backend struct {
 	halfQueued [2]bool
 	halfCopied [2]cu.Event
 
-	graph graphState
+	graph   graphState
+	traffic backend.Traffic // the crossings of values (Counter): Set, Get, Synchronize, Stage
 
 	weights  []cu.DevicePtr
 	resident int64 // bytes of weights in device memory
@@ -190,6 +191,15 @@ func (b *Backend) Resident() int64 { return b.resident }
 
 // Stats returns what the backend did so far.
 func (b *Backend) Stats() Stats { return b.stats }
+
+// Traffic is what crossed between the GPU and the host so far (backend.Counter): the
+// runtime's Set and Get calls, its waits and op offload's weight copies, and the operations
+// run. The backend's own small copies (ids, positions, angles) are in Stats.
+func (b *Backend) Traffic() backend.Traffic {
+	t := b.traffic
+	t.Ops = b.stats.Ops
+	return t
+}
 
 // do runs fn with the device's context current on this thread.
 func (b *Backend) do(fn func() error) error { return onContext(b.ctx, fn) }

@@ -161,6 +161,8 @@ func (b *Backend) Set(dst backend.Tensor, src []byte) error {
 		return fmt.Errorf("%s: set of %d bytes into %s (%d bytes)", b.dev.Name, len(src), dst, dst.Bytes())
 	}
 	b.stats.CopyInBytes += int64(len(src))
+	b.traffic.CopiesIn++
+	b.traffic.BytesIn += int64(len(src))
 	return b.copying("set", func() error { return b.copyIn(p, src) })
 }
 
@@ -175,6 +177,8 @@ func (b *Backend) Get(dst []byte, src backend.Tensor) error {
 		return fmt.Errorf("%s: get of %s (%d bytes) into %d bytes", b.dev.Name, src, src.Bytes(), len(dst))
 	}
 	b.stats.CopyOutBytes += int64(len(dst))
+	b.traffic.CopiesOut++
+	b.traffic.BytesOut += int64(len(dst))
 	return b.copying("get", func() error { return b.copyOut(dst, p) })
 }
 
@@ -205,6 +209,7 @@ func (b *Backend) Synchronize() error {
 	if b.closed {
 		return errClosed
 	}
+	b.traffic.Syncs++
 	err := b.copying("synchronize", func() error { return errors.Join(b.settle(), b.copyStream.Synchronize()) })
 	b.graph.held = false
 	return err

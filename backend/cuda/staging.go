@@ -166,6 +166,7 @@ func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Typ
 	}
 	w.ptr = u.ptr + cu.DevicePtr(off)
 	w.stagedIn, w.off, w.end = u, off, off+int64(len(data))
+	b.traffic.CountStage(int64(len(data)), spans)
 	if spans == nil {
 		spans = [][2]int64{{0, int64(len(data))}}
 	}

@@ -89,14 +89,7 @@ func (b *Backend) Get(dst []byte, src backend.Tensor) error {
 
 // Stage copies a host-held weight's bytes into the device for op offload, and counts them.
 func (b *Backend) Stage(buf backend.Buffer, off int64, name string, t tensor.Type, shape []int64, data []byte, spans [][2]int64) (backend.Weight, error) {
-	if spans == nil {
-		b.traffic.Uploads++
-		b.traffic.BytesUploaded += int64(len(data))
-	}
-	for _, s := range spans {
-		b.traffic.Uploads++
-		b.traffic.BytesUploaded += s[1] - s[0]
-	}
+	b.traffic.CountStage(int64(len(data)), spans)
 	return b.Backend.Stage(buf, off, name, t, shape, data, spans)
 }
 
