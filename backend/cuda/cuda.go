@@ -45,16 +45,20 @@ import (
 // Available reports whether the CUDA driver initialised: nil when it did, else the
 // driver's error (no GPU, no kernel module, driver too old).
 func Available() error {
-	r := C.moerun_cuinit_result()
+	return cuErr("CUDA driver: cuInit", C.CUresult(C.moerun_cuinit_result()))
+}
+
+// cuErr is a driver result as an error naming what failed, nil for success. (cuGetErrorName
+// needs no initialised driver, so it serves cuInit's failure too.)
+func cuErr(what string, r C.CUresult) error {
 	if r == C.CUDA_SUCCESS {
 		return nil
 	}
-	// cuGetErrorName needs no initialised driver.
 	var p *C.char
-	if C.cuGetErrorName(C.CUresult(r), &p) == C.CUDA_SUCCESS {
-		return fmt.Errorf("CUDA driver: cuInit: %s (%d)", C.GoString(p), int(r))
+	if C.cuGetErrorName(r, &p) == C.CUDA_SUCCESS {
+		return fmt.Errorf("%s: %s (%d)", what, C.GoString(p), int(r))
 	}
-	return fmt.Errorf("CUDA driver: cuInit: error %d", int(r))
+	return fmt.Errorf("%s: CUDA error %d", what, int(r))
 }
 
 // Devices lists the GPUs the driver sees, named as llama.cpp names them (CUDA0, CUDA1, …)

@@ -128,18 +128,6 @@ func graphsOff(opts Options) bool { return opts.NoGraphs || os.Getenv(graphsEnv)
 // rawStream is s as this package's cgo type.
 func rawStream(s cu.Stream) C.CUstream { return C.CUstream(unsafe.Pointer(s.C())) }
 
-// cuErr is a driver result as an error, nil for success.
-func cuErr(what string, r C.CUresult) error {
-	if r == C.CUDA_SUCCESS {
-		return nil
-	}
-	var p *C.char
-	if C.cuGetErrorName(r, &p) == C.CUDA_SUCCESS {
-		return fmt.Errorf("%s: %s (%d)", what, C.GoString(p), int(r))
-	}
-	return fmt.Errorf("%s: CUDA error %d", what, int(r))
-}
-
 // recording reports whether stream work is recorded rather than issued.
 func (b *Backend) recording() bool { return !b.graph.off && !b.graph.held }
 

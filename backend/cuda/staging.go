@@ -36,8 +36,8 @@ func (p *pinned) reserve(n int64) error {
 		return err
 	}
 	var ptr unsafe.Pointer
-	if r := C.cuMemAllocHost(&ptr, C.size_t(n)); r != C.CUDA_SUCCESS {
-		return fmt.Errorf("allocating %d KiB of pinned host memory: CUDA error %d", n>>10, int(r))
+	if err := cuErr(fmt.Sprintf("allocating %d KiB of pinned host memory", n>>10), C.cuMemAllocHost(&ptr, C.size_t(n))); err != nil {
+		return err
 	}
 	p.mem = unsafe.Slice((*byte)(ptr), n)
 	return nil
@@ -49,10 +49,7 @@ func (p *pinned) free() error {
 	}
 	r := C.cuMemFreeHost(unsafe.Pointer(&p.mem[0]))
 	p.mem = nil
-	if r != C.CUDA_SUCCESS {
-		return fmt.Errorf("freeing pinned host memory: CUDA error %d", int(r))
-	}
-	return nil
+	return cuErr("freeing pinned host memory", r)
 }
 
 // deviceBuffer is a grow-only device allocation.
