@@ -28,7 +28,9 @@ type Backend interface {
 	// Load makes a weight resident on the device. data holds the tensor's bytes in host
 	// memory, usually a view into the memory-mapped model file that stays valid until the
 	// file is closed; a device that can compute on host memory keeps the view (no copy,
-	// ggml's buffer from a host pointer), others copy it into their own buffers. shape is in
+	// ggml's buffer from a host pointer), others copy it into their own buffers. (The runtime
+	// gives a host backend that keeps a store, Keeper, the host's weights through the store,
+	// which honours the load mode.) shape is in
 	// GGUF order ([ne0, ne1, ne2]: columns, rows, stacked experts). An unsupported type or
 	// shape is an error naming the tensor.
 	Load(name string, t tensor.Type, shape []int64, data []byte) (Weight, error)

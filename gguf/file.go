@@ -106,9 +106,8 @@ func (f *File) TensorData(t *TensorInfo) ([]byte, error) {
 	return buf, nil
 }
 
-// ReadTensor reads a tensor's bytes into dst, which holds exactly t.Size bytes. For an
-// opened file it reads the file (pread), not the mapping: a caller keeping its own copy
-// leaves the mapping's pages unmapped, so they do not count as its memory a second time.
+// ReadTensor reads a tensor's bytes into dst, which holds exactly t.Size bytes, with
+// ordinary reads of its part (Part.ReadAt).
 func (f *File) ReadTensor(t *TensorInfo, dst []byte) error {
 	if int64(len(dst)) != t.Size {
 		return fmt.Errorf("tensor %s: %d bytes, buffer of %d", t.Name, t.Size, len(dst))
@@ -117,11 +116,7 @@ func (f *File) ReadTensor(t *TensorInfo, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	read := p.r.ReadAt
-	if p.mapping != nil {
-		read = p.mapping.ReadFileAt
-	}
-	if n, err := read(dst, t.FileOffset); n < len(dst) {
+	if n, err := p.ReadAt(dst, t.FileOffset); n < len(dst) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF // the file shrank since it was opened
 		}
@@ -130,15 +125,25 @@ func (f *File) ReadTensor(t *TensorInfo, dst []byte) error {
 	return nil
 }
 
-// LockData keeps the first n bytes of part split's file in RAM (mlock on its mapping), as
-// llama.cpp's mmap+mlock load mode locks each file from its start to the end of the last
-// tensor it uses. One call per part: locking tensor by tensor would split the mapping at
-// each tensor's edges and with it the huge pages there.
-func (f *File) LockData(split int, n int64) error {
-	if split < 0 || split >= len(f.Parts) {
-		return fmt.Errorf("split %d out of range", split)
+// Name is the part's path. Name, ReadAt and Lock are what a backend's weight store reads
+// a part with (backend.ModelFile).
+func (p *Part) Name() string { return p.Path }
+
+// ReadAt reads the part's bytes at off. For an opened file it reads the file (pread), not
+// the mapping: a caller keeping its own copy leaves the mapping's pages unmapped, so they
+// do not count as its memory a second time.
+func (p *Part) ReadAt(dst []byte, off int64) (int, error) {
+	if p.mapping != nil {
+		return p.mapping.ReadFileAt(dst, off)
 	}
-	p := f.Parts[split]
+	return p.r.ReadAt(dst, off)
+}
+
+// Lock keeps the part's first n bytes in RAM (mlock on its mapping), as llama.cpp's
+// mmap+mlock load mode locks each file from its start to the end of the last tensor it
+// uses. One call per part: locking tensor by tensor would split the mapping at each
+// tensor's edges and with it the huge pages there.
+func (p *Part) Lock(n int64) error {
 	if n < 0 || n > p.Size {
 		return fmt.Errorf("%s: %d bytes to lock, the file has %d", p.Path, n, p.Size)
 	}

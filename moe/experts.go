@@ -59,21 +59,13 @@ func (b *binder) expertStack(name string, shape ...int) ([]stackShare, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, local, err := b.src.share(ti, u)
-		if err != nil {
-			return nil, err
-		}
-		wshape := slices.Clone(ti.Shape)
-		if local != nil {
-			wshape[2] = int64(len(local))
-		}
 		be := b.devs[dev]
-		w, err := be.Load(name, ti.Type, wshape, data)
+		w, data, local, err := b.src.share(be, ti, u)
 		if err != nil {
 			return nil, err
 		}
 		wt := weight{w: w, on: be, dev: dev}
-		if u.Device == b.src.host && u.Storage != placement.StorageRepacked {
+		if u.Storage != placement.StorageRepacked {
 			wt.host = data
 		}
 		out = append(out, stackShare{w: wt, experts: u.Experts, local: local})

@@ -96,7 +96,7 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Mode
 	if err != nil {
 		return nil, &ModelError{Model: name, Err: err}
 	}
-	src, err := newWeightSource(f, plan, hostDevice(backends))
+	src, err := newWeightSource(f, plan, backends)
 	if err != nil {
 		return nil, err
 	}
@@ -123,18 +123,8 @@ func Load(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*Mode
 			return nil, errors.Join(&ModelError{Model: name, Err: fmt.Errorf("--expert-cache %s: %w", ec, err)}, m.Close())
 		}
 	}
-	src.lockAll()
+	src.seal()
 	return m, nil
-}
-
-// hostDevice is the name of the host's device among backends ("" if none is the CPU).
-func hostDevice(backends []backend.Backend) string {
-	for _, be := range backends {
-		if d := be.Device(); d.Kind == backend.KindCPU {
-			return d.Name
-		}
-	}
-	return ""
 }
 
 // Close releases the memory the weights were read into where the load mode copies them
@@ -151,14 +141,14 @@ func (m *Model) Close() error {
 
 // LoadWarnings are what loading the weights met that the user should know, as llama.cpp
 // warns: a lock in RAM refused (RLIMIT_MEMLOCK), a file system without direct I/O.
-func (m *Model) LoadWarnings() []string { return m.weights.warnings }
+func (m *Model) LoadWarnings() []string { return m.weights.report().Warnings }
 
 // CopiedWeights is how much memory the weights were read into (zero where the file is
 // mapped), and how the kernel holds it: resident bytes and those in huge pages. The page
 // use fails where the platform cannot tell.
 func (m *Model) CopiedWeights() (int64, mmap.PageUse, error) {
-	use, err := m.weights.pageUse()
-	return int64(m.weights.used), use, err
+	r := m.weights.report()
+	return r.Copied, r.Pages, r.PagesErr
 }
 
 // NewExpertStats makes a routing-statistics recorder for the model's MoE layers.
@@ -300,16 +290,12 @@ func (b *binder) load(ti *gguf.TensorInfo, u *placement.TensorUse) (weight, erro
 		return weight{}, err
 	}
 	be := b.devs[dev]
-	data, err := b.src.bytes(ti, u)
-	if err != nil {
-		return weight{}, err
-	}
-	w, err := be.Load(ti.Name, ti.Type, ti.Shape, data)
+	w, data, err := b.src.load(be, ti, ti.Shape, u)
 	if err != nil {
 		return weight{}, err
 	}
 	wt := weight{w: w, on: be, dev: dev}
-	if u.Device == b.src.host && u.Storage != placement.StorageRepacked {
+	if u.Storage != placement.StorageRepacked {
 		wt.host = data
 	}
 	return wt, nil

@@ -1,6 +1,7 @@
 // Package cpu is the host backend: weights are tensor.Matrix views (of the memory-mapped
-// model file, so loading copies nothing), buffers are host memory and the operations are the
-// tensor package's kernels on a worker pool. The same code, with memory the host may not
+// model file, so loading copies nothing) or, where the load mode says so, copies in the
+// backend's store (store.go: read, direct I/O, locked in RAM); buffers are host memory and
+// the operations are the tensor package's kernels on a worker pool. The same code, with memory the host may not
 // address directly, is the simulated GPU (backend/sim).
 package cpu
 
