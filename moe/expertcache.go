@@ -152,10 +152,11 @@ func (m *Model) EnableExpertCache(o ExpertCacheOptions) error {
 	return nil
 }
 
-// cacheable reports whether a layer's experts are whole on the host while its router is
-// on a GPU that stages their types into its own memory.
+// cacheable reports whether a layer's experts are whole in host memory (their bytes
+// there, views or the host store's copies) while its router is on another device that
+// stages their types into its own memory.
 func (m *Model) cacheable(f *moeFFN) bool {
-	if len(f.experts) != 1 || f.router.on.Device().Kind != backend.KindGPU || f.experts[0].gate.on.Device().Kind != backend.KindCPU {
+	if len(f.experts) != 1 || f.router.dev == f.experts[0].gate.dev {
 		return false
 	}
 	st, ok := f.router.on.(backend.Stager)
