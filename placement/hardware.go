@@ -48,6 +48,9 @@ type CPUSpec struct {
 	// ceiling no kernel beats. Informative; the predictor does not use it.
 	StreamBandwidth float64 `json:"stream_bw_gbps,omitempty"`
 	TFLOPS          float64 `json:"tflops,omitempty"` // quantized matmul throughput, all threads
+	// GHz is the cores' maximum boost clock as the CPU's specification states it: without
+	// TFLOPS, the matmul rate per thread scales with it (see cpuGFLOPS).
+	GHz float64 `json:"ghz,omitempty"`
 }
 
 // GPUSpec is one GPU of Hardware, in device order (CUDA0 first).
@@ -287,6 +290,7 @@ func (h *Hardware) Validate() error {
 		{"cpu.decode_bw_gbps", c.DecodeBandwidth, 100000},
 		{"cpu.stream_bw_gbps", c.StreamBandwidth, 100000},
 		{"cpu.tflops", c.TFLOPS, 100000},
+		{"cpu.ghz", c.GHz, 100},
 	}
 	for i, g := range h.GPUs {
 		p := fmt.Sprintf("gpus[%d].", i)

@@ -25,6 +25,12 @@ const (
 	tokenOverhead = 1e-3  // t0: sampling, logits, launches: per token and per ubatch
 	gpuComputeEff = 0.5   // share of the tensor-core peak llama.cpp's prompt matmuls reach
 	cpuGFLOPS     = 80.0  // per thread: the build machine decodes at ~75, a 7950X prompts at ~87
+	// cpuGFLOPSClock is the clock cpuGFLOPS is taken at: the Ryzen 9 7950X's maximum boost
+	// (5.7 GHz), whose public rows set it. A CPU whose clock is stated (--cpu-ghz, the
+	// profile's cpu.ghz) gets cpuGFLOPS scaled by its maximum boost over this one: a
+	// server's many slower cores do less per thread (44 threads of an EPYC 9B14, 3.7 GHz,
+	// prompt at about 0.6 of the 7950X's rate per thread, docs/predict.md rows 33-35).
+	cpuGFLOPSClock = 5.7
 	// A prompt ubatch's GPU kernels are launched one by one: the llama.cpp versions of
 	// the public rows captured no CUDA graph for batches of several tokens or with
 	// MUL_MAT_ID, and the reference commit executes directly whenever the graph's node
@@ -220,9 +226,15 @@ func resolve(hw Hardware, plan *Plan) (*machine, error) {
 		m.CPUThreads, m.CPUThreadsBy = runtime.NumCPU(), "this machine's cores; --cpu-threads or -t for another"
 	}
 	m.CPUTFLOPS, m.CPUTFLOPSBy = c.TFLOPS, "given"
-	if m.CPUTFLOPS <= 0 {
+	switch {
+	case m.CPUTFLOPS > 0:
+	case c.GHz > 0:
+		perThread := cpuGFLOPS * c.GHz / cpuGFLOPSClock
+		m.CPUTFLOPS = float64(m.CPUThreads) * perThread * gflops / tflops
+		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (%.0f at %.1f GHz, scaled to %.2g GHz)", m.CPUThreads, perThread, cpuGFLOPS, cpuGFLOPSClock, c.GHz)
+	default:
 		m.CPUTFLOPS = float64(m.CPUThreads) * cpuGFLOPS * gflops / tflops
-		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (default)", m.CPUThreads, cpuGFLOPS)
+		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (default; --cpu-ghz scales it to the CPU's clock)", m.CPUThreads, cpuGFLOPS)
 	}
 	m.cpuFLOPS = m.CPUTFLOPS * tflops
 	link, by := defaultPCIe, "assumed"

@@ -645,3 +645,30 @@ func TestPredictCPUTypeShare(t *testing.T) {
 		t.Errorf("Q8_0 prompt compute %.6f s over Q4_K_M's, want %.6f (%.3g FLOPs of Q8_0 matmuls)", got, want, q8FLOPs)
 	}
 }
+
+// A stated clock scales the default matmul rate per thread from the 7950X's 80 GFLOP/s at
+// 5.7 GHz (3.7 GHz: 51.93 GFLOP/s, worked by hand) and says so; a given rate wins over it.
+func TestResolveCPUClock(t *testing.T) {
+	plan, _ := predictPlan(t, "qwen3-30b-a3b:q4_k_m", 0, Flag{"-c", "4096"})
+	for _, c := range []struct {
+		cpu    CPUSpec
+		tflops float64
+		by     string
+	}{
+		{CPUSpec{Threads: 44, DecodeBandwidth: 100}, 44 * 0.080, "default"},
+		{CPUSpec{Threads: 44, DecodeBandwidth: 100, GHz: 3.7}, 44 * 0.080 * 3.7 / 5.7, "scaled to 3.7 GHz"},
+		{CPUSpec{Threads: 44, DecodeBandwidth: 100, GHz: 3.7, TFLOPS: 2}, 2, "given"},
+	} {
+		m, err := resolve(Hardware{CPU: c.cpu}, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(m.CPUTFLOPS-c.tflops) > 1e-12 || !strings.Contains(m.CPUTFLOPSBy, c.by) {
+			t.Errorf("%+v: %.4f TFLOP/s (%s), want %.4f (%s)", c.cpu, m.CPUTFLOPS, m.CPUTFLOPSBy, c.tflops, c.by)
+		}
+	}
+	fast := Hardware{CPU: CPUSpec{GHz: 150}}
+	if got := fast.Validate(); got == nil || !strings.Contains(got.Error(), "cpu.ghz") {
+		t.Errorf("a 150 GHz CPU: %v", got)
+	}
+}

@@ -100,7 +100,7 @@ func (c *calibCmd) Run(e *env) error {
 }
 
 // baseProfile starts from the existing profile, keeping what calibrate does not measure (GPUs,
-// PCIe, the RAM's theoretical figures), then applies the machine flags.
+// PCIe, the RAM's theoretical figures, the CPU's rated clock), then applies the machine flags.
 func (c *calibCmd) baseProfile() (*placement.Profile, error) {
 	path, err := c.path()
 	if err != nil {
@@ -112,7 +112,7 @@ func (c *calibCmd) baseProfile() (*placement.Profile, error) {
 	}
 	prof.Created, prof.Host = time.Now().UTC().Format(time.RFC3339), cpuName()
 	theo := prof.CPU
-	prof.CPU = placement.CPUSpec{RAM: totalRAM(), RAMBandwidth: theo.RAMBandwidth, RAMChannels: theo.RAMChannels, RAMSpeed: theo.RAMSpeed}
+	prof.CPU = placement.CPUSpec{RAM: totalRAM(), RAMBandwidth: theo.RAMBandwidth, RAMChannels: theo.RAMChannels, RAMSpeed: theo.RAMSpeed, GHz: theo.GHz}
 	if err := c.Machine.apply(&prof.Hardware); err != nil {
 		return nil, err
 	}

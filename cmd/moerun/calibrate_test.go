@@ -25,13 +25,13 @@ func readProfileFile(t *testing.T, path string) *placement.Profile {
 // measurements file notes. The profile keeps GPU figures given with it, and place reads it.
 func TestCalibrateFromRun(t *testing.T) {
 	dir := isolate(t)
-	code, out, errOut := moerun(t, "calibrate", "--from-run", "27.2", "-t", "16", "--preset", "qwen3-30b-a3b:q4_k_m", "--gpu-model", "rtx4080", "--pcie", "4x16")
+	code, out, errOut := moerun(t, "calibrate", "--from-run", "27.2", "-t", "16", "--preset", "qwen3-30b-a3b:q4_k_m", "--gpu-model", "rtx4080", "--pcie", "4x16", "--cpu-ghz", "5.7")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	path := filepath.Join(dir, "moerun", "profile.json")
 	p := readProfileFile(t, path)
-	if p.CPU.DecodeSource != "run" || math.Abs(p.CPU.DecodeBandwidth-53.5) > 1 || p.CPU.Threads != 16 || len(p.GPUs) != 1 || p.GPUs[0].Model != "rtx4080" || p.PCIe != "4x16" {
+	if p.CPU.DecodeSource != "run" || math.Abs(p.CPU.DecodeBandwidth-53.5) > 1 || p.CPU.Threads != 16 || len(p.GPUs) != 1 || p.GPUs[0].Model != "rtx4080" || p.PCIe != "4x16" || p.CPU.GHz != 5.7 {
 		t.Errorf("profile %+v", p)
 	}
 	if p.Calibration == nil || p.Calibration.Method != "run" || p.Calibration.TPS != 27.2 || !strings.Contains(out, "from 27.20 tokens/s") || !strings.Contains(errOut, path) {
@@ -42,11 +42,11 @@ func TestCalibrateFromRun(t *testing.T) {
 	if tg := *doc.Prediction.TG; math.Abs(tg-27.2) > 0.01 {
 		t.Errorf("the calibrating run predicted at %.3f t/s", tg)
 	}
-	// A second calibration keeps the GPU figures it does not measure.
+	// A second calibration keeps the GPU figures and the clock it does not measure.
 	if code, _, errOut := moerun(t, "calibrate", "--from-run", "20", "-t", "16"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if p := readProfileFile(t, path); len(p.GPUs) != 1 || p.CPU.DecodeBandwidth >= 53 {
+	if p := readProfileFile(t, path); len(p.GPUs) != 1 || p.CPU.GHz != 5.7 || p.CPU.DecodeBandwidth >= 53 {
 		t.Errorf("recalibrated profile %+v", p)
 	}
 }

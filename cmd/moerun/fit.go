@@ -243,6 +243,7 @@ func (c *fitCmd) commandArgs() (llama, moerun string) {
 	add("--ram-speed", num(h.RAMSpeed))
 	add("--cpu-bw-eff", num(h.CPUBWEff))
 	add("--cpu-tflops", num(h.CPUTFLOPS))
+	add("--cpu-ghz", num(h.CPUGHz))
 	add("--cpu-threads", strconv.Itoa(h.CPUThreads))
 	add("--pcie", h.PCIe)
 	add("--depth", strconv.Itoa(h.Depth))

@@ -226,3 +226,17 @@ func TestPredictionSaysWhereThreadsCameFrom(t *testing.T) {
 		}
 	}
 }
+
+// --cpu-ghz scales the CPU's default matmul rate, and the report says by what; a negative
+// clock is bad input.
+func TestPlacePredictCPUClock(t *testing.T) {
+	isolate(t)
+	args := []string{"place", "--preset", "qwen3-30b-a3b", "-c", "4096", "--ram-bw", "460", "--cpu-threads", "44", "--predict"}
+	code, out, errOut := moerun(t, append(args, "--cpu-ghz", "3.7")...)
+	if code != 0 || !strings.Contains(out, "44 threads × 52 GFLOP/s (80 at 5.7 GHz, scaled to 3.7 GHz)") {
+		t.Errorf("exit %d %s\n%s", code, errOut, out)
+	}
+	if code, _, errOut := moerun(t, append(args, "--cpu-ghz", "-1")...); code != 2 || !strings.Contains(errOut, "--cpu-ghz") {
+		t.Errorf("a negative clock: exit %d %s", code, errOut)
+	}
+}
