@@ -315,7 +315,7 @@ func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
 	sel, gstart, gexpert := b.workList(n)
 	next := gexpert + 4*uint64(b.groups)
 	return b.launch(b.op[kernels.GroupPairs], 1, 1, kernels.MatVecBlockX, 1,
-		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups))
+		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups), kernels.GroupSize)
 }
 
 // workList is the device addresses of the work list groupPairs built for n pairs.
