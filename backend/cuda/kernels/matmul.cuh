@@ -7,9 +7,14 @@
 // kTileTokens activation rows per pass over it: the block walks the columns in slices of
 // kSlice values, dequantizes the tile's slice of weights once into shared memory, stages
 // the tokens' slice of activations beside it (rounded as mmv rounds them: activation<T>),
-// and multiplies the two there. Every output is one float32 chain of fused multiply-adds
-// over the columns in order, so it equals mmv's up to float32 summation order, and the
-// dequantized weights are bit-exact with the CPU's as in mmv (T::chunk).
+// and multiplies the two there. The dequantized weights are bit-exact with the CPU's as in
+// mmv (T::chunk), and the sums equal mmv's up to float32 summation order, which follows the
+// CPU's where it can: a slice's 32 products are summed by themselves (a chain of fused
+// multiply-adds) and the slices' sums added in column order, as ggml's dot products sum
+// each 32-value block (exactly, in integers) and then add the blocks in order. That keeps
+// the error of a long row to about one slice's plus one addition per slice, and on the
+// golden models it is what keeps an op-offloaded prompt's logits as close to the CPU's as
+// mmv's (a single chain over the whole row drifted past the CPU bar on synth-glm4moe).
 //
 // A block is one warp (blockDim = (32, 1, 1)), so the shared tiles need no block-wide
 // barrier: __syncwarp orders the lanes' writes before the reads and the reads before the
@@ -104,7 +109,8 @@ __device__ __forceinline__ void matMulTile(const u8* w0, i64 rowsLeft, i64 r0, i
         x = X + xRow * cols;
     }
 
-    // The outputs this lane owns: acc[i][j] is row rowOf(i), token tokenOf(j).
+    // The outputs this lane owns: acc[i][j] is row 4·rq + i (i < 4) or 32 + 4·rq + i-4, token
+    // 4·tq + j (j < 4) or 16 + 4·tq + j-4; part[i][j] is the running slice's sum.
     const int rq = lane % 8, tq = lane / 8;
     float acc[8][8];
 #pragma unroll
@@ -117,6 +123,11 @@ __device__ __forceinline__ void matMulTile(const u8* w0, i64 rowsLeft, i64 r0, i
         tileWeights<T>(ws, lane + kWarp, row1, live1, cols, c0);
         tileActivations<T>(xs, lane, x, xLive, cols, c0);
         __syncwarp();
+        float part[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) part[i][j] = 0;
 #pragma unroll 4
         for (int c = 0; c < kSlice; c++) {
             const float4 wa = wTile[c][rq], wb = wTile[c][kTileRows / 8 + rq];
@@ -126,8 +137,12 @@ __device__ __forceinline__ void matMulTile(const u8* w0, i64 rowsLeft, i64 r0, i
 #pragma unroll
             for (int i = 0; i < 8; i++)
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[i][j] = fmaf(w[i], v[j], acc[i][j]);
+                for (int j = 0; j < 8; j++) part[i][j] = fmaf(w[i], v[j], part[i][j]);
         }
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[i][j] += part[i][j];
         __syncwarp();  // every lane has read the slice before the next one overwrites it
     }
 
