@@ -46,10 +46,10 @@ type Backend struct {
 	// mark orders it after the stream's work where it must (copyAfterStream).
 	copyStream cu.Stream
 	mark       cu.Event
-	// Each weight type's kernels (the PTX entries mmv_<type> and getrows_<type>) and the
-	// operations between the products, by entry name.
-	mmv, getrows map[tensor.Type]cu.Function
-	op           map[string]cu.Function
+	// Each weight type's kernels (the PTX entries mmv_<type>, mmq_<type> and
+	// getrows_<type>) and the operations between the products, by entry name.
+	mmv, mmq, getrows map[tensor.Type]cu.Function
+	op                map[string]cu.Function
 
 	// host computes the weights of types without a CUDA kernel, and the operations that
 	// run through the host, on host copies of their operands (onHost).
@@ -58,6 +58,7 @@ type Backend struct {
 	x        deviceBuffer // activations as mmv wants them: on a 16-byte boundary, quantized (activations)
 	route    deviceBuffer // one operation's work list (groupPairs), row ids or positions
 	groups   int          // the groups of the work list in route
+	tiled    bool         // route's groups are cut for mmq (kernels.TileTokens pairs), not mmv
 	stackDev deviceBuffer // MatMulStack's ids
 	zeroIDs  []int32      // ids of the right count for MulMatID's shape check
 	// routeScratch is the router kernel's per-token working memory.
@@ -116,7 +117,7 @@ func New(ordinal int, opts Options) (*Backend, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
-	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{},
+	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{}, mmq: map[tensor.Type]cu.Function{},
 		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}, graph: graphState{off: graphsOff(opts)}}
 	// The context first: describe's own retain then finds it alive instead of creating
 	// and destroying one (a context costs tens to hundreds of milliseconds).
@@ -141,6 +142,9 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		}
 		for _, t := range kernels.Types() {
 			if b.mmv[t], err = function(kernels.MatVec(t)); err != nil {
+				return err
+			}
+			if b.mmq[t], err = function(kernels.MatMulTiled(t)); err != nil {
 				return err
 			}
 			if b.getrows[t], err = function(kernels.GetRows(t)); err != nil {
@@ -291,23 +295,56 @@ func (b *Backend) weightOf(w backend.Weight) (*weight, error) {
 	return cw, nil
 }
 
-// matMul queues ggml_mul_mat on the GPU: each CUDA block computes kernels.MatVecBlockY
-// rows of dst for up to kernels.GroupSize tokens. cw is a GPU-resident weight; x and dst
-// are device addresses of tokens rows (x 16-byte aligned).
+// When the tiled product (mmq) takes over from mmv. mmv reads and dequantizes every weight
+// row once per kernels.GroupSize (8) activation rows, fetching each activation from memory
+// for every multiply-add; mmq dequantizes a tile of rows once per kernels.TileTokens (32)
+// activation rows and multiplies from shared memory, but its passes cost a fixed 32 tokens'
+// work, padding included, and a block of one warp with 12 KiB of shared memory. At 16
+// tokens mmv makes two passes over the weights to mmq's one, and a pass of mmq is half
+// useful: about where the two should meet. llama.cpp's CUDA backend moves from its
+// matrix-vector kernel to its tiled one above 8 activation rows; its tiles multiply 8-bit
+// integers, ours dequantized floats, so ours gains later. These are estimates, not
+// measurements: no GPU was at hand when they were chosen. Measure before moving them.
+const (
+	// tiledMinTokens is the batch from which a plain product (MatMul) runs mmq.
+	tiledMinTokens = 16
+	// tiledMinPairsPerExpert is the average number of (token, slot) pairs per expert of
+	// the stack from which a grouped product (MulMatID, MatMulStack) runs mmq: the ids stay
+	// on the device, so the host knows only their count, and an expert's pairs are served
+	// by its own blocks, so what matters is how many each expert gets.
+	tiledMinPairsPerExpert = 16
+)
+
+// matMul queues ggml_mul_mat on the GPU: below tiledMinTokens tokens mmv, each CUDA block
+// computing kernels.MatVecBlockY rows of dst for up to kernels.GroupSize tokens per pass;
+// from there mmq, each block kernels.TileRows rows for kernels.TileTokens tokens per pass.
+// cw is a GPU-resident weight; x and dst are device addresses of tokens rows (x 16-byte
+// aligned).
 func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens int) error {
 	return b.readStaged(cw, func() error {
-		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-			uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
-			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes))
+		args := []uint64{uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
+			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes)}
+		if tokens >= tiledMinTokens {
+			return b.launch(b.mmq[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.TileRows), min(ceilDiv(tokens, kernels.TileTokens), kernels.MaxGridY),
+				kernels.TileBlockX, 1, args...)
+		}
+		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(ceilDiv(tokens, kernels.GroupSize), kernels.MaxGridY),
+			kernels.MatVecBlockX, kernels.MatVecBlockY, args...)
 	})
 }
 
 // groupPairs queues group_pairs over the n expert ids at ids (device memory), building
-// mmv's work list in b.route: the pairs of each expert in groups of at most
-// kernels.GroupSize, padded with empty groups to b.groups, a bound the host knows without
-// the ids.
+// the work list of mmv, or of mmq when the stack's experts get tiledMinPairsPerExpert pairs
+// on average, in b.route: the pairs of each expert in groups of at most kernels.GroupSize
+// (mmv) or kernels.TileTokens (mmq), padded with empty groups to b.groups, a bound the
+// host knows without the ids.
 func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
-	b.groups = ceilDiv(n, kernels.GroupSize) + min(experts, n)
+	b.tiled = n >= tiledMinPairsPerExpert*experts
+	size := kernels.GroupSize
+	if b.tiled {
+		size = kernels.TileTokens
+	}
+	b.groups = ceilDiv(n, size) + min(experts, n)
 	words := n + (b.groups + 1) + b.groups + experts // sel, gstart, gexpert, scratch
 	if err := b.route.reserve(int64(words)*4, b.settle); err != nil {
 		return err
@@ -315,7 +352,7 @@ func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
 	sel, gstart, gexpert := b.workList(n)
 	next := gexpert + 4*uint64(b.groups)
 	return b.launch(b.op[kernels.GroupPairs], 1, 1, kernels.MatVecBlockX, 1,
-		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups))
+		uint64(ids), sel, gstart, gexpert, next, uint64(n), uint64(experts), uint64(b.groups), uint64(size))
 }
 
 // workList is the device addresses of the work list groupPairs built for n pairs.
@@ -327,9 +364,10 @@ func (b *Backend) workList(n int) (sel, gstart, gexpert uint64) {
 }
 
 // mulMatID queues ggml_mul_mat_id on the GPU for the work list of n pairs groupPairs
-// built: each group is one CUDA block column, so an expert's weights are read once per
-// group of pairs routed to it. Outputs of pairs in no group are left as they are. k is the
-// slots per token; shared says x has one row per token rather than one per slot.
+// built, with the kernel it was built for (mmv or mmq): each group is one CUDA block
+// column, so an expert's weights are read once per group of pairs routed to it. Outputs
+// of pairs in no group are left as they are. k is the slots per token; shared says x has
+// one row per token rather than one per slot.
 func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k int, shared bool) error {
 	xPerSlot := uint64(1)
 	if shared {
@@ -337,10 +375,15 @@ func (b *Backend) mulMatID(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, n, k in
 	}
 	sel, gstart, gexpert := b.workList(n)
 	return b.readStaged(cw, func() error {
-		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY), kernels.MatVecBlockX, kernels.MatVecBlockY,
-			uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
+		args := []uint64{uint64(cw.ptr), uint64(x), uint64(dst), sel, gstart, gexpert,
 			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(b.groups), uint64(k), xPerSlot,
-			uint64(cw.rowBytes), uint64(cw.expertBytes))
+			uint64(cw.rowBytes), uint64(cw.expertBytes)}
+		if b.tiled {
+			return b.launch(b.mmq[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.TileRows), min(b.groups, kernels.MaxGridY),
+				kernels.TileBlockX, 1, args...)
+		}
+		return b.launch(b.mmv[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.MatVecBlockY), min(b.groups, kernels.MaxGridY),
+			kernels.MatVecBlockX, kernels.MatVecBlockY, args...)
 	})
 }
 

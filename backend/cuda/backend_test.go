@@ -300,12 +300,19 @@ func shapes(typ tensor.Type) []int {
 
 func TestMatMulConformance(t *testing.T) {
 	g, c := testBackends(t)
-	rng := rand.New(rand.NewPCG(7, 11))
+	// The batches for the tiled kernel draw from a stream of their own, so that the
+	// others' data stay what they were before those were added.
+	rng, tiledRng := rand.New(rand.NewPCG(7, 11)), rand.New(rand.NewPCG(17, 19))
 	for _, typ := range kernels.Types() {
 		for _, cols := range shapes(typ) {
 			for _, rows := range []int{1, 5, 37} {
-				for _, tokens := range []int{1, 3, 8, 13} {
+				// 40 tokens: the tiled kernel (tiledMinTokens), a full pass and a part one.
+				for _, tokens := range []int{1, 3, 8, 13, 40} {
 					t.Run(fmt.Sprintf("%s/%dx%d/t%d", typ, cols, rows, tokens), func(t *testing.T) {
+						rng := rng
+						if tokens >= tiledMinTokens {
+							rng = tiledRng
+						}
 						p := randomWeight(t, g, c, typ, cols, rows, 1, rng)
 						x := randomVector(cols*tokens, rng)
 						gd, cd := f32s(t, g, rows, make([]float32, rows*tokens)), f32s(t, c, rows, make([]float32, rows*tokens))
@@ -337,14 +344,20 @@ func TestMatMulConformance(t *testing.T) {
 
 func TestMulMatIDConformance(t *testing.T) {
 	g, c := testBackends(t)
-	rng := rand.New(rand.NewPCG(3, 5))
+	rng, tiledRng := rand.New(rand.NewPCG(3, 5)), rand.New(rand.NewPCG(23, 29)) // as in TestMatMulConformance
 	const experts, k = 6, 3
 	for _, typ := range kernels.Types() {
 		cols := shapes(typ)[1]
-		for _, tokens := range []int{1, 4, 29} {
+		// 70 tokens: 210 pairs, past tiledMinPairsPerExpert·experts, so the tiled kernel,
+		// an expert's pairs in groups of a full pass and a part one.
+		for _, tokens := range []int{1, 4, 29, 70} {
 			for _, shared := range []bool{true, false} {
 				t.Run(fmt.Sprintf("%s/t%d/shared=%v", typ, tokens, shared), func(t *testing.T) {
 					const rows = 19
+					rng := rng
+					if tokens*k >= tiledMinPairsPerExpert*experts {
+						rng = tiledRng
+					}
 					p := randomWeight(t, g, c, typ, cols, rows, experts, rng)
 					ids := make([]int32, tokens*k)
 					for i := range ids {
@@ -1044,20 +1057,26 @@ func TestRouteTies(t *testing.T) {
 
 // TestMulMatIDNoGroups: slots that select no expert of the stack (every slot unused, or an
 // id past the stack, which the device cannot report without a wait) get zero outputs, over
-// outputs that held NaNs; the other slots are MulMatID's as usual.
+// outputs that held NaNs; the other slots are MulMatID's as usual. The batches of 2 tokens
+// run mmv, those of 48 (96 slots, tiledMinPairsPerExpert·experts) mmq.
 func TestMulMatIDNoGroups(t *testing.T) {
 	g, c := testBackends(t)
 	rng := rand.New(rand.NewPCG(13, 13))
 	const cols, rows, experts, k = 64, 5, 3, 2
 	p := randomWeight(t, g, c, tensor.Q8_0, cols, rows, experts, rng)
-	x := randomVector(2*cols, rng)
-	nan := make([]float32, 2*k*rows)
-	for i := range nan {
-		nan[i] = float32(math.NaN())
+	x := randomVector(48*cols, rng)
+	unused, some := make([]int32, 96), make([]int32, 96)
+	for i := range unused {
+		unused[i], some[i] = -1, -1
 	}
-	for _, ids := range [][]int32{{-1, -1, -1, -1}, {1, 7, -1, 2}} {
+	some[5], some[17], some[60], some[95] = 1, 7, 2, 1
+	for _, ids := range [][]int32{{-1, -1, -1, -1}, {1, 7, -1, 2}, unused, some} {
+		nan := make([]float32, len(ids)*rows)
+		for i := range nan {
+			nan[i] = float32(math.NaN())
+		}
 		dst := f32s(t, g, rows, nan)
-		if err := g.MulMatID(dst, p.gpu, f32s(t, g, cols, x), i32s(t, g, k, ids), k); err != nil {
+		if err := g.MulMatID(dst, p.gpu, f32s(t, g, cols, x[:len(ids)/k*cols]), i32s(t, g, k, ids), k); err != nil {
 			t.Fatal(err)
 		}
 		got := values(t, g, dst)

@@ -20,9 +20,9 @@ import (
 // with the host C++ compiler (host versions of the few CUDA intrinsics it uses, a warp's
 // lanes run as fibers) and executes launches of the shapes matvec.cu documents. The results
 // are compared with package tensor, the reference: getrows bit for bit on random bytes
-// (every bit of every block matters), mmv on quantized Gaussian weights against a float64
-// dot product of tensor's dequantized rows, for plain and grouped launches, with grids
-// smaller than the work and rows that leave a block part empty. It skips where no C++
+// (every bit of every block matters), mmv and mmq on quantized Gaussian weights against a
+// float64 dot product of tensor's dequantized rows, for plain and grouped launches, with
+// grids smaller than the work and rows and tokens that leave a block or tile part empty. It skips where no C++
 // compiler is installed; a GPU run of the same kernels is package cuda's conformance test.
 func TestEmulated(t *testing.T) {
 	cxx := ""
@@ -37,7 +37,7 @@ func TestEmulated(t *testing.T) {
 	}
 	// The compiler reads the sources, not this process: reading them here puts them in the
 	// go test cache's key, so editing one reruns the test.
-	for _, src := range []string{"matvec.cu", "quants.cuh", "ops.cuh", "testdata/emulate/emulate.cc", "testdata/emulate/cuda_fp16.h", "testdata/emulate/warp.h"} {
+	for _, src := range []string{"matvec.cu", "matmul.cuh", "quants.cuh", "ops.cuh", "testdata/emulate/emulate.cc", "testdata/emulate/cuda_fp16.h", "testdata/emulate/warp.h"} {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +64,7 @@ func TestEmulated(t *testing.T) {
 		}
 		for _, c := range cols {
 			addCases(t, s, rng, typ, c)
+			addTiledCases(t, s, rng, typ, c)
 		}
 	}
 	addQuantizeActCases(t, s, rng)
@@ -344,6 +345,122 @@ func addQuantizeActCases(t *testing.T, s *script, rng *rand.Rand) {
 		for _, grid := range []int{(blocks + OpRowsPerBlock - 1) / OpRowsPerBlock, 1} {
 			s.add(&launch{name: fmt.Sprintf("quantize_act_f32 %s grid %d", vdt, grid), want: want}, QuantizeActF32,
 				[2]int{grid, 1}, [2]int{OpBlockX, 1}, "out", "buf "+xFile, i64(cols), i64(rows), i64(int(kind)))
+		}
+	}
+}
+
+// addTiledCases queues mmq's launches for typ's rows of cols values: a matrix of 70 rows
+// (a full tile of TileRows and one of 6, which leaves most lanes' rows empty) and 45
+// tokens (a full pass of TileTokens and one of 13), plain and grouped by expert as
+// package cuda launches them (groups of up to TileTokens pairs padded with empty ones,
+// unused slots), with one group that holds all of an expert's pairs (several passes), an
+// empty group among the others, and grids smaller than the work.
+func addTiledCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int) {
+	const rows, experts, tokens, k = 70, 3, 45, 3
+	rowBytes := int(must(typ.RowBytes(int64(cols))))
+	tag := fmt.Sprintf("%s/%d", typ, cols)
+	src := make([]float32, experts*rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	w := make([]byte, experts*rows*rowBytes)
+	for r := range experts * rows {
+		if err := tensor.Quantize(typ, src[r*cols:][:cols], w[r*rowBytes:][:rowBytes]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wf := decodeRows(t, typ, w, cols)
+	x := make([]float32, tokens*k*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	wFile, xFile := s.file(t, w), s.file(t, x)
+	xSeen := slices.Clone(x)
+	for i, v := range xSeen {
+		switch typ {
+		case tensor.F16:
+			xSeen[i] = tensor.F16ToF32(tensor.F32ToF16(v))
+		case tensor.BF16:
+			xSeen[i] = tensor.BF16ToF32(tensor.F32ToBF16(v))
+		}
+	}
+	newLaunch := func(name string, outRows int) *launch {
+		l := &launch{name: name, want: make([]float32, outRows*rows), tolerance: make([]float64, outRows*rows)}
+		for i := range l.want {
+			l.want[i] = float32(math.NaN())
+		}
+		return l
+	}
+	// expect sets output row yRow to weight rows wRow.. times activation row xRow. An
+	// output is one chain of fused multiply-adds over the columns, whose float32 rounding
+	// errors add up: 1e-5·Σ|w·x| covers them with a wide margin at these lengths (a
+	// random walk of ≤ 520 roundings of 2^-24 relative to the running sum).
+	expect := func(l *launch, yRow, wRow, xRow int) {
+		for r := range rows {
+			var sum, abs float64
+			for c := range cols {
+				p := float64(wf[(wRow+r)*cols+c]) * float64(xSeen[xRow*cols+c])
+				sum, abs = sum+p, abs+math.Abs(p)
+			}
+			l.want[yRow*rows+r] = float32(sum)
+			l.tolerance[yRow*rows+r] = 1e-5*abs + 1e-30
+		}
+	}
+	block := [2]int{TileBlockX, 1}
+	gridX := (rows + TileRows - 1) / TileRows
+	passes := (tokens + TileTokens - 1) / TileTokens
+	for _, shape := range [][2]int{{1, 1}, {tokens, passes}, {tokens, 1}} { // tokens, grid.y
+		n, gridY := shape[0], shape[1]
+		l := newLaunch(fmt.Sprintf("mmq %s: %d tokens, grid.y %d", tag, n, gridY), n)
+		for tok := range n {
+			expect(l, tok, 0, tok)
+		}
+		s.add(l, MatMulTiled(typ), [2]int{gridX, gridY}, block, "buf "+wFile, "buf "+xFile, "out", "null", "null",
+			"null", i64(cols), i64(rows), i64(n), i64(0), i64(0), i64(rowBytes), i64(0))
+	}
+
+	byExpert := make([][]int32, experts)
+	for p := range tokens * k {
+		if e := rng.IntN(experts+1) - 1; e >= 0 {
+			byExpert[e] = append(byExpert[e], int32(p))
+		}
+	}
+	for _, maxGroup := range []int{TileTokens, tokens * k} {
+		var sel, gstart, gexpert []int32
+		for e, pairs := range byExpert {
+			if e == 1 {
+				gstart, gexpert = append(gstart, int32(len(sel))), append(gexpert, 2) // an empty group
+			}
+			for chunk := range slices.Chunk(pairs, maxGroup) {
+				gstart, gexpert = append(gstart, int32(len(sel))), append(gexpert, int32(e))
+				sel = append(sel, chunk...)
+			}
+		}
+		for range 2 { // group_pairs' padding
+			gstart, gexpert = append(gstart, int32(len(sel))), append(gexpert, 0)
+		}
+		gstart = append(gstart, int32(len(sel)))
+		selFile, gstartFile, gexpertFile := s.file(t, sel), s.file(t, gstart), s.file(t, gexpert)
+		for xPerSlot := range 2 {
+			gridYs := []int{len(gexpert)}
+			if xPerSlot == 0 && maxGroup == TileTokens {
+				gridYs = append(gridYs, 2) // fewer blocks than groups
+			}
+			for _, gridY := range gridYs {
+				l := newLaunch(fmt.Sprintf("mmq %s: groups of up to %d, xPerSlot %d, grid.y %d", tag, maxGroup, xPerSlot, gridY), tokens*k)
+				for g, e := range gexpert {
+					for _, p := range sel[gstart[g]:gstart[g+1]] {
+						xRow := int(p) / k
+						if xPerSlot == 1 {
+							xRow = int(p)
+						}
+						expect(l, int(p), int(e)*rows, xRow)
+					}
+				}
+				s.add(l, MatMulTiled(typ), [2]int{gridX, gridY}, block, "buf "+wFile, "buf "+xFile, "out", "buf "+selFile,
+					"buf "+gstartFile, "buf "+gexpertFile, i64(cols), i64(rows), i64(len(gexpert)), i64(k), i64(xPerSlot),
+					i64(rowBytes), i64(rows*rowBytes))
+			}
 		}
 	}
 }

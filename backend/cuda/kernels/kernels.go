@@ -5,12 +5,14 @@
 // its test checks that the embedded PTX defines every entry point and was built from the
 // current sources.
 //
-// Each supported weight type has two entry points, whose exact parameters and launch shapes
+// Each supported weight type has three entry points, whose exact parameters and launch shapes
 // matvec.cu's header documents (ops.cuh's header those of the operations between the
 // products, on F32 values):
 //
 //	mmv_<type>: Y = W·X for up to GroupSize activation rows per pass over the weights,
 //	  plain or grouped by expert (MulMatID);
+//	mmq_<type>: the same product tiled for batches (prompts): TileTokens activation rows
+//	  per pass over a tile of TileRows weight rows, dequantized once into shared memory;
 //	getrows_<type>: dequantized rows of W (embedding lookup).
 //
 // <type> is the type's ggml name as tensor.Type's String() gives it ("q4_K", "iq4_xs").
@@ -48,6 +50,14 @@ const (
 	// pairs; splitting a large group into groups of GroupSize spreads those passes over
 	// more blocks.
 	GroupSize = 8
+	// TileBlockX, TileRows and TileTokens shape mmq, the tiled product for batches: a
+	// block is one warp (blockDim = (TileBlockX, 1)) and computes TileRows rows of the
+	// output, so grid.x = ceil(rows / TileRows), for TileTokens activation rows per pass
+	// over its tile of weights: a plain matmul's grid.y is ceil(tokens / TileTokens), a
+	// grouped one's the number of groups, which group_pairs cuts at TileTokens pairs for it.
+	TileBlockX = 32
+	TileRows   = 64
+	TileTokens = 32
 	// MaxGridY caps grid.y; the kernels stride over groups beyond it.
 	MaxGridY = 65535
 	// GetRowsBlockX is getrows' blockDim.x; grid.x is the number of rows.
@@ -60,7 +70,7 @@ const (
 
 // The operations between the products (ops.cuh's MOERUN_OPS), by entry name.
 const (
-	GroupPairs     = "group_pairs" // mmv's grouped work list from expert ids (matvec.cu)
+	GroupPairs     = "group_pairs" // mmv's or mmq's grouped work list from expert ids (matvec.cu)
 	CopyF32        = "copy_f32"    // strided copy
 	AddF32         = "add_f32"
 	MulF32         = "mul_f32"
@@ -182,6 +192,10 @@ func Supported(t tensor.Type) bool { return slices.Contains(types, t) }
 // MatVec names t's matrix-vector kernel; PTX defines it only when Supported(t).
 func MatVec(t tensor.Type) string { return "mmv_" + t.String() }
 
+// MatMulTiled names t's tiled matmul kernel, for batches; PTX defines it only when
+// Supported(t).
+func MatMulTiled(t tensor.Type) string { return "mmq_" + t.String() }
+
 // GetRows names t's row-dequantizing kernel; PTX defines it only when Supported(t).
 func GetRows(t tensor.Type) string { return "getrows_" + t.String() }
 
@@ -192,7 +206,7 @@ func Ops() []string { return slices.Clone(ops) }
 func Entries() []string {
 	var names []string
 	for _, t := range types {
-		names = append(names, MatVec(t), GetRows(t))
+		names = append(names, MatVec(t), MatMulTiled(t), GetRows(t))
 	}
 	return append(names, ops...)
 }

@@ -32,12 +32,12 @@ func TestEntries(t *testing.T) {
 
 // TestNames pins the entry names package cuda launches: the ABI between the two.
 func TestNames(t *testing.T) {
-	for typ, want := range map[tensor.Type][2]string{
-		tensor.Q4_K:   {"mmv_q4_K", "getrows_q4_K"},
-		tensor.IQ4_XS: {"mmv_iq4_xs", "getrows_iq4_xs"},
-		tensor.BF16:   {"mmv_bf16", "getrows_bf16"},
+	for typ, want := range map[tensor.Type][3]string{
+		tensor.Q4_K:   {"mmv_q4_K", "mmq_q4_K", "getrows_q4_K"},
+		tensor.IQ4_XS: {"mmv_iq4_xs", "mmq_iq4_xs", "getrows_iq4_xs"},
+		tensor.BF16:   {"mmv_bf16", "mmq_bf16", "getrows_bf16"},
 	} {
-		if got := [2]string{MatVec(typ), GetRows(typ)}; got != want {
+		if got := [3]string{MatVec(typ), MatMulTiled(typ), GetRows(typ)}; got != want {
 			t.Errorf("%v: names %v, want %v", typ, got, want)
 		}
 	}

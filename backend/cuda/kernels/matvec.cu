@@ -1,6 +1,7 @@
 // moerun's matrix-vector kernels: for each weight type, mmv_<type> (matmul of a weight
-// matrix with a few activation rows, plain or grouped by expert as for MulMatID) and
-// getrows_<type> (dequantized rows, e.g. embedding lookup). <type> is ggml's type name as
+// matrix with a few activation rows, plain or grouped by expert as for MulMatID), mmq_<type>
+// (the same for batches, tiled: matmul.cuh) and getrows_<type> (dequantized rows, e.g.
+// embedding lookup). <type> is ggml's type name as
 // tensor.Type's String() gives it (q4_K, iq4_xs, ...). Every scalar parameter is a 64-bit
 // long long: the Go launcher passes each one as 8 bytes.
 //
@@ -25,6 +26,16 @@
 //      most 65535): blocks stride over the groups. No shared memory; n ≥ 1.
 //   cols must be a multiple of the type's block size (any value for the float types), and
 //      below 2^30.
+//
+// mmq_<type>(W, X, Y, sel, gstart, gexpert, cols, rows, n, k, xPerSlot, rowBytes, expertBytes)
+//   The same product, tiled for batches (matmul.cuh): a block dequantizes a tile of 64
+//   weight rows once per 32 activation rows, in shared memory. Parameters, results and
+//   grouping as mmv's, but a pass over the tile serves 32 members, so a grouped launch wants
+//   groups of up to 32 pairs (group_pairs' groupSize).
+//   Launch: blockDim = (32, 1, 1); grid.x = ceil(rows / 64); grid.y = the number of groups,
+//      ceil(n / 32) for a plain matmul and n for a grouped one, or any smaller value ≥ 1 (at
+//      most 65535): blocks stride over the groups. 12 KiB of static shared memory, no
+//      dynamic; n ≥ 1; cols as for mmv.
 //
 // getrows_<type>(W, ids, Y, cols, n, rowBytes): Y[i·cols + c] = W[ids[i]][c] for i < n.
 //   Launch: blockDim = (128, 1, 1); grid.x = n or any smaller value ≥ 1 (at most 2^31 - 1):
@@ -197,12 +208,20 @@ __device__ __forceinline__ void getRows(const u8* __restrict__ W, const int* __r
     }
 }
 
-// KERNELS defines the two entry points of one weight type.
+// The tiled product for batches.
+#include "matmul.cuh"
+
+// KERNELS defines the three entry points of one weight type.
 #define KERNELS(name, T)                                                                                        \
     extern "C" __global__ void __launch_bounds__(kWarp* kRowsPerBlock)                                         \
         mmv_##name(const u8* W, const float* X, float* Y, const int* sel, const int* gstart, const int* gexpert, \
                    i64 cols, i64 rows, i64 n, i64 k, i64 xPerSlot, i64 rowBytes, i64 expertBytes) {             \
         matVec<T>(W, X, Y, sel, gstart, gexpert, cols, rows, n, k, xPerSlot, rowBytes, expertBytes);           \
+    }                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(kWarp)                                                        \
+        mmq_##name(const u8* W, const float* X, float* Y, const int* sel, const int* gstart, const int* gexpert, \
+                   i64 cols, i64 rows, i64 n, i64 k, i64 xPerSlot, i64 rowBytes, i64 expertBytes) {             \
+        matMulTiled<T>(W, X, Y, sel, gstart, gexpert, cols, rows, n, k, xPerSlot, rowBytes, expertBytes);      \
     }                                                                                                           \
     extern "C" __global__ void __launch_bounds__(kGetRowsThreads)                                              \
         getrows_##name(const u8* W, const int* ids, float* Y, i64 cols, i64 n, i64 rowBytes) {                  \
@@ -230,16 +249,18 @@ __device__ __forceinline__ void getRows(const u8* __restrict__ W, const int* __r
 
 MOERUN_TYPES(KERNELS)
 
-// group_pairs(ids, sel, gstart, gexpert, next, n, experts, maxGroups) builds mmv's grouped
-// work list on the device from n expert ids (one per (token, slot) pair; ids outside
-// [0, experts), such as -1 for an unused slot, belong to no group): the pairs of each
-// expert in pair order in sel, cut into groups of at most kGroup; maxGroups groups are
-// written, the ones past the last real group empty (gstart = the pairs used), so that the
-// host can launch mmv with grid.y = maxGroups without reading the ids back. maxGroups must
-// be at least ceil(n / kGroup) + min(experts, n). next is scratch of experts ints. One warp:
+// group_pairs(ids, sel, gstart, gexpert, next, n, experts, maxGroups, groupSize) builds
+// mmv's or mmq's grouped work list on the device from n expert ids (one per (token, slot)
+// pair; ids outside [0, experts), such as -1 for an unused slot, belong to no group): the
+// pairs of each expert in pair order in sel, cut into groups of at most groupSize (≥ 1:
+// kGroup for mmv, kTileTokens for mmq, a pass of each); maxGroups groups are written, the
+// ones past the last real group empty (gstart = the pairs used), so that the host can
+// launch with grid.y = maxGroups without reading the ids back. maxGroups must be at least
+// ceil(n / groupSize) + min(experts, n). next is scratch of experts ints. One warp:
 // blockDim = (32, 1, 1), grid (1, 1).
 extern "C" __global__ void __launch_bounds__(kWarp)
-    group_pairs(const int* ids, int* sel, int* gstart, int* gexpert, int* next, i64 n, i64 experts, i64 maxGroups) {
+    group_pairs(const int* ids, int* sel, int* gstart, int* gexpert, int* next, i64 n, i64 experts, i64 maxGroups,
+                i64 groupSize) {
     const int lane = threadIdx.x;
     for (i64 e = lane; e < experts; e += kWarp) {
         int count = 0;
@@ -252,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(kWarp)
         i64 used = 0, g = 0;
         for (i64 e = 0; e < experts; e++) {
             const i64 count = next[e];
-            for (i64 s = used; s < used + count; s += kGroup) gstart[g] = int(s), gexpert[g] = int(e), g++;
+            for (i64 s = used; s < used + count; s += groupSize) gstart[g] = int(s), gexpert[g] = int(e), g++;
             next[e] = int(used);
             used += count;
         }

@@ -437,6 +437,10 @@ int cuModuleGetFunction(void** f, void*, const char* name) {
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** kp, void** extra) {
     if (gx == 0 || gy == 0 || gz != 1 || bz != 1) return 1;  // CUDA_ERROR_INVALID_VALUE
+    // The limits of every GPU since Volta: grid.y, threads per block, and dynamic shared
+    // memory without an opt-in. (No kernel asks for dynamic shared memory; mmq's static
+    // __shared__ tiles are static variables here, see cuda_fp16.h.)
+    if (gy > 65535 || bx * by > 1024 || shared > 48 * 1024) return 1;
     std::string name = static_cast<Func*>(f)->name;
     // The kernels' parameters are 8 bytes each (pointers, 64-bit integers and doubles),
     // copied now as the driver does.

@@ -16,6 +16,10 @@
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+// A __shared__ variable is one static variable: blocks run one after another and a block's
+// threads all see it, as on the GPU. The kernels that use shared memory run one-warp blocks
+// ordered by __syncwarp (there is no __syncthreads here).
+#define __shared__ static
 
 struct uint2 {
     unsigned int x, y;

@@ -89,7 +89,8 @@ inline Entry entryOf(void (*)(A...)) {
 }
 
 #define MOERUN_WARP_ENTRY(name) {#name, entryOf<name>(name)},
-#define MOERUN_WARP_TYPE_ENTRIES(name, T) MOERUN_WARP_ENTRY(mmv_##name) MOERUN_WARP_ENTRY(getrows_##name)
+#define MOERUN_WARP_TYPE_ENTRIES(name, T) \
+    MOERUN_WARP_ENTRY(mmv_##name) MOERUN_WARP_ENTRY(mmq_##name) MOERUN_WARP_ENTRY(getrows_##name)
 inline const std::map<std::string, Entry> entries = {MOERUN_TYPES(MOERUN_WARP_TYPE_ENTRIES) MOERUN_OPS(MOERUN_WARP_ENTRY)};
 inline const Entry* entry;    // kernel's, looked up once per warp
 inline std::string entryName;  // the kernel entry is of
