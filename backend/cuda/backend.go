@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 	"unsafe"
 
@@ -25,7 +26,14 @@ type Options struct {
 	// NoGraphs launches every kernel directly instead of capturing the stream's work into
 	// CUDA graphs (graph.go); so does MOERUN_CUDA_GRAPHS=0 in the environment.
 	NoGraphs bool
+	// NoTiled runs every product on the matrix-vector kernel (mmv), prompts included,
+	// instead of the tiled one (mmq) from tiledMinTokens tokens; so does
+	// MOERUN_CUDA_TILED=0 in the environment. It is for measuring one against the other.
+	NoTiled bool
 }
+
+// tiledEnv is the environment variable that, set to 0, turns the tiled kernel off.
+const tiledEnv = "MOERUN_CUDA_TILED"
 
 // Backend is one CUDA device. It is not safe for concurrent use.
 //
@@ -59,6 +67,7 @@ type Backend struct {
 	route    deviceBuffer // one operation's work list (groupPairs), row ids or positions
 	groups   int          // the groups of the work list in route
 	tiled    bool         // route's groups are cut for mmq (kernels.TileTokens pairs), not mmv
+	noTiled  bool         // Options.NoTiled: mmv for every product
 	stackDev deviceBuffer // MatMulStack's ids
 	zeroIDs  []int32      // ids of the right count for MulMatID's shape check
 	// routeScratch is the router kernel's per-token working memory.
@@ -118,7 +127,8 @@ func New(ordinal int, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("CUDA%d: no such device (the driver sees %d)", ordinal, n)
 	}
 	b := &Backend{ordinal: cu.Device(ordinal), mmv: map[tensor.Type]cu.Function{}, mmq: map[tensor.Type]cu.Function{},
-		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}, graph: graphState{off: graphsOff(opts)}}
+		getrows: map[tensor.Type]cu.Function{}, op: map[string]cu.Function{}, graph: graphState{off: graphsOff(opts)},
+		noTiled: opts.NoTiled || os.Getenv(tiledEnv) == "0"}
 	// The context first: describe's own retain then finds it alive instead of creating
 	// and destroying one (a context costs tens to hundreds of milliseconds).
 	if b.ctx, err = b.ordinal.RetainPrimaryCtx(); err != nil {
@@ -324,7 +334,7 @@ func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens in
 	return b.readStaged(cw, func() error {
 		args := []uint64{uint64(cw.ptr), uint64(x), uint64(dst), 0, 0, 0,
 			uint64(cw.m.Cols()), uint64(cw.m.Rows()), uint64(tokens), 1, 1, uint64(cw.rowBytes), uint64(cw.expertBytes)}
-		if tokens >= tiledMinTokens {
+		if tokens >= tiledMinTokens && !b.noTiled {
 			return b.launch(b.mmq[cw.m.Type()], ceilDiv(cw.m.Rows(), kernels.TileRows), min(ceilDiv(tokens, kernels.TileTokens), kernels.MaxGridY),
 				kernels.TileBlockX, 1, args...)
 		}
@@ -339,7 +349,7 @@ func (b *Backend) matMul(dst cu.DevicePtr, cw *weight, x cu.DevicePtr, tokens in
 // (mmv) or kernels.TileTokens (mmq), padded with empty groups to b.groups, a bound the
 // host knows without the ids.
 func (b *Backend) groupPairs(ids cu.DevicePtr, n, experts int) error {
-	b.tiled = n >= tiledMinPairsPerExpert*experts
+	b.tiled = !b.noTiled && n >= tiledMinPairsPerExpert*experts
 	size := kernels.GroupSize
 	if b.tiled {
 		size = kernels.TileTokens

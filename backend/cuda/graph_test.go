@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/moerun/moerun/backend"
+	"github.com/moerun/moerun/backend/cpu"
 	"github.com/moerun/moerun/backend/cuda/kernels"
 	"github.com/moerun/moerun/tensor"
 )
@@ -205,4 +206,45 @@ func newGPU(t *testing.T, noGraphs bool) *Backend {
 		pool.Close()
 	})
 	return g
+}
+
+// NoTiled (MOERUN_CUDA_TILED=0) runs a prompt's product on mmv instead of mmq: the same
+// products within the float64 reference's tolerance, summed in another order, so some
+// output differs in its last bits (mmv sums each lane's 16-value chunks across the row,
+// mmq each 32-column slice, then the slices in order).
+func TestNoTiled(t *testing.T) {
+	needGPU(t)
+	pool := tensor.NewPool(2)
+	t.Cleanup(pool.Close)
+	var outs [2][]float32
+	const cols, rows, tokens = 4096, 37, 40
+	x := randomVector(cols*tokens, rand.New(rand.NewPCG(3, 5)))
+	for i, noTiled := range []bool{false, true} {
+		g, err := New(0, Options{Host: pool, NoTiled: noTiled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cpu.New(cpu.Options{Pool: pool})
+		p := randomWeight(t, g, c, tensor.Q4_K, cols, rows, 1, rand.New(rand.NewPCG(1, 2)))
+		d := f32s(t, g, rows, make([]float32, rows*tokens))
+		if err := g.MatMul(d, p.gpu, f32s(t, g, cols, x)); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = values(t, g, d)
+		exact := make([]float64, rows*tokens)
+		for tk := range tokens {
+			for r := range rows {
+				exact[tk*rows+r] = exactMatVec(t, p.m, 0, r, x[tk*cols:(tk+1)*cols])
+			}
+		}
+		if e := nmse(widen(outs[i]), exact); e > exactTol {
+			t.Errorf("NoTiled %v: NMSE against the float64 reference %.3g > %g", noTiled, e, exactTol)
+		}
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if slices.Equal(outs[0], outs[1]) {
+		t.Error("NoTiled gave the tiled kernel's bits: the option did not reach the product")
+	}
 }

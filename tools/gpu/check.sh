@@ -246,6 +246,7 @@ run_bench() { # TOOL NAME MAX MODEL PLACEMENT THREADS
 	case $tool in
 	moerun) exe=("$bin/moerun" bench) ;;
 	moerun-nographs) exe=(env MOERUN_CUDA_GRAPHS=0 "$bin/moerun" bench) ;;
+	moerun-notiled) exe=(env MOERUN_CUDA_TILED=0 "$bin/moerun" bench) ;;
 	llama.cpp) exe=("$work/llama/build/bin/llama-bench") ;;
 	esac
 	# shellcheck disable=SC2086 # the placement is a list of flags
@@ -349,6 +350,10 @@ device_run() {
 		for placement in "-ngl 99" "-ngl 99 -ot exps=CPU"; do
 			run_bench moerun-nographs "moerun bench $placement -t $t, MOERUN_CUDA_GRAPHS=0" 150 "$full" "$placement" "$t"
 		done
+		# The tiled product for prompts (mmq) against the matrix-vector kernel for every
+		# batch (backend/cuda/backend.go, tiledMinTokens): the prompt figures above with it,
+		# these without.
+		run_bench moerun-notiled "moerun bench -ngl 99 -t $t, MOERUN_CUDA_TILED=0" 150 "$full" "-ngl 99" "$t"
 	fi
 	hot_experts "$gpu"
 	log "done: ${#steps[@]} steps, ${#benches[@]} bench rows; $out/check.log and $out/summary.json"
