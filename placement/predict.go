@@ -234,7 +234,7 @@ func resolve(hw Hardware, plan *Plan) (*machine, error) {
 		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (%.0f at %.1f GHz, scaled to %.2g GHz)", m.CPUThreads, perThread, cpuGFLOPS, cpuGFLOPSClock, c.GHz)
 	default:
 		m.CPUTFLOPS = float64(m.CPUThreads) * cpuGFLOPS * gflops / tflops
-		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (default; --cpu-ghz scales it to the CPU's clock)", m.CPUThreads, cpuGFLOPS)
+		m.CPUTFLOPSBy = fmt.Sprintf("%d threads × %.0f GFLOP/s (default)", m.CPUThreads, cpuGFLOPS)
 	}
 	m.cpuFLOPS = m.CPUTFLOPS * tflops
 	link, by := defaultPCIe, "assumed"
