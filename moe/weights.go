@@ -23,6 +23,8 @@ type weightSource struct {
 
 // newWeightSource opens the host backend's store for the weights plan puts on it, sized
 // for all of them: the distinct tensors, a stack split by expert counting its host share.
+// The host's small tensors that the binder reads as float32 vectors (norms, biases) are
+// counted too, and their room in a copying store goes unused.
 func newWeightSource(f *gguf.File, plan *placement.Plan, backends []backend.Backend) (*weightSource, error) {
 	s := &weightSource{f: f, copy: !plan.Settings.Mmap}
 	var keeper backend.Keeper
