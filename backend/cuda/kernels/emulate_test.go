@@ -208,106 +208,14 @@ func addCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int
 	}
 
 	// mmv on quantized Gaussian weights and activations.
-	src := make([]float32, experts*rows*cols)
-	for i := range src {
-		src[i] = float32(rng.NormFloat64())
-	}
-	w := make([]byte, len(raw))
-	for r := range experts * rows {
-		if err := tensor.Quantize(typ, src[r*cols:][:cols], w[r*rowBytes:][:rowBytes]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wf := decodeRows(t, typ, w, cols)
 	const tokens, k = 13, 3
-	x := make([]float32, tokens*k*cols) // one row per (token, slot) for the grouped launches
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	wFile, xFile := s.file(t, w), s.file(t, x)
-	// The activations as the dot products see them: rounded to F16 or BF16 for weights of
-	// those types (the kernels round them as they read them).
-	xSeen := slices.Clone(x)
-	for i, v := range xSeen {
-		switch typ {
-		case tensor.F16:
-			xSeen[i] = tensor.F16ToF32(tensor.F32ToF16(v))
-		case tensor.BF16:
-			xSeen[i] = tensor.BF16ToF32(tensor.F32ToBF16(v))
-		}
-	}
-	// expect sets output row yRow, weight row wRow (of all experts) times activation row xRow.
-	expect := func(l *launch, yRow, wRow, xRow int) {
-		for r := range rows {
-			var sum, abs float64
-			for c := range cols {
-				p := float64(wf[(wRow+r)*cols+c]) * float64(xSeen[xRow*cols+c])
-				sum, abs = sum+p, abs+math.Abs(p)
-			}
-			l.want[yRow*rows+r] = float32(sum)
-			l.tolerance[yRow*rows+r] = 1e-5*abs + 1e-30
-		}
-	}
-	newLaunch := func(name string, outRows int) *launch {
-		l := &launch{name: name, want: make([]float32, outRows*rows), tolerance: make([]float64, outRows*rows)}
-		for i := range l.want {
-			l.want[i] = float32(math.NaN())
-		}
-		return l
-	}
+	p := newProducts(t, s, rng, typ, cols, rows, experts, tokens, k)
 	mmvBlock := [2]int{MatVecBlockX, MatVecBlockY}
 	gridX := (rows + MatVecBlockY - 1) / MatVecBlockY
 	for _, shape := range [][2]int{{1, 1}, {tokens, 2}, {tokens, 1}} { // tokens, grid.y
-		n, gridY := shape[0], shape[1]
-		l := newLaunch(fmt.Sprintf("mmv %s: %d tokens, grid.y %d", tag, n, gridY), n)
-		for tok := range n {
-			expect(l, tok, 0, tok)
-		}
-		s.add(l, MatVec(typ), [2]int{gridX, gridY}, mmvBlock, "buf "+wFile, "buf "+xFile, "out", "null", "null",
-			"null", i64(cols), i64(rows), i64(n), i64(0), i64(0), i64(rowBytes), i64(0))
+		p.plain(s, "mmv", MatVec(typ), [2]int{gridX, shape[1]}, mmvBlock, shape[0])
 	}
-
-	// Grouped: each (token, slot) pair picks an expert or none (-1, left untouched). Pairs
-	// are grouped by expert, at most GroupSize to a group as package cuda does, or all of
-	// an expert's pairs in one group, which the kernel serves in several passes.
-	byExpert := make([][]int32, experts)
-	for p := range tokens * k {
-		if e := rng.IntN(experts+1) - 1; e >= 0 {
-			byExpert[e] = append(byExpert[e], int32(p))
-		}
-	}
-	for _, maxGroup := range []int{GroupSize, tokens * k} {
-		var sel, gstart, gexpert []int32
-		for e, pairs := range byExpert {
-			for chunk := range slices.Chunk(pairs, maxGroup) {
-				gstart, gexpert = append(gstart, int32(len(sel))), append(gexpert, int32(e))
-				sel = append(sel, chunk...)
-			}
-		}
-		gstart = append(gstart, int32(len(sel)))
-		selFile, gstartFile, gexpertFile := s.file(t, sel), s.file(t, gstart), s.file(t, gexpert)
-		for xPerSlot := range 2 {
-			gridYs := []int{len(gexpert)}
-			if xPerSlot == 0 && maxGroup == GroupSize {
-				gridYs = append(gridYs, 2) // fewer blocks than groups
-			}
-			for _, gridY := range gridYs {
-				l := newLaunch(fmt.Sprintf("mmv %s: groups of up to %d, xPerSlot %d, grid.y %d", tag, maxGroup, xPerSlot, gridY), tokens*k)
-				for g, e := range gexpert {
-					for _, p := range sel[gstart[g]:gstart[g+1]] {
-						xRow := int(p) / k
-						if xPerSlot == 1 {
-							xRow = int(p)
-						}
-						expect(l, int(p), int(e)*rows, xRow)
-					}
-				}
-				s.add(l, MatVec(typ), [2]int{gridX, gridY}, mmvBlock, "buf "+wFile, "buf "+xFile, "out", "buf "+selFile,
-					"buf "+gstartFile, "buf "+gexpertFile, i64(cols), i64(rows), i64(len(gexpert)), i64(k), i64(xPerSlot),
-					i64(rowBytes), i64(rows*rowBytes))
-			}
-		}
-	}
+	p.grouped(t, s, rng, "mmv", MatVec(typ), gridX, mmvBlock, GroupSize)
 }
 
 // addQuantizeActCases queues quantize_act_f32 for both activation formats, against package
@@ -357,75 +265,108 @@ func addQuantizeActCases(t *testing.T, s *script, rng *rand.Rand) {
 // empty group among the others, and grids smaller than the work.
 func addTiledCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols int) {
 	const rows, experts, tokens, k = 70, 3, 45, 3
-	rowBytes := int(must(typ.RowBytes(int64(cols))))
-	tag := fmt.Sprintf("%s/%d", typ, cols)
-	src := make([]float32, experts*rows*cols)
-	for i := range src {
-		src[i] = float32(rng.NormFloat64())
-	}
-	w := make([]byte, experts*rows*rowBytes)
-	for r := range experts * rows {
-		if err := tensor.Quantize(typ, src[r*cols:][:cols], w[r*rowBytes:][:rowBytes]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wf := decodeRows(t, typ, w, cols)
-	x := make([]float32, tokens*k*cols)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	wFile, xFile := s.file(t, w), s.file(t, x)
-	xSeen := slices.Clone(x)
-	for i, v := range xSeen {
-		switch typ {
-		case tensor.F16:
-			xSeen[i] = tensor.F16ToF32(tensor.F32ToF16(v))
-		case tensor.BF16:
-			xSeen[i] = tensor.BF16ToF32(tensor.F32ToBF16(v))
-		}
-	}
-	newLaunch := func(name string, outRows int) *launch {
-		l := &launch{name: name, want: make([]float32, outRows*rows), tolerance: make([]float64, outRows*rows)}
-		for i := range l.want {
-			l.want[i] = float32(math.NaN())
-		}
-		return l
-	}
-	// expect sets output row yRow to weight rows wRow.. times activation row xRow. An
-	// output is one chain of fused multiply-adds over the columns, whose float32 rounding
-	// errors add up: 1e-5·Σ|w·x| covers them with a wide margin at these lengths (a
-	// random walk of ≤ 520 roundings of 2^-24 relative to the running sum).
-	expect := func(l *launch, yRow, wRow, xRow int) {
-		for r := range rows {
-			var sum, abs float64
-			for c := range cols {
-				p := float64(wf[(wRow+r)*cols+c]) * float64(xSeen[xRow*cols+c])
-				sum, abs = sum+p, abs+math.Abs(p)
-			}
-			l.want[yRow*rows+r] = float32(sum)
-			l.tolerance[yRow*rows+r] = 1e-5*abs + 1e-30
-		}
-	}
+	p := newProducts(t, s, rng, typ, cols, rows, experts, tokens, k)
 	block := [2]int{TileBlockX, 1}
 	gridX := (rows + TileRows - 1) / TileRows
 	passes := (tokens + TileTokens - 1) / TileTokens
 	for _, shape := range [][2]int{{1, 1}, {tokens, passes}, {tokens, 1}} { // tokens, grid.y
-		n, gridY := shape[0], shape[1]
-		l := newLaunch(fmt.Sprintf("mmq %s: %d tokens, grid.y %d", tag, n, gridY), n)
-		for tok := range n {
-			expect(l, tok, 0, tok)
-		}
-		s.add(l, MatMulTiled(typ), [2]int{gridX, gridY}, block, "buf "+wFile, "buf "+xFile, "out", "null", "null",
-			"null", i64(cols), i64(rows), i64(n), i64(0), i64(0), i64(rowBytes), i64(0))
+		p.plain(s, "mmq", MatMulTiled(typ), [2]int{gridX, shape[1]}, block, shape[0])
 	}
+	p.grouped(t, s, rng, "mmq", MatMulTiled(typ), gridX, block, TileTokens)
+}
 
-	byExpert := make([][]int32, experts)
-	for p := range tokens * k {
-		if e := rng.IntN(experts+1) - 1; e >= 0 {
-			byExpert[e] = append(byExpert[e], int32(p))
+// products are a product test's operands, shared by mmv's and mmq's cases: experts stacks
+// of rows × cols Gaussian weights quantized to typ, and Gaussian activations, one row per
+// (token, slot) pair of tokens tokens with k slots each.
+type products struct {
+	typ                                      tensor.Type
+	cols, rows, experts, tokens, k, rowBytes int
+	tag, wFile, xFile                        string
+	wf                                       []float32 // the weights dequantized
+	xSeen                                    []float32 // the activations as the dot products see them
+}
+
+func newProducts(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, cols, rows, experts, tokens, k int) *products {
+	p := &products{typ: typ, cols: cols, rows: rows, experts: experts, tokens: tokens, k: k,
+		rowBytes: int(must(typ.RowBytes(int64(cols)))), tag: fmt.Sprintf("%s/%d", typ, cols)}
+	src := make([]float32, experts*rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	w := make([]byte, experts*rows*p.rowBytes)
+	for r := range experts * rows {
+		if err := tensor.Quantize(typ, src[r*cols:][:cols], w[r*p.rowBytes:][:p.rowBytes]); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, maxGroup := range []int{TileTokens, tokens * k} {
+	p.wf = decodeRows(t, typ, w, cols)
+	x := make([]float32, tokens*k*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	p.wFile, p.xFile = s.file(t, w), s.file(t, x)
+	// The kernels round the activations to F16 or BF16 as they read them for weights of
+	// those types.
+	p.xSeen = slices.Clone(x)
+	for i, v := range p.xSeen {
+		switch typ {
+		case tensor.F16:
+			p.xSeen[i] = tensor.F16ToF32(tensor.F32ToF16(v))
+		case tensor.BF16:
+			p.xSeen[i] = tensor.BF16ToF32(tensor.F32ToBF16(v))
+		}
+	}
+	return p
+}
+
+// launch is a launch whose outRows output rows are all unset (NaN) until expect sets them.
+func (p *products) launch(name string, outRows int) *launch {
+	l := &launch{name: name, want: make([]float32, outRows*p.rows), tolerance: make([]float64, outRows*p.rows)}
+	for i := range l.want {
+		l.want[i] = float32(math.NaN())
+	}
+	return l
+}
+
+// expect sets output row yRow to weight rows wRow.. (of all experts) times activation row
+// xRow. An output's float32 rounding errors add up over the columns: 1e-5·Σ|w·x| covers
+// them with a wide margin at these lengths (a random walk of ≤ 520 roundings of 2^-24
+// relative to the running sum).
+func (p *products) expect(l *launch, yRow, wRow, xRow int) {
+	for r := range p.rows {
+		var sum, abs float64
+		for c := range p.cols {
+			v := float64(p.wf[(wRow+r)*p.cols+c]) * float64(p.xSeen[xRow*p.cols+c])
+			sum, abs = sum+v, abs+math.Abs(v)
+		}
+		l.want[yRow*p.rows+r] = float32(sum)
+		l.tolerance[yRow*p.rows+r] = 1e-5*abs + 1e-30
+	}
+}
+
+// plain queues a plain product of the first expert with the first n activation rows.
+func (p *products) plain(s *script, name, entry string, grid, block [2]int, n int) {
+	l := p.launch(fmt.Sprintf("%s %s: %d tokens, grid.y %d", name, p.tag, n, grid[1]), n)
+	for tok := range n {
+		p.expect(l, tok, 0, tok)
+	}
+	s.add(l, entry, grid, block, "buf "+p.wFile, "buf "+p.xFile, "out", "null", "null",
+		"null", i64(p.cols), i64(p.rows), i64(n), i64(0), i64(0), i64(p.rowBytes), i64(0))
+}
+
+// grouped queues products grouped by expert as package cuda launches them: each (token,
+// slot) pair picks an expert or none (-1, left untouched); the pairs are grouped by expert,
+// at most groupSize to a group, or all of an expert's pairs in one group, which the kernel
+// serves in several passes; an empty group sits among the others and two empty ones pad
+// the list as group_pairs pads it; grids smaller than the work are tried too.
+func (p *products) grouped(t *testing.T, s *script, rng *rand.Rand, name, entry string, gridX int, block [2]int, groupSize int) {
+	byExpert := make([][]int32, p.experts)
+	for pair := range p.tokens * p.k {
+		if e := rng.IntN(p.experts+1) - 1; e >= 0 {
+			byExpert[e] = append(byExpert[e], int32(pair))
+		}
+	}
+	for _, maxGroup := range []int{groupSize, p.tokens * p.k} {
 		var sel, gstart, gexpert []int32
 		for e, pairs := range byExpert {
 			if e == 1 {
@@ -443,23 +384,23 @@ func addTiledCases(t *testing.T, s *script, rng *rand.Rand, typ tensor.Type, col
 		selFile, gstartFile, gexpertFile := s.file(t, sel), s.file(t, gstart), s.file(t, gexpert)
 		for xPerSlot := range 2 {
 			gridYs := []int{len(gexpert)}
-			if xPerSlot == 0 && maxGroup == TileTokens {
+			if xPerSlot == 0 && maxGroup == groupSize {
 				gridYs = append(gridYs, 2) // fewer blocks than groups
 			}
 			for _, gridY := range gridYs {
-				l := newLaunch(fmt.Sprintf("mmq %s: groups of up to %d, xPerSlot %d, grid.y %d", tag, maxGroup, xPerSlot, gridY), tokens*k)
+				l := p.launch(fmt.Sprintf("%s %s: groups of up to %d, xPerSlot %d, grid.y %d", name, p.tag, maxGroup, xPerSlot, gridY), p.tokens*p.k)
 				for g, e := range gexpert {
-					for _, p := range sel[gstart[g]:gstart[g+1]] {
-						xRow := int(p) / k
+					for _, pair := range sel[gstart[g]:gstart[g+1]] {
+						xRow := int(pair) / p.k
 						if xPerSlot == 1 {
-							xRow = int(p)
+							xRow = int(pair)
 						}
-						expect(l, int(p), int(e)*rows, xRow)
+						p.expect(l, int(pair), int(e)*p.rows, xRow)
 					}
 				}
-				s.add(l, MatMulTiled(typ), [2]int{gridX, gridY}, block, "buf "+wFile, "buf "+xFile, "out", "buf "+selFile,
-					"buf "+gstartFile, "buf "+gexpertFile, i64(cols), i64(rows), i64(len(gexpert)), i64(k), i64(xPerSlot),
-					i64(rowBytes), i64(rows*rowBytes))
+				s.add(l, entry, [2]int{gridX, gridY}, block, "buf "+p.wFile, "buf "+p.xFile, "out", "buf "+selFile,
+					"buf "+gstartFile, "buf "+gexpertFile, i64(p.cols), i64(p.rows), i64(len(gexpert)), i64(p.k), i64(xPerSlot),
+					i64(p.rowBytes), i64(p.rows*p.rowBytes))
 			}
 		}
 	}
