@@ -76,13 +76,9 @@ const (
 	// mins pairs, d and dmin (simd_packed_amd64.s).
 	q4KPackedBytes = (64 + 8 + 8 + 2) * 64
 	q2KPackedBytes = (64 + 8 + 2) * 64
-	// kPackedMinTokens: packing a Q4_K group costs about three tokens' products, so an
-	// expert with two tokens (a decode step of four sequences hits about three of 128 so)
-	// runs the rows kernel twice, the second time on rows still in cache: the four-token
-	// expert FFN of BenchmarkMulMatIDQwen3 took 1.87-1.95 ms on 2 threads against
-	// 2.08-2.32 ms when two tokens were packed, and packing went from 8.6% to 2.3% of a
-	// BenchmarkBatchDecode profile of bench8.
-	kPackedMinTokens = 3
+	// kPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
+	// tokens already gain on the rows kernels (768×2048, one thread).
+	kPackedMinTokens = 2
 	// packedGemmMinTokens: a mul_mat of fewer tokens takes the in-place four-token kernel
 	// where the level has one (packingLoses).
 	packedGemmMinTokens = 8
