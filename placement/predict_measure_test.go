@@ -164,19 +164,18 @@ type rowPrediction struct {
 }
 
 // measuredRows holds the public rows placed, each with the CPU bandwidth its own decode
-// speed implies, so that any row can be predicted calibrated on the others.
+// speed implies (rows[i].implied, 0 for a prompt-only row), so that any row can be
+// predicted calibrated on the others.
 type measuredRows struct {
-	rows    []rowPrediction
-	plans   []*Plan
-	hws     []Hardware
-	implied []float64 // 0 for a prompt-only row
+	rows  []rowPrediction
+	plans []*Plan
+	hws   []Hardware
 }
 
 func placeRows(tb testing.TB) *measuredRows {
 	tb.Helper()
 	rows := readMeasurements(tb)
-	m := &measuredRows{rows: make([]rowPrediction, len(rows)), plans: make([]*Plan, len(rows)),
-		hws: make([]Hardware, len(rows)), implied: make([]float64, len(rows))}
+	m := &measuredRows{rows: make([]rowPrediction, len(rows)), plans: make([]*Plan, len(rows)), hws: make([]Hardware, len(rows))}
 	for i, r := range rows {
 		m.plans[i], m.hws[i] = r.plan(tb)
 		m.rows[i].publicRow = r
@@ -187,7 +186,7 @@ func placeRows(tb testing.TB) *measuredRows {
 		if err != nil {
 			tb.Fatalf("row %d: %v", r.line, err)
 		}
-		m.implied[i] = bw
+		m.rows[i].implied = bw
 	}
 	return m
 }
@@ -198,8 +197,8 @@ func (m *measuredRows) calibration(machine string, skip func(j int) bool) (bw fl
 	var sum float64
 	var n int
 	for j, o := range m.rows {
-		if o.machine == machine && !skip(j) && m.implied[j] > 0 {
-			sum += m.implied[j]
+		if o.machine == machine && !skip(j) && o.implied > 0 {
+			sum += o.implied
 			n++
 		}
 	}
@@ -222,7 +221,6 @@ func (m *measuredRows) predict(tb testing.TB, i int, bw float64, cal bool) rowPr
 	if err != nil {
 		tb.Fatalf("row %d: %v", out.line, err)
 	}
-	out.implied = m.implied[i]
 	out.predTG, out.predPP, out.fits, out.problems = p.TG, p.PP, p.Fits, p.Problems
 	if p.Prefill != nil {
 		out.ubatch = p.Prefill.UBatch
