@@ -172,16 +172,7 @@ __device__ __forceinline__ void matMulTiled(const u8* __restrict__ W, const floa
     const i64 groups = sel == nullptr ? (n + kTileTokens - 1) / kTileTokens : n;
     for (i64 g = blockIdx.y; g < groups; g += gridDim.y) {
         i64 first, end;
-        const u8* w0;
-        if (sel == nullptr) {
-            first = g * kTileTokens;
-            end = min(first + kTileTokens, n);
-            w0 = W + r0 * rowBytes;
-        } else {
-            first = __ldg(gstart + g);
-            end = __ldg(gstart + g + 1);
-            w0 = W + i64(__ldg(gexpert + g)) * expertBytes + r0 * rowBytes;
-        }
+        const u8* w0 = groupSpan(W, sel, gstart, gexpert, g, kTileTokens, n, r0, rowBytes, expertBytes, first, end);
         for (; first < end; first += kTileTokens)
             matMulTile<T>(w0, rows - r0, r0, first, int(min(i64(kTileTokens), end - first)), X, Y, sel, cols, rows, k,
                           xPerSlot, rowBytes);

@@ -150,6 +150,23 @@ __device__ __forceinline__ void matVecPass(const u8* row, i64 first, int count, 
     }
 }
 
+// groupSpan sets [first, end) to group g's members and returns where its weight rows start,
+// row rows into the matrix: without sel the n tokens in groups of size, in order; with sel
+// the grouped launch's group g (gstart's bounds, gexpert's expert). mmv and mmq share it.
+__device__ __forceinline__ const u8* groupSpan(const u8* __restrict__ W, const int* __restrict__ sel,
+                                               const int* __restrict__ gstart, const int* __restrict__ gexpert,
+                                               i64 g, i64 size, i64 n, i64 row, i64 rowBytes, i64 expertBytes,
+                                               i64& first, i64& end) {
+    if (sel == nullptr) {
+        first = g * size;
+        end = min(first + size, n);
+        return W + row * rowBytes;
+    }
+    first = __ldg(gstart + g);
+    end = __ldg(gstart + g + 1);
+    return W + i64(__ldg(gexpert + g)) * expertBytes + row * rowBytes;
+}
+
 template <class T>
 __device__ __forceinline__ void matVec(const u8* __restrict__ W, const float* __restrict__ X, float* __restrict__ Y,
                                        const int* __restrict__ sel, const int* __restrict__ gstart,
@@ -161,16 +178,7 @@ __device__ __forceinline__ void matVec(const u8* __restrict__ W, const float* __
     for (i64 g = blockIdx.y; g < groups; g += gridDim.y) {
         // Group g's members, and the weight row they multiply.
         i64 first, end;
-        const u8* row;
-        if (sel == nullptr) {
-            first = g * kGroup;
-            end = min(first + kGroup, n);
-            row = W + r * rowBytes;
-        } else {
-            first = __ldg(gstart + g);
-            end = __ldg(gstart + g + 1);
-            row = W + i64(__ldg(gexpert + g)) * expertBytes + r * rowBytes;
-        }
+        const u8* row = groupSpan(W, sel, gstart, gexpert, g, kGroup, n, r, rowBytes, expertBytes, first, end);
         for (; first < end; first += kGroup)
             matVecPass<T>(row, first, int(min(i64(kGroup), end - first)), X, Y, sel, cols, rows, r, k, xPerSlot);
     }
