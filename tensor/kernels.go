@@ -56,6 +56,10 @@ const ISAEnv = "MOERUN_ISA"
 // activation vectors: ok[r] is row r times ak.
 type rows4Kernel = func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
 
+// rows2Kernel multiplies len(o0) consecutive whole rows by two activation vectors: o0[r]
+// is row r times a0, o1[r] row r times a1.
+type rows2Kernel = func(n int, rows, a0, a1 []byte, o0, o1 []float32)
+
 // The two arithmetics of llama.cpp's repacked kernels, as indices.
 const (
 	gemm = iota
@@ -102,6 +106,10 @@ type kernelSet struct {
 	// dotTokens4Rows) in the repacked arithmetic: [gemm] mul_mat's (its tokens in fours),
 	// [gemv] every other product's (mul_mat_id's).
 	repackedTokens4 map[Type][2]rows4Kernel
+	// repackedTokens2 holds, for a type in repackedKernels, a kernel that multiplies whole
+	// rows by two tokens at once in gemv's arithmetic (each token's bits of the one-token
+	// kernel), reading the rows once.
+	repackedTokens2 map[Type]rows2Kernel
 	// packedFormats holds the formats whose prefill runs on packed kernels (packed.go).
 	packedFormats map[Type]*packedFormat
 
@@ -206,6 +214,7 @@ var genericKernels = kernelSet{
 	dotRowsOne:          map[Type]func(n int, rows, a []byte, out []float32){},
 	repackedKernels:     map[Type]func(n int, rows, a []byte, out []float32){},
 	repackedTokens4:     map[Type][2]rows4Kernel{},
+	repackedTokens2:     map[Type]rows2Kernel{},
 	packedFormats:       map[Type]*packedFormat{},
 	dotFloat64:          dotFloat64Go,
 	madHalf:             madHalfGo,
@@ -284,7 +293,7 @@ func (k *kernelSet) clone(level Level) *kernelSet {
 	c.dotTokens2, c.dotTokens4 = maps.Clone(k.dotTokens2), maps.Clone(k.dotTokens4)
 	c.dotTokens4Rows, c.dotRowsOne = maps.Clone(k.dotTokens4Rows), maps.Clone(k.dotRowsOne)
 	c.repackedKernels, c.packedFormats = maps.Clone(k.repackedKernels), maps.Clone(k.packedFormats)
-	c.repackedTokens4 = maps.Clone(k.repackedTokens4)
+	c.repackedTokens4, c.repackedTokens2 = maps.Clone(k.repackedTokens4), maps.Clone(k.repackedTokens2)
 	return &c
 }
 

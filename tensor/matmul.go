@@ -24,6 +24,9 @@ type Matrix struct {
 	// rows4T against four (dotTokens4Rows).
 	rows1  func(n int, rows, a []byte, out []float32)
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+	// rows2 is a kernel over consecutive rows against two vectors, where an operation's
+	// arithmetic has one (useRepacked), else nil.
+	rows2 rows2Kernel
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
 	// repacked is the type's one-token kernel in llama.cpp's repacked arithmetic where it
@@ -32,6 +35,8 @@ type Matrix struct {
 	// repacked4 is its four-token kernels in gemm's and gemv's arithmetic where the level
 	// has them (repackedTokens4).
 	repacked4 [2]rows4Kernel
+	// repacked2 is its two-token kernel in gemv's arithmetic where the level has one.
+	repacked2 rows2Kernel
 }
 
 // NewMatrix makes a Matrix of type t over data. shape is in GGUF order ([ne0, ne1, ne2]);
@@ -76,7 +81,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 		dot2: active.dotTokens2[t], dot4T: active.dotTokens4[t], rows1: active.dotRowsOne[t], rows4T: active.dotTokens4Rows[t],
 		packed: packedFormatOf(t, int(dims[1])), repacked: repackedKernelsOf(t, int(dims[1]))}
 	if m.repacked != nil {
-		m.repacked4 = active.repackedTokens4[t]
+		m.repacked4, m.repacked2 = active.repackedTokens4[t], active.repackedTokens2[t]
 	}
 	if tr.VecDot == nil {
 		return m, nil
@@ -386,6 +391,11 @@ func (w *Matrix) mulTokens(rows []byte, count int, act func(i int) []byte, out f
 				d := dot4T(n, rows[r*rb:(r+1)*rb], a0, a1, a2, a3)
 				o0[r], o1[r], o2[r], o3[r] = d[0], d[1], d[2], d[3]
 			}
+		}
+	}
+	if rows2 := w.rows2; rows2 != nil {
+		for ; i+2 <= count; i += 2 {
+			rows2(n, rows, act(i), act(i+1), out(i), out(i+1))
 		}
 	}
 	if dot2 := w.dot2; dot2 != nil {

@@ -79,6 +79,10 @@ const (
 	// kPackedMinTokens: packing a Q4_K group costs about three tokens' products, and two
 	// tokens already gain on the rows kernels (768×2048, one thread).
 	kPackedMinTokens = 2
+	// kPackedMinTokensInPlace2: where the level multiplies Q4_K rows by two tokens in place
+	// (repackedTokens2), two and three tokens take that kernel, at about 1.6 times one
+	// token's instructions against packing's three.
+	kPackedMinTokensInPlace2 = 4
 	// packedGemmMinTokens: a mul_mat of fewer tokens takes the in-place four-token kernel
 	// where the level has one (packingLoses).
 	packedGemmMinTokens = 8

@@ -15,10 +15,13 @@ package tensor
 // gemm does the same per 64-value chunk (two sub-blocks), four FMAs a block. Both differ
 // from ggml_vec_dot_q4_K_q8_K (--no-repack), which keeps eight float lanes of scaled sums
 // and four of mins. The fixtures' Q4_K models ran that way. moerun has both forms on
-// AVX-512 VNNI: two tokens or more take the packed kernels (packed.go; gemm for a
-// mul_mat's tokens in fours, gemv for the rest), one token the rows kernel below
-// (simd_vnni_amd64.s, the TOTALS arguments of Q4K_ROWS), which reads the weights where they
-// lie. Which tokens get which arithmetic follows llama.cpp (useRepacked, mulPacked).
+// AVX-512 VNNI: many tokens take the packed kernels (packed.go; gemm for a mul_mat's
+// tokens in fours, gemv for the rest), one token the rows kernel below
+// (simd_vnni_amd64.s, the TOTALS arguments of Q4K_ROWS, and four rows at a time where the
+// CPU has GFNI and VBMI), which reads the weights where they lie, and so does the
+// two-token kernel there (an expert that two or three of a batch's tokens chose, or a
+// mul_mat's last two or three). Which tokens get which arithmetic follows llama.cpp
+// (useRepacked, mulPacked).
 // The AVX2 level (and AVX-512 without VNNI) runs Q4_K's repacked arithmetic in archsimd
 // rows kernels (simd_repacked_q4k_amd64.go: one token, and four in gemm's or gemv's
 // arithmetic); only the generic level runs VecDot's, as llama.cpp's generic build does.
@@ -52,4 +55,5 @@ func (p *Pool) useRepacked(m *Matrix, arithmetic int) {
 		return
 	}
 	m.rows1, m.rows4T, m.dot2, m.dot4T = m.repacked, m.repacked4[arithmetic], nil, nil
+	m.rows2 = m.repacked2
 }

@@ -271,7 +271,7 @@ func TestPackedQ4KExtremes(t *testing.T) {
 // q4KExtremeOperands, bit for bit against repackedQ4KDot, for 1 to 13 rows and 1 to 9
 // super-blocks.
 func TestRepackedQ4KRowsExtremes(t *testing.T) {
-	rows1 := active.repackedKernels[Q4_K]
+	rows1, rows2 := active.repackedKernels[Q4_K], active.repackedTokens2[Q4_K]
 	if rows1 == nil {
 		t.Skip("no repacked Q4_K kernels on this CPU or build")
 	}
@@ -281,12 +281,20 @@ func TestRepackedQ4KRowsExtremes(t *testing.T) {
 			data, acts := q4KExtremeOperands(rng, rows, n, 3)
 			rb := n / qkK * 144
 			for i, a := range acts {
-				out := make([]float32, rows)
+				out, out2 := make([]float32, rows), make([]float32, rows)
 				rows1(n, data, a, out)
+				other := acts[(i+1)%len(acts)]
+				if rows2 != nil {
+					rows2(n, data, a, other, out2, out2)
+					rows2(n, data, other, a, out2, out)
+				}
 				for r := range rows {
 					want := repackedQ4KDot(n, data[r*rb:], a, qkK)
 					if got := out[r]; math.Float32bits(got) != math.Float32bits(want) {
 						t.Fatalf("n %d, %d rows, vector %d, row %d: %v, want %v", n, rows, i, r, got, want)
+					}
+					if got, want := out2[r], repackedQ4KDot(n, data[r*rb:], other, qkK); rows2 != nil && math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("two tokens: n %d, %d rows, vector %d, row %d: %v, want %v", n, rows, (i+1)%len(acts), r, got, want)
 					}
 				}
 			}

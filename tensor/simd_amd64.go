@@ -161,7 +161,7 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.dotRowsOne[Q4_K], k.dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
 	k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
 	if useQ4KRows4 {
-		k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsGrouped
+		k.repackedKernels[Q4_K], k.repackedTokens2[Q4_K] = dotQ4_KRepackedRowsGrouped, dotQ4_KRepackedRowsGrouped2
 	}
 	if useGFNI {
 		k.traits[Q5_K].VecDot, k.dotRowsOne[Q5_K] = dotQ5_KVNNI, dotQ5_KRowsOneVNNI

@@ -115,6 +115,10 @@ func dotQ2_KPackedGemv1(w unsafe.Pointer, nb int, acts *unsafe.Pointer, outs **f
 
 // installPacked registers the packed kernels (the CPU has AVX-512 VNNI).
 func installPacked(k *kernelSet) {
+	q4KMinTokens := kPackedMinTokens
+	if k.repackedTokens2[Q4_K] != nil {
+		q4KMinTokens = kPackedMinTokensInPlace2
+	}
 	dots := [4]packedDot{dotPackedTokens8, dotPackedTokens4, dotPackedTokens2, dotPackedTokens1}
 	legacy := func(pack func(w unsafe.Pointer, rowBytes, nb int, dst unsafe.Pointer), rows1 func(w unsafe.Pointer, rowBytes, groups, nb int, a unsafe.Pointer, out *float32), offset int32) *packedFormat {
 		return &packedFormat{pack: pack, rows1: rows1, prepared: true, offset: offset, blockValues: qk32, blockBytes: packedBlockBytes, dots: dots}
@@ -123,7 +127,7 @@ func installPacked(k *kernelSet) {
 	k.packedFormats[IQ4_NL] = legacy(packIQ4_NLRows16, dotIQ4_NLRows16x1, 128)
 	k.packedFormats[MXFP4] = legacy(packMXFP4Rows16, dotMXFP4Rows16x1, 12)
 	k.packedFormats[Q4_K] = &packedFormat{pack: packQ4_KRows16, blockValues: qkK, blockBytes: q4KPackedBytes,
-		dots: [4]packedDot{nil, dotQ4_KPackedGemv4, dotQ4_KPackedGemv2, dotQ4_KPackedGemv1}, gemm4: dotQ4_KPackedGemm4, minTokens: kPackedMinTokens}
+		dots: [4]packedDot{nil, dotQ4_KPackedGemv4, dotQ4_KPackedGemv2, dotQ4_KPackedGemv1}, gemm4: dotQ4_KPackedGemm4, minTokens: q4KMinTokens}
 	k.packedFormats[Q2_K] = &packedFormat{pack: packQ2_KRows16, blockValues: qkK, blockBytes: q2KPackedBytes,
 		dots: [4]packedDot{nil, dotQ2_KPackedGemv4, dotQ2_KPackedGemv2, dotQ2_KPackedGemv1}, gemm4: dotQ2_KPackedGemm4, minTokens: kPackedMinTokens}
 }

@@ -201,6 +201,12 @@ func dotQ4_KRepackedRowsGFNI(w, a unsafe.Pointer, nb, rows, rowBytes int, out *f
 //go:noescape
 func dotQ4_KRepackedRows4GFNI(w, a unsafe.Pointer, nb, groups, rowBytes int, out *float32)
 
+// dotQ4_KRepackedRows4x2GFNI is dotQ4_KRepackedRows4GFNI against two activation vectors
+// at once, a and b, into outA and outB: each token's bits, the rows read once.
+//
+//go:noescape
+func dotQ4_KRepackedRows4x2GFNI(w, a, b unsafe.Pointer, nb, groups, rowBytes int, outA, outB *float32)
+
 //go:noescape
 func dotQ4_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 
@@ -321,5 +327,25 @@ func dotQ4_KRepackedRowsGrouped(n int, rows, a []byte, out []float32) {
 	dotQ4_KRepackedRows4GFNI(unsafe.Pointer(&rows[:4*groups*rb][0]), unsafe.Pointer(&a[:nb*q4KShape.actBytes][0]), nb, groups, rb, &out[0])
 	if rest := 4 * groups; rest < len(out) {
 		dotQ4_KRepackedRowsOne(n, rows[rest*rb:], a, out[rest:])
+	}
+}
+
+// dotQ4_KRepackedRowsGrouped2 is dotQ4_KRepackedRowsGrouped for two tokens, a0 into o0
+// and a1 into o1, the rows in fours on dotQ4_KRepackedRows4x2GFNI (and the rest, one
+// token at a time, on the one-row kernel).
+func dotQ4_KRepackedRowsGrouped2(n int, rows, a0, a1 []byte, o0, o1 []float32) {
+	nb, groups := n/qkK, len(o0)/4
+	o1 = o1[:len(o0)]
+	if nb == 0 || groups == 0 {
+		dotQ4_KRepackedRowsOne(n, rows, a0, o0)
+		dotQ4_KRepackedRowsOne(n, rows, a1, o1)
+		return
+	}
+	rb, ab := nb*q4KShape.bytes, nb*q4KShape.actBytes
+	dotQ4_KRepackedRows4x2GFNI(unsafe.Pointer(&rows[:4*groups*rb][0]), unsafe.Pointer(&a0[:ab][0]), unsafe.Pointer(&a1[:ab][0]),
+		nb, groups, rb, &o0[0], &o1[0])
+	if rest := 4 * groups; rest < len(o0) {
+		dotQ4_KRepackedRowsOne(n, rows[rest*rb:], a0, o0[rest:])
+		dotQ4_KRepackedRowsOne(n, rows[rest*rb:], a1, o1[rest:])
 	}
 }

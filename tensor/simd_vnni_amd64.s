@@ -627,6 +627,107 @@ q6k4block:
 	PREFETCHT0 576(row); \
 	PREFETCHT0 640(row)
 
+// Q4K4_GROUP_BEGIN sets up a group of four rows' block at SI: R8-R10 the other three rows,
+// their prefetches.
+#define Q4K4_GROUP_BEGIN \
+	LEAQ (SI)(BX*1), R8; \
+	LEAQ (SI)(BX*2), R9; \
+	LEAQ (SI)(R13*1), R10; \
+	Q4K4_PREFETCH(SI); \
+	Q4K4_PREFETCH(R8); \
+	Q4K4_PREFETCH(R9); \
+	Q4K4_PREFETCH(R10)
+
+// Q4K4_ACTS loads the token's activations at (a) as the nibble halves meet them:
+// [0-31 | 64-95], [32-63 | 96-127], … in z1-z4.
+#define Q4K4_ACTS(a, y1, z1, y2, z2, y3, z3, y4, z4) \
+	VMOVDQU64    4(a), y1; \
+	VINSERTI64X4 $1, 68(a), z1, z1; \
+	VMOVDQU64    36(a), y2; \
+	VINSERTI64X4 $1, 100(a), z2, z2; \
+	VMOVDQU64    132(a), y3; \
+	VINSERTI64X4 $1, 196(a), z3, z3; \
+	VMOVDQU64    164(a), y4; \
+	VINSERTI64X4 $1, 228(a), z4, z4
+
+// Q4K4_SCALES decodes the four rows' scale bytes as Q4K_DECODE does, to [sc0..7, m0..7]
+// a lane of Z5 (Z12 scratch), and leaves the mins as words against the bsums' pairs in
+// Z12 and Z13.
+#define Q4K4_SCALES \
+	VMOVDQU      4(SI), X5; \
+	VINSERTI32X4 $1, 4(R8), Z5, Z5; \
+	VINSERTI32X4 $2, 4(R9), Z5, Z5; \
+	VINSERTI32X4 $3, 4(R10), Z5, Z5; \
+	VPSHUFB      ·q4K4Decode+0(SB), Z5, Z12; \
+	VPSRLVD      ·q4K4Decode+64(SB), Z12, Z12; \
+	VPANDD       ·q4K4Decode+128(SB), Z12, Z12; \
+	VPSHUFB      ·q4K4Decode+192(SB), Z5, Z5; \
+	VPSRLD       $2, Z5, Z5; \
+	VPTERNLOGD   $0xEC, ·q4K4Decode+256(SB), Z12, Z5; \
+	VPSHUFB      ·q4K4MinWords+0(SB), Z5, Z12; \
+	VPSHUFB      ·q4K4MinWords+64(SB), Z5, Z13
+
+// Q4K4_MINS leaves the token's mins' sums in mins: lane r gets four dwords adding up to
+// Σ m_j·(bsum_2j + bsum_2j+1), from the token's bsums at (a) (Z14, Z15 scratch).
+#define Q4K4_MINS(a, mins) \
+	VBROADCASTI32X4 260(a), Z14; \
+	VBROADCASTI32X4 276(a), Z15; \
+	VPMADDWD        Z14, Z12, mins; \
+	VPMADDWD        Z15, Z13, Z15; \
+	VPADDD          Z15, mins, mins
+
+// Q4K4_D leaves [d, d, dmin, dmin] for row r in lane r of Z6, by way of the lane index
+// in idx.
+#define Q4K4_D(idx) \
+	VMOVD        (SI), X6; \
+	VPINSRD      $1, (R8), X6, X6; \
+	VPINSRD      $2, (R9), X6, X6; \
+	VPINSRD      $3, (R10), X6, X6; \
+	VCVTPH2PS    X6, Y6; \
+	VPERMPS      Z6, idx, Z6
+
+// Q4K4_FOLD folds each row's sixteen dwords (r0-r3) to four in its lane, then beside the
+// mins' four to [I, I, M, M], and takes the float step into acc with factors dyd (Z12-Z15
+// scratch).
+#define Q4K4_FOLD(r0, r1, r2, r3, mins, dyd, acc) \
+	VSHUFI64X2  $0x44, r1, r0, Z12; \
+	VSHUFI64X2  $0xEE, r1, r0, Z13; \
+	VPADDD      Z13, Z12, Z12; \
+	VSHUFI64X2  $0x44, r3, r2, Z13; \
+	VSHUFI64X2  $0xEE, r3, r2, Z14; \
+	VPADDD      Z14, Z13, Z13; \
+	VSHUFI64X2  $0x88, Z13, Z12, Z14; \
+	VSHUFI64X2  $0xDD, Z13, Z12, Z15; \
+	VPADDD      Z15, Z14, Z14; \
+	VPUNPCKLQDQ mins, Z14, Z12; \
+	VPUNPCKHQDQ mins, Z14, Z13; \
+	VPADDD      Z13, Z12, Z12; \
+	VPSHUFD     $0xB1, Z12, Z13; \
+	VPADDD      Z13, Z12, Z12; \
+	VCVTDQ2PS   Z12, Z12; \
+	VFMADD231PS dyd, Z12, acc
+
+// Q4K4_STORE stores row r's result, I-acc − M-acc, from lane r of acc (accX its lower
+// 128 bits) to out[r] (Z12 scratch) and moves out on.
+#define Q4K4_STORE(acc, accX, out) \
+	VPSRLDQ   $8, acc, Z12; \
+	VSUBPS    Z12, acc, acc; \
+	VMOVDQU64 ·q4K4OutLanes(SB), Z12; \
+	VPERMPS   acc, Z12, acc; \
+	VMOVUPS   accX, (out); \
+	ADDQ      $16, out
+
+// Q4K4_SETUP loads what every block of both kernels needs: K1 (the even bytes), BX the
+// row stride, R13 three of it and R15 eight, R12 the first group, R14 the groups.
+#define Q4K4_SETUP(stride, w, groups) \
+	MOVQ  $0x5555555555555555, AX; \
+	KMOVQ AX, K1; \
+	MOVQ  stride, BX; \
+	LEAQ  (BX)(BX*2), R13; \
+	LEAQ  (BX*8), R15; \
+	MOVQ  w, R12; \
+	MOVQ  groups, R14
+
 // func dotQ4_KRepackedRows4GFNI(w, a unsafe.Pointer, nb, groups, rowBytes int, out *float32)
 TEXT ·dotQ4_KRepackedRows4GFNI(SB), NOSPLIT, $0-48
 	VBROADCASTI64X4 ·nibbleMask(SB), Z31
@@ -640,13 +741,7 @@ TEXT ·dotQ4_KRepackedRows4GFNI(SB), NOSPLIT, $0-48
 	VMOVDQU64       ·q4K4ScaleWords+320(SB), Z21
 	VMOVDQU64       ·q4K4ScaleWords+384(SB), Z22
 	VMOVDQU64       ·q4K4ScaleWords+448(SB), Z23
-	MOVQ            $0x5555555555555555, AX
-	KMOVQ           AX, K1
-	MOVQ            rowBytes+32(FP), BX
-	LEAQ            (BX)(BX*2), R13
-	LEAQ            (BX*8), R15
-	MOVQ            w+0(FP), R12
-	MOVQ            groups+24(FP), R14
+	Q4K4_SETUP(rowBytes+32(FP), w+0(FP), groups+24(FP))
 	MOVQ            out+40(FP), R11
 
 q4k4group:
@@ -656,92 +751,117 @@ q4k4group:
 	VPXORD Z0, Z0, Z0
 
 q4k4block:
-	LEAQ (SI)(BX*1), R8
-	LEAQ (SI)(BX*2), R9
-	LEAQ (SI)(R13*1), R10
-	Q4K4_PREFETCH(SI)
-	Q4K4_PREFETCH(R8)
-	Q4K4_PREFETCH(R9)
-	Q4K4_PREFETCH(R10)
-
-	// The activations as the nibble halves meet them: [0-31 | 64-95], [32-63 | 96-127], …
-	VMOVDQU      4(DI), Y1
-	VINSERTI64X4 $1, 68(DI), Z1, Z1
-	VMOVDQU      36(DI), Y2
-	VINSERTI64X4 $1, 100(DI), Z2, Z2
-	VMOVDQU      132(DI), Y3
-	VINSERTI64X4 $1, 196(DI), Z3, Z3
-	VMOVDQU      164(DI), Y4
-	VINSERTI64X4 $1, 228(DI), Z4, Z4
-
-	// The four rows' scale bytes, decoded as Q4K_DECODE does, to [sc0..7, m0..7] a lane.
-	VMOVDQU      4(SI), X5
-	VINSERTI32X4 $1, 4(R8), Z5, Z5
-	VINSERTI32X4 $2, 4(R9), Z5, Z5
-	VINSERTI32X4 $3, 4(R10), Z5, Z5
-	VPSHUFB      ·q4K4Decode+0(SB), Z5, Z12
-	VPSRLVD      ·q4K4Decode+64(SB), Z12, Z12
-	VPANDD       ·q4K4Decode+128(SB), Z12, Z12
-	VPSHUFB      ·q4K4Decode+192(SB), Z5, Z5
-	VPSRLD       $2, Z5, Z5
-	VPTERNLOGD   $0xEC, ·q4K4Decode+256(SB), Z12, Z5
-
-	// Mins' sums: lane r gets four dwords adding up to Σ m_j·(bsum_2j + bsum_2j+1).
-	VPSHUFB         ·q4K4MinWords+0(SB), Z5, Z12
-	VPSHUFB         ·q4K4MinWords+64(SB), Z5, Z13
-	VBROADCASTI32X4 260(DI), Z14
-	VBROADCASTI32X4 276(DI), Z15
-	VPMADDWD        Z14, Z12, Z7
-	VPMADDWD        Z15, Z13, Z13
-	VPADDD          Z13, Z7, Z7
-
-	// [d·yd, d·yd, dmin·yd, dmin·yd] for row r in lane r.
-	VMOVD        (SI), X6
-	VPINSRD      $1, (R8), X6, X6
-	VPINSRD      $2, (R9), X6, X6
-	VPINSRD      $3, (R10), X6, X6
-	VCVTPH2PS    X6, Y6
-	VPERMPS      Z6, Z29, Z6
-	VMULPS.BCST  (DI), Z6, Z6
-
+	Q4K4_GROUP_BEGIN
+	Q4K4_ACTS(DI, Y1, Z1, Y2, Z2, Y3, Z3, Y4, Z4)
+	Q4K4_SCALES
+	Q4K4_MINS(DI, Z7)
+	Q4K4_D(Z29)
+	VMULPS.BCST (DI), Z6, Z6
 	Q4K4_ROW(SI, Z8, Z16, Z17)
 	Q4K4_ROW(R8, Z9, Z18, Z19)
 	Q4K4_ROW(R9, Z10, Z20, Z21)
 	Q4K4_ROW(R10, Z11, Z22, Z23)
-
-	// Fold each row's sixteen dwords to four in its lane, then beside the mins' four
-	// to [I, I, M, M].
-	VSHUFI64X2  $0x44, Z9, Z8, Z12
-	VSHUFI64X2  $0xEE, Z9, Z8, Z13
-	VPADDD      Z13, Z12, Z12
-	VSHUFI64X2  $0x44, Z11, Z10, Z13
-	VSHUFI64X2  $0xEE, Z11, Z10, Z14
-	VPADDD      Z14, Z13, Z13
-	VSHUFI64X2  $0x88, Z13, Z12, Z14
-	VSHUFI64X2  $0xDD, Z13, Z12, Z15
-	VPADDD      Z15, Z14, Z14
-	VPUNPCKLQDQ Z7, Z14, Z12
-	VPUNPCKHQDQ Z7, Z14, Z13
-	VPADDD      Z13, Z12, Z12
-	VPSHUFD     $0xB1, Z12, Z13
-	VPADDD      Z13, Z12, Z12
-	VCVTDQ2PS   Z12, Z12
-	VFMADD231PS Z6, Z12, Z0
-
+	Q4K4_FOLD(Z8, Z9, Z10, Z11, Z7, Z6, Z0)
 	ADDQ $144, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  q4k4block
 
-	// Row r's result, I-acc − M-acc, from lane r to out[r].
-	VPSRLDQ   $8, Z0, Z12
-	VSUBPS    Z12, Z0, Z0
-	VMOVDQU64 ·q4K4OutLanes(SB), Z12
-	VPERMPS   Z0, Z12, Z0
-	VMOVUPS   X0, (R11)
-	ADDQ      $16, R11
-	LEAQ      (R12)(BX*4), R12
-	DECQ      R14
-	JNZ       q4k4group
+	Q4K4_STORE(Z0, X0, R11)
+	LEAQ (R12)(BX*4), R12
+	DECQ R14
+	JNZ  q4k4group
+	CLEAR_HIGH
+	RET
+
+// The same for two tokens (dotQ4_KRepackedRows4x2GFNI): what depends on the rows alone
+// (prefetches, scales, d and dmin, the nibble split and the scale words) is done once for
+// both, the products, folds and float steps for each as the one-token kernel does them,
+// so each token's bits. Two sequences decoding together, or two tokens routed to one
+// expert, read the rows once at about 1.5 times one token's instructions, where the packed
+// kernels first pack the group (about three tokens' worth) and running the one-token
+// kernel twice costs two. Registers: token A as the one-token kernel's (Z0, Z1-Z4, Z6,
+// Z7, Z8-Z11 its rows' sums), token B in Z22, Z16-Z19, Z20, Z21, Z23-Z26; Z5 the scales,
+// Z12-Z15 the nibbles, Z27 and Z28 the scale words (their indices loaded in turn), Z29-Z31
+// the products' scratch. With no register left for the nibble mask and the high-nibble
+// matrix, those are broadcast from memory.
+
+// Q4K42_NIBBLES splits the row's nibbles for both tokens: low halves in Z14 and Z15, high
+// in Z12 and Z13 (as Q4K4_ROW), and its scale words for the low and high halves in Z27
+// and Z28 (the indices at ·q4K4ScaleWords+idx).
+#define Q4K42_NIBBLES(row, idx) \
+	VMOVDQU64           16(row), Z12; \
+	VMOVDQU64           80(row), Z13; \
+	VPANDD.BCST         ·nibbleMask(SB), Z12, Z14; \
+	VGF2P8AFFINEQB.BCST $0, ·nibbleMatrix+32(SB), Z12, Z12; \
+	VPANDD.BCST         ·nibbleMask(SB), Z13, Z15; \
+	VGF2P8AFFINEQB.BCST $0, ·nibbleMatrix+32(SB), Z13, Z13; \
+	VMOVDQU64           ·q4K4ScaleWords+idx(SB), Z27; \
+	VPERMB.Z            Z5, Z27, K1, Z27; \
+	VMOVDQU64           ·q4K4ScaleWords+idx+64(SB), Z28; \
+	VPERMB.Z            Z5, Z28, K1, Z28
+
+// Q4K42_PRODUCTS is Q4K4_ROW's products for the token whose activations are a1-a4.
+#define Q4K42_PRODUCTS(a1, a2, a3, a4, sum) \
+	VPXORD    Z29, Z29, Z29; \
+	VPDPBUSD  a1, Z14, Z29; \
+	VPXORD    Z30, Z30, Z30; \
+	VPDPBUSD  a2, Z12, Z30; \
+	VPACKSSDW Z30, Z29, Z29; \
+	VPXORD    Z30, Z30, Z30; \
+	VPDPBUSD  a3, Z15, Z30; \
+	VPXORD    Z31, Z31, Z31; \
+	VPDPBUSD  a4, Z13, Z31; \
+	VPACKSSDW Z31, Z30, Z30; \
+	VPMADDWD  Z27, Z29, sum; \
+	VPDPWSSD  Z28, Z30, sum
+
+#define Q4K42_ROW(row, sumA, sumB, idx) \
+	Q4K42_NIBBLES(row, idx); \
+	Q4K42_PRODUCTS(Z1, Z2, Z3, Z4, sumA); \
+	Q4K42_PRODUCTS(Z16, Z17, Z18, Z19, sumB)
+
+// func dotQ4_KRepackedRows4x2GFNI(w, a, b unsafe.Pointer, nb, groups, rowBytes int, outA, outB *float32)
+TEXT ·dotQ4_KRepackedRows4x2GFNI(SB), NOSPLIT, $0-64
+	Q4K4_SETUP(rowBytes+40(FP), w+0(FP), groups+32(FP))
+	MOVQ outA+48(FP), R11
+	MOVQ outB+56(FP), AX
+
+q4k42group:
+	MOVQ   R12, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   b+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z22, Z22, Z22
+
+q4k42block:
+	Q4K4_GROUP_BEGIN
+	Q4K4_ACTS(DI, Y1, Z1, Y2, Z2, Y3, Z3, Y4, Z4)
+	Q4K4_ACTS(DX, Y16, Z16, Y17, Z17, Y18, Z18, Y19, Z19)
+	Q4K4_SCALES
+	Q4K4_MINS(DI, Z7)
+	Q4K4_MINS(DX, Z21)
+	VMOVDQU64   ·q4K4DLanes(SB), Z29
+	Q4K4_D(Z29)
+	VMULPS.BCST (DX), Z6, Z20
+	VMULPS.BCST (DI), Z6, Z6
+	Q4K42_ROW(SI, Z8, Z23, 0)
+	Q4K42_ROW(R8, Z9, Z24, 128)
+	Q4K42_ROW(R9, Z10, Z25, 256)
+	Q4K42_ROW(R10, Z11, Z26, 384)
+	Q4K4_FOLD(Z8, Z9, Z10, Z11, Z7, Z6, Z0)
+	Q4K4_FOLD(Z23, Z24, Z25, Z26, Z21, Z20, Z22)
+	ADDQ $144, SI
+	ADDQ $292, DI
+	ADDQ $292, DX
+	DECQ CX
+	JNZ  q4k42block
+
+	Q4K4_STORE(Z0, X0, R11)
+	Q4K4_STORE(Z22, X22, AX)
+	LEAQ (R12)(BX*4), R12
+	DECQ R14
+	JNZ  q4k42group
 	CLEAR_HIGH
 	RET

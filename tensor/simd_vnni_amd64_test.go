@@ -325,3 +325,33 @@ func BenchmarkVNNI(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRepackedQ4KTwoTokens times Q4_K's gemv-arithmetic kernels on a tile of
+// matRowTile cache-hot rows of 2048 values against two tokens: the one-token kernel once
+// per token, and the two-token kernel (ns/dot: per row and token).
+//
+//	GOEXPERIMENT=simd go test -run '^$' -bench RepackedQ4KTwoTokens ./tensor
+func BenchmarkRepackedQ4KTwoTokens(b *testing.B) {
+	rows1, rows2 := active.repackedKernels[Q4_K], active.repackedTokens2[Q4_K]
+	if rows2 == nil {
+		b.Skip("no two-token Q4_K kernel on this CPU or build")
+	}
+	const n = 2048
+	rng := rand.New(rand.NewPCG(3, 4))
+	w, acts := q4KExtremeOperands(rng, matRowTile, n, 2)
+	o0, o1 := make([]float32, matRowTile), make([]float32, matRowTile)
+	for _, k := range []struct {
+		name string
+		run  func()
+	}{
+		{"one-token-twice", func() { rows1(n, w, acts[0], o0); rows1(n, w, acts[1], o1) }},
+		{"two-token", func() { rows2(n, w, acts[0], acts[1], o0, o1) }},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			for b.Loop() {
+				k.run()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*2), "ns/dot")
+		})
+	}
+}
