@@ -93,6 +93,9 @@ type kernelSet struct {
 	// one call, ok[r] = dotTokens4's result k for row r, for a type whose four-token kernel
 	// costs much per call next to the short rows of a small model (Q8_0 on VNNI).
 	dotTokens4Rows map[Type]func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
+	// dotTokens2Rows is dotTokens2 over consecutive whole rows, each token's bits of
+	// VecDot, where the level has such a kernel.
+	dotTokens2Rows map[Type]rows2Kernel
 	// dotRowsOne holds, for a type whose VecDot has a fixed cost per call worth saving, a
 	// kernel that takes len(out) consecutive whole rows and one activation vector:
 	// out[r] = VecDot(n, row r, a), the same bits.
@@ -211,6 +214,7 @@ var genericKernels = kernelSet{
 	dotTokens2:          map[Type]func(n int, w, a0, a1 []byte) [2]float32{},
 	dotTokens4:          map[Type]func(n int, w, a0, a1, a2, a3 []byte) [4]float32{},
 	dotTokens4Rows:      map[Type]func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32){},
+	dotTokens2Rows:      map[Type]rows2Kernel{},
 	dotRowsOne:          map[Type]func(n int, rows, a []byte, out []float32){},
 	repackedKernels:     map[Type]func(n int, rows, a []byte, out []float32){},
 	repackedTokens4:     map[Type][2]rows4Kernel{},
@@ -292,6 +296,7 @@ func (k *kernelSet) clone(level Level) *kernelSet {
 	c.activationFromFloat = maps.Clone(k.activationFromFloat)
 	c.dotTokens2, c.dotTokens4 = maps.Clone(k.dotTokens2), maps.Clone(k.dotTokens4)
 	c.dotTokens4Rows, c.dotRowsOne = maps.Clone(k.dotTokens4Rows), maps.Clone(k.dotRowsOne)
+	c.dotTokens2Rows = maps.Clone(k.dotTokens2Rows)
 	c.repackedKernels, c.packedFormats = maps.Clone(k.repackedKernels), maps.Clone(k.packedFormats)
 	c.repackedTokens4, c.repackedTokens2 = maps.Clone(k.repackedTokens4), maps.Clone(k.repackedTokens2)
 	return &c

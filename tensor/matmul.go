@@ -24,8 +24,8 @@ type Matrix struct {
 	// rows4T against four (dotTokens4Rows).
 	rows1  func(n int, rows, a []byte, out []float32)
 	rows4T func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32)
-	// rows2 is a kernel over consecutive rows against two vectors, where an operation's
-	// arithmetic has one (useRepacked), else nil.
+	// rows2 is the type's kernel over consecutive rows against two vectors
+	// (dotTokens2Rows, or in an operation's repacked arithmetic: useRepacked), or nil.
 	rows2 rows2Kernel
 	// packed is the type's row-interleaved kernels for prefill (packed.go), or nil.
 	packed *packedFormat
@@ -78,7 +78,7 @@ func NewMatrix(t Type, shape []int64, data []byte) (*Matrix, error) {
 	}
 	rowBytes, _ := t.RowBytes(dims[0]) // checked by Bytes
 	m := &Matrix{typ: t, cols: int(dims[0]), rows: int(dims[1]), experts: int(dims[2]), rowBytes: int(rowBytes), data: data, tr: tr,
-		dot2: active.dotTokens2[t], dot4T: active.dotTokens4[t], rows1: active.dotRowsOne[t], rows4T: active.dotTokens4Rows[t],
+		dot2: active.dotTokens2[t], dot4T: active.dotTokens4[t], rows1: active.dotRowsOne[t], rows4T: active.dotTokens4Rows[t], rows2: active.dotTokens2Rows[t],
 		packed: packedFormatOf(t, int(dims[1])), repacked: repackedKernelsOf(t, int(dims[1]))}
 	if m.repacked != nil {
 		m.repacked4, m.repacked2 = active.repackedTokens4[t], active.repackedTokens2[t]

@@ -159,6 +159,7 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
 	k.dotTokens4Rows[Q4_K], k.dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
 	k.dotRowsOne[Q4_K], k.dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
+	k.dotTokens2Rows[Q6_K] = dotQ6_KTokens2RowsOf
 	k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
 	if useQ4KRows4 {
 		k.repackedKernels[Q4_K], k.repackedTokens2[Q4_K] = dotQ4_KRepackedRowsGrouped, dotQ4_KRepackedRowsGrouped2

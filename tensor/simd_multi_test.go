@@ -149,7 +149,8 @@ func TestDotTokens(t *testing.T) {
 
 // BenchmarkDotTokens is a prefill tile's inner work: matRowTile weight rows of 2048 values
 // (in L1) against 32 tokens, by the four-token kernel over the rows and row by row where
-// the type has them, by the two-token kernel and by VecDot token by token.
+// the type has them, by the two-token kernel over the rows where it has one and row by
+// row, and by VecDot token by token.
 //
 //	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench DotTokens ./tensor
 func BenchmarkDotTokens(b *testing.B) {
@@ -190,6 +191,17 @@ func BenchmarkDotTokens(b *testing.B) {
 								a[(t+2)*actBytes:(t+3)*actBytes], a[(t+3)*actBytes:(t+4)*actBytes])
 							copy(out[t:t+4], o[:])
 						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")
+			})
+		}
+		if rows2 := active.dotTokens2Rows[typ]; rows2 != nil {
+			o0, o1 := make([]float32, matRowTile), make([]float32, matRowTile)
+			b.Run(fmt.Sprintf("type=%s/kernel=tokens2rows", typ), func(b *testing.B) {
+				for b.Loop() {
+					for t := 0; t < tokens; t += 2 {
+						rows2(cols, w, a[t*actBytes:(t+1)*actBytes], a[(t+1)*actBytes:(t+2)*actBytes], o0, o1)
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*matRowTile*tokens), "ns/dot")

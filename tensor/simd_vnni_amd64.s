@@ -572,6 +572,70 @@ q6k4block:
 	CLEAR_HIGH
 	RET
 
+// Q6K_TOKENS2 is DOT_TOKEN of values against the two tokens' activations at aoff.
+#define Q6K_TOKENS2(values, aoff) \
+	DOT_TOKEN(values, Z12, aoff, R8, Z16); \
+	DOT_TOKEN(values, Z12, aoff, R9, Z17)
+
+// func dotQ6_KTokens2RowsVNNI(w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1 *float32)
+//
+// dotQ6_KTokens4RowsVNNI for two activation vectors (two sequences decoding together, the
+// output head's pair): the values and scales unpacked once for both, each token's lanes
+// as the one-token kernel's, so its bits.
+TEXT ·dotQ6_KTokens2RowsVNNI(SB), NOSPLIT, $0-64
+	Q6K_CONSTANTS
+	MOVQ w+0(FP), BX
+	XORQ DX, DX
+
+q6k2row:
+	MOVQ   BX, SI
+	MOVQ   a0+8(FP), R8
+	MOVQ   a1+16(FP), R9
+	MOVQ   nb+24(FP), CX
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+
+q6k2block:
+	PREFETCH_AHEAD
+	VPMOVSXBW  192(SI), Y10
+	VSHUFI32X4 $0x00, Z10, Z10, Z22
+	VSHUFI32X4 $0x55, Z10, Z10, Z23
+	Q6K_OFFSETS
+	Q6K_START(R8, Y16)
+	Q6K_START(R9, Y17)
+	Q6K_HALF_A(0, 128, Z20, Z22)
+	Q6K_TOKENS2(Z15, 4)
+	Q6K_HALF_B(Z21, Z22)
+	Q6K_TOKENS2(Z13, 68)
+	Q6K_HALF_A(64, 160, Z20, Z23)
+	Q6K_TOKENS2(Z15, 132)
+	Q6K_HALF_B(Z21, Z23)
+	Q6K_TOKENS2(Z13, 196)
+	VPBROADCASTW 208(SI), X14
+	VCVTPH2PS    X14, X14         // d
+	Q6K_TOTAL(Z16, Y16, Y1)
+	Q6K_ACCUMULATE(Y1, R8, Y5)
+	Q6K_TOTAL(Z17, Y17, Y1)
+	Q6K_ACCUMULATE(Y1, R9, Y6)
+	ADDQ $210, SI
+	ADDQ $292, R8
+	ADDQ $292, R9
+	DECQ CX
+	JNZ  q6k2block
+
+	HSUM_FLOAT_8(Y5, X5, X13)
+	HSUM_FLOAT_8(Y6, X6, X13)
+	MOVQ   o0+48(FP), DI
+	VMOVSS X5, (DI)(DX*4)
+	MOVQ   o1+56(FP), DI
+	VMOVSS X6, (DI)(DX*4)
+	ADDQ   rowBytes+40(FP), BX
+	INCQ   DX
+	CMPQ   DX, rows+32(FP)
+	JLT    q6k2row
+	CLEAR_HIGH
+	RET
+
 // Q4_K in gemv's arithmetic, four rows at a time (dotQ4_KRepackedRows4GFNI): the rows
 // kernel above spends most of its shuffles on per-row work that four rows can share. Per
 // block, the four rows' scale bytes are decoded at once (row r in 128-bit lane r of Z5),
