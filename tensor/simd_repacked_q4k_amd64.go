@@ -186,15 +186,18 @@ func q4KRepackedStore(acc, accMin, out *[8]float32) {
 }
 
 // q4KRepackedTokensBlock is what dotQ4_KRepackedTokens4AVX2 prepares of a super-block of
-// its four activation vectors, once for all the rows. y[c][p] holds the 64 quants of
-// chunk c (sub-blocks 2c and 2c+1) of tokens 2p and 2p+1 as four vectors: for each
-// sub-block [first 16 of token 2p | last 16 of token 2p+1] and [last 16 of token 2p |
-// first 16 of token 2p+1], to meet the sub-block's nibbles as they lie and with their
-// 128-bit halves swapped. ys01 and ys23 are the tokens' sums of each 32-value sub-block
-// (pairs of bsums) as words, [token 0 | token 1] and [token 2 | token 3]; dy is
-// [dy0, dy2, dy0, dy2 | dy1, dy3, dy1, dy3].
+// its four activation vectors, once for all the rows. y[c] holds the 64 quants of chunk c
+// (sub-blocks 2c and 2c+1) of the four tokens as four vectors for each pair of tokens
+// (y[c][v][p] for tokens 2p and 2p+1): for sub-block 2c (v = 0, 1), then 2c+1 (v = 2, 3),
+// [first 16 of token 2p | last 16 of token 2p+1] and [last 16 of token 2p | first 16 of
+// token 2p+1], to meet the sub-block's nibbles as they lie and with their 128-bit halves
+// swapped. The pairs lie next to each other so that y[c][v] is one 512-bit vector of all
+// four tokens for the AVX-512 kernels (token k in 128-bit lane k), and the AVX2 kernels
+// take its halves. ys01 and ys23 are the tokens' sums of each 32-value sub-block (pairs of
+// bsums) as words, [token 0 | token 1] and [token 2 | token 3] (together token k in lane
+// k); dy is [dy0, dy2, dy0, dy2 | dy1, dy3, dy1, dy3].
 type q4KRepackedTokensBlock struct {
-	y          [4][2][4][32]int8
+	y          [4][4][2][32]int8
 	ys01, ys23 [16]int16
 	dy         [8]float32
 }
@@ -261,16 +264,16 @@ func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, pre []q4KRepackedTokensBloc
 		for c := 0; ; {
 			u, v := archsimd.LoadUint8x32((*[32]uint8)(q0[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[0:32])).AsInt8x32()
 			u.Select128FromPair(0, 3, v).Store(&pc[0][0])
-			u.Select128FromPair(1, 2, v).Store(&pc[0][1])
+			u.Select128FromPair(1, 2, v).Store(&pc[1][0])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q0[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[32:64])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[0][2])
-			u.Select128FromPair(1, 2, v).Store(&pc[0][3])
+			u.Select128FromPair(0, 3, v).Store(&pc[2][0])
+			u.Select128FromPair(1, 2, v).Store(&pc[3][0])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[0:32])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[1][0])
+			u.Select128FromPair(0, 3, v).Store(&pc[0][1])
 			u.Select128FromPair(1, 2, v).Store(&pc[1][1])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[32:64])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[1][2])
-			u.Select128FromPair(1, 2, v).Store(&pc[1][3])
+			u.Select128FromPair(0, 3, v).Store(&pc[2][1])
+			u.Select128FromPair(1, 2, v).Store(&pc[3][1])
 			if c++; c == 4 {
 				break
 			}

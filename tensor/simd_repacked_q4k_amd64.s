@@ -72,15 +72,15 @@
 	VPAND      Y15, Y0, Y1; \
 	VPERM2I128 $1, Y1, Y1, Y2; \
 	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
-	Q4K_SUBBLOCK(y(DI), Y1, y+32(DI), Y2, Y4, r01, Y7); \
-	Q4K_SUBBLOCK(y+128(DI), Y1, y+160(DI), Y2, Y4, r23, Y7); \
+	Q4K_SUBBLOCK(y(DI), Y1, y+64(DI), Y2, Y4, r01, Y7); \
+	Q4K_SUBBLOCK(y+32(DI), Y1, y+96(DI), Y2, Y4, r23, Y7); \
 	VPSRLW     $4, Y0, Y0; \
 	VPAND      Y15, Y0, Y0; \
 	VPERM2I128 $1, Y0, Y0, Y1; \
 	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y2; \
-	Q4K_SUBBLOCK(y+64(DI), Y0, y+96(DI), Y1, Y2, Y4, Y5); \
+	Q4K_SUBBLOCK(y+128(DI), Y0, y+192(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r01, r01; \
-	Q4K_SUBBLOCK(y+192(DI), Y0, y+224(DI), Y1, Y2, Y4, Y5); \
+	Q4K_SUBBLOCK(y+160(DI), Y0, y+224(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r23, r23
 
 // Q4KT_GEMM_STEPS takes gemm's two float steps for a pair of chunks: the first chunk's
