@@ -6,7 +6,8 @@
 // The four-token Q4_K kernels in llama.cpp's repacked arithmetic (see
 // simd_repacked_q4k_amd64.go): each row's super-blocks against the prepared activations
 // (q4KRepackedTokensBlock), with the integer lanes and float steps that
-// q4KRepackedGemm4AVX2's comment describes. VEX instructions only (AVX2, FMA): they end with VZEROUPPER.
+// q4KRepackedGemm4AVX2's comment describes. The AVX2 kernels are VEX instructions only
+// (AVX2, FMA) and end with VZEROUPPER; the AVX-512 ones (below) end with CLEAR_HIGH.
 // Go's operand order is Intel's reversed: VPMADDUBSW S, U, D is D = pairs of U
 // (unsigned) · S (signed); VPSHUFB I, V, D is D = V's bytes picked by I; VPHADDD B, A, D
 // is D = [A's pair sums, B's pair sums] in each 128-bit half; VSUBPS B, A, D is D = A - B.
@@ -198,6 +199,15 @@ TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 // them with the chunks' M as [Ic, Mc, Ic+1, Mc+1] and steps four times in chunk order,
 // VSHUFPS bringing the odd chunks to the first two positions. Lanes 2 and 3 of Z13 then
 // gather junk that is never read.
+//
+// On the build machine (Zen 5, whose four vector pipes take 512-bit operations at the
+// rate of 256-bit ones), 16 rows of 2048 values in L1 (BenchmarkRepackedQ4KTokens4Levels):
+// gemm 2.5-2.7 ns a super-block and token against the AVX2 kernel's 3.4-3.6, gemv 2.2-2.5
+// against 3.0-3.2. The multiplications halve; the split and swaps of the nibbles, the
+// spread of the scales and the float steps are per row and do not. Tried and not kept: GFNI
+// for the split with VPDPWSSD for the scaling (a VNNI-level variant), within the noise
+// (at most 5%); the scales spread by VPBROADCASTD from the stack instead of VPSHUFB, no
+// faster (gemv slower).
 //
 // Registers: BX the row, DX its index, SI its super-block, DI the prepared block, CX the
 // super-blocks left, R8 f16Table, AX scratch. Z15 nibbleMask, Z14 the super-block's scales
