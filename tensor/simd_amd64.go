@@ -116,19 +116,22 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	// repacked arithmetic here too (simd_repacked_legacy_amd64.go).
 	k.repackedKernels[Q4_0], k.repackedKernels[IQ4_NL] = dotQ4_0RepackedRowsAVX2, dotIQ4_NLRepackedRowsAVX2
 	k.repackedKernels[MXFP4], k.repackedKernels[Q4_K] = dotMXFP4RepackedRowsAVX2, dotQ4_KRepackedRowsAVX2
-	k.repackedTokens4[Q4_K] = [2]rows4Kernel{gemm: q4KRepackedTokens4(64), gemv: q4KRepackedTokens4(qkK)}
+	k.repackedTokens4[Q4_K] = q4KRepackedTokens4(q4KTokens4AVX2)
 	installLattice(k, iq2Kernels, nil)
 	installLattice(k, iq3Kernels, nil)
 	installLattice(k, iq1Kernels, nil)
 	return k
 }
 
-// q4KRepackedTokens4 is dotQ4_KRepackedTokens4AVX2 with a float step every chunk values:
-// 64 for gemm's arithmetic, 256 for gemv's.
-func q4KRepackedTokens4(chunk int) rows4Kernel {
-	return func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
-		dotQ4_KRepackedTokens4AVX2(n, rows, rowBytes, a0, a1, a2, a3, o0, o1, o2, o3, chunk)
+// q4KRepackedTokens4 is dotQ4_KRepackedTokens4With on the kernels k with a float step
+// every 64 values (gemm's arithmetic) and every 256 (gemv's).
+func q4KRepackedTokens4(k q4KTokens4Kernels) [2]rows4Kernel {
+	with := func(chunk int) rows4Kernel {
+		return func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+			dotQ4_KRepackedTokens4With(k, n, rows, rowBytes, a0, a1, a2, a3, o0, o1, o2, o3, chunk)
+		}
 	}
+	return [2]rows4Kernel{gemm: with(64), gemv: with(qkK)}
 }
 
 // avx512Kernels is the AVX-512 level (F, CD, BW, DQ, VL) over avx2: 512-bit kernels in
@@ -145,6 +148,7 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.tileScores, k.tileAccumulate = tileScoresAVX512, tileAccumulateAVX512
 	k.tileScores2, k.tileAccumulate2, k.tileMaxOf = tileScores2AVX512, tileAccumulate2AVX512, tileMaxAVX512
 	k.tileScores4, k.tileAccumulate4, k.tileExpSum = tileScores4AVX512, tileAccumulate4AVX512, tileExpSumAVX512
+	k.repackedTokens4[Q4_K] = q4KRepackedTokens4(q4KTokens4AVX512)
 	if !useVNNI {
 		return k
 	}

@@ -186,15 +186,18 @@ func q4KRepackedStore(acc, accMin, out *[8]float32) {
 }
 
 // q4KRepackedTokensBlock is what dotQ4_KRepackedTokens4AVX2 prepares of a super-block of
-// its four activation vectors, once for all the rows. y[c][p] holds the 64 quants of
-// chunk c (sub-blocks 2c and 2c+1) of tokens 2p and 2p+1 as four vectors: for each
-// sub-block [first 16 of token 2p | last 16 of token 2p+1] and [last 16 of token 2p |
-// first 16 of token 2p+1], to meet the sub-block's nibbles as they lie and with their
-// 128-bit halves swapped. ys01 and ys23 are the tokens' sums of each 32-value sub-block
-// (pairs of bsums) as words, [token 0 | token 1] and [token 2 | token 3]; dy is
-// [dy0, dy2, dy0, dy2 | dy1, dy3, dy1, dy3].
+// its four activation vectors, once for all the rows. y[c] holds the 64 quants of chunk c
+// (sub-blocks 2c and 2c+1) of the four tokens as four vectors for each pair of tokens
+// (y[c][v][p] for tokens 2p and 2p+1): for sub-block 2c (v = 0, 1), then 2c+1 (v = 2, 3),
+// [first 16 of token 2p | last 16 of token 2p+1] and [last 16 of token 2p | first 16 of
+// token 2p+1], to meet the sub-block's nibbles as they lie and with their 128-bit halves
+// swapped. The pairs lie next to each other so that y[c][v] is one 512-bit vector of all
+// four tokens for the AVX-512 kernels (token k in 128-bit lane k), and the AVX2 kernels
+// take its halves. ys01 and ys23 are the tokens' sums of each 32-value sub-block (pairs of
+// bsums) as words, [token 0 | token 1] and [token 2 | token 3] (together token k in lane
+// k); dy is [dy0, dy2, dy0, dy2 | dy1, dy3, dy1, dy3].
 type q4KRepackedTokensBlock struct {
-	y          [4][2][4][32]int8
+	y          [4][4][2][32]int8
 	ys01, ys23 [16]int16
 	dy         [8]float32
 }
@@ -219,6 +222,25 @@ var q4KSumsOfTwo = [8]uint32{0, 1, 4, 5, 2, 3, 6, 7}
 // (q4KRepackedTokensBlock), each row's super-blocks then go through
 // q4KRepackedGemm4AVX2 or q4KRepackedGemv4AVX2.
 func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32, chunk int) {
+	dotQ4_KRepackedTokens4With(q4KTokens4AVX2, n, rows, rowBytes, a0, a1, a2, a3, o0, o1, o2, o3, chunk)
+}
+
+// q4KTokens4Asm is an assembly kernel of the four-token repacked Q4_K product over the
+// prepared activations (q4KRepackedGemm4AVX2 and its kin), and q4KTokens4Kernels a
+// level's pair of them.
+type (
+	q4KTokens4Asm     func(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+	q4KTokens4Kernels struct{ gemm, gemv q4KTokens4Asm }
+)
+
+var (
+	q4KTokens4AVX2   = q4KTokens4Kernels{gemm: q4KRepackedGemm4AVX2, gemv: q4KRepackedGemv4AVX2}
+	q4KTokens4AVX512 = q4KTokens4Kernels{gemm: q4KRepackedGemm4AVX512, gemv: q4KRepackedGemv4AVX512}
+)
+
+// dotQ4_KRepackedTokens4With is dotQ4_KRepackedTokens4AVX2 on the kernels k (of the AVX2
+// level or the AVX-512 one: the same bits).
+func dotQ4_KRepackedTokens4With(k q4KTokens4Kernels, n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32, chunk int) {
 	if chunk != qkK && chunk != 64 {
 		panic("tensor: repacked Q4_K takes chunks of 64 or 256 values")
 	}
@@ -241,9 +263,9 @@ func dotQ4_KRepackedTokens4AVX2(n int, rows []byte, rowBytes int, a0, a1, a2, a3
 	}
 	pre := (*scratch)[:nb]
 	q4KRepackedTokensPrepare(a0[:nb*292], a1[:nb*292], a2[:nb*292], a3[:nb*292], pre)
-	kernel := q4KRepackedGemv4AVX2
+	kernel := k.gemv
 	if chunk == 64 {
-		kernel = q4KRepackedGemm4AVX2
+		kernel = k.gemm
 	}
 	kernel(unsafe.Pointer(&rows[0]), unsafe.Pointer(&pre[0]), nb, count, rowBytes, &o0[0], &o1[0], &o2[0], &o3[0])
 	q4KRepackedTokensScratches.Put(scratch)
@@ -261,16 +283,16 @@ func q4KRepackedTokensPrepare(a0, a1, a2, a3 []byte, pre []q4KRepackedTokensBloc
 		for c := 0; ; {
 			u, v := archsimd.LoadUint8x32((*[32]uint8)(q0[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[0:32])).AsInt8x32()
 			u.Select128FromPair(0, 3, v).Store(&pc[0][0])
-			u.Select128FromPair(1, 2, v).Store(&pc[0][1])
+			u.Select128FromPair(1, 2, v).Store(&pc[1][0])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q0[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q1[32:64])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[0][2])
-			u.Select128FromPair(1, 2, v).Store(&pc[0][3])
+			u.Select128FromPair(0, 3, v).Store(&pc[2][0])
+			u.Select128FromPair(1, 2, v).Store(&pc[3][0])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[0:32])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[0:32])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[1][0])
+			u.Select128FromPair(0, 3, v).Store(&pc[0][1])
 			u.Select128FromPair(1, 2, v).Store(&pc[1][1])
 			u, v = archsimd.LoadUint8x32((*[32]uint8)(q2[32:64])).AsInt8x32(), archsimd.LoadUint8x32((*[32]uint8)(q3[32:64])).AsInt8x32()
-			u.Select128FromPair(0, 3, v).Store(&pc[1][2])
-			u.Select128FromPair(1, 2, v).Store(&pc[1][3])
+			u.Select128FromPair(0, 3, v).Store(&pc[2][1])
+			u.Select128FromPair(1, 2, v).Store(&pc[3][1])
 			if c++; c == 4 {
 				break
 			}
@@ -314,3 +336,23 @@ func q4KRepackedGemm4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1,
 
 //go:noescape
 func q4KRepackedGemv4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+// q4KRepackedGemm4AVX512 and q4KRepackedGemv4AVX512 are q4KRepackedGemm4AVX2 and
+// q4KRepackedGemv4AVX2 in 512-bit registers, token k in 128-bit lane k, so that each
+// multiplication covers the four tokens (simd_repacked_q4k_amd64.s): AVX-512 F and BW.
+//
+//go:noescape
+func q4KRepackedGemm4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func q4KRepackedGemv4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+var (
+	// q4KTokenFirsts makes VPERMD gather the first float of each 128-bit lane (a token's
+	// result) into the lowest four.
+	q4KTokenFirsts = [16]uint32{0, 4, 8, 12}
+	// q4KTokenFactors makes VPERMILPS turn [d·dy0, d·dy2, dmin·dy0, dmin·dy2 | d·dy1,
+	// d·dy3, dmin·dy1, dmin·dy3], repeated, into [d·dyk, dmin·dyk, d·dyk, dmin·dyk] in
+	// lane k.
+	q4KTokenFactors = [16]uint32{0, 2, 0, 2, 0, 2, 0, 2, 1, 3, 1, 3, 1, 3, 1, 3}
+)

@@ -6,7 +6,8 @@
 // The four-token Q4_K kernels in llama.cpp's repacked arithmetic (see
 // simd_repacked_q4k_amd64.go): each row's super-blocks against the prepared activations
 // (q4KRepackedTokensBlock), with the integer lanes and float steps that
-// q4KRepackedGemm4AVX2's comment describes. VEX instructions only (AVX2, FMA): they end with VZEROUPPER.
+// q4KRepackedGemm4AVX2's comment describes. The AVX2 kernels are VEX instructions only
+// (AVX2, FMA) and end with VZEROUPPER; the AVX-512 ones (below) end with CLEAR_HIGH.
 // Go's operand order is Intel's reversed: VPMADDUBSW S, U, D is D = pairs of U
 // (unsigned) · S (signed); VPSHUFB I, V, D is D = V's bytes picked by I; VPHADDD B, A, D
 // is D = [A's pair sums, B's pair sums] in each 128-bit half; VSUBPS B, A, D is D = A - B.
@@ -72,15 +73,15 @@
 	VPAND      Y15, Y0, Y1; \
 	VPERM2I128 $1, Y1, Y1, Y2; \
 	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
-	Q4K_SUBBLOCK(y(DI), Y1, y+32(DI), Y2, Y4, r01, Y7); \
-	Q4K_SUBBLOCK(y+128(DI), Y1, y+160(DI), Y2, Y4, r23, Y7); \
+	Q4K_SUBBLOCK(y(DI), Y1, y+64(DI), Y2, Y4, r01, Y7); \
+	Q4K_SUBBLOCK(y+32(DI), Y1, y+96(DI), Y2, Y4, r23, Y7); \
 	VPSRLW     $4, Y0, Y0; \
 	VPAND      Y15, Y0, Y0; \
 	VPERM2I128 $1, Y0, Y0, Y1; \
 	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y2; \
-	Q4K_SUBBLOCK(y+64(DI), Y0, y+96(DI), Y1, Y2, Y4, Y5); \
+	Q4K_SUBBLOCK(y+128(DI), Y0, y+192(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r01, r01; \
-	Q4K_SUBBLOCK(y+192(DI), Y0, y+224(DI), Y1, Y2, Y4, Y5); \
+	Q4K_SUBBLOCK(y+160(DI), Y0, y+224(DI), Y1, Y2, Y4, Y5); \
 	VPADDD     Y4, r23, r23
 
 // Q4KT_GEMM_STEPS takes gemm's two float steps for a pair of chunks: the first chunk's
@@ -176,6 +177,179 @@ TEXT ·q4KRepackedGemm4AVX2(SB), NOSPLIT, $0-72
 TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 	Q4KT_ROWS(gemvrow, gemvblock, Q4KT_GEMV_BLOCK)
 
+// The AVX-512 four-token kernels (q4KRepackedGemm4AVX512, q4KRepackedGemv4AVX512): the
+// same integer sums and float steps, with token k in 128-bit lane k of a 512-bit register,
+// so that each VPMADDUBSW, VPADDW and VPMADDWD covers the four tokens where the AVX2 kernels
+// need two. AVX-512 F/BW only (no VNNI), for every CPU of the AVX-512 level.
+//
+// A chunk's 32 bytes of nibbles are loaded into both 256-bit halves, [first 16 | last 16 |
+// first 16 | last 16], and, split into low and high nibbles, also with the 128-bit lanes
+// of each half swapped (VSHUFI64X2 once per nibble, rather than a second load and split):
+// y[c][v] of the prepared block then is [t0 first | t1 last | t2 first | t3 last] (v even)
+// and [t0 last | t1 first | t2 last | t3 first] (v odd), so each lane's two products are
+// one token's (VPADDW, at most 2·2·15·128, as in the AVX2 kernels), and a chunk leaves
+// four int32 lanes a token.
+//
+// The float lanes are a token's 128-bit lane [acc, accMin, ·, ·] (Z13) and the factors
+// [d·dyk, dmin·dyk, d·dyk, dmin·dyk] (Z12): the products are the AVX2 kernels' (VMULPS of
+// [d, d, dmin, dmin] by their dy vector, then VPERMILPS puts token k's in lane k), so a
+// step is one FMA of the same operands in the same order. Gemv adds the chunks' lanes and
+// the mins' sums down to [I, M, I, M] a token and steps once a super-block; gemm adds each
+// chunk's lanes up (a 4×4 transposition of the four chunks, VPUNPCK and VPADDD), pairs
+// them with the chunks' M as [Ic, Mc, Ic+1, Mc+1] and steps four times in chunk order,
+// VSHUFPS bringing the odd chunks to the first two positions. Lanes 2 and 3 of Z13 then
+// gather junk that is never read.
+//
+// On the build machine (Zen 5, whose four vector pipes take 512-bit operations at the
+// rate of 256-bit ones), 16 rows of 2048 values in L1 (BenchmarkRepackedQ4KTokens4Levels):
+// gemm 2.5-2.7 ns a super-block and token against the AVX2 kernel's 3.4-3.6, gemv 2.2-2.5
+// against 3.0-3.2. The multiplications halve; the split and swaps of the nibbles, the
+// spread of the scales and the float steps are per row and do not. Tried and not kept: GFNI
+// for the split with VPDPWSSD for the scaling (a VNNI-level variant), within the noise
+// (at most 5%); the scales spread by VPBROADCASTD from the stack instead of VPSHUFB, no
+// faster (gemv slower).
+//
+// Registers: BX the row, DX its index, SI its super-block, DI the prepared block, CX the
+// super-blocks left, R8 f16Table, AX scratch. Z15 nibbleMask, Z14 the super-block's scales
+// and mins as bytes [sc0..7, m0..7] in every lane, Z13 the float lanes, Z12 their factors;
+// Z16-Z23 spreadByte[0..7], Z24 q4KMinWords, Z25 q4KTokenFirsts, Z26 q4KTokenFactors;
+// Z8-Z11 the chunks' int32 lanes (gemv: Z8 alone), Z7 the mins' sums; Z0-Z6 scratch.
+
+// Q4KZ_SCALES decodes the super-block's packed scales into every lane of Z14, and sets
+// Z12 to the factors.
+#define Q4KZ_SCALES \
+	Q4K_SCALES(SI, X0, X1); \
+	VSHUFI64X2      $0, Z0, Z0, Z14; \
+	MOVWLZX         (SI), AX; \
+	VBROADCASTSS    (R8)(AX*4), Z12; \
+	MOVWLZX         2(SI), AX; \
+	VBROADCASTSS    (R8)(AX*4), Z0; \
+	VSHUFPS         $0x44, Z0, Z12, Z12; \
+	VBROADCASTF64X4 1088(DI), Z1; \
+	VMULPS          Z1, Z12, Z12; \
+	VPERMILPS       Z26, Z12, Z12
+
+// Q4KZ_MINS leaves the mins times the sub-blocks' activation sums in Z7: token k's lane
+// holds its M of chunks 0-3.
+#define Q4KZ_MINS \
+	VPSHUFB  Z24, Z14, Z0; \
+	VPMADDWD 1024(DI), Z0, Z7
+
+// Q4KZ_CHUNK leaves chunk c's int32 lanes in r: the nibbles at q (16+32c) against the
+// prepared quants at y (256c), sub-block 2c's word sums times its scales (s0, spreadByte
+// [2c]) and 2c+1's (s1).
+#define Q4KZ_CHUNK(q, y, s0, s1, r) \
+	VBROADCASTI64X4 q(SI), Z0; \
+	VPSRLW          $4, Z0, Z1; \
+	VPANDD          Z15, Z0, Z0; \
+	VPANDD          Z15, Z1, Z1; \
+	VSHUFI64X2      $0xB1, Z0, Z0, Z2; \
+	VSHUFI64X2      $0xB1, Z1, Z1, Z3; \
+	VPSHUFB         s0, Z14, Z4; \
+	Q4K_SUBBLOCK(y(DI), Z0, y+64(DI), Z2, Z4, r, Z5); \
+	VPSHUFB         s1, Z14, Z4; \
+	Q4K_SUBBLOCK(y+128(DI), Z1, y+192(DI), Z3, Z4, Z5, Z6); \
+	VPADDD          Z5, r, r
+
+// Q4KZ_ROWS runs body over the super-blocks of every row and stores each row's four sums
+// (acc - accMin of lane k) to o0..o3 at the row's index, prefetching as Q4KT_ROWS does.
+#define Q4KZ_ROWS(row, block, body) \
+	MOVQ            w+0(FP), BX; \
+	XORQ            DX, DX; \
+	LEAQ            ·f16Table(SB), R8; \
+	VBROADCASTI64X4 ·nibbleMask(SB), Z15; \
+	VBROADCASTI64X4 ·spreadByte+0(SB), Z16; \
+	VBROADCASTI64X4 ·spreadByte+32(SB), Z17; \
+	VBROADCASTI64X4 ·spreadByte+64(SB), Z18; \
+	VBROADCASTI64X4 ·spreadByte+96(SB), Z19; \
+	VBROADCASTI64X4 ·spreadByte+128(SB), Z20; \
+	VBROADCASTI64X4 ·spreadByte+160(SB), Z21; \
+	VBROADCASTI64X4 ·spreadByte+192(SB), Z22; \
+	VBROADCASTI64X4 ·spreadByte+224(SB), Z23; \
+	VBROADCASTI64X4 ·q4KMinWords(SB), Z24; \
+	VMOVDQU32       ·q4KTokenFirsts(SB), Z25; \
+	VMOVDQU32       ·q4KTokenFactors(SB), Z26; \
+row: \
+	MOVQ            BX, SI; \
+	MOVQ            pre+8(FP), DI; \
+	MOVQ            nb+16(FP), CX; \
+	VPXORD          Z13, Z13, Z13; \
+block: \
+	PREFETCHT1      4096(SI); \
+	PREFETCHT1      4160(SI); \
+	PREFETCHT1      4224(SI); \
+	Q4KZ_SCALES; \
+	body; \
+	ADDQ            $144, SI; \
+	ADDQ            $1120, DI; \
+	DECQ            CX; \
+	JNZ             block; \
+	VMOVSHDUP       Z13, Z0; \
+	VSUBPS          Z0, Z13, Z0; \
+	VPERMD          Z0, Z25, Z0; \
+	STORE_LANES4(AX, o0+40(FP), o1+48(FP), o2+56(FP), o3+64(FP)); \
+	ADDQ            rowBytes+32(FP), BX; \
+	INCQ            DX; \
+	CMPQ            DX, rows+24(FP); \
+	JLT             row; \
+	CLEAR_HIGH; \
+	RET
+
+// Gemm's super-block: the four chunks' lanes (Z8-Z11) transposed and added up to
+// [I0, I1, I2, I3] a token, interleaved with the mins' sums, and four float steps.
+#define Q4KZ_GEMM_BLOCK \
+	Q4KZ_MINS; \
+	Q4KZ_CHUNK(16, 0, Z16, Z17, Z8); \
+	Q4KZ_CHUNK(48, 256, Z18, Z19, Z9); \
+	Q4KZ_CHUNK(80, 512, Z20, Z21, Z10); \
+	Q4KZ_CHUNK(112, 768, Z22, Z23, Z11); \
+	VPUNPCKLDQ  Z9, Z8, Z0; \
+	VPUNPCKHDQ  Z9, Z8, Z1; \
+	VPADDD      Z1, Z0, Z0; \
+	VPUNPCKLDQ  Z11, Z10, Z1; \
+	VPUNPCKHDQ  Z11, Z10, Z2; \
+	VPADDD      Z2, Z1, Z1; \
+	VPUNPCKLQDQ Z1, Z0, Z2; \
+	VPUNPCKHQDQ Z1, Z0, Z3; \
+	VPADDD      Z3, Z2, Z2; \
+	VPUNPCKLDQ  Z7, Z2, Z0; \
+	VPUNPCKHDQ  Z7, Z2, Z1; \
+	VCVTDQ2PS   Z0, Z0; \
+	VCVTDQ2PS   Z1, Z1; \
+	VFMADD231PS Z0, Z12, Z13; \
+	VSHUFPS     $0x4E, Z0, Z0, Z0; \
+	VFMADD231PS Z0, Z12, Z13; \
+	VFMADD231PS Z1, Z12, Z13; \
+	VSHUFPS     $0x4E, Z1, Z1, Z1; \
+	VFMADD231PS Z1, Z12, Z13
+
+// Gemv's super-block: the chunks' lanes add up (Z8), and with the mins' sums to [I, M, I,
+// M] a token, for one float step.
+#define Q4KZ_GEMV_BLOCK \
+	Q4KZ_MINS; \
+	Q4KZ_CHUNK(16, 0, Z16, Z17, Z8); \
+	Q4KZ_CHUNK(48, 256, Z18, Z19, Z9); \
+	VPADDD      Z9, Z8, Z8; \
+	Q4KZ_CHUNK(80, 512, Z20, Z21, Z9); \
+	VPADDD      Z9, Z8, Z8; \
+	Q4KZ_CHUNK(112, 768, Z22, Z23, Z9); \
+	VPADDD      Z9, Z8, Z8; \
+	VPUNPCKLDQ  Z7, Z8, Z0; \
+	VPUNPCKHDQ  Z7, Z8, Z1; \
+	VPADDD      Z1, Z0, Z0; \
+	VPSHUFD     $0x4E, Z0, Z1; \
+	VPADDD      Z1, Z0, Z0; \
+	VCVTDQ2PS   Z0, Z0; \
+	VFMADD231PS Z0, Z12, Z13
+
+// func q4KRepackedGemm4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·q4KRepackedGemm4AVX512(SB), NOSPLIT, $0-72
+	Q4KZ_ROWS(gemmrowz, gemmblockz, Q4KZ_GEMM_BLOCK)
+
+// func q4KRepackedGemv4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·q4KRepackedGemv4AVX512(SB), NOSPLIT, $0-72
+	Q4KZ_ROWS(gemvrowz, gemvblockz, Q4KZ_GEMV_BLOCK)
+
 // q4KRepackedIntegersAVX2's registers: SI and R9 the two rows' super-blocks, DI the
 // activations, R10 their swapped quants, R12 the buffer block's lanes for this pair of
 // rows (sums[slot], scales[slot] 128 bytes on), R13 its d and dmin (d[slot] 256 bytes on,
@@ -253,3 +427,4 @@ block:
 
 	VZEROUPPER
 	RET
+

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"simd/archsimd"
 	"testing"
+	"unsafe"
 )
 
 // skipWithoutAVX2 skips a test of the AVX2 kernels on a CPU that cannot run them.
@@ -95,12 +96,37 @@ func TestRepackedQ4KAVX2Rows(t *testing.T) {
 	}
 }
 
-// TestRepackedQ4KAVX2Tokens4 checks dotQ4_KRepackedTokens4AVX2 bit for bit against
+// q4KTokens4Levels are the four-token kernels of the levels this CPU runs, by name.
+func q4KTokens4Levels() []struct {
+	name string
+	k    q4KTokens4Kernels
+} {
+	levels := []struct {
+		name string
+		k    q4KTokens4Kernels
+	}{{"avx2", q4KTokens4AVX2}}
+	if archsimd.X86.AVX512() {
+		levels = append(levels, struct {
+			name string
+			k    q4KTokens4Kernels
+		}{"avx512", q4KTokens4AVX512})
+	}
+	return levels
+}
+
+// TestRepackedQ4KAVX2Tokens4 checks the four-token kernels of each level
+// (dotQ4_KRepackedTokens4With: q4KRepackedGemm4AVX2 and its kin) bit for bit against
 // repackedQ4KDot, in gemv's arithmetic (chunk 256) and gemm's (64), four tokens at a time,
 // with the rows where the matmul has them and, for the stride, each followed by a block of
 // padding.
 func TestRepackedQ4KAVX2Tokens4(t *testing.T) {
 	skipWithoutAVX2(t)
+	for _, level := range q4KTokens4Levels() {
+		t.Run(level.name, func(t *testing.T) { testRepackedQ4KTokens4(t, level.k) })
+	}
+}
+
+func testRepackedQ4KTokens4(t *testing.T, k q4KTokens4Kernels) {
 	for _, c := range q4KRepackedCases(t, 4) {
 		rb := c.n / qkK * 144
 		padded := make([]byte, c.rows*(rb+144))
@@ -119,7 +145,7 @@ func TestRepackedQ4KAVX2Tokens4(t *testing.T) {
 						out[k] = make([]float32, c.rows+1)
 						out[k][c.rows] = 42 // past the rows: left alone
 					}
-					dotQ4_KRepackedTokens4AVX2(c.n, rows, stride, c.acts[0], c.acts[1], c.acts[2], c.acts[3],
+					dotQ4_KRepackedTokens4With(k, c.n, rows, stride, c.acts[0], c.acts[1], c.acts[2], c.acts[3],
 						out[0][:c.rows], out[1][:c.rows+1], out[2][:c.rows], out[3][:c.rows], chunk)
 					for k := range out {
 						if !checkRepackedRows(t, c, c.acts[k], out[k], chunk, fmt.Sprintf("token %d", k)) {
@@ -260,6 +286,42 @@ func BenchmarkRepackedQ4KAVX2(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*shape.rows*k.tokens), "ns/row")
+			})
+		}
+	}
+}
+
+// BenchmarkRepackedQ4KTokens4Levels times the four-token kernels of each level alone, in
+// L1: 16 rows of 2048 values (18 KiB) against activations prepared once (9 KiB), in gemm's
+// and gemv's arithmetic. ns/sb-token is per super-block of a row and token.
+//
+//	GOEXPERIMENT=simd GODEBUG=asyncpreemptoff=1 go test -run '^$' -bench RepackedQ4KTokens4Levels ./tensor
+func BenchmarkRepackedQ4KTokens4Levels(b *testing.B) {
+	skipWithoutAVX2(b)
+	const n, rows = 2048, 16
+	nb, rb := n/qkK, n/qkK*144
+	rng := rand.New(rand.NewPCG(15, 16))
+	data := tiledWeights(b, Q4_K, n, rows, 1)
+	var acts [4][]byte
+	for i := range acts {
+		acts[i] = make([]byte, nb*292)
+		if err := QuantizeActivations(Q8_K, randomFloats(rng, n), acts[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pre := make([]q4KRepackedTokensBlock, nb)
+	q4KRepackedTokensPrepare(acts[0], acts[1], acts[2], acts[3], pre)
+	var out [4][rows]float32
+	for _, level := range q4KTokens4Levels() {
+		for _, k := range []struct {
+			name   string
+			kernel q4KTokens4Asm
+		}{{"gemm", level.k.gemm}, {"gemv", level.k.gemv}} {
+			b.Run(level.name+"/"+k.name, func(b *testing.B) {
+				for b.Loop() {
+					k.kernel(unsafe.Pointer(&data[0]), unsafe.Pointer(&pre[0]), nb, rows, rb, &out[0][0], &out[1][0], &out[2][0], &out[3][0])
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*nb*4), "ns/sb-token")
 			})
 		}
 	}
