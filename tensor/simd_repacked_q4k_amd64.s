@@ -97,40 +97,49 @@
 	VCVTDQ2PS   Y1, Y1; \
 	VFMADD231PS Y1, Y12, Y13
 
-// Q4KT_ROWS runs body over the super-blocks of every row and stores each row's four sums,
-// [r0, r1, r2, r3] = the lanes' acc - accMin, to o0..o3 at the row's index. The lines 4
-// KiB ahead of each super-block go to L2, as prefetchNext asks for them row by row.
-#define Q4KT_ROWS(row, block, body) \
-	MOVQ         w+0(FP), BX; \
-	XORQ         DX, DX; \
-	LEAQ         ·f16Table(SB), R8; \
-	VMOVDQU      ·nibbleMask(SB), Y15; \
+// Q4KR_ROWS runs body over the super-blocks of every row (each after the level's scales
+// macro), prefetching the lines 4 KiB ahead of each super-block into L2, as prefetchNext
+// asks for them row by row, and stores each row's four sums, [r0, r1, r2, r3] = the
+// lanes' acc - accMin (put in X0 by fold), to o0..o3 at the row's index; zero clears the
+// float lanes (register 13) for each row, and end ends the function. setup loads the
+// level's constants.
+#define Q4KR_ROWS(setup, row, block, zero, scales, body, fold, end) \
+	MOVQ       w+0(FP), BX; \
+	XORQ       DX, DX; \
+	LEAQ       ·f16Table(SB), R8; \
+	setup; \
 row: \
-	MOVQ         BX, SI; \
-	MOVQ         pre+8(FP), DI; \
-	MOVQ         nb+16(FP), CX; \
-	VXORPS       Y13, Y13, Y13; \
+	MOVQ       BX, SI; \
+	MOVQ       pre+8(FP), DI; \
+	MOVQ       nb+16(FP), CX; \
+	zero; \
 block: \
-	PREFETCHT1   4096(SI); \
-	PREFETCHT1   4160(SI); \
-	PREFETCHT1   4224(SI); \
-	Q4KT_SCALES; \
+	PREFETCHT1 4096(SI); \
+	PREFETCHT1 4160(SI); \
+	PREFETCHT1 4224(SI); \
+	scales; \
 	body; \
-	ADDQ         $144, SI; \
-	ADDQ         $1120, DI; \
-	DECQ         CX; \
-	JNZ          block; \
+	ADDQ       $144, SI; \
+	ADDQ       $1120, DI; \
+	DECQ       CX; \
+	JNZ        block; \
+	fold; \
+	STORE_LANES4(AX, o0+40(FP), o1+48(FP), o2+56(FP), o3+64(FP)); \
+	ADDQ       rowBytes+32(FP), BX; \
+	INCQ       DX; \
+	CMPQ       DX, rows+24(FP); \
+	JLT        row; \
+	end; \
+	RET
+
+// The AVX2 kernels' constants, float lanes and their fold to the rows' sums.
+#define Q4KT_SETUP VMOVDQU ·nibbleMask(SB), Y15
+#define Q4KT_ZERO VXORPS Y13, Y13, Y13
+#define Q4KT_FOLD \
 	VSHUFPS      $0x4E, Y13, Y13, Y0; \
 	VSUBPS       Y0, Y13, Y0; \
 	VEXTRACTF128 $1, Y0, X1; \
-	VPUNPCKLDQ   X1, X0, X0; \
-	STORE_LANES4(AX, o0+40(FP), o1+48(FP), o2+56(FP), o3+64(FP)); \
-	ADDQ         rowBytes+32(FP), BX; \
-	INCQ         DX; \
-	CMPQ         DX, rows+24(FP); \
-	JLT          row; \
-	VZEROUPPER; \
-	RET
+	VPUNPCKLDQ   X1, X0, X0
 
 // Gemm's super-block: a float step after every chunk, two at a time, with the mins' sums
 // of chunks 0 and 1 in Y11, of 2 and 3 in Y10.
@@ -171,11 +180,11 @@ block: \
 
 // func q4KRepackedGemm4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·q4KRepackedGemm4AVX2(SB), NOSPLIT, $0-72
-	Q4KT_ROWS(gemmrow, gemmblock, Q4KT_GEMM_BLOCK)
+	Q4KR_ROWS(Q4KT_SETUP, gemmrow, gemmblock, Q4KT_ZERO, Q4KT_SCALES, Q4KT_GEMM_BLOCK, Q4KT_FOLD, VZEROUPPER)
 
 // func q4KRepackedGemv4AVX2(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
-	Q4KT_ROWS(gemvrow, gemvblock, Q4KT_GEMV_BLOCK)
+	Q4KR_ROWS(Q4KT_SETUP, gemvrow, gemvblock, Q4KT_ZERO, Q4KT_SCALES, Q4KT_GEMV_BLOCK, Q4KT_FOLD, VZEROUPPER)
 
 // The AVX-512 four-token kernels (q4KRepackedGemm4AVX512, q4KRepackedGemv4AVX512): the
 // same integer sums and float steps, with token k in 128-bit lane k of a 512-bit register,
@@ -251,12 +260,9 @@ TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 	Q4K_SUBBLOCK(y+128(DI), Z1, y+192(DI), Z3, Z4, Z5, Z6); \
 	VPADDD          Z5, r, r
 
-// Q4KZ_ROWS runs body over the super-blocks of every row and stores each row's four sums
-// (acc - accMin of lane k) to o0..o3 at the row's index, prefetching as Q4KT_ROWS does.
-#define Q4KZ_ROWS(row, block, body) \
-	MOVQ            w+0(FP), BX; \
-	XORQ            DX, DX; \
-	LEAQ            ·f16Table(SB), R8; \
+// The AVX-512 kernels' constants (see Q4KZ_SCALES and Q4KZ_CHUNK), float lanes and their
+// fold to the rows' sums (acc - accMin of lane k), for Q4KR_ROWS.
+#define Q4KZ_SETUP \
 	VBROADCASTI64X4 ·nibbleMask(SB), Z15; \
 	VBROADCASTI64X4 ·spreadByte+0(SB), Z16; \
 	VBROADCASTI64X4 ·spreadByte+32(SB), Z17; \
@@ -268,32 +274,14 @@ TEXT ·q4KRepackedGemv4AVX2(SB), NOSPLIT, $0-72
 	VBROADCASTI64X4 ·spreadByte+224(SB), Z23; \
 	VBROADCASTI64X4 ·q4KMinWords(SB), Z24; \
 	VMOVDQU32       ·q4KTokenFirsts(SB), Z25; \
-	VMOVDQU32       ·q4KTokenFactors(SB), Z26; \
-row: \
-	MOVQ            BX, SI; \
-	MOVQ            pre+8(FP), DI; \
-	MOVQ            nb+16(FP), CX; \
-	VPXORD          Z13, Z13, Z13; \
-block: \
-	PREFETCHT1      4096(SI); \
-	PREFETCHT1      4160(SI); \
-	PREFETCHT1      4224(SI); \
-	Q4KZ_SCALES; \
-	body; \
-	ADDQ            $144, SI; \
-	ADDQ            $1120, DI; \
-	DECQ            CX; \
-	JNZ             block; \
+	VMOVDQU32       ·q4KTokenFactors(SB), Z26
+
+#define Q4KZ_ZERO VPXORD Z13, Z13, Z13
+
+#define Q4KZ_FOLD \
 	VMOVSHDUP       Z13, Z0; \
 	VSUBPS          Z0, Z13, Z0; \
-	VPERMD          Z0, Z25, Z0; \
-	STORE_LANES4(AX, o0+40(FP), o1+48(FP), o2+56(FP), o3+64(FP)); \
-	ADDQ            rowBytes+32(FP), BX; \
-	INCQ            DX; \
-	CMPQ            DX, rows+24(FP); \
-	JLT             row; \
-	CLEAR_HIGH; \
-	RET
+	VPERMD          Z0, Z25, Z0
 
 // Gemm's super-block: the four chunks' lanes (Z8-Z11) transposed and added up to
 // [I0, I1, I2, I3] a token, interleaved with the mins' sums, and four float steps.
@@ -344,11 +332,11 @@ block: \
 
 // func q4KRepackedGemm4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·q4KRepackedGemm4AVX512(SB), NOSPLIT, $0-72
-	Q4KZ_ROWS(gemmrowz, gemmblockz, Q4KZ_GEMM_BLOCK)
+	Q4KR_ROWS(Q4KZ_SETUP, gemmrowz, gemmblockz, Q4KZ_ZERO, Q4KZ_SCALES, Q4KZ_GEMM_BLOCK, Q4KZ_FOLD, CLEAR_HIGH)
 
 // func q4KRepackedGemv4AVX512(w, pre unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·q4KRepackedGemv4AVX512(SB), NOSPLIT, $0-72
-	Q4KZ_ROWS(gemvrowz, gemvblockz, Q4KZ_GEMV_BLOCK)
+	Q4KR_ROWS(Q4KZ_SETUP, gemvrowz, gemvblockz, Q4KZ_ZERO, Q4KZ_SCALES, Q4KZ_GEMV_BLOCK, Q4KZ_FOLD, CLEAR_HIGH)
 
 // q4KRepackedIntegersAVX2's registers: SI and R9 the two rows' super-blocks, DI the
 // activations, R10 their swapped quants, R12 the buffer block's lanes for this pair of

@@ -456,6 +456,35 @@ TEXT ·dotQ4_KTokens4RowsGFNI(SB), NOSPLIT, $0-96
 	VEXTRACTI64X4 $1, ints, Y15; \
 	VPADDD        Y15, intsY, out
 
+// Q6K_BLOCK_START takes a block's scales (as words in Y10, each half's eight repeated in
+// Z22 and Z23) and offsets; Q6K_BLOCK_DOTS unpacks its two halves and runs tokens (a macro
+// of the values and their activations' offset: Q6K_TOKENS1, 2 or 4) on each quarter;
+// Q6K_D leaves its d in every lane of X14 and Z3.
+#define Q6K_BLOCK_START \
+	VPMOVSXBW  192(SI), Y10; \
+	VSHUFI32X4 $0x00, Z10, Z10, Z22; \
+	VSHUFI32X4 $0x55, Z10, Z10, Z23; \
+	Q6K_OFFSETS
+
+#define Q6K_BLOCK_DOTS(tokens) \
+	Q6K_HALF_A(0, 128, Z20, Z22); \
+	tokens(Z15, 4); \
+	Q6K_HALF_B(Z21, Z22); \
+	tokens(Z13, 68); \
+	Q6K_HALF_A(64, 160, Z20, Z23); \
+	tokens(Z15, 132); \
+	Q6K_HALF_B(Z21, Z23); \
+	tokens(Z13, 196)
+
+#define Q6K_D \
+	VPBROADCASTW 208(SI), X14; \
+	VCVTPH2PS    X14, X14; \
+	VBROADCASTSS X14, Z3
+
+// Q6K_TOKENS1 is DOT_TOKEN of values against the one token's activations at aoff.
+#define Q6K_TOKENS1(values, aoff) \
+	DOT_TOKEN(values, Z12, aoff, DI, Z16)
+
 // Q6K_PAIR is the one-token kernel's end of a block (Q6K_TOTAL, conversion, and the
 // float step by yd·d) for two tokens at once: intsA's eight lanes folded into the lower
 // half of Z1, intsB's into the upper, converted, and added times [yd_A·d ×8 | yd_B·d ×8]
@@ -492,19 +521,9 @@ TEXT ·dotQ6_KRowsVNNI(SB), NOSPLIT, $0-48
 q6kblock:
 	PREFETCH_AHEAD
 	PREFETCH_NEAR
-	VPMOVSXBW  192(SI), Y10
-	VSHUFI32X4 $0x00, Z10, Z10, Z22
-	VSHUFI32X4 $0x55, Z10, Z10, Z23
-	Q6K_OFFSETS
+	Q6K_BLOCK_START
 	Q6K_START(DI, Y16)
-	Q6K_HALF_A(0, 128, Z20, Z22)
-	DOT_TOKEN(Z15, Z12, 4, DI, Z16)
-	Q6K_HALF_B(Z21, Z22)
-	DOT_TOKEN(Z13, Z12, 68, DI, Z16)
-	Q6K_HALF_A(64, 160, Z20, Z23)
-	DOT_TOKEN(Z15, Z12, 132, DI, Z16)
-	Q6K_HALF_B(Z21, Z23)
-	DOT_TOKEN(Z13, Z12, 196, DI, Z16)
+	Q6K_BLOCK_DOTS(Q6K_TOKENS1)
 	Q6K_TOTAL(Z16, Y16, Y1)
 	VCVTDQ2PS    Y1, Y1
 	VMOVSS       (DI), X13        // yd
@@ -543,25 +562,13 @@ TEXT ·dotQ6_KTokens4RowsVNNI(SB), NOSPLIT, $0-96
 
 q6k4block:
 	PREFETCH_AHEAD
-	VPMOVSXBW  192(SI), Y10
-	VSHUFI32X4 $0x00, Z10, Z10, Z22
-	VSHUFI32X4 $0x55, Z10, Z10, Z23
-	Q6K_OFFSETS
+	Q6K_BLOCK_START
 	Q6K_START(R8, Y16)
 	Q6K_START(R9, Y17)
 	Q6K_START(R10, Y18)
 	Q6K_START(R11, Y19)
-	Q6K_HALF_A(0, 128, Z20, Z22)
-	Q6K_TOKENS4(Z15, 4)
-	Q6K_HALF_B(Z21, Z22)
-	Q6K_TOKENS4(Z13, 68)
-	Q6K_HALF_A(64, 160, Z20, Z23)
-	Q6K_TOKENS4(Z15, 132)
-	Q6K_HALF_B(Z21, Z23)
-	Q6K_TOKENS4(Z13, 196)
-	VPBROADCASTW 208(SI), X14
-	VCVTPH2PS    X14, X14         // d
-	VBROADCASTSS X14, Z3
+	Q6K_BLOCK_DOTS(Q6K_TOKENS4)
+	Q6K_D
 	Q6K_PAIR(Z16, Z17, R8, R9, Z5)
 	Q6K_PAIR(Z18, Z19, R10, R11, Z7)
 	ADDQ $210, SI
@@ -607,23 +614,11 @@ q6k2row:
 
 q6k2block:
 	PREFETCH_AHEAD
-	VPMOVSXBW  192(SI), Y10
-	VSHUFI32X4 $0x00, Z10, Z10, Z22
-	VSHUFI32X4 $0x55, Z10, Z10, Z23
-	Q6K_OFFSETS
+	Q6K_BLOCK_START
 	Q6K_START(R8, Y16)
 	Q6K_START(R9, Y17)
-	Q6K_HALF_A(0, 128, Z20, Z22)
-	Q6K_TOKENS2(Z15, 4)
-	Q6K_HALF_B(Z21, Z22)
-	Q6K_TOKENS2(Z13, 68)
-	Q6K_HALF_A(64, 160, Z20, Z23)
-	Q6K_TOKENS2(Z15, 132)
-	Q6K_HALF_B(Z21, Z23)
-	Q6K_TOKENS2(Z13, 196)
-	VPBROADCASTW 208(SI), X14
-	VCVTPH2PS    X14, X14         // d
-	VBROADCASTSS X14, Z3
+	Q6K_BLOCK_DOTS(Q6K_TOKENS2)
+	Q6K_D
 	Q6K_PAIR(Z16, Z17, R8, R9, Z5)
 	ADDQ $210, SI
 	ADDQ $292, R8
