@@ -91,6 +91,7 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	k.dotTokens2[Q4_K], k.dotTokens2[Q5_K], k.dotTokens2[Q6_K] = dotQ4_KTokens2AVX2, dotQ5_KTokens2AVX2, dotQ6_KTokens2AVX2
 	k.dotTokens2[MXFP4], k.dotTokens2[Q8_0], k.dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
 	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
+	k.dotTokens4Rows[Q6_K] = tokens4RowsOf(q6KShape, dotQ6_KTokens4RowsAVX2)
 	k.dotRowsOne[Q6_K] = dotQ6_KRowsAVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q2_K:   dotQ2_KAVX2,

@@ -120,7 +120,7 @@ var (
 // dotQ8_0Tokens4RowsOf and dotQ8_0Tokens4VNNI are dotTokens4Rows and dotTokens4 for Q8_0:
 // rows in fours through dotQ8_0Tokens4Rows4VNNI, the rest one at a time.
 var (
-	dotQ8_0Tokens4Row1   = vnniTokens4Rows(q8_0Shape, dotQ8_0Tokens4RowsVNNI)
+	dotQ8_0Tokens4Row1   = tokens4RowsOf(q8_0Shape, dotQ8_0Tokens4RowsVNNI)
 	dotQ8_0Tokens4RowsOf = func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
 		count, nb := len(o0), n/qk32
 		four := count &^ 3
@@ -185,7 +185,7 @@ func installLegacyVNNI(k *kernelSet) {
 		k.traits[t].VecDot = vnniDot(pickLegacyRows(t, useGFNI))
 	}
 	k.dotTokens4[Q8_0], k.dotTokens4Rows[Q8_0] = dotQ8_0Tokens4VNNI, dotQ8_0Tokens4RowsOf
-	iq4XSTokens4 := vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(useGFNI))
+	iq4XSTokens4 := tokens4RowsOf(iq4XSShape, pickIQ4XSTokens4(useGFNI))
 	k.dotTokens4[IQ4_XS], k.dotTokens4Rows[IQ4_XS] = vnniDotTokens4(iq4XSTokens4), iq4XSTokens4
 	delete(k.dotTokens2, MXFP4)
 }

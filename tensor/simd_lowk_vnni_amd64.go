@@ -42,8 +42,8 @@ var (
 
 	dotQ2_KVNNI          = vnniDot(q2KShape, dotQ2_KRowsVNNI)
 	dotQ3_KVNNI          = vnniDot(q3KShape, dotQ3_KRowsVNNI)
-	dotQ2_KTokens4RowsOf = vnniTokens4Rows(q2KShape, dotQ2_KTokens4RowsVNNI)
-	dotQ3_KTokens4RowsOf = vnniTokens4Rows(q3KShape, dotQ3_KTokens4RowsVNNI)
+	dotQ2_KTokens4RowsOf = tokens4RowsOf(q2KShape, dotQ2_KTokens4RowsVNNI)
+	dotQ3_KTokens4RowsOf = tokens4RowsOf(q3KShape, dotQ3_KTokens4RowsVNNI)
 )
 
 // Constants of the kernels.

@@ -44,3 +44,12 @@ func dotQ6_KRowsAVX2(n int, rows, a []byte, out []float32) {
 //
 //go:noescape
 func dotQ6_KRows2AVX2(w, a unsafe.Pointer, nb, pairs, rowBytes, ahead int, out *float32)
+
+// dotQ6_KTokens4RowsAVX2 is dotQ6_KAVX2 for four activation vectors over consecutive rows
+// (dotTokens4Rows, simd_q6k_rows_amd64.s): the output head of four sequences decoding
+// together, four tokens of a prefill tile. Each group's codes and scales are unpacked once
+// for the four tokens, and the whole state stays in the 16 vector registers; per token the
+// integer lanes, float steps and hsum_float_8 are dotQ6_KAVX2's, so its bits.
+//
+//go:noescape
+func dotQ6_KTokens4RowsAVX2(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)

@@ -158,3 +158,93 @@ block:
 
 	VZEROUPPER
 	RET
+
+// dotQ6_KTokens4RowsAVX2: one row against four tokens (R8-R11 their activations, as
+// TOKENS4_ROWS_BEGIN sets them up). Each group's 6-bit codes are assembled (Y0) and its
+// scales spread (Y1) once for the four; per token the pair sums, the scaled sums and the
+// integer lanes (Y8-Y11) are dotQ6_KAVX2's, the lanes started at the offset -32·Σ
+// scale·bsum (Y3 the block's scales times -32 as words, at most 32·128 in magnitude) as
+// Q6_OFFSET does, and the float steps go into Y12, Y13, Y4 and Y5, then hsum_float_8
+// each. Y6 the half's scales (then the block's d), Y7 its high bits, Y2 scratch; R12
+// f16Table.
+
+// Q6T_TOKEN adds the group's products with the token's 32 activations at y(a) to sum.
+#define Q6T_TOKEN(y, a, sum) \
+	VPMADDUBSW y(a), Y0, Y2; \
+	VPMADDWD   Y1, Y2, Y2; \
+	VPADDD     Y2, sum, sum
+
+#define Q6T_GROUP(nibbles, bits, ql, sh, y, j) \
+	nibbles(SI, ql, Y0); \
+	bits(sh, Y7, Y1); \
+	VPOR    Y1, Y0, Y0; \
+	VPSHUFB ·q6KSpread+j(SB), Y6, Y1; \
+	Q6T_TOKEN(y, R8, Y8); \
+	Q6T_TOKEN(y, R9, Y9); \
+	Q6T_TOKEN(y, R10, Y10); \
+	Q6T_TOKEN(y, R11, Y11)
+
+// Q6T_HALF is Q6_HALF for one row and four tokens.
+#define Q6T_HALF(sc, qh, ql, y) \
+	VPBROADCASTQ sc(SI), X6; \
+	VPMOVSXBW    X6, Y6; \
+	VMOVDQU      qh(SI), Y7; \
+	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql, 4, y, 0); \
+	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql+32, 2, y+32, 32); \
+	Q6T_GROUP(Q6_HI, Q6_BITS_AS_IS, ql, 0, y+64, 64); \
+	Q6T_GROUP(Q6_HI, Q6_BITS_SHR, ql+32, 2, y+96, 96)
+
+// Q6T_ACCUMULATE takes the token's float step: acc += (d_y·d_x)·float(sum), d_x in Y6.
+#define Q6T_ACCUMULATE(a, sum, acc) \
+	VBROADCASTSS (a), Y2; \
+	VMULPS       Y6, Y2, Y2; \
+	VCVTDQ2PS    sum, sum; \
+	VFMADD231PS  sum, Y2, acc
+
+// func dotQ6_KTokens4RowsAVX2(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+TEXT ·dotQ6_KTokens4RowsAVX2(SB), NOSPLIT, $0-96
+	LEAQ    ·f16Table(SB), R12
+	VMOVDQU ·nibbleMask(SB), Y15
+	VMOVDQU ·bits45Mask(SB), Y14
+	TOKENS4_ROWS_BEGIN(q6t4row)
+	VXORPS  Y12, Y12, Y12
+	VXORPS  Y13, Y13, Y13
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+
+q6t4block:
+	PREFETCH_AHEAD
+	VPMOVSXBW 192(SI), Y3
+	VPSLLW    $5, Y3, Y3
+	VPXOR     Y2, Y2, Y2
+	VPSUBW    Y3, Y2, Y3
+	VPMADDWD  260(R8), Y3, Y8
+	VPMADDWD  260(R9), Y3, Y9
+	VPMADDWD  260(R10), Y3, Y10
+	VPMADDWD  260(R11), Y3, Y11
+	Q6T_HALF(192, 128, 0, 4)
+	Q6T_HALF(200, 160, 64, 132)
+	MOVWLZX      208(SI), AX
+	VBROADCASTSS (R12)(AX*4), Y6
+	Q6T_ACCUMULATE(R8, Y8, Y12)
+	Q6T_ACCUMULATE(R9, Y9, Y13)
+	Q6T_ACCUMULATE(R10, Y10, Y4)
+	Q6T_ACCUMULATE(R11, Y11, Y5)
+	ADDQ $210, SI
+	ADDQ $292, R8
+	ADDQ $292, R9
+	ADDQ $292, R10
+	ADDQ $292, R11
+	DECQ CX
+	JNZ  q6t4block
+
+	HSUM_FLOAT_8(Y12, X12, X3)
+	HSUM_FLOAT_8(Y13, X13, X3)
+	HSUM_FLOAT_8(Y4, X4, X3)
+	HSUM_FLOAT_8(Y5, X5, X3)
+	VINSERTPS $0x10, X13, X12, X0
+	VINSERTPS $0x20, X4, X0, X0
+	VINSERTPS $0x30, X5, X0, X0
+	TOKENS4_ROWS_END(q6t4row)
+	VZEROUPPER
+	RET

@@ -250,8 +250,8 @@ var (
 	dotQ6_KVNNI          = vnniDot(q6KShape, dotQ6_KRowsVNNI)
 	dotQ4_KRowsOneVNNI   = vnniDotRows(q4KShape, q4KRows)
 	dotQ6_KRowsOneVNNI   = vnniDotRows(q6KShape, dotQ6_KRowsVNNI)
-	dotQ4_KTokens4RowsOf = vnniTokens4Rows(q4KShape, q4KTokens4Rows)
-	dotQ6_KTokens4RowsOf = vnniTokens4Rows(q6KShape, dotQ6_KTokens4RowsVNNI)
+	dotQ4_KTokens4RowsOf = tokens4RowsOf(q4KShape, q4KTokens4Rows)
+	dotQ6_KTokens4RowsOf = tokens4RowsOf(q6KShape, dotQ6_KTokens4RowsVNNI)
 	dotQ4_KTokens4VNNI   = vnniDotTokens4(dotQ4_KTokens4RowsOf)
 	dotQ6_KTokens4VNNI   = vnniDotTokens4(dotQ6_KTokens4RowsOf)
 
@@ -305,9 +305,10 @@ func vnniDotRows(s blockShape, kernel vnniRowsKernel) func(n int, rows, a []byte
 	}
 }
 
-// vnniTokens4Rows is a four-token rows kernel as dotTokens4Rows: len(o0) whole rows of n
-// values rowBytes apart against four activation vectors.
-func vnniTokens4Rows(s blockShape, kernel vnniTokens4RowsKernel) func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
+// tokens4RowsOf is a four-token rows kernel in assembly (the VNNI ones, and
+// dotQ6_KTokens4RowsAVX2) as dotTokens4Rows: len(o0) whole rows of n values rowBytes apart
+// against four activation vectors.
+func tokens4RowsOf(s blockShape, kernel vnniTokens4RowsKernel) func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
 	return func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32) {
 		nb, count := n/s.values, len(o0)
 		if count == 0 {

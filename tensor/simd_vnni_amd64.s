@@ -7,14 +7,7 @@
 // VPDPWSSD Z14, Z13, Z12 is Z12 += Z13·Z14, VPERMW table, index, dst, VPTERNLOGD $f, C, B, A
 // (A is also the destination; f's bit 4A+2B+C is the result).
 //
-// Each block prefetches (into L2) the lines 4 KiB ahead: a mat-vec reads its rows
-// sequentially, and this keeps enough lines in flight that a worker's reads run at the
-// memory's pace rather than stalling at each 4 KiB page, where the hardware prefetcher
-// stops (it replaces prefetchNext for these kernels). Measured on the build machine, 2
-// threads, out-of-cache [2048 → 151936] Q6_K mat-vec: none 16-18 GB/s, PREFETCHT0 at 512 B /
-// 1 / 2 / 4 / 8 / 16 KiB 17-18 / 20 / 20 / 22-24 / 18 / 17 GB/s, PREFETCHT1 at 4 KiB 26-28,
-// PREFETCHNTA 16 (a stream read: 28 GB/s). Lines past the row are the next rows' (a tile
-// runs on) or harmless: a prefetch never faults.
+// Each block prefetches the lines 4 KiB ahead (PREFETCH_AHEAD, simd_amd64.h).
 //
 // All end with VZEROUPPER (which clears the upper halves of Z0-Z15) and zero Z16-Z31:
 // Go's scalar float code is legacy SSE, which would otherwise pay the AVX-SSE transition
@@ -26,12 +19,6 @@
 // Z0 Z1 Z4 Z5 a token's float sums, Z2 a Q4_K block's scale bytes (Z10 a Q6_K block's
 // scales as words), Z11-Z15 are scratch; the one-token Q4_K kernel, which decodes blocks
 // in pairs, keeps the second block's d indices in Z5 and its scale bytes in Z17 instead.
-
-#define PREFETCH_AHEAD \
-	PREFETCHT1 4096(SI); \
-	PREFETCHT1 4160(SI); \
-	PREFETCHT1 4224(SI); \
-	PREFETCHT1 4288(SI)
 
 // PREFETCH_NEAR pulls the lines 512 bytes ahead on into L1 (PREFETCHT0), so the one-token
 // kernels' loads hit L1 rather than waiting on L2: with their arithmetic removed the decode

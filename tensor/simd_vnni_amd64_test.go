@@ -87,8 +87,8 @@ func TestVNNITokens4MatchesAVX2(t *testing.T) {
 		{Q2_K, "", kernelsAt(t, LevelAVX512).dotTokens4[Q2_K], eachToken(dotQ2_KAVX2)}, {Q3_K, "", kernelsAt(t, LevelAVX512).dotTokens4[Q3_K], eachToken(dotQ3_KAVX2)}}
 	for name, gfni := range q4KSplits() {
 		tokens4 := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
-		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(vnniTokens4Rows(q4KShape, tokens4)), dotQ4_KTokens4AVX2},
-			kernel{IQ4_XS, name, vnniDotTokens4(vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))), eachToken(dotIQ4_XSAVX2)})
+		kernels = append(kernels, kernel{Q4_K, name, vnniDotTokens4(tokens4RowsOf(q4KShape, tokens4)), dotQ4_KTokens4AVX2},
+			kernel{IQ4_XS, name, vnniDotTokens4(tokens4RowsOf(iq4XSShape, pickIQ4XSTokens4(gfni))), eachToken(dotIQ4_XSAVX2)})
 	}
 	for _, k := range kernels {
 		for _, n := range simdLengths(k.typ) {
@@ -242,44 +242,52 @@ func TestVNNITokens4RowsMatchOneRow(t *testing.T) {
 	kernels := []kernel{{Q6_K, "", k512.dotTokens4Rows[Q6_K]}, {Q2_K, "", k512.dotTokens4Rows[Q2_K]}, {Q3_K, "", k512.dotTokens4Rows[Q3_K]}}
 	for name, gfni := range q4KSplits() {
 		rows := pickGFNI(gfni, dotQ4_KTokens4RowsGFNI, dotQ4_KTokens4RowsVNNI)
-		kernels = append(kernels, kernel{Q4_K, name, vnniTokens4Rows(q4KShape, rows)},
-			kernel{IQ4_XS, name, vnniTokens4Rows(iq4XSShape, pickIQ4XSTokens4(gfni))})
+		kernels = append(kernels, kernel{Q4_K, name, tokens4RowsOf(q4KShape, rows)},
+			kernel{IQ4_XS, name, tokens4RowsOf(iq4XSShape, pickIQ4XSTokens4(gfni))})
 	}
 	for _, k := range kernels {
 		if k.rows == nil {
 			t.Fatalf("%s: no four-token rows kernel", k.typ)
 		}
-		for _, n := range simdLengths(k.typ) {
-			for _, count := range []int{1, 2, 7} {
-				stride := n/qkK*int(k.typ.BlockBytes()) + 3
-				rows := make([]byte, count*stride)
-				var a [4][]byte
+		testTokens4Rows(t, rng, k.typ, k.name, k.rows, k512.traits[k.typ].VecDot)
+	}
+}
+
+// testTokens4Rows holds a four-token rows kernel (dotTokens4Rows) to vecDot of each row and
+// vector, bit for bit, with rows spaced wider than their blocks (a stride of its own) and a
+// guard past every output.
+func testTokens4Rows(t *testing.T, rng *rand.Rand, typ Type, name string, rows4 func(n int, rows []byte, rowBytes int, a0, a1, a2, a3 []byte, o0, o1, o2, o3 []float32), vecDot func(n int, w, a []byte) float32) {
+	t.Helper()
+	for _, n := range simdLengths(typ) {
+		for _, count := range []int{1, 2, 7} {
+			stride := n/qkK*int(typ.BlockBytes()) + 3
+			rows := make([]byte, count*stride)
+			var a [4][]byte
+			for r := range count {
+				w, act := quantizedOperands(t, rng, typ, n)
+				copy(rows[r*stride:], w)
+				a[r%4] = act
+			}
+			for v := range a {
+				if a[v] == nil {
+					_, a[v] = quantizedOperands(t, rng, typ, n)
+				}
+			}
+			var outs [4][]float32
+			for v := range outs {
+				outs[v] = make([]float32, count+1)
+				outs[v][count] = 42 // past the rows: must stay
+			}
+			rows4(n, rows, stride, a[0], a[1], a[2], a[3], outs[0][:count], outs[1][:count], outs[2][:count], outs[3][:count])
+			for v, out := range outs {
 				for r := range count {
-					w, act := quantizedOperands(t, rng, k.typ, n)
-					copy(rows[r*stride:], w)
-					a[r%4] = act
-				}
-				for v := range a {
-					if a[v] == nil {
-						_, a[v] = quantizedOperands(t, rng, k.typ, n)
+					want := vecDot(n, rows[r*stride:r*stride+stride-3], a[v])
+					if math.Float32bits(out[r]) != math.Float32bits(want) {
+						t.Errorf("%s %s n=%d row %d of %d vector %d: %g, one row %g", typ, name, n, r, count, v, out[r], want)
 					}
 				}
-				var outs [4][]float32
-				for v := range outs {
-					outs[v] = make([]float32, count+1)
-					outs[v][count] = 42 // past the rows: must stay
-				}
-				k.rows(n, rows, stride, a[0], a[1], a[2], a[3], outs[0][:count], outs[1][:count], outs[2][:count], outs[3][:count])
-				for v, out := range outs {
-					for r := range count {
-						want := k512.traits[k.typ].VecDot(n, rows[r*stride:r*stride+stride-3], a[v])
-						if math.Float32bits(out[r]) != math.Float32bits(want) {
-							t.Errorf("%s %s n=%d row %d of %d vector %d: %g, one row %g", k.typ, k.name, n, r, count, v, out[r], want)
-						}
-					}
-					if out[count] != 42 {
-						t.Errorf("%s %s n=%d: vector %d's outputs written past %d rows", k.typ, k.name, n, v, count)
-					}
+				if out[count] != 42 {
+					t.Errorf("%s %s n=%d: vector %d's outputs written past %d rows", typ, name, n, v, count)
 				}
 			}
 		}
