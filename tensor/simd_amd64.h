@@ -260,6 +260,13 @@ block: \
 	ADDQ $292, R11; \
 	DECQ CX
 
+// LANES4_TO_X0 gathers four tokens' sums, each in lane 0 of xa..xd, to lanes 0-3 of X0
+// for TOKENS4_ROWS_END.
+#define LANES4_TO_X0(xa, xb, xc, xd) \
+	VINSERTPS $0x10, xb, xa, X0; \
+	VINSERTPS $0x20, xc, X0, X0; \
+	VINSERTPS $0x30, xd, X0, X0
+
 // ZERO_Z0_7 and ZERO_Z8_15 clear a kernel's accumulators.
 #define ZERO_Z0_7 \
 	VPXORD Z0, Z0, Z0; \

@@ -341,14 +341,6 @@ TEXT ·dotQ5_KRowsGFNI(SB), NOSPLIT, $0-48
 	Q4K_TOKENS4(split, DOT_TOKEN, 80, Z22, 132); \
 	Q4K_TOKENS4(split, DOT_TOKEN, 112, Z23, 196)
 
-#define NEXT_BLOCK4_Q4K \
-	ADDQ $144, SI; \
-	ADDQ $292, R8; \
-	ADDQ $292, R9; \
-	ADDQ $292, R10; \
-	ADDQ $292, R11; \
-	DECQ CX
-
 // Q4K_TOKENS4_ROWS is the four-token kernel in LANES (dotQ4_KTokens4RowsVNNI and …GFNI,
 // for prefill): Q4K_ROWS's one-block steps for four activation vectors at once, each
 // block's scales and each chunk's nibbles unpacked once for all four; the sums come out
@@ -368,7 +360,7 @@ q4k4block: \
 	Q4K_END(Z17, Y17, 0, R9, Z1, Y3, Z7); \
 	Q4K_END(Z18, Y18, 0, R10, Z4, Y3, Z7); \
 	Q4K_END(Z19, Y19, 0, R11, Z5, Y3, Z7); \
-	NEXT_BLOCK4_Q4K; \
+	NEXT_BLOCK4(144); \
 	JNZ  q4k4block; \
 	Q4K_HALVES(Z0, Y0, X0); \
 	Q4K_HALVES(Z1, Y1, X1); \
@@ -558,19 +550,12 @@ q6k4block:
 	Q6K_D
 	Q6K_PAIR(Z16, Z17, R8, R9, Z5)
 	Q6K_PAIR(Z18, Z19, R10, R11, Z7)
-	ADDQ $210, SI
-	ADDQ $292, R8
-	ADDQ $292, R9
-	ADDQ $292, R10
-	ADDQ $292, R11
-	DECQ CX
+	NEXT_BLOCK4(210)
 	JNZ  q6k4block
 
 	Q6K_PAIR_SUMS(Z7, Y7, X7, X8, Y8)
 	Q6K_PAIR_SUMS(Z5, Y5, X5, X6, Y6)
-	VINSERTPS $0x10, X6, X5, X0
-	VINSERTPS $0x20, X7, X0, X0
-	VINSERTPS $0x30, X8, X0, X0
+	LANES4_TO_X0(X5, X6, X7, X8)
 	TOKENS4_ROWS_END(q6k4row)
 	CLEAR_HIGH
 	RET
