@@ -92,6 +92,7 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	k.dotTokens2[MXFP4], k.dotTokens2[Q8_0], k.dotTokens2[IQ4_XS] = dotMXFP4Tokens2AVX2, dotQ8_0Tokens2AVX2, dotIQ4_XSTokens2AVX2
 	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4AVX2, dotQ6_KTokens4AVX2
 	k.dotTokens4Rows[Q6_K] = tokens4RowsOf(q6KShape, dotQ6_KTokens4RowsAVX2)
+	k.dotTokens2Rows[Q6_K] = tokens2RowsOf(q6KShape, dotQ6_KTokens2RowsAVX2)
 	k.dotRowsOne[Q6_K] = dotQ6_KRowsAVX2
 	for t, fast := range map[Type]func(n int, w, a []byte) float32{
 		Q2_K:   dotQ2_KAVX2,
@@ -164,7 +165,7 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.dotTokens4[Q4_K], k.dotTokens4[Q6_K] = dotQ4_KTokens4VNNI, dotQ6_KTokens4VNNI
 	k.dotTokens4Rows[Q4_K], k.dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
 	k.dotRowsOne[Q4_K], k.dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
-	k.dotTokens2Rows[Q6_K] = dotQ6_KTokens2RowsOf
+	k.dotTokens2Rows[Q6_K] = tokens2RowsOf(q6KShape, dotQ6_KTokens2RowsVNNI)
 	k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
 	if useQ4KRows4 {
 		k.repackedKernels[Q4_K], k.repackedTokens2[Q4_K] = dotQ4_KRepackedRowsGrouped, dotQ4_KRepackedRowsGrouped2

@@ -53,3 +53,9 @@ func dotQ6_KRows2AVX2(w, a unsafe.Pointer, nb, pairs, rowBytes, ahead int, out *
 //
 //go:noescape
 func dotQ6_KTokens4RowsAVX2(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
+
+// dotQ6_KTokens2RowsAVX2 is dotQ6_KTokens4RowsAVX2 for two activation vectors: two
+// sequences decoding together, an expert two tokens chose, a prefill tile's pairs.
+//
+//go:noescape
+func dotQ6_KTokens2RowsAVX2(w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1 *float32)

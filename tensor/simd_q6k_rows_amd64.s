@@ -174,25 +174,49 @@ block:
 	VPMADDWD   Y1, Y2, Y2; \
 	VPADDD     Y2, sum, sum
 
-#define Q6T_GROUP(nibbles, bits, ql, sh, y, j) \
-	nibbles(SI, ql, Y0); \
-	bits(sh, Y7, Y1); \
-	VPOR    Y1, Y0, Y0; \
-	VPSHUFB ·q6KSpread+j(SB), Y6, Y1; \
+// Q6T_TOKENS4 and Q6T_TOKENS2 are Q6T_TOKEN for each token of the kernel.
+#define Q6T_TOKENS4(y) \
 	Q6T_TOKEN(y, R8, Y8); \
 	Q6T_TOKEN(y, R9, Y9); \
 	Q6T_TOKEN(y, R10, Y10); \
 	Q6T_TOKEN(y, R11, Y11)
 
-// Q6T_HALF is Q6_HALF for one row and four tokens.
-#define Q6T_HALF(sc, qh, ql, y) \
+#define Q6T_TOKENS2(y) \
+	Q6T_TOKEN(y, R8, Y8); \
+	Q6T_TOKEN(y, R9, Y9)
+
+#define Q6T_GROUP(nibbles, bits, ql, sh, y, j, tokens) \
+	nibbles(SI, ql, Y0); \
+	bits(sh, Y7, Y1); \
+	VPOR    Y1, Y0, Y0; \
+	VPSHUFB ·q6KSpread+j(SB), Y6, Y1; \
+	tokens(y)
+
+// Q6T_HALF is Q6_HALF for one row and the kernel's tokens.
+#define Q6T_HALF(sc, qh, ql, y, tokens) \
 	VPBROADCASTQ sc(SI), X6; \
 	VPMOVSXBW    X6, Y6; \
 	VMOVDQU      qh(SI), Y7; \
-	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql, 4, y, 0); \
-	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql+32, 2, y+32, 32); \
-	Q6T_GROUP(Q6_HI, Q6_BITS_AS_IS, ql, 0, y+64, 64); \
-	Q6T_GROUP(Q6_HI, Q6_BITS_SHR, ql+32, 2, y+96, 96)
+	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql, 4, y, 0, tokens); \
+	Q6T_GROUP(Q6_LO, Q6_BITS_SHL, ql+32, 2, y+32, 32, tokens); \
+	Q6T_GROUP(Q6_HI, Q6_BITS_AS_IS, ql, 0, y+64, 64, tokens); \
+	Q6T_GROUP(Q6_HI, Q6_BITS_SHR, ql+32, 2, y+96, 96, tokens)
+
+// Q6T_OFFSETS sets Y3 to the block's scales times -32 as words (Y2 scratch);
+// Q6T_START begins a token's integer lanes with its offset.
+#define Q6T_OFFSETS \
+	VPMOVSXBW 192(SI), Y3; \
+	VPSLLW    $5, Y3, Y3; \
+	VPXOR     Y2, Y2, Y2; \
+	VPSUBW    Y3, Y2, Y3
+
+#define Q6T_START(a, sum) \
+	VPMADDWD 260(a), Y3, sum
+
+// Q6T_D leaves the block's d in every lane of Y6.
+#define Q6T_D \
+	MOVWLZX      208(SI), AX; \
+	VBROADCASTSS (R12)(AX*4), Y6
 
 // Q6T_ACCUMULATE takes the token's float step: acc += (d_y·d_x)·float(sum), d_x in Y6.
 #define Q6T_ACCUMULATE(a, sum, acc) \
@@ -214,18 +238,14 @@ TEXT ·dotQ6_KTokens4RowsAVX2(SB), NOSPLIT, $0-96
 
 q6t4block:
 	PREFETCH_AHEAD
-	VPMOVSXBW 192(SI), Y3
-	VPSLLW    $5, Y3, Y3
-	VPXOR     Y2, Y2, Y2
-	VPSUBW    Y3, Y2, Y3
-	VPMADDWD  260(R8), Y3, Y8
-	VPMADDWD  260(R9), Y3, Y9
-	VPMADDWD  260(R10), Y3, Y10
-	VPMADDWD  260(R11), Y3, Y11
-	Q6T_HALF(192, 128, 0, 4)
-	Q6T_HALF(200, 160, 64, 132)
-	MOVWLZX      208(SI), AX
-	VBROADCASTSS (R12)(AX*4), Y6
+	Q6T_OFFSETS
+	Q6T_START(R8, Y8)
+	Q6T_START(R9, Y9)
+	Q6T_START(R10, Y10)
+	Q6T_START(R11, Y11)
+	Q6T_HALF(192, 128, 0, 4, Q6T_TOKENS4)
+	Q6T_HALF(200, 160, 64, 132, Q6T_TOKENS4)
+	Q6T_D
 	Q6T_ACCUMULATE(R8, Y8, Y12)
 	Q6T_ACCUMULATE(R9, Y9, Y13)
 	Q6T_ACCUMULATE(R10, Y10, Y4)
@@ -239,5 +259,52 @@ q6t4block:
 	HSUM_FLOAT_8(Y5, X5, X3)
 	LANES4_TO_X0(X12, X13, X4, X5)
 	TOKENS4_ROWS_END(q6t4row)
+	VZEROUPPER
+	RET
+
+// func dotQ6_KTokens2RowsAVX2(w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1 *float32)
+//
+// dotQ6_KTokens4RowsAVX2 for two tokens (a0 in R8, a1 in R9; BX the row, DX its index).
+TEXT ·dotQ6_KTokens2RowsAVX2(SB), NOSPLIT, $0-64
+	LEAQ    ·f16Table(SB), R12
+	VMOVDQU ·nibbleMask(SB), Y15
+	VMOVDQU ·bits45Mask(SB), Y14
+	MOVQ    w+0(FP), BX
+	XORQ    DX, DX
+
+q6t2row:
+	MOVQ   BX, SI
+	MOVQ   a0+8(FP), R8
+	MOVQ   a1+16(FP), R9
+	MOVQ   nb+24(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+
+q6t2block:
+	PREFETCH_AHEAD
+	Q6T_OFFSETS
+	Q6T_START(R8, Y8)
+	Q6T_START(R9, Y9)
+	Q6T_HALF(192, 128, 0, 4, Q6T_TOKENS2)
+	Q6T_HALF(200, 160, 64, 132, Q6T_TOKENS2)
+	Q6T_D
+	Q6T_ACCUMULATE(R8, Y8, Y12)
+	Q6T_ACCUMULATE(R9, Y9, Y13)
+	ADDQ $210, SI
+	ADDQ $292, R8
+	ADDQ $292, R9
+	DECQ CX
+	JNZ  q6t2block
+
+	HSUM_FLOAT_8(Y12, X12, X3)
+	HSUM_FLOAT_8(Y13, X13, X3)
+	MOVQ   o0+48(FP), DI
+	VMOVSS X12, (DI)(DX*4)
+	MOVQ   o1+56(FP), DI
+	VMOVSS X13, (DI)(DX*4)
+	ADDQ   rowBytes+40(FP), BX
+	INCQ   DX
+	CMPQ   DX, rows+32(FP)
+	JLT    q6t2row
 	VZEROUPPER
 	RET

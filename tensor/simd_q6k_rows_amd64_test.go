@@ -159,13 +159,16 @@ func BenchmarkQ6KRowsAVX2(b *testing.B) {
 	}
 }
 
-// TestQ6KTokens4RowsAVX2 holds the AVX2 level's four-token Q6_K rows kernel
-// (dotQ6_KTokens4RowsAVX2) to the level's VecDot, dotQ6_KAVX2, bit for bit.
-func TestQ6KTokens4RowsAVX2(t *testing.T) {
+// TestQ6KTokensRowsAVX2 holds the AVX2 level's four- and two-token Q6_K rows kernels
+// (dotQ6_KTokens4RowsAVX2, dotQ6_KTokens2RowsAVX2) to the level's VecDot, dotQ6_KAVX2, bit
+// for bit.
+func TestQ6KTokensRowsAVX2(t *testing.T) {
 	k := kernelsAt(t, LevelAVX2)
-	rows4 := k.dotTokens4Rows[Q6_K]
-	if rows4 == nil {
-		t.Fatal("Q6_K: no four-token rows kernel at the AVX2 level")
+	rows4, rows2 := k.dotTokens4Rows[Q6_K], k.dotTokens2Rows[Q6_K]
+	if rows4 == nil || rows2 == nil {
+		t.Fatal("Q6_K: no four- or two-token rows kernel at the AVX2 level")
 	}
-	testTokens4Rows(t, rand.New(rand.NewPCG(43, 47)), Q6_K, "avx2", rows4, k.traits[Q6_K].VecDot)
+	rng := rand.New(rand.NewPCG(43, 47))
+	testTokens4Rows(t, rng, Q6_K, "avx2", rows4, k.traits[Q6_K].VecDot)
+	testTokens2Rows(t, rng, Q6_K, rows2, k.traits[Q6_K].VecDot)
 }

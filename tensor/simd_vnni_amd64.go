@@ -219,22 +219,25 @@ func dotQ6_KTokens4RowsVNNI(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes
 //go:noescape
 func dotQ6_KTokens2RowsVNNI(w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1 *float32)
 
-// dotQ6_KTokens2RowsOf is dotQ6_KTokens2RowsVNNI as a rows2Kernel: len(o0) whole rows of
-// n values, one after the other.
-func dotQ6_KTokens2RowsOf(n int, rows, a0, a1 []byte, o0, o1 []float32) {
-	nb, count := n/qkK, len(o0)
-	if count == 0 {
-		return
+// tokens2RowsOf is a two-token rows kernel in assembly (dotQ6_KTokens2RowsVNNI,
+// dotQ6_KTokens2RowsAVX2) as a rows2Kernel: len(o0) whole rows of n values, one after the
+// other.
+func tokens2RowsOf(s blockShape, kernel func(w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1 *float32)) rows2Kernel {
+	return func(n int, rows, a0, a1 []byte, o0, o1 []float32) {
+		nb, count := n/s.values, len(o0)
+		if count == 0 {
+			return
+		}
+		o1 = o1[:count]
+		if nb == 0 {
+			clear(o0)
+			clear(o1)
+			return
+		}
+		rb, ab := nb*s.bytes, nb*s.actBytes
+		kernel(unsafe.Pointer(&rows[:count*rb][0]), unsafe.Pointer(&a0[:ab][0]), unsafe.Pointer(&a1[:ab][0]),
+			nb, count, rb, &o0[0], &o1[0])
 	}
-	o1 = o1[:count]
-	if nb == 0 {
-		clear(o0)
-		clear(o1)
-		return
-	}
-	rb, ab := nb*q6KShape.bytes, nb*q6KShape.actBytes
-	dotQ6_KTokens2RowsVNNI(unsafe.Pointer(&rows[:count*rb][0]), unsafe.Pointer(&a0[:ab][0]), unsafe.Pointer(&a1[:ab][0]),
-		nb, count, rb, &o0[0], &o1[0])
 }
 
 // The kernels as VecDot, dotRowsOne, dotTokens4 and dotTokens4Rows take them: rows cut to whole blocks (a

@@ -193,32 +193,39 @@ func TestVNNITokens2RowsMatchOneRow(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(37, 41))
 	for typ, rows2 := range k512.dotTokens2Rows {
-		for _, n := range simdLengths(typ) {
-			for _, count := range []int{1, 2, 7} {
-				rb := n / qkK * int(typ.BlockBytes())
-				rows := make([]byte, count*rb)
+		testTokens2Rows(t, rng, typ, rows2, k512.traits[typ].VecDot)
+	}
+}
+
+// testTokens2Rows holds a two-token rows kernel (dotTokens2Rows) to vecDot of each row and
+// vector, bit for bit, with a guard past every output.
+func testTokens2Rows(t *testing.T, rng *rand.Rand, typ Type, rows2 rows2Kernel, vecDot func(n int, w, a []byte) float32) {
+	t.Helper()
+	for _, n := range simdLengths(typ) {
+		for _, count := range []int{1, 2, 7} {
+			rb := n / qkK * int(typ.BlockBytes())
+			rows := make([]byte, count*rb)
+			for r := range count {
+				w, _ := quantizedOperands(t, rng, typ, n)
+				copy(rows[r*rb:], w)
+			}
+			_, a0 := quantizedOperands(t, rng, typ, n)
+			_, a1 := quantizedOperands(t, rng, typ, n)
+			o0, o1 := make([]float32, count+1), make([]float32, count+1)
+			o0[count], o1[count] = 42, 42 // past the rows: must stay
+			rows2(n, rows, a0, a1, o0[:count], o1[:count])
+			for v, c := range []struct {
+				out []float32
+				a   []byte
+			}{{o0, a0}, {o1, a1}} {
 				for r := range count {
-					w, _ := quantizedOperands(t, rng, typ, n)
-					copy(rows[r*rb:], w)
+					want := vecDot(n, rows[r*rb:(r+1)*rb], c.a)
+					if math.Float32bits(c.out[r]) != math.Float32bits(want) {
+						t.Errorf("%s n=%d row %d of %d vector %d: %g, one row %g", typ, n, r, count, v, c.out[r], want)
+					}
 				}
-				_, a0 := quantizedOperands(t, rng, typ, n)
-				_, a1 := quantizedOperands(t, rng, typ, n)
-				o0, o1 := make([]float32, count+1), make([]float32, count+1)
-				o0[count], o1[count] = 42, 42 // past the rows: must stay
-				rows2(n, rows, a0, a1, o0[:count], o1[:count])
-				for v, c := range []struct {
-					out []float32
-					a   []byte
-				}{{o0, a0}, {o1, a1}} {
-					for r := range count {
-						want := k512.traits[typ].VecDot(n, rows[r*rb:(r+1)*rb], c.a)
-						if math.Float32bits(c.out[r]) != math.Float32bits(want) {
-							t.Errorf("%s n=%d row %d of %d vector %d: %g, one row %g", typ, n, r, count, v, c.out[r], want)
-						}
-					}
-					if c.out[count] != 42 {
-						t.Errorf("%s n=%d: vector %d's outputs written past %d rows", typ, n, v, count)
-					}
+				if c.out[count] != 42 {
+					t.Errorf("%s n=%d: vector %d's outputs written past %d rows", typ, n, v, count)
 				}
 			}
 		}
