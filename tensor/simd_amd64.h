@@ -58,6 +58,36 @@ label: \
 	CMPQ       DX, rows+48(FP); \
 	JLT        label
 
+// TOKENS2_ROWS_BEGIN and TOKENS2_ROWS_END are TOKENS4_ROWS_BEGIN and TOKENS4_ROWS_END for
+// two-token kernels declared (w, a0, a1 unsafe.Pointer, nb, rows, rowBytes int, o0, o1
+// *float32): the body gets the row in SI, the two activation vectors in R8 and R9 and the
+// block count in CX, and leaves the row's two sums in lane 0 of xa and xb.
+#define TOKENS2_ROWS_BEGIN(label) \
+	MOVQ w+0(FP), BX; \
+	XORQ DX, DX; \
+label: \
+	MOVQ BX, SI; \
+	MOVQ a0+8(FP), R8; \
+	MOVQ a1+16(FP), R9; \
+	MOVQ nb+24(FP), CX
+
+#define TOKENS2_ROWS_END(label, xa, xb) \
+	MOVQ   o0+48(FP), DI; \
+	VMOVSS xa, (DI)(DX*4); \
+	MOVQ   o1+56(FP), DI; \
+	VMOVSS xb, (DI)(DX*4); \
+	ADDQ   rowBytes+40(FP), BX; \
+	INCQ   DX; \
+	CMPQ   DX, rows+32(FP); \
+	JLT    label
+
+// NEXT_BLOCK2 is NEXT_BLOCK4 for a two-token kernel.
+#define NEXT_BLOCK2(bytes) \
+	ADDQ $bytes, SI; \
+	ADDQ $292, R8; \
+	ADDQ $292, R9; \
+	DECQ CX
+
 // STORE_LANES4 stores lane k of X0 to element DX of the float32 array whose pointer is at
 // ok (an argument), by way of reg.
 #define STORE_LANES4(reg, o0, o1, o2, o3) \

@@ -218,6 +218,26 @@ block:
 	MOVWLZX      208(SI), AX; \
 	VBROADCASTSS (R12)(AX*4), Y6
 
+// Q6T_BLOCK runs a block's integer work for the kernel's tokens: their offsets (starts),
+// both halves (tokens), and leaves d in Y6.
+#define Q6T_BLOCK(starts, tokens) \
+	PREFETCH_AHEAD; \
+	Q6T_OFFSETS; \
+	starts; \
+	Q6T_HALF(192, 128, 0, 4, tokens); \
+	Q6T_HALF(200, 160, 64, 132, tokens); \
+	Q6T_D
+
+#define Q6T_STARTS4 \
+	Q6T_START(R8, Y8); \
+	Q6T_START(R9, Y9); \
+	Q6T_START(R10, Y10); \
+	Q6T_START(R11, Y11)
+
+#define Q6T_STARTS2 \
+	Q6T_START(R8, Y8); \
+	Q6T_START(R9, Y9)
+
 // Q6T_ACCUMULATE takes the token's float step: acc += (d_y·d_x)·float(sum), d_x in Y6.
 #define Q6T_ACCUMULATE(a, sum, acc) \
 	VBROADCASTSS (a), Y2; \
@@ -237,15 +257,7 @@ TEXT ·dotQ6_KTokens4RowsAVX2(SB), NOSPLIT, $0-96
 	VXORPS  Y5, Y5, Y5
 
 q6t4block:
-	PREFETCH_AHEAD
-	Q6T_OFFSETS
-	Q6T_START(R8, Y8)
-	Q6T_START(R9, Y9)
-	Q6T_START(R10, Y10)
-	Q6T_START(R11, Y11)
-	Q6T_HALF(192, 128, 0, 4, Q6T_TOKENS4)
-	Q6T_HALF(200, 160, 64, 132, Q6T_TOKENS4)
-	Q6T_D
+	Q6T_BLOCK(Q6T_STARTS4, Q6T_TOKENS4)
 	Q6T_ACCUMULATE(R8, Y8, Y12)
 	Q6T_ACCUMULATE(R9, Y9, Y13)
 	Q6T_ACCUMULATE(R10, Y10, Y4)
@@ -269,42 +281,19 @@ TEXT ·dotQ6_KTokens2RowsAVX2(SB), NOSPLIT, $0-64
 	LEAQ    ·f16Table(SB), R12
 	VMOVDQU ·nibbleMask(SB), Y15
 	VMOVDQU ·bits45Mask(SB), Y14
-	MOVQ    w+0(FP), BX
-	XORQ    DX, DX
-
-q6t2row:
-	MOVQ   BX, SI
-	MOVQ   a0+8(FP), R8
-	MOVQ   a1+16(FP), R9
-	MOVQ   nb+24(FP), CX
+	TOKENS2_ROWS_BEGIN(q6t2row)
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 
 q6t2block:
-	PREFETCH_AHEAD
-	Q6T_OFFSETS
-	Q6T_START(R8, Y8)
-	Q6T_START(R9, Y9)
-	Q6T_HALF(192, 128, 0, 4, Q6T_TOKENS2)
-	Q6T_HALF(200, 160, 64, 132, Q6T_TOKENS2)
-	Q6T_D
+	Q6T_BLOCK(Q6T_STARTS2, Q6T_TOKENS2)
 	Q6T_ACCUMULATE(R8, Y8, Y12)
 	Q6T_ACCUMULATE(R9, Y9, Y13)
-	ADDQ $210, SI
-	ADDQ $292, R8
-	ADDQ $292, R9
-	DECQ CX
+	NEXT_BLOCK2(210)
 	JNZ  q6t2block
 
 	HSUM_FLOAT_8(Y12, X12, X3)
 	HSUM_FLOAT_8(Y13, X13, X3)
-	MOVQ   o0+48(FP), DI
-	VMOVSS X12, (DI)(DX*4)
-	MOVQ   o1+56(FP), DI
-	VMOVSS X13, (DI)(DX*4)
-	ADDQ   rowBytes+40(FP), BX
-	INCQ   DX
-	CMPQ   DX, rows+32(FP)
-	JLT    q6t2row
+	TOKENS2_ROWS_END(q6t2row, X12, X13)
 	VZEROUPPER
 	RET
