@@ -39,12 +39,16 @@
 // o0, o1, o2, o3 *float32): BX walks the rows and DX counts them; for each row the body
 // gets the row in SI, the four activation vectors in R8-R11 and the block count in CX, and
 // leaves the row's four sums in X0 (vector k in lane k), which END stores to ok[row].
-// Looping here spares a prefill tile a call per row and four tokens.
-#define TOKENS4_ROWS_BEGIN(label) \
+// Looping here spares a prefill tile a call per row and four tokens. TOKENS_ROWS_START is
+// the part both four- and two-token kernels share: BX and DX set, the row's label, SI.
+#define TOKENS_ROWS_START(label) \
 	MOVQ w+0(FP), BX; \
 	XORQ DX, DX; \
 label: \
-	MOVQ BX, SI; \
+	MOVQ BX, SI
+
+#define TOKENS4_ROWS_BEGIN(label) \
+	TOKENS_ROWS_START(label); \
 	MOVQ a0+8(FP), R8; \
 	MOVQ a1+16(FP), R9; \
 	MOVQ a2+24(FP), R10; \
@@ -63,10 +67,7 @@ label: \
 // *float32): the body gets the row in SI, the two activation vectors in R8 and R9 and the
 // block count in CX, and leaves the row's two sums in lane 0 of xa and xb.
 #define TOKENS2_ROWS_BEGIN(label) \
-	MOVQ w+0(FP), BX; \
-	XORQ DX, DX; \
-label: \
-	MOVQ BX, SI; \
+	TOKENS_ROWS_START(label); \
 	MOVQ a0+8(FP), R8; \
 	MOVQ a1+16(FP), R9; \
 	MOVQ nb+24(FP), CX
