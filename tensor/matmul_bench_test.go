@@ -194,3 +194,51 @@ func BenchmarkMatMulPrefill(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulDecodeBatch is one decode step of several server slots through the dense
+// matrices every token reads: Qwen3-30B-A3B's output head (Q6_K [2048 → 151936], 255 MB,
+// out of every cache) and its attn_q (Q4_K [2048 → 4096], cycled through 1 GiB of copies),
+// for 1, 2 and 4 tokens on 2 threads. MB/s counts the weight bytes, so the batch's kernels
+// can be set against one token's (the memory's pace, BenchmarkMemoryBandwidth).
+func BenchmarkMatMulDecodeBatch(b *testing.B) {
+	for _, shape := range []struct {
+		name       string
+		typ        Type
+		cols, rows int
+		set        int // bytes of distinct matrices to cycle through
+	}{
+		{"output_q6_K_2048x151936", Q6_K, 2048, 151936, 0},
+		{"attn_q_q4_K_2048x4096_1GiB", Q4_K, 2048, 4096, expertSetBytes},
+	} {
+		rowBytes, _ := shape.typ.RowBytes(int64(shape.cols))
+		matBytes := shape.rows * int(rowBytes)
+		count := max(1, shape.set/matBytes)
+		data := tiledWeights(b, shape.typ, shape.cols, shape.rows, count)
+		mats := make([]*Matrix, count)
+		for i := range mats {
+			m, err := NewMatrix(shape.typ, []int64{int64(shape.cols), int64(shape.rows)}, data[i*matBytes:(i+1)*matBytes])
+			if err != nil {
+				b.Fatal(err)
+			}
+			mats[i] = m
+		}
+		for _, tokens := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("shape=%s/tokens=%d", shape.name, tokens), func(b *testing.B) {
+				x := randomFloats(rand.New(rand.NewPCG(3, 4)), tokens*shape.cols)
+				dst := make([]float32, tokens*shape.rows)
+				p := NewPool(2)
+				defer p.Close()
+				b.SetBytes(int64(matBytes))
+				i := 0
+				cpu := processCPU()
+				for b.Loop() {
+					if err := p.MatMul(dst, mats[i], x); err != nil {
+						b.Fatal(err)
+					}
+					i = (i + 1) % len(mats)
+				}
+				reportCPU(b, cpu)
+			})
+		}
+	}
+}
