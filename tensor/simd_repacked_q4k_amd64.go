@@ -69,8 +69,8 @@ var (
 // a buffer; the float pass (q4KRepackedFloats) then adds the eight rows' lanes up to I with
 // a VPHADDD tree, computes their M from the mins and the bsums, and takes both float steps
 // of eight rows in two FMAs. Nothing vector lives across the passes (acc and accMin wait in
-// memory), so each pass ends with VZEROUPPER and prefetchLines (whose ABI wrapper zeroes
-// X15 with a legacy XORPS) is called in a clean state, for each row as dotQ4_KAVX2 does.
+// memory), so each pass ends with VZEROUPPER. The integer pass asks for the lines 4 KiB
+// ahead of each super-block itself (Q4KI_PREFETCH).
 // On the build machine, one thread, calls of 64 rows: in cache 8-15% faster than
 // dotQ4_KAVX2 row by row, from DRAM the same GB/s.
 func dotQ4_KRepackedRowsAVX2(n int, rows, a []byte, out []float32) {
@@ -95,10 +95,6 @@ func dotQ4_KRepackedRowsAVX2(n int, rows, a []byte, out []float32) {
 			for k := 0; 2*k < count; k++ {
 				r0, r1 := g+2*k, g+min(2*k+1, count-1) // a lone last row is taken twice
 				w0, w1 := rows[r0*rb+b0*144:r0*rb+(b0+span)*144], rows[r1*rb+b0*144:r1*rb+(b0+span)*144]
-				prefetchNext(w0)
-				if r1 != r0 {
-					prefetchNext(w1)
-				}
 				q4KRepackedIntegersAVX2(unsafe.Pointer(&w0[0]), unsafe.Pointer(&w1[0]), unsafe.Pointer(&a[b0*292]), unsafe.Pointer(&swapped[b0]), unsafe.Pointer(&s.blocks[0]), span, k&3)
 			}
 			q4KRepackedFloats(a[b0*292:(b0+span)*292], &s.blocks[0], span, b0 > 0, &accs.acc, &accs.accMin)
