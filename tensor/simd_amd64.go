@@ -119,6 +119,7 @@ func avx2Kernels(generic *kernelSet) *kernelSet {
 	k.repackedKernels[Q4_0], k.repackedKernels[IQ4_NL] = dotQ4_0RepackedRowsAVX2, dotIQ4_NLRepackedRowsAVX2
 	k.repackedKernels[MXFP4], k.repackedKernels[Q4_K] = dotMXFP4RepackedRowsAVX2, dotQ4_KRepackedRowsAVX2
 	k.repackedTokens4[Q4_K] = q4KRepackedTokens4(q4KTokens4AVX2)
+	k.repackedTokens2[Q4_K] = dotQ4_KRepackedRows2AVX2
 	installLattice(k, iq2Kernels, nil)
 	installLattice(k, iq3Kernels, nil)
 	installLattice(k, iq1Kernels, nil)
@@ -166,7 +167,9 @@ func avx512Kernels(avx2 *kernelSet) *kernelSet {
 	k.dotTokens4Rows[Q4_K], k.dotTokens4Rows[Q6_K] = dotQ4_KTokens4RowsOf, dotQ6_KTokens4RowsOf
 	k.dotRowsOne[Q4_K], k.dotRowsOne[Q6_K] = dotQ4_KRowsOneVNNI, dotQ6_KRowsOneVNNI
 	k.dotTokens2Rows[Q6_K] = tokens2RowsOf(q6KShape, dotQ6_KTokens2RowsVNNI)
-	k.repackedKernels[Q4_K] = dotQ4_KRepackedRowsOne
+	// Without the four-row kernels two tokens or more are packed (kPackedMinTokens), not
+	// run by the AVX2 level's two-token kernel.
+	k.repackedKernels[Q4_K], k.repackedTokens2[Q4_K] = dotQ4_KRepackedRowsOne, nil
 	if useQ4KRows4 {
 		k.repackedKernels[Q4_K], k.repackedTokens2[Q4_K] = dotQ4_KRepackedRowsGrouped, dotQ4_KRepackedRowsGrouped2
 	}

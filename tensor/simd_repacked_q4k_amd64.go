@@ -36,13 +36,13 @@ type q4KRepackedBlock struct {
 	d, dmin [8]uint32
 }
 
-// q4KRepackedScratch is dotQ4_KRepackedRowsAVX2's scratch, kept between calls in a pool
-// (zeroed on the stack, its 5 KiB would cost a per cent of a decode tile): the span's
-// buffer, and each super-block of the activations with the 128-bit halves of its
-// sub-blocks swapped.
+// q4KRepackedScratch is the scratch of dotQ4_KRepackedRowsAVX2 and
+// dotQ4_KRepackedRows2AVX2, kept between calls in a pool (zeroed on the stack, its 10 KiB
+// would cost a per cent of a decode tile): each token's buffer of the span, and each
+// super-block of its activations with the 128-bit halves of its sub-blocks swapped.
 type q4KRepackedScratch struct {
-	blocks  [q4KRepackedSpan]q4KRepackedBlock
-	swapped [][8][32]int8
+	blocks  [2][q4KRepackedSpan]q4KRepackedBlock
+	swapped [2][][8][32]int8
 }
 
 var q4KRepackedScratches = sync.Pool{New: func() any { return new(q4KRepackedScratch) }}
@@ -74,37 +74,67 @@ var (
 // On the build machine, one thread, calls of 64 rows: in cache 8-15% faster than
 // dotQ4_KAVX2 row by row, from DRAM the same GB/s.
 func dotQ4_KRepackedRowsAVX2(n int, rows, a []byte, out []float32) {
+	q4KRepackedRowsAVX2(n, rows, [2][]byte{a}, [2][]float32{out}, 1)
+}
+
+// dotQ4_KRepackedRows2AVX2 is dotQ4_KRepackedRowsAVX2 against two activation vectors, a0
+// into o0 and a1 into o1, each token's bits: the integer pass (q4KRepackedIntegers2AVX2)
+// reads and splits each chunk of a pair of rows once for both tokens, the float pass runs
+// per token. Two sequences decoding together, or two tokens routed to one expert, read the
+// rows once.
+func dotQ4_KRepackedRows2AVX2(n int, rows, a0, a1 []byte, o0, o1 []float32) {
+	q4KRepackedRowsAVX2(n, rows, [2][]byte{a0, a1}, [2][]float32{o0, o1}, 2)
+}
+
+// q4KRepackedRowsAVX2 is both: rows times the first tokens of acts (1 or 2) into outs,
+// which have len(outs[0]) entries each.
+func q4KRepackedRowsAVX2(n int, rows []byte, acts [2][]byte, outs [2][]float32, tokens int) {
 	nb := n / qkK
-	if nb == 0 || len(out) == 0 {
-		clear(out)
+	count := len(outs[0])
+	if nb == 0 || count == 0 {
+		for t := range tokens {
+			clear(outs[t][:count])
+		}
 		return
 	}
 	rb := nb * 144
-	rows, a = rows[:len(out)*rb], a[:nb*292]
-	var accs struct{ acc, accMin, out [8]float32 }
+	rows = rows[:count*rb]
+	var accs [2]struct{ acc, accMin, out [8]float32 }
 	s := q4KRepackedScratches.Get().(*q4KRepackedScratch)
-	if cap(s.swapped) < nb {
-		s.swapped = make([][8][32]int8, nb)
+	for t := range tokens {
+		acts[t] = acts[t][:nb*292]
+		if cap(s.swapped[t]) < nb {
+			s.swapped[t] = make([][8][32]int8, nb)
+		}
+		q4KRepackedSwap(acts[t], s.swapped[t][:nb])
 	}
-	swapped := s.swapped[:nb]
-	q4KRepackedSwap(a, swapped)
-	for g := 0; g < len(out); g += 8 {
-		count := min(8, len(out)-g)
+	for g := 0; g < count; g += 8 {
+		rowsHere := min(8, count-g)
 		for b0 := 0; b0 < nb; b0 += q4KRepackedSpan {
 			span := min(q4KRepackedSpan, nb-b0)
-			for k := 0; 2*k < count; k++ {
-				r0, r1 := g+2*k, g+min(2*k+1, count-1) // a lone last row is taken twice
-				w0, w1 := rows[r0*rb+b0*144:r0*rb+(b0+span)*144], rows[r1*rb+b0*144:r1*rb+(b0+span)*144]
-				q4KRepackedIntegersAVX2(unsafe.Pointer(&w0[0]), unsafe.Pointer(&w1[0]), unsafe.Pointer(&a[b0*292]), unsafe.Pointer(&swapped[b0]), unsafe.Pointer(&s.blocks[0]), span, k&3)
+			for k := 0; 2*k < rowsHere; k++ {
+				r0, r1 := g+2*k, g+min(2*k+1, rowsHere-1) // a lone last row is taken twice
+				w0, w1 := unsafe.Pointer(&rows[r0*rb+b0*144]), unsafe.Pointer(&rows[r1*rb+b0*144])
+				a0, z0, p0 := unsafe.Pointer(&acts[0][b0*292]), unsafe.Pointer(&s.swapped[0][b0]), unsafe.Pointer(&s.blocks[0][0])
+				if tokens == 1 {
+					q4KRepackedIntegersAVX2(w0, w1, a0, z0, p0, span, k&3)
+					continue
+				}
+				a1, z1, p1 := unsafe.Pointer(&acts[1][b0*292]), unsafe.Pointer(&s.swapped[1][b0]), unsafe.Pointer(&s.blocks[1][0])
+				q4KRepackedIntegers2AVX2(w0, w1, a0, z0, p0, a1, z1, p1, span, k&3)
 			}
-			q4KRepackedFloats(a[b0*292:(b0+span)*292], &s.blocks[0], span, b0 > 0, &accs.acc, &accs.accMin)
+			for t := range tokens {
+				q4KRepackedFloats(acts[t][b0*292:(b0+span)*292], &s.blocks[t][0], span, b0 > 0, &accs[t].acc, &accs[t].accMin)
+			}
 		}
-		if count == 8 {
-			q4KRepackedStore(&accs.acc, &accs.accMin, (*[8]float32)(out[g:g+8]))
-			continue
+		for t := range tokens {
+			if rowsHere == 8 {
+				q4KRepackedStore(&accs[t].acc, &accs[t].accMin, (*[8]float32)(outs[t][g:g+8]))
+				continue
+			}
+			q4KRepackedStore(&accs[t].acc, &accs[t].accMin, &accs[t].out)
+			copy(outs[t][g:g+rowsHere], accs[t].out[:rowsHere])
 		}
-		q4KRepackedStore(&accs.acc, &accs.accMin, &accs.out)
-		copy(out[g:], accs.out[:count])
 	}
 	q4KRepackedScratches.Put(s)
 }
@@ -138,6 +168,14 @@ func q4KRepackedSwap(a []byte, swapped [][8][32]int8) {
 //
 //go:noescape
 func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
+
+// q4KRepackedIntegers2AVX2 is q4KRepackedIntegersAVX2 for two tokens (a0 with its
+// swapped quants z0 into the buffer p0, a1 with z1 into p1): each chunk of the two rows is
+// loaded, regrouped and split once, and the products and lanes are each token's as the
+// one-token pass makes them; both buffers get the rows' scales, d and dmin.
+//
+//go:noescape
+func q4KRepackedIntegers2AVX2(w0, w1, a0, z0, p0, a1, z1, p1 unsafe.Pointer, nb, slot int)
 
 // q4KRepackedFloats is the float pass of dotQ4_KRepackedRowsAVX2 over span super-blocks
 // of the buffer p against the activations a: per super-block the eight rows' I and M, one

@@ -429,3 +429,93 @@ block:
 	VZEROUPPER
 	RET
 
+
+// q4KRepackedIntegers2AVX2's registers: those of q4KRepackedIntegersAVX2 for the first
+// token, R11 and R14 the second token's activations and swapped quants, BX the distance
+// from the first token's buffer to the second's, Y12 the second token's integer lanes, Y8
+// and Y9 the products (the nibbles in Y6, Y7, Y2 and Y3 serve both tokens).
+
+// Q4KI2_SUBBLOCKS adds a sub-block's scaled sums of both tokens to Y13 and Y12: the
+// nibbles u1 and u2 against the quants at y(DI) and z(R10), then y(R11) and z(R14).
+#define Q4KI2_SUBBLOCKS(y, u1, z, u2, s) \
+	Q4K_SUBBLOCK(y(DI), u1, z(R10), u2, s, Y8, Y9); \
+	VPADDD Y8, Y13, Y13; \
+	Q4K_SUBBLOCK(y(R11), u1, z(R14), u2, s, Y8, Y9); \
+	VPADDD Y8, Y12, Y12
+
+// Q4KI2_CHUNK is Q4KI_CHUNK for both tokens.
+#define Q4KI2_CHUNK(q, y, z, sp) \
+	VMOVDQU    q(SI), Y0; \
+	VMOVDQU    q(R9), Y1; \
+	VPBLENDD   $0xF0, Y1, Y0, Y2; \
+	VPERM2I128 $0x21, Y1, Y0, Y3; \
+	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
+	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y5; \
+	VPAND      Y15, Y2, Y6; \
+	VPAND      Y15, Y3, Y7; \
+	Q4KI2_SUBBLOCKS(y, Y6, z, Y7, Y4); \
+	VPSRLW     $4, Y2, Y2; \
+	VPAND      Y15, Y2, Y2; \
+	VPSRLW     $4, Y3, Y3; \
+	VPAND      Y15, Y3, Y3; \
+	Q4KI2_SUBBLOCKS(y+32, Y2, z+32, Y3, Y5)
+
+// Q4KI2_F16 is Q4KI_F16 into both buffers (dst at off(R13) and off(R13)(BX*1)).
+#define Q4KI2_F16(off, r, dst) \
+	MOVWLZX off(r), AX; \
+	MOVL    (R8)(AX*4), AX; \
+	MOVL    AX, dst(R13); \
+	MOVL    AX, dst(R13)(BX*1)
+
+// func q4KRepackedIntegers2AVX2(w0, w1, a0, z0, p0, a1, z1, p1 unsafe.Pointer, nb, slot int)
+TEXT ·q4KRepackedIntegers2AVX2(SB), NOSPLIT, $0-80
+	MOVQ    w0+0(FP), SI
+	MOVQ    w1+8(FP), R9
+	MOVQ    a0+16(FP), DI
+	MOVQ    z0+24(FP), R10
+	MOVQ    p0+32(FP), R12
+	MOVQ    a1+40(FP), R11
+	MOVQ    z1+48(FP), R14
+	MOVQ    p1+56(FP), BX
+	SUBQ    R12, BX
+	MOVQ    nb+64(FP), CX
+	MOVQ    slot+72(FP), AX
+	LEAQ    (R12)(AX*4), R13
+	SHLQ    $5, AX
+	ADDQ    AX, R12
+	LEAQ    ·f16Table(SB), R8
+	VMOVDQU ·nibbleMask(SB), Y15
+
+block2:
+	Q4KI_PREFETCH(SI)
+	Q4KI_PREFETCH(R9)
+	Q4K_SCALES(SI, X0, X1)
+	Q4K_SCALES(R9, X2, X3)
+	VINSERTI128 $1, X2, Y0, Y14
+	VMOVDQU     Y14, 128(R12)
+	VMOVDQU     Y14, 128(R12)(BX*1)
+	VPXOR       Y13, Y13, Y13
+	VPXOR       Y12, Y12, Y12
+	Q4KI2_CHUNK(16, 4, 0, 0)
+	Q4KI2_CHUNK(48, 68, 64, 64)
+	Q4KI2_CHUNK(80, 132, 128, 128)
+	Q4KI2_CHUNK(112, 196, 192, 192)
+	VMOVDQU     Y13, (R12)
+	VMOVDQU     Y12, (R12)(BX*1)
+	Q4KI2_F16(0, SI, 256)
+	Q4KI2_F16(0, R9, 272)
+	Q4KI2_F16(2, SI, 288)
+	Q4KI2_F16(2, R9, 304)
+	ADDQ        $144, SI
+	ADDQ        $144, R9
+	ADDQ        $292, DI
+	ADDQ        $292, R11
+	ADDQ        $256, R10
+	ADDQ        $256, R14
+	ADDQ        $320, R12
+	ADDQ        $320, R13
+	DECQ        CX
+	JNZ         block2
+
+	VZEROUPPER
+	RET
