@@ -70,44 +70,51 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkBatchDecode is BenchmarkDecode for 4 sequences decoded together, one token each
-// per batch (moerun serve -np 4 with four streams), reporting their tokens per second
-// together. The sequences are fed different tokens, so that they are routed to different
-// experts as different texts are (the same tokens would share their experts and flatter
-// the batch).
+// BenchmarkBatchDecode is BenchmarkDecode for 4 and for 2 sequences decoded together, one
+// token each per batch (moerun serve -np 4 with four or two streams), reporting their
+// tokens per second together. The sequences are fed different tokens, so that they are
+// routed to different experts as different texts are (the same tokens would share their
+// experts and flatter the batch).
 func BenchmarkBatchDecode(b *testing.B) {
-	const seqs = 4
 	for _, path := range benchModels() {
 		for _, threads := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/t%d", baseName(path), threads), func(b *testing.B) {
-				m := openModel(b, path, threads)
-				batch := m.NewBatch()
-				defer batch.Close()
-				vocab := m.Config.Vocab
-				step := make([]BatchSeq, seqs)
-				next := make([]int32, seqs)
-				for i := range step {
-					step[i] = BatchSeq{Context: m.context(b, DefaultContextOptions()), Tokens: next[i : i+1], Logits: true}
-				}
-				b.ResetTimer()
-				for b.Loop() {
-					for i, s := range step {
-						if c := s.Context; c.Len() == 0 || c.Len()+1 > 256 {
-							c.Reset()
-							if _, err := c.Eval(benchTokens(16+i, vocab)[i:], false); err != nil {
-								b.Fatal(err)
-							}
-						}
-						next[i] = int32((s.Context.Len()*7919 + i*104729 + 13) % vocab)
-					}
-					if err := batch.Eval(step); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(seqs*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			})
+			for _, seqs := range []int{4, 2} {
+				b.Run(fmt.Sprintf("%s/t%d/seqs=%d", baseName(path), threads, seqs), func(b *testing.B) {
+					benchBatchDecode(b, path, threads, seqs)
+				})
+			}
 		}
 	}
+}
+
+// benchBatchDecode is one BenchmarkBatchDecode: seqs sequences of the model at path on
+// threads threads.
+func benchBatchDecode(b *testing.B, path string, threads, seqs int) {
+	m := openModel(b, path, threads)
+	batch := m.NewBatch()
+	defer batch.Close()
+	vocab := m.Config.Vocab
+	step := make([]BatchSeq, seqs)
+	next := make([]int32, seqs)
+	for i := range step {
+		step[i] = BatchSeq{Context: m.context(b, DefaultContextOptions()), Tokens: next[i : i+1], Logits: true}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for i, s := range step {
+			if c := s.Context; c.Len() == 0 || c.Len()+1 > 256 {
+				c.Reset()
+				if _, err := c.Eval(benchTokens(16+i, vocab)[i:], false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			next[i] = int32((s.Context.Len()*7919 + i*104729 + 13) % vocab)
+		}
+		if err := batch.Eval(step); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(seqs*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
 func benchTokens(n, vocab int) []int32 {
