@@ -63,20 +63,7 @@ func BenchmarkMatVec(b *testing.B) {
 							mats = append(mats, m)
 						}
 					}
-					x := randomFloats(rand.New(rand.NewPCG(1, 1)), shape.cols)
-					dst := make([]float32, shape.rows)
-					p := NewPool(threads)
-					defer p.Close()
-					b.SetBytes(int64(matBytes))
-					i := 0
-					cpu := processCPU()
-					for b.Loop() {
-						if err := p.MatMul(dst, mats[i], x); err != nil {
-							b.Fatal(err)
-						}
-						i = (i + 1) % len(mats)
-					}
-					reportCPU(b, cpu)
+					benchMatMulCycling(b, mats, 1, threads)
 					b.ReportMetric(2*float64(shape.rows*shape.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
@@ -224,21 +211,28 @@ func BenchmarkMatMulDecodeBatch(b *testing.B) {
 		}
 		for _, tokens := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("shape=%s/tokens=%d", shape.name, tokens), func(b *testing.B) {
-				x := randomFloats(rand.New(rand.NewPCG(3, 4)), tokens*shape.cols)
-				dst := make([]float32, tokens*shape.rows)
-				p := NewPool(2)
-				defer p.Close()
-				b.SetBytes(int64(matBytes))
-				i := 0
-				cpu := processCPU()
-				for b.Loop() {
-					if err := p.MatMul(dst, mats[i], x); err != nil {
-						b.Fatal(err)
-					}
-					i = (i + 1) % len(mats)
-				}
-				reportCPU(b, cpu)
+				benchMatMulCycling(b, mats, tokens, 2)
 			})
 		}
 	}
+}
+
+// benchMatMulCycling times MatMul of tokens random vectors by each of mats in turn on
+// threads threads, with the bytes of one matrix per operation and the CPU time.
+func benchMatMulCycling(b *testing.B, mats []*Matrix, tokens, threads int) {
+	m := mats[0]
+	x := randomFloats(rand.New(rand.NewPCG(uint64(tokens), 1)), tokens*m.cols)
+	dst := make([]float32, tokens*m.rows)
+	p := NewPool(threads)
+	defer p.Close()
+	b.SetBytes(int64(m.rows * m.rowBytes))
+	i := 0
+	cpu := processCPU()
+	for b.Loop() {
+		if err := p.MatMul(dst, mats[i], x); err != nil {
+			b.Fatal(err)
+		}
+		i = (i + 1) % len(mats)
+	}
+	reportCPU(b, cpu)
 }

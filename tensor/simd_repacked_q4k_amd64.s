@@ -343,36 +343,20 @@ TEXT ·q4KRepackedGemv4AVX512(SB), NOSPLIT, $0-72
 // rows (sums[slot], scales[slot] 128 bytes on), R13 its d and dmin (d[slot] 256 bytes on,
 // d[slot+4] 272, dmin[slot] 288, dmin[slot+4] 304), CX the super-blocks left, R8
 // f16Table, AX scratch. Y15 nibbleMask, Y14 the scales and mins of the first row in the
-// lower half and of the second in the upper, Y13 the integer lanes; Y0-Y7 scratch.
+// lower half and of the second in the upper, Y13 the integer lanes; Y0-Y9 scratch.
+// q4KRepackedIntegers2AVX2 adds the second token: R11 and R14 its activations and
+// swapped quants, BX the distance from the first token's buffer to its own, Y12 its
+// integer lanes (the nibbles in Y6, Y7, Y2 and Y3 serve both tokens).
 
-// Q4KI_F16 copies the f16Table entry of the F16 at off(r) to dst (its float32 bits).
-#define Q4KI_F16(off, r, dst) \
-	MOVWLZX off(r), AX; \
-	MOVL    (R8)(AX*4), AX; \
-	MOVL    AX, dst
-
-// Q4KI_CHUNK adds chunk c's lanes to Y13: the two rows' 32 bytes of nibbles at q
-// regrouped into [first row's first 16 | second row's last 16] (Y2) and [first row's last
-// 16 | second row's first 16] (Y3), low nibbles (sub-block 2c) against the quants as they
-// lie at y and as swapped at z, high ones (2c+1) at y+32 and z+32, each sub-block's word
-// sums times its scales (spreadByte[2c] and [2c+1] at sp).
-#define Q4KI_CHUNK(q, y, z, sp) \
-	VMOVDQU    q(SI), Y0; \
-	VMOVDQU    q(R9), Y1; \
-	VPBLENDD   $0xF0, Y1, Y0, Y2; \
-	VPERM2I128 $0x21, Y1, Y0, Y3; \
-	VPSHUFB    ·spreadByte+sp(SB), Y14, Y4; \
-	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y5; \
-	VPAND      Y15, Y2, Y6; \
-	VPAND      Y15, Y3, Y7; \
-	Q4K_SUBBLOCK(y(DI), Y6, z(R10), Y7, Y4, Y6, Y7); \
-	VPADDD     Y6, Y13, Y13; \
-	VPSRLW     $4, Y2, Y2; \
-	VPAND      Y15, Y2, Y2; \
-	VPSRLW     $4, Y3, Y3; \
-	VPAND      Y15, Y3, Y3; \
-	Q4K_SUBBLOCK(y+32(DI), Y2, z+32(R10), Y3, Y5, Y2, Y3); \
-	VPADDD     Y2, Y13, Y13
+// Q4KI_SETUP points R12 and R13 at the buffer p's lanes for the pair of rows slot (in AX),
+// and loads f16Table's address and the nibble mask.
+#define Q4KI_SETUP(p) \
+	MOVQ    p, R12; \
+	LEAQ    (R12)(AX*4), R13; \
+	SHLQ    $5, AX; \
+	ADDQ    AX, R12; \
+	LEAQ    ·f16Table(SB), R8; \
+	VMOVDQU ·nibbleMask(SB), Y15
 
 // Q4KI_PREFETCH asks (into L2) for the lines 4 KiB past the row's super-block at r, as
 // PREFETCH_AHEAD does for the VNNI kernels: three lines cover its 144 bytes together with
@@ -385,66 +369,61 @@ TEXT ·q4KRepackedGemv4AVX512(SB), NOSPLIT, $0-72
 	PREFETCHT1 4160(r); \
 	PREFETCHT1 4224(r)
 
-// func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
-TEXT ·q4KRepackedIntegersAVX2(SB), NOSPLIT, $0-56
-	MOVQ    w0+0(FP), SI
-	MOVQ    w1+8(FP), R9
-	MOVQ    a+16(FP), DI
-	MOVQ    swapped+24(FP), R10
-	MOVQ    p+32(FP), R12
-	MOVQ    nb+40(FP), CX
-	MOVQ    slot+48(FP), AX
-	LEAQ    (R12)(AX*4), R13
-	SHLQ    $5, AX
-	ADDQ    AX, R12
-	LEAQ    ·f16Table(SB), R8
-	VMOVDQU ·nibbleMask(SB), Y15
-
-block:
-	Q4KI_PREFETCH(SI)
-	Q4KI_PREFETCH(R9)
-	Q4K_SCALES(SI, X0, X1)
-	Q4K_SCALES(R9, X2, X3)
-	VINSERTI128 $1, X2, Y0, Y14
-	VMOVDQU     Y14, 128(R12)
+// Q4KI_BLOCK_BEGIN prefetches and decodes the two rows' scales into Y14, stores them to
+// the buffer and zeroes the first token's lanes.
+#define Q4KI_BLOCK_BEGIN \
+	Q4KI_PREFETCH(SI); \
+	Q4KI_PREFETCH(R9); \
+	Q4K_SCALES(SI, X0, X1); \
+	Q4K_SCALES(R9, X2, X3); \
+	VINSERTI128 $1, X2, Y0, Y14; \
+	VMOVDQU     Y14, 128(R12); \
 	VPXOR       Y13, Y13, Y13
-	Q4KI_CHUNK(16, 4, 0, 0)
-	Q4KI_CHUNK(48, 68, 64, 64)
-	Q4KI_CHUNK(80, 132, 128, 128)
-	Q4KI_CHUNK(112, 196, 192, 192)
-	VMOVDQU     Y13, (R12)
-	Q4KI_F16(0, SI, 256(R13))
-	Q4KI_F16(0, R9, 272(R13))
-	Q4KI_F16(2, SI, 288(R13))
-	Q4KI_F16(2, R9, 304(R13))
-	ADDQ        $144, SI
-	ADDQ        $144, R9
-	ADDQ        $292, DI
-	ADDQ        $256, R10
-	ADDQ        $320, R12
-	ADDQ        $320, R13
-	DECQ        CX
-	JNZ         block
 
-	VZEROUPPER
-	RET
+// Q4KI_F16 copies the f16Table entry of the F16 at off(r) to dst(R13) (its float32 bits);
+// Q4KI2_F16 also to the second token's buffer.
+#define Q4KI_F16(off, r, dst) \
+	MOVWLZX off(r), AX; \
+	MOVL    (R8)(AX*4), AX; \
+	MOVL    AX, dst(R13)
 
+#define Q4KI2_F16(off, r, dst) \
+	Q4KI_F16(off, r, dst); \
+	MOVL AX, dst(R13)(BX*1)
 
-// q4KRepackedIntegers2AVX2's registers: those of q4KRepackedIntegersAVX2 for the first
-// token, R11 and R14 the second token's activations and swapped quants, BX the distance
-// from the first token's buffer to the second's, Y12 the second token's integer lanes, Y8
-// and Y9 the products (the nibbles in Y6, Y7, Y2 and Y3 serve both tokens).
+// Q4KI_BLOCK_END stores the first token's lanes and, by f16, the rows' d and dmin, and
+// moves the rows, the first token's activations and the buffer on by a super-block.
+#define Q4KI_BLOCK_END(f16) \
+	VMOVDQU Y13, (R12); \
+	f16(0, SI, 256); \
+	f16(0, R9, 272); \
+	f16(2, SI, 288); \
+	f16(2, R9, 304); \
+	ADDQ    $144, SI; \
+	ADDQ    $144, R9; \
+	ADDQ    $292, DI; \
+	ADDQ    $256, R10; \
+	ADDQ    $320, R12; \
+	ADDQ    $320, R13
 
-// Q4KI2_SUBBLOCKS adds a sub-block's scaled sums of both tokens to Y13 and Y12: the
-// nibbles u1 and u2 against the quants at y(DI) and z(R10), then y(R11) and z(R14).
-#define Q4KI2_SUBBLOCKS(y, u1, z, u2, s) \
+// Q4KI_SUBBLOCKS adds a sub-block's scaled sums to Y13: the nibbles u1 against the quants
+// at y(DI), u2 against those at z(R10), times the scales s; Q4KI2_SUBBLOCKS also the
+// second token's (y(R11), z(R14)) to Y12.
+#define Q4KI_SUBBLOCKS(y, u1, z, u2, s) \
 	Q4K_SUBBLOCK(y(DI), u1, z(R10), u2, s, Y8, Y9); \
-	VPADDD Y8, Y13, Y13; \
+	VPADDD Y8, Y13, Y13
+
+#define Q4KI2_SUBBLOCKS(y, u1, z, u2, s) \
+	Q4KI_SUBBLOCKS(y, u1, z, u2, s); \
 	Q4K_SUBBLOCK(y(R11), u1, z(R14), u2, s, Y8, Y9); \
 	VPADDD Y8, Y12, Y12
 
-// Q4KI2_CHUNK is Q4KI_CHUNK for both tokens.
-#define Q4KI2_CHUNK(q, y, z, sp) \
+// Q4KI_CHUNK adds chunk c's lanes by subblocks: the two rows' 32 bytes of nibbles at q
+// regrouped into [first row's first 16 | second row's last 16] (Y2) and [first row's last
+// 16 | second row's first 16] (Y3), low nibbles (sub-block 2c) against the quants as they
+// lie at y and as swapped at z, high ones (2c+1) at y+32 and z+32, each sub-block's word
+// sums times its scales (spreadByte[2c] and [2c+1] at sp).
+#define Q4KI_CHUNK(q, y, z, sp, subblocks) \
 	VMOVDQU    q(SI), Y0; \
 	VMOVDQU    q(R9), Y1; \
 	VPBLENDD   $0xF0, Y1, Y0, Y2; \
@@ -453,69 +432,65 @@ block:
 	VPSHUFB    ·spreadByte+sp+32(SB), Y14, Y5; \
 	VPAND      Y15, Y2, Y6; \
 	VPAND      Y15, Y3, Y7; \
-	Q4KI2_SUBBLOCKS(y, Y6, z, Y7, Y4); \
+	subblocks(y, Y6, z, Y7, Y4); \
 	VPSRLW     $4, Y2, Y2; \
 	VPAND      Y15, Y2, Y2; \
 	VPSRLW     $4, Y3, Y3; \
 	VPAND      Y15, Y3, Y3; \
-	Q4KI2_SUBBLOCKS(y+32, Y2, z+32, Y3, Y5)
+	subblocks(y+32, Y2, z+32, Y3, Y5)
 
-// Q4KI2_F16 is Q4KI_F16 into both buffers (dst at off(R13) and off(R13)(BX*1)).
-#define Q4KI2_F16(off, r, dst) \
-	MOVWLZX off(r), AX; \
-	MOVL    (R8)(AX*4), AX; \
-	MOVL    AX, dst(R13); \
-	MOVL    AX, dst(R13)(BX*1)
+// Q4KI_CHUNKS runs the super-block's four chunks.
+#define Q4KI_CHUNKS(subblocks) \
+	Q4KI_CHUNK(16, 4, 0, 0, subblocks); \
+	Q4KI_CHUNK(48, 68, 64, 64, subblocks); \
+	Q4KI_CHUNK(80, 132, 128, 128, subblocks); \
+	Q4KI_CHUNK(112, 196, 192, 192, subblocks)
+
+// func q4KRepackedIntegersAVX2(w0, w1, a, swapped, p unsafe.Pointer, nb, slot int)
+TEXT ·q4KRepackedIntegersAVX2(SB), NOSPLIT, $0-56
+	MOVQ w0+0(FP), SI
+	MOVQ w1+8(FP), R9
+	MOVQ a+16(FP), DI
+	MOVQ swapped+24(FP), R10
+	MOVQ nb+40(FP), CX
+	MOVQ slot+48(FP), AX
+	Q4KI_SETUP(p+32(FP))
+
+block:
+	Q4KI_BLOCK_BEGIN
+	Q4KI_CHUNKS(Q4KI_SUBBLOCKS)
+	Q4KI_BLOCK_END(Q4KI_F16)
+	DECQ CX
+	JNZ  block
+
+	VZEROUPPER
+	RET
 
 // func q4KRepackedIntegers2AVX2(w0, w1, a0, z0, p0, a1, z1, p1 unsafe.Pointer, nb, slot int)
 TEXT ·q4KRepackedIntegers2AVX2(SB), NOSPLIT, $0-80
-	MOVQ    w0+0(FP), SI
-	MOVQ    w1+8(FP), R9
-	MOVQ    a0+16(FP), DI
-	MOVQ    z0+24(FP), R10
-	MOVQ    p0+32(FP), R12
-	MOVQ    a1+40(FP), R11
-	MOVQ    z1+48(FP), R14
-	MOVQ    p1+56(FP), BX
-	SUBQ    R12, BX
-	MOVQ    nb+64(FP), CX
-	MOVQ    slot+72(FP), AX
-	LEAQ    (R12)(AX*4), R13
-	SHLQ    $5, AX
-	ADDQ    AX, R12
-	LEAQ    ·f16Table(SB), R8
-	VMOVDQU ·nibbleMask(SB), Y15
+	MOVQ w0+0(FP), SI
+	MOVQ w1+8(FP), R9
+	MOVQ a0+16(FP), DI
+	MOVQ z0+24(FP), R10
+	MOVQ a1+40(FP), R11
+	MOVQ z1+48(FP), R14
+	MOVQ nb+64(FP), CX
+	MOVQ slot+72(FP), AX
+	Q4KI_SETUP(p0+32(FP))
+	MOVQ p1+56(FP), BX
+	SUBQ p0+32(FP), BX
 
 block2:
-	Q4KI_PREFETCH(SI)
-	Q4KI_PREFETCH(R9)
-	Q4K_SCALES(SI, X0, X1)
-	Q4K_SCALES(R9, X2, X3)
-	VINSERTI128 $1, X2, Y0, Y14
-	VMOVDQU     Y14, 128(R12)
-	VMOVDQU     Y14, 128(R12)(BX*1)
-	VPXOR       Y13, Y13, Y13
-	VPXOR       Y12, Y12, Y12
-	Q4KI2_CHUNK(16, 4, 0, 0)
-	Q4KI2_CHUNK(48, 68, 64, 64)
-	Q4KI2_CHUNK(80, 132, 128, 128)
-	Q4KI2_CHUNK(112, 196, 192, 192)
-	VMOVDQU     Y13, (R12)
-	VMOVDQU     Y12, (R12)(BX*1)
-	Q4KI2_F16(0, SI, 256)
-	Q4KI2_F16(0, R9, 272)
-	Q4KI2_F16(2, SI, 288)
-	Q4KI2_F16(2, R9, 304)
-	ADDQ        $144, SI
-	ADDQ        $144, R9
-	ADDQ        $292, DI
-	ADDQ        $292, R11
-	ADDQ        $256, R10
-	ADDQ        $256, R14
-	ADDQ        $320, R12
-	ADDQ        $320, R13
-	DECQ        CX
-	JNZ         block2
+	Q4KI_BLOCK_BEGIN
+	VMOVDQU Y14, 128(R12)(BX*1)
+	VPXOR   Y12, Y12, Y12
+	Q4KI_CHUNKS(Q4KI2_SUBBLOCKS)
+	VMOVDQU Y12, (R12)(BX*1)
+	Q4KI_BLOCK_END(Q4KI2_F16)
+	ADDQ    $292, R11
+	ADDQ    $256, R14
+	DECQ    CX
+	JNZ     block2
 
 	VZEROUPPER
 	RET
