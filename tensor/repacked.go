@@ -22,9 +22,10 @@ package tensor
 // two-token kernel there (an expert that two or three of a batch's tokens chose, or a
 // mul_mat's last two or three). Which tokens get which arithmetic follows llama.cpp
 // (useRepacked, mulPacked).
-// The AVX2 level (and AVX-512 without VNNI) runs Q4_K's repacked arithmetic in archsimd
-// rows kernels (simd_repacked_q4k_amd64.go: one token, and four in gemm's or gemv's
-// arithmetic); only the generic level runs VecDot's, as llama.cpp's generic build does.
+// The AVX2 level (and AVX-512 without VNNI) runs Q4_K's repacked arithmetic in rows
+// kernels with assembly integer passes (simd_repacked_q4k_amd64.go: one token, two in
+// gemv's arithmetic, and four in gemm's or gemv's); only the generic level runs VecDot's,
+// as llama.cpp's generic build does.
 //
 // Q2_K is the same on a CPU with AVX-512 (ggml_gemv_q2_K_8x8_q8_K per super-block,
 // ggml_gemm_q2_K_8x8_q8_K per 128-value half): packed kernels for two tokens or more, and
