@@ -245,11 +245,16 @@ block:
 	VCVTDQ2PS    sum, sum; \
 	VFMADD231PS  sum, Y2, acc
 
+// Q6T_SETUP loads the multi-token kernels' constants: f16Table's address (R12), the
+// nibble and bits 4-5 masks (Y15, Y14).
+#define Q6T_SETUP \
+	LEAQ    ·f16Table(SB), R12; \
+	VMOVDQU ·nibbleMask(SB), Y15; \
+	VMOVDQU ·bits45Mask(SB), Y14
+
 // func dotQ6_KTokens4RowsAVX2(w, a0, a1, a2, a3 unsafe.Pointer, nb, rows, rowBytes int, o0, o1, o2, o3 *float32)
 TEXT ·dotQ6_KTokens4RowsAVX2(SB), NOSPLIT, $0-96
-	LEAQ    ·f16Table(SB), R12
-	VMOVDQU ·nibbleMask(SB), Y15
-	VMOVDQU ·bits45Mask(SB), Y14
+	Q6T_SETUP
 	TOKENS4_ROWS_BEGIN(q6t4row)
 	VXORPS  Y12, Y12, Y12
 	VXORPS  Y13, Y13, Y13
@@ -278,9 +283,7 @@ q6t4block:
 //
 // dotQ6_KTokens4RowsAVX2 for two tokens (a0 in R8, a1 in R9; BX the row, DX its index).
 TEXT ·dotQ6_KTokens2RowsAVX2(SB), NOSPLIT, $0-64
-	LEAQ    ·f16Table(SB), R12
-	VMOVDQU ·nibbleMask(SB), Y15
-	VMOVDQU ·bits45Mask(SB), Y14
+	Q6T_SETUP
 	TOKENS2_ROWS_BEGIN(q6t2row)
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13

@@ -112,16 +112,19 @@ func q4KRepackedRowsAVX2(n int, rows []byte, acts [2][]byte, outs [2][]float32, 
 		rowsHere := min(8, count-g)
 		for b0 := 0; b0 < nb; b0 += q4KRepackedSpan {
 			span := min(q4KRepackedSpan, nb-b0)
+			// Each token's activations, swapped quants and buffer for the span.
+			var a, z, p [2]unsafe.Pointer
+			for t := range tokens {
+				a[t], z[t], p[t] = unsafe.Pointer(&acts[t][b0*292]), unsafe.Pointer(&s.swapped[t][b0]), unsafe.Pointer(&s.blocks[t][0])
+			}
 			for k := 0; 2*k < rowsHere; k++ {
 				r0, r1 := g+2*k, g+min(2*k+1, rowsHere-1) // a lone last row is taken twice
 				w0, w1 := unsafe.Pointer(&rows[r0*rb+b0*144]), unsafe.Pointer(&rows[r1*rb+b0*144])
-				a0, z0, p0 := unsafe.Pointer(&acts[0][b0*292]), unsafe.Pointer(&s.swapped[0][b0]), unsafe.Pointer(&s.blocks[0][0])
 				if tokens == 1 {
-					q4KRepackedIntegersAVX2(w0, w1, a0, z0, p0, span, k&3)
+					q4KRepackedIntegersAVX2(w0, w1, a[0], z[0], p[0], span, k&3)
 					continue
 				}
-				a1, z1, p1 := unsafe.Pointer(&acts[1][b0*292]), unsafe.Pointer(&s.swapped[1][b0]), unsafe.Pointer(&s.blocks[1][0])
-				q4KRepackedIntegers2AVX2(w0, w1, a0, z0, p0, a1, z1, p1, span, k&3)
+				q4KRepackedIntegers2AVX2(w0, w1, a[0], z[0], p[0], a[1], z[1], p[1], span, k&3)
 			}
 			for t := range tokens {
 				q4KRepackedFloats(acts[t][b0*292:(b0+span)*292], &s.blocks[t][0], span, b0 > 0, &accs[t].acc, &accs[t].accMin)
