@@ -271,8 +271,10 @@ func (g *Generation) sample(logits []float32) bool {
 		g.finish(nil)
 		return false
 	}
-	id := Greedy(logits)
-	if o.Sampler != nil {
+	var id int32
+	if o.Sampler == nil {
+		id = Greedy(logits)
+	} else {
 		var err error
 		if id, err = o.Sampler.Next(logits); err != nil {
 			g.finish(err)

@@ -3,6 +3,7 @@ package moe
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -153,16 +154,31 @@ func TestSamplerSteadyStateAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkSampleQwenVocab samples from Qwen3's vocabulary with llama.cpp's defaults, at
+// their temperature and at 0 (the plain greedy choice), by a sampler in use (a token of a
+// running request) and by a new one (a request's first token).
 func BenchmarkSampleQwenVocab(b *testing.B) {
-	s, _ := NewSampler(DefaultSampler(), func() uint32 { return 1 })
 	logits := make([]float32, 151936)
 	var gen mt19937
 	gen.seed(1)
 	for i := range logits {
 		logits[i] = float32(gen.next()>>8)/float32(1<<20) - 8
 	}
-	for b.Loop() {
-		s.Sample(logits)
+	for _, temp := range []float32{0.8, 0} {
+		p := DefaultSampler()
+		p.Temperature = temp
+		b.Run(fmt.Sprintf("temp=%g", temp), func(b *testing.B) {
+			s, _ := NewSampler(p, func() uint32 { return 1 })
+			for b.Loop() {
+				s.Sample(logits)
+			}
+		})
+		b.Run(fmt.Sprintf("temp=%g/new", temp), func(b *testing.B) {
+			for b.Loop() {
+				s, _ := NewSampler(p, func() uint32 { return 1 })
+				s.Sample(logits)
+			}
+		})
 	}
 }
 
@@ -342,4 +358,71 @@ func TestSamplerForcing(t *testing.T) {
 			t.Fatalf("step %d: %d, want %d", step, got, want)
 		}
 	}
+}
+
+// TestSamplerPlainGreedy: at temperature 0 the shortcut past the chain chooses what the
+// chain chooses, for each truncation setting, on logits with a single best and with ties
+// (which it leaves to the chain), and leaves NaNs and penalties to the chain.
+func TestSamplerPlainGreedy(t *testing.T) {
+	var gen mt19937
+	gen.seed(7)
+	logits := make([]float32, 5000)
+	for _, p := range []SamplerParams{
+		{TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, PenaltyLastN: 64},
+		{TopK: 1, TopP: 1, RepeatPenalty: 1},
+		{TopK: 5000, TopP: 0.5, MinKeep: 3, RepeatPenalty: 1},
+	} {
+		for round := range 40 {
+			for i := range logits {
+				logits[i] = float32(gen.next()>>20) / 64 // coarse: ties below the best too
+			}
+			logits[gen.next()%uint32(len(logits))] = 100 // a single best,
+			if round%2 == 0 {
+				logits[gen.next()%uint32(len(logits))] = 100 // or tied (at worst with itself)
+			}
+			s, err := NewSampler(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := s.chain(s.candidates(logits))
+			got, ok := s.plainGreedy(logits)
+			if round%2 == 1 && !ok {
+				t.Fatalf("%+v round %d: a single best left to the chain", p, round)
+			}
+			if ok && got != want {
+				t.Fatalf("%+v round %d: shortcut %d, chain %d", p, round, got, want)
+			}
+			if round%2 == 0 && ok && logits[got] == 100 && countOf(logits, 100) > 1 {
+				t.Fatalf("%+v round %d: tied best %d taken by the shortcut", p, round, got)
+			}
+			if s.Sample(logits) != want {
+				t.Fatalf("%+v round %d: Sample differs from the chain", p, round)
+			}
+		}
+	}
+	logits[3] = float32(math.NaN())
+	s, _ := NewSampler(SamplerParams{TopK: 40, TopP: 1, RepeatPenalty: 1}, nil)
+	if _, ok := s.plainGreedy(logits); ok {
+		t.Error("NaN logits taken by the shortcut")
+	}
+	for _, p := range []SamplerParams{
+		{TopK: 40, TopP: 1, RepeatPenalty: 1.1, PenaltyLastN: 64},
+		{TopK: 0, TopP: 1, RepeatPenalty: 1},
+		{Temperature: 0.5, TopK: 40, TopP: 1, RepeatPenalty: 1},
+	} {
+		s, _ := NewSampler(p, nil)
+		if _, ok := s.plainGreedy([]float32{1, 2, 3}); ok {
+			t.Errorf("%+v taken by the shortcut", p)
+		}
+	}
+}
+
+func countOf(values []float32, v float32) int {
+	n := 0
+	for _, x := range values {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
