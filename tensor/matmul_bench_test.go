@@ -193,8 +193,8 @@ func BenchmarkMatMulPrefill(b *testing.B) {
 
 // BenchmarkMatMulDecodeBatch is one decode step of several server slots through the dense
 // matrices every token reads: Qwen3-30B-A3B's output head (Q6_K [2048 → 151936], 255 MB,
-// out of every cache) and its attn_q (Q4_K [2048 → 4096], cycled through 1 GiB of copies),
-// for 1, 2 and 4 tokens on 2 threads. MB/s counts the weight bytes, so the batch's kernels
+// out of every cache), its attn_q (Q4_K [2048 → 4096], cycled through 1 GiB of copies) and
+// its router (F32 [2048 → 128], cycled through 64 MiB), for 1, 2 and 4 tokens on 2 threads. MB/s counts the weight bytes, so the batch's kernels
 // can be set against one token's (the memory's pace, BenchmarkMemoryBandwidth).
 func BenchmarkMatMulDecodeBatch(b *testing.B) {
 	for _, shape := range []struct {
@@ -205,6 +205,7 @@ func BenchmarkMatMulDecodeBatch(b *testing.B) {
 	}{
 		{"output_q6_K_2048x151936", Q6_K, 2048, 151936, 0},
 		{"attn_q_q4_K_2048x4096_1GiB", Q4_K, 2048, 4096, expertSetBytes},
+		{"ffn_gate_inp_f32_2048x128_64MiB", F32, 2048, 128, 64 << 20},
 	} {
 		rowBytes, _ := shape.typ.RowBytes(int64(shape.cols))
 		matBytes := shape.rows * int(rowBytes)
