@@ -128,7 +128,8 @@ func f16x4(h uint64) archsimd.Float32x4 {
 // a single tinyDot waits on. The rows go two at a time: sixteen accumulators, the four
 // vectors and a row did not fit the sixteen vector registers Go allocates, and the spills
 // (55 stack moves) made a router's [2048 → 128] F32 product for four tokens take 75-76 µs
-// on one thread in cache, against 25 for one token's; two rows' eight take 44-45 µs.
+// on one thread in cache, against 25 for one token's. With two rows' eight only the row
+// is kept on the stack (FMA overwrites it, and it is used four times): 44-45 µs.
 // Each output's chain of FMAs is the same, so are its bits.
 func tinyDots4x4AVX512(w, x *[4][]float32, out *[16]float32) {
 	n := len(w[0])
