@@ -295,7 +295,6 @@ func (s *Sampler) candidates(logits []float32) []candidate {
 	for i, l := range logits {
 		c[i] = candidate{id: int32(i), logit: l}
 	}
-	s.cands = c
 	s.penalize(c)
 	return c
 }
