@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEngineMatchesGenerate: four greedy generations submitted to an engine at once, with a
@@ -250,4 +251,97 @@ func TestEngineSizes(t *testing.T) {
 			t.Errorf("a context with -b %d -ub %d: %v", c.batch, c.ubatch, err)
 		}
 	}
+}
+
+// TestEngineGathering: an idle engine with a Gathering waits for the generations submitted
+// after the first, and evaluates all their prompts in its first forward pass, until one
+// of the four ends of the wait: a quiet spell (restarted by each submission), the
+// longest wait, as many generations as Sequences, or prompts that fill the step. Each
+// generation takes one token, which needs no pass of its own, so the passes are the
+// prompts' passes; the engine's step (-b) is 8 tokens, which two 4-token prompts fill. A busy engine does not wait: a generation submitted while another
+// decodes joins at once, although the quiet spell is an hour.
+func TestEngineGathering(t *testing.T) {
+	const ms = time.Millisecond
+	m := openModel(t, qwenModel, 2)
+	for _, c := range []struct {
+		name         string
+		gathering    Gathering
+		after        []time.Duration // when each generation is submitted, from the first
+		promptTokens int
+		passes       uint64
+		least        time.Duration // the first pass starts no sooner
+	}{
+		{"quiet", Gathering{Quiet: time.Second, Max: time.Minute}, []time.Duration{0, 300 * ms, 600 * ms}, 2, 1, 1600 * ms},
+		{"quiet-over", Gathering{Quiet: 50 * ms, Max: time.Minute}, []time.Duration{0, time.Second}, 2, 2, 50 * ms},
+		{"sequences", Gathering{Quiet: time.Hour, Max: time.Minute, Sequences: 3}, []time.Duration{0, 20 * ms, 40 * ms}, 2, 1, 40 * ms},
+		{"max", Gathering{Quiet: time.Hour, Max: 200 * ms}, []time.Duration{0}, 2, 1, 200 * ms},
+		{"batch", Gathering{Quiet: time.Hour, Max: time.Minute}, []time.Duration{0, 30 * ms}, 4, 1, 30 * ms},
+		{"off", Gathering{}, []time.Duration{0}, 2, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := NewEngine(m.Model, 8, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			e.SetGathering(c.gathering)
+			start := time.Now()
+			var first time.Duration // when the first generation's token came
+			gens := make([]*Generation, len(c.after))
+			for i, at := range c.after {
+				time.Sleep(time.Until(start.Add(at)))
+				gens[i] = e.Submit(context.Background(), m.context(t, DefaultContextOptions()), benchTokens(c.promptTokens, m.Config.Vocab), GenerateOptions{MaxTokens: 1,
+					Token: func(int32, []float32) error {
+						if first == 0 {
+							first = time.Since(start)
+						}
+						return nil
+					}})
+			}
+			for _, g := range gens {
+				if _, err := g.Wait(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if passes, tokens := e.Batches(); passes != c.passes || tokens != uint64(len(c.after)*c.promptTokens) {
+				t.Errorf("%d passes of %d tokens; want %d of %d", passes, tokens, c.passes, len(c.after)*c.promptTokens)
+			}
+			if first < c.least || first > 30*time.Second {
+				t.Errorf("the first token came after %v; want at least %v, and no wait near the minute", first, c.least)
+			}
+		})
+	}
+
+	t.Run("busy", func(t *testing.T) {
+		e, err := NewEngine(m.Model, 2048, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		e.SetGathering(Gathering{Quiet: time.Hour, Max: time.Hour, Sequences: 1})
+		started, submitted := make(chan struct{}), make(chan struct{})
+		long := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), []int32{1, 2, 3}, GenerateOptions{MaxTokens: 40,
+			Token: func(int32, []float32) error {
+				if started != nil {
+					close(started)
+					started = nil
+					<-submitted // the long generation is still decoding
+				}
+				return nil
+			}})
+		<-started
+		e.SetGathering(Gathering{Quiet: time.Hour, Max: time.Hour, Sequences: 2})
+		joined := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), []int32{4, 5}, GenerateOptions{MaxTokens: 4})
+		close(submitted)
+		select {
+		case <-joined.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("a generation submitted to a busy engine waited for others")
+		}
+		for _, g := range []*Generation{joined, long} {
+			if st, err := g.Wait(); err != nil || st.Generated == 0 {
+				t.Errorf("%d tokens, %v", st.Generated, err)
+			}
+		}
+	})
 }

@@ -82,11 +82,29 @@ func (c *Context) Generate(prompt []int32, o GenerateOptions) (GenerateStats, er
 // GenerateOptions run on it, between forward passes, so they must be quick (a slow one
 // delays every sequence) and must not call the engine.
 type Engine struct {
-	mu      sync.Mutex
-	waiting []*Generation // submitted, not yet in a step
-	running bool          // the goroutine stepping the scheduler is running
-	s       scheduler     // owned by that goroutine
-	stepMu  sync.Mutex    // held during each step; see Pause
+	mu        sync.Mutex
+	waiting   []*Generation // submitted, not yet in a step
+	running   bool          // the goroutine stepping the scheduler is running
+	gathering Gathering
+	arrived   chan struct{} // a Submit's signal to a gathering engine
+	s         scheduler     // owned by that goroutine
+	stepMu    sync.Mutex    // held during each step; see Pause
+}
+
+// Gathering makes an idle engine wait, when a generation is submitted, for others
+// submitted with it, so that their prompts are evaluated in one forward pass rather than
+// the first alone and the rest a pass later, after the first's: clients that start
+// together (a coding agent's parallel calls, a benchmark's streams) reach the engine a
+// millisecond or two apart, and the prompts of a pass share its reading of the weights.
+// The wait ends once Quiet has passed without a submission, at Max after it began (0:
+// at Quiet, which submissions then do not extend), once Sequences generations wait (0: no
+// such limit),
+// or once their prompts fill a step (-b). The zero value does not wait, as llama-server
+// does not. An engine that is running sequences never waits: a generation submitted then
+// joins at the next step.
+type Gathering struct {
+	Quiet, Max time.Duration
+	Sequences  int
 }
 
 // NewEngine makes an engine for contexts of m whose steps take at most batch tokens
@@ -98,7 +116,15 @@ func NewEngine(m *Model, batch, ubatch int) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{s: scheduler{eval: m.NewBatch(), batch: batch, ubatch: ubatch}}, nil
+	return &Engine{arrived: make(chan struct{}, 1), s: scheduler{eval: m.NewBatch(), batch: batch, ubatch: ubatch}}, nil
+}
+
+// SetGathering sets how the engine, when idle, gathers generations submitted together;
+// it holds from the next time the engine starts from idle.
+func (e *Engine) SetGathering(g Gathering) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.gathering = g
 }
 
 // Submit starts generating for c from prompt, as Generate does: the prompt is evaluated
@@ -114,6 +140,10 @@ func (e *Engine) Submit(ctx context.Context, c *Context, prompt []int32, o Gener
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.waiting = append(e.waiting, g)
+	select {
+	case e.arrived <- struct{}{}:
+	default: // a signal is pending already
+	}
 	if !e.running {
 		e.running = true
 		go e.run()
@@ -121,10 +151,14 @@ func (e *Engine) Submit(ctx context.Context, c *Context, prompt []int32, o Gener
 	return g
 }
 
-// run steps while there are sequences, taking in those submitted since the last step.
+// run steps while there are sequences, taking in those submitted since the last step
+// (having gathered them first if none was running).
 func (e *Engine) run() {
 	for {
 		e.stepMu.Lock()
+		if len(e.s.active) == 0 {
+			e.gather()
+		}
 		e.mu.Lock()
 		e.s.active = append(e.s.active, e.waiting...)
 		clear(e.waiting)
@@ -139,6 +173,48 @@ func (e *Engine) run() {
 		e.s.step()
 		e.stepMu.Unlock()
 	}
+}
+
+// gather waits for the generations submitted together with the first that is waiting, as
+// e.gathering says.
+func (e *Engine) gather() {
+	e.mu.Lock()
+	g := e.gathering
+	e.mu.Unlock()
+	if g.Quiet <= 0 {
+		return
+	}
+	select {
+	case <-e.arrived: // the submissions so far are counted below
+	default:
+	}
+	longest := g.Max
+	if longest <= 0 {
+		longest = g.Quiet
+	}
+	end := time.Now().Add(longest)
+	quiet := time.NewTimer(min(g.Quiet, longest))
+	defer quiet.Stop()
+	for !e.gathered(g.Sequences) {
+		select {
+		case <-e.arrived:
+			quiet.Reset(min(g.Quiet, time.Until(end)))
+		case <-quiet.C:
+			return
+		}
+	}
+}
+
+// gathered reports whether the waiting generations end a gathering: sequences of them
+// (where sequences > 0), or prompts that fill a step.
+func (e *Engine) gathered(sequences int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	tokens := 0
+	for _, g := range e.waiting {
+		tokens += len(g.pending)
+	}
+	return sequences > 0 && len(e.waiting) >= sequences || tokens >= e.s.batch
 }
 
 // Pause waits until the engine is between steps and keeps it there until resume is
