@@ -160,3 +160,48 @@ func metricValue(t *testing.T, metrics []byte, name string) float64 {
 	}
 	return v
 }
+
+// TestGatherWindow: requests that reach an idle server together are evaluated in one
+// forward pass. With a window of a minute only the slots end the wait: three requests
+// sent at once to three slots start as soon as the third arrives, and their prompts are
+// the server's first and only pass (one token each needs no other). A negative window is
+// refused.
+func TestGatherWindow(t *testing.T) {
+	_, ts := testServer(t, func(c *Config) {
+		c.Slots, c.QueueSize = 3, 0
+		c.GatherWindow = time.Minute
+	})
+	prompts := []string{"The quick brown fox", "Hello", "Once upon a time there was"}
+	promptTokens := make([]int, len(prompts))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() {
+			status, b := call(t, ts, http.MethodPost, "/v1/completions", fmt.Sprintf(`{"prompt": %q, "max_tokens": 1}`, p))
+			if status != http.StatusOK {
+				t.Errorf("%d %s", status, b)
+				return
+			}
+			promptTokens[i] = decode[struct {
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+				} `json:"usage"`
+			}](t, b).Usage.PromptTokens
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the requests took %v: the server waited for a fourth that no slot could take", took)
+	}
+	_, metrics := call(t, ts, http.MethodGet, "/metrics", "")
+	passes, tokens := metricValue(t, metrics, "moerun_batches_total"), metricValue(t, metrics, "moerun_batch_tokens_total")
+	if want := promptTokens[0] + promptTokens[1] + promptTokens[2]; passes != 1 || tokens != float64(want) {
+		t.Errorf("%v passes of %v tokens; want the three prompts, %d tokens, in one", passes, tokens, want)
+	}
+
+	c := testConfig()
+	c.GatherWindow = -time.Millisecond
+	if _, err := New(c); err == nil || !strings.Contains(err.Error(), "gather window") {
+		t.Errorf("a negative gather window: %v", err)
+	}
+}

@@ -95,6 +95,12 @@ type Config struct {
 	AccessLog io.Writer
 	// Entropy draws seeds for requests without one; nil means moe.SystemSeed.
 	Entropy func() uint32
+	// GatherWindow makes an idle server wait, when a request reaches the engine, for the
+	// requests that arrive with it, so that their prompts are evaluated in one forward
+	// pass (moe.Gathering): each arrival restarts the window, and the wait ends after
+	// four windows in all, or at once when every slot is taken. 0 starts each request at
+	// once, as llama-server does.
+	GatherWindow time.Duration
 }
 
 // Server serves the API. It is an http.Handler.
@@ -320,11 +326,15 @@ func New(c Config) (*Server, error) {
 	if s.accessLog == nil {
 		s.accessLog = io.Discard
 	}
+	if c.GatherWindow < 0 {
+		return nil, fmt.Errorf("server: gather window %v is negative", c.GatherWindow)
+	}
 	var err error
 	if s.engine, err = moe.NewEngine(c.Model, c.Context.Batch, s.ubatch); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	_, s.ubatch = s.engine.Sizes() // -b caps -ub, and the checkpoints follow the passes
+	s.engine.SetGathering(moe.Gathering{Quiet: c.GatherWindow, Max: 4 * c.GatherWindow, Sequences: c.Slots})
 	s.pool = newSlotPool(c.Slots, c.SlotPromptSimilarity)
 	if err := s.useTemplate(c.ChatTemplate); err != nil {
 		return nil, err

@@ -26,29 +26,30 @@ import (
 // (a pasted llama-server command line means the same; options serve does not use are
 // reported as ignored).
 type serveCmd struct {
-	Model            string  `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
-	Alias            string  `name:"alias" placeholder:"NAME" env:"LLAMA_ARG_ALIAS" help:"-a: the model's id in the API (default: the file name without .gguf)." group:"server"`
-	Host             string  `name:"host" default:"127.0.0.1" env:"LLAMA_ARG_HOST" help:"Address to listen on." group:"server"`
-	Port             int     `name:"port" default:"8080" env:"LLAMA_ARG_PORT" help:"Port to listen on (0: any free port)." group:"server"`
-	APIKey           string  `name:"api-key" placeholder:"KEY,..." env:"LLAMA_API_KEY" help:"Require Authorization: Bearer KEY on every route but /health; several keys separated by commas." group:"server"`
-	APIKeyFile       string  `name:"api-key-file" placeholder:"FILE" type:"path" env:"LLAMA_ARG_API_KEY_FILE" help:"Read API keys from a file, one per line (lines starting with # are comments)." group:"server"`
-	Threads          int     `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
-	QueueSize        int     `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
-	CachePrompt      bool    `name:"cache-prompt" negatable:"" default:"true" env:"LLAMA_ARG_CACHE_PROMPT" help:"A slot keeps its KV cache after a request and the next request evaluates only what its prompt does not share with it (default on; a request's \"cache_prompt\": false opts out)." group:"server"`
-	ReasoningFormat  string  `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
-	ChatTemplate     string  `name:"chat-template" placeholder:"JINJA_TEMPLATE" env:"LLAMA_ARG_CHAT_TEMPLATE" help:"Use this Jinja chat template (its text) instead of the model's; chatml names ChatML, which a model without a template gets." group:"server"`
-	ChatTemplateFile string  `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
-	Reasoning        string  `name:"reasoning" enum:"on,off,auto" default:"auto" env:"LLAMA_ARG_REASONING" help:"-rea: thinking in chat (the templates' enable_thinking): on, off, or auto (the template's default)." group:"server"`
-	ReasoningEffort  string  `name:"reasoning-effort" placeholder:"LEVEL" default:"default" env:"LLAMA_ARG_REASONING_EFFORT" help:"The reasoning_effort chat templates get (gpt-oss's: low, medium, high); default keeps the template's." group:"server"`
-	ReasoningBudget  int     `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens a model may think: after N the closing tag (</think>, gpt-oss's <|end|>) is forced; 0 closes the reasoning as soon as it opens; -1 unlimited. A request's reasoning_budget_tokens goes over it." group:"server"`
-	BudgetMessage    string  `name:"reasoning-budget-message" placeholder:"MESSAGE" env:"LLAMA_ARG_THINK_BUDGET_MESSAGE" help:"Text written before the closing tag a spent --reasoning-budget forces (default none)." group:"server"`
-	TemplateKwargs   string  `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
-	Similarity       float32 `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
-	Slots            bool    `name:"slots" negatable:"" default:"true" env:"LLAMA_ARG_ENDPOINT_SLOTS" help:"GET /slots reports each slot's state (default on; --no-slots answers it with 501)." group:"server"`
-	Checkpoints      int     `name:"ctx-checkpoints" placeholder:"N" default:"32" env:"LLAMA_ARG_CTX_CHECKPOINTS" help:"-ctxcp, --swa-checkpoints: copies of a recurrent model's state (Qwen3.5) or of its sliding-window caches (gpt-oss without --swa-full) a slot keeps, taken just before each prompt's end, so that the next turn of a chat whose template rewrites the last answer need not evaluate the whole conversation again; 0 keeps none." group:"server"`
-	CheckpointStep   int     `name:"checkpoint-min-step" placeholder:"N" default:"8192" env:"LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT" help:"-cms: an earlier request's checkpoint within N tokens after the one before it is dropped when a new one is taken; 0: no minimum." group:"server"`
-	NPredict         int     `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
-	Attention        string  `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
+	Model            string        `short:"m" name:"model" placeholder:"FILE" help:"GGUF model (any part of a split model)." group:"model"`
+	Alias            string        `name:"alias" placeholder:"NAME" env:"LLAMA_ARG_ALIAS" help:"-a: the model's id in the API (default: the file name without .gguf)." group:"server"`
+	Host             string        `name:"host" default:"127.0.0.1" env:"LLAMA_ARG_HOST" help:"Address to listen on." group:"server"`
+	Port             int           `name:"port" default:"8080" env:"LLAMA_ARG_PORT" help:"Port to listen on (0: any free port)." group:"server"`
+	APIKey           string        `name:"api-key" placeholder:"KEY,..." env:"LLAMA_API_KEY" help:"Require Authorization: Bearer KEY on every route but /health; several keys separated by commas." group:"server"`
+	APIKeyFile       string        `name:"api-key-file" placeholder:"FILE" type:"path" env:"LLAMA_ARG_API_KEY_FILE" help:"Read API keys from a file, one per line (lines starting with # are comments)." group:"server"`
+	Threads          int           `short:"t" name:"threads" default:"-1" env:"LLAMA_ARG_THREADS" help:"-t: threads (default: the physical cores)." group:"generation"`
+	QueueSize        int           `name:"queue-size" default:"64" help:"Requests that may wait for a busy slot; more are refused with 503." group:"server"`
+	GatherWindow     time.Duration `name:"gather-window" placeholder:"DURATION" default:"2ms" help:"When idle, wait this long after a request for others arriving with it, so that their prompts share one forward pass (each arrival restarts the wait, at most four windows in all; it ends at once when every slot is taken); 0 starts each request at once, as llama-server." group:"server"`
+	CachePrompt      bool          `name:"cache-prompt" negatable:"" default:"true" env:"LLAMA_ARG_CACHE_PROMPT" help:"A slot keeps its KV cache after a request and the next request evaluates only what its prompt does not share with it (default on; a request's \"cache_prompt\": false opts out)." group:"server"`
+	ReasoningFormat  string        `name:"reasoning-format" enum:"auto,deepseek,deepseek-legacy,none" default:"auto" env:"LLAMA_ARG_THINK" help:"Where a model's reasoning (<think>…</think>) goes: auto or deepseek return it as reasoning_content, none leaves it in the content (default auto)." group:"server"`
+	ChatTemplate     string        `name:"chat-template" placeholder:"JINJA_TEMPLATE" env:"LLAMA_ARG_CHAT_TEMPLATE" help:"Use this Jinja chat template (its text) instead of the model's; chatml names ChatML, which a model without a template gets." group:"server"`
+	ChatTemplateFile string        `name:"chat-template-file" placeholder:"FILE" type:"existingfile" env:"LLAMA_ARG_CHAT_TEMPLATE_FILE" help:"Use the Jinja chat template in this file instead of the model's." group:"server"`
+	Reasoning        string        `name:"reasoning" enum:"on,off,auto" default:"auto" env:"LLAMA_ARG_REASONING" help:"-rea: thinking in chat (the templates' enable_thinking): on, off, or auto (the template's default)." group:"server"`
+	ReasoningEffort  string        `name:"reasoning-effort" placeholder:"LEVEL" default:"default" env:"LLAMA_ARG_REASONING_EFFORT" help:"The reasoning_effort chat templates get (gpt-oss's: low, medium, high); default keeps the template's." group:"server"`
+	ReasoningBudget  int           `name:"reasoning-budget" placeholder:"N" default:"-1" env:"LLAMA_ARG_THINK_BUDGET" help:"Tokens a model may think: after N the closing tag (</think>, gpt-oss's <|end|>) is forced; 0 closes the reasoning as soon as it opens; -1 unlimited. A request's reasoning_budget_tokens goes over it." group:"server"`
+	BudgetMessage    string        `name:"reasoning-budget-message" placeholder:"MESSAGE" env:"LLAMA_ARG_THINK_BUDGET_MESSAGE" help:"Text written before the closing tag a spent --reasoning-budget forces (default none)." group:"server"`
+	TemplateKwargs   string        `name:"chat-template-kwargs" placeholder:"JSON" env:"LLAMA_ARG_CHAT_TEMPLATE_KWARGS" help:"Extra chat template variables for every request, a JSON object: '{\"enable_thinking\": false}'; a request's chat_template_kwargs go over them." group:"server"`
+	Similarity       float32       `name:"slot-prompt-similarity" default:"0.1" help:"-sps: share of a prompt (0-1) a slot's cached tokens must match for the request to take that slot rather than the least recently used one; 0 always takes the least recently used." group:"server"`
+	Slots            bool          `name:"slots" negatable:"" default:"true" env:"LLAMA_ARG_ENDPOINT_SLOTS" help:"GET /slots reports each slot's state (default on; --no-slots answers it with 501)." group:"server"`
+	Checkpoints      int           `name:"ctx-checkpoints" placeholder:"N" default:"32" env:"LLAMA_ARG_CTX_CHECKPOINTS" help:"-ctxcp, --swa-checkpoints: copies of a recurrent model's state (Qwen3.5) or of its sliding-window caches (gpt-oss without --swa-full) a slot keeps, taken just before each prompt's end, so that the next turn of a chat whose template rewrites the last answer need not evaluate the whole conversation again; 0 keeps none." group:"server"`
+	CheckpointStep   int           `name:"checkpoint-min-step" placeholder:"N" default:"8192" env:"LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT" help:"-cms: an earlier request's checkpoint within N tokens after the one before it is dropped when a new one is taken; 0: no minimum." group:"server"`
+	NPredict         int           `short:"n" name:"n-predict" default:"-1" env:"LLAMA_ARG_N_PREDICT" help:"-n: tokens a request generates when it does not say; -1 until an end-of-generation token or a full slot." group:"generation"`
+	Attention        string        `name:"attention" enum:"ggml,precise" default:"ggml" help:"Attention arithmetic: ggml reproduces llama.cpp's CPU flash attention; precise computes in float32 with float64 dot products: slower prompts, and decoding no faster." group:"generation"`
 
 	samplingFlags
 	placementFlags `embed:""`
@@ -119,6 +120,9 @@ func (c *serveCmd) Run(e *env) error {
 	}
 	if c.QueueSize < 0 {
 		return badInput("--queue-size %d is negative", c.QueueSize)
+	}
+	if c.GatherWindow < 0 {
+		return badInput("--gather-window %v is negative", c.GatherWindow)
 	}
 	template := c.ChatTemplate
 	if c.ChatTemplateFile != "" {
@@ -192,7 +196,7 @@ func (c *serveCmd) Run(e *env) error {
 	defer hs.Close()
 	fmt.Fprintf(e.stderr, "moerun: listening on http://%s (loading the model)\n", ln.Addr())
 
-	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize,
+	srv, f, err := c.load(e, rules, m, threads, server.Config{APIKeys: keys, Sampling: sampling, MaxTokens: c.NPredict, QueueSize: c.QueueSize, GatherWindow: c.GatherWindow,
 		NoPromptCache: !c.CachePrompt, SlotPromptSimilarity: c.Similarity,
 		ContextCheckpoints: orNone(c.Checkpoints), CheckpointMinStep: orNone(c.CheckpointStep), NoSlots: !c.Slots, ReasoningFormat: c.ReasoningFormat, ChatTemplate: template, ChatTemplateKwargs: kwargs,
 		ReasoningBudget: &c.ReasoningBudget, ReasoningBudgetMessage: c.BudgetMessage})
