@@ -30,6 +30,7 @@ func TestServeLoad(t *testing.T) {
 	const clients = 32
 	c := testConfig()
 	c.Slots, c.QueueSize, c.Context.Size = 4, clients, 1024
+	c.GatherWindow = 2 * time.Millisecond // serve's default
 	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)
