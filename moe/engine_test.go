@@ -320,11 +320,12 @@ func TestEngineGathering(t *testing.T) {
 		defer e.Close()
 		e.SetGathering(Gathering{Quiet: time.Hour, Max: time.Hour, Sequences: 1})
 		started, submitted := make(chan struct{}), make(chan struct{})
+		first := true // read and written on the engine's goroutine only
 		long := e.Submit(context.Background(), m.context(t, DefaultContextOptions()), []int32{1, 2, 3}, GenerateOptions{MaxTokens: 40,
 			Token: func(int32, []float32) error {
-				if started != nil {
+				if first {
+					first = false
 					close(started)
-					started = nil
 					<-submitted // the long generation is still decoding
 				}
 				return nil
