@@ -97,11 +97,10 @@ type Engine struct {
 // together (a coding agent's parallel calls, a benchmark's streams) reach the engine a
 // millisecond or two apart, and the prompts of a pass share its reading of the weights.
 // The wait ends once Quiet has passed without a submission, at Max after it began (0:
-// at Quiet, which submissions then do not extend), once Sequences generations wait (0: no
-// such limit),
-// or once their prompts fill a step (-b). The zero value does not wait, as llama-server
-// does not. An engine that is running sequences never waits: a generation submitted then
-// joins at the next step.
+// at Quiet, which submissions then do not extend), once Sequences generations wait (0:
+// no such limit), or once their prompts fill a step (-b). The zero value does not wait,
+// as llama-server does not. An engine that is running sequences never waits: a
+// generation submitted then joins at the next step.
 type Gathering struct {
 	Quiet, Max time.Duration
 	Sequences  int
@@ -205,8 +204,9 @@ func (e *Engine) gather() {
 	}
 }
 
-// gathered reports whether the waiting generations end a gathering: sequences of them
-// (where sequences > 0), or prompts that fill a step.
+// gathered reports whether the waiting generations end a gathering: none (the last
+// sequences just ended, and the engine stops), sequences of them (where sequences > 0),
+// or prompts that fill a step.
 func (e *Engine) gathered(sequences int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -214,7 +214,8 @@ func (e *Engine) gathered(sequences int) bool {
 	for _, g := range e.waiting {
 		tokens += len(g.pending)
 	}
-	return sequences > 0 && len(e.waiting) >= sequences || tokens >= e.s.batch
+	n := len(e.waiting)
+	return n == 0 || sequences > 0 && n >= sequences || tokens >= e.s.batch
 }
 
 // Pause waits until the engine is between steps and keeps it there until resume is
