@@ -247,9 +247,9 @@ func (s *Sampler) Sample(logits []float32) int32 {
 // the draw takes it whatever its random number. Sampling runs between forward passes, on
 // every sequence's critical path: on Qwen3's vocabulary the chain took 0.14 ms a token at
 // temperature 0 and this pass takes 0.05 (BenchmarkSampleQwenVocab), so four sequences
-// decoding together save about 0.35 ms a step. Ties and NaNs, where the order of the chain's sort decides, are
-// left to the chain (ok false). The draw's random number is not taken: at temperature 0
-// no later choice depends on it.
+// decoding together save about 0.35 ms a step. Ties and NaNs, where the order of the
+// chain's sort decides, are left to the chain (ok false). The draw's random number is not
+// taken: at temperature 0 no later choice depends on it.
 func (s *Sampler) plainGreedy(logits []float32) (id int32, ok bool) {
 	if p := s.params; p.Temperature > 0 || p.TopK <= 0 || s.penalizes() || len(logits) == 0 {
 		return 0, false
